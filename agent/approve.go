@@ -1,0 +1,425 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+)
+
+// MaxReasonLength caps rejection reasons and approval notes.
+const MaxReasonLength = 1000
+
+// ApproveRequest is one staff member's approval, optionally with edited
+// arguments.
+type ApproveRequest struct {
+	Note string
+	// Args, when set, replaces the arguments (raw JSON). They are validated
+	// and decided again; an edit the policy would deny is refused.
+	Args []byte
+}
+
+// ApproveResult says what an approval did.
+type ApproveResult struct {
+	// Final is true when this approval completed the action and it ran.
+	Final bool
+	// Approvals counts distinct approvals of the current arguments, of Required.
+	Approvals, Required int
+	// Outcome is the execution's outcome when Final.
+	Outcome *Outcome
+}
+
+// Approve records an approval. When it is the last one the action needs,
+// the call runs, exactly once, before Approve returns.
+func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req ApproveRequest) (ApproveResult, error) {
+	if !actor.Role.CanDecide() {
+		return ApproveResult{}, Errorf(CodeForbidden, "the %s role cannot decide actions", roleName(actor.Role))
+	}
+	note := strings.TrimSpace(req.Note)
+	if len([]rune(note)) > MaxReasonLength {
+		return ApproveResult{}, Errorf(CodeInvalid, "the note is longer than %d characters", MaxReasonLength)
+	}
+	current, err := g.store.ToolCall(ctx, actionID)
+	if err != nil {
+		return ApproveResult{}, g.lookupError(err, actionID)
+	}
+	tool, ok := g.tools.Get(current.Tool)
+	if !ok || current.Decision != string(NeedsApproval) {
+		return ApproveResult{}, Errorf(CodeNotFound, "action %s was not found", actionID)
+	}
+
+	// An edit is validated and decided outside the transaction; the
+	// transaction then checks that the action is still what we decided on.
+	var edit *tools.Normalized
+	var editDecision Decision
+	if req.Args != nil {
+		norm, err := tool.Normalize(req.Args)
+		if err != nil {
+			return ApproveResult{}, &Error{Code: CodeInvalid, Message: "the edited arguments are not valid: " + err.Error(), Err: err}
+		}
+		if norm.Hash != current.ArgsHash {
+			run, err := g.store.Run(ctx, current.RunID)
+			if err != nil {
+				return ApproveResult{}, internal(err, "could not read the action's run")
+			}
+			editDecision, err = g.policy.Decide(ctx, Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map,
+				Facts: g.facts(CallRequest{RunID: run.ID, CustomerID: run.CustomerID, CustomerName: run.CustomerName, Channel: run.Channel})})
+			if err != nil {
+				return ApproveResult{}, internal(err, "the policy could not decide on the edit")
+			}
+			if editDecision.Verdict == Deny {
+				return ApproveResult{}, Errorf(CodeInvalid, "the policy would deny the edited call: %s", editDecision.Reason)
+			}
+			edit = &norm
+		}
+	}
+
+	var res ApproveResult
+	var expired bool
+	err = g.store.Write(ctx, func(tx *models.Tx) error {
+		res, expired = ApproveResult{}, false
+		call, err := tx.ToolCall(actionID)
+		if err != nil {
+			return err
+		}
+		if call.Status != models.CallPending {
+			return alreadyDecided(call)
+		}
+		if call.ExpiresAt != nil && !tx.Now().Before(*call.ExpiresAt) {
+			expired = true
+			return g.expireInTx(tx, call)
+		}
+		required, role := call.RequiredApprovals, Role(call.RequiredRole)
+		if edit != nil && call.ArgsHash != edit.Hash {
+			if editDecision.Verdict == NeedsApproval {
+				required = max(required, editDecision.Approvals)
+				if editDecision.Role.authority() > role.authority() {
+					role = editDecision.Role
+				}
+			}
+			set := map[string]any{"args": string(edit.JSON), "args_hash": edit.Hash,
+				"required_approvals": required, "required_role": string(role)}
+			if call.OriginalArgs == "" {
+				set["original_args"] = call.Args
+			}
+			if err := tx.UpdateCallFields(call.ID, models.CallPending, set); err != nil {
+				return err
+			}
+			if err := tx.Audit(models.Event{Actor: actor.String(), Kind: "action.edited", Subject: call.ID,
+				Payload: map[string]any{"from_args_hash": call.ArgsHash, "to_args_hash": edit.Hash, "args": string(edit.JSON),
+					"edit_verdict": editDecision.Verdict, "edit_rule": editDecision.Rule, "edit_reason": editDecision.Reason,
+					"required_approvals": required, "required_role": role}}); err != nil {
+				return err
+			}
+			call.Args, call.ArgsHash = string(edit.JSON), edit.Hash
+		}
+		prior, err := tx.Approvals(call.ID)
+		if err != nil {
+			return err
+		}
+		approvers := map[string]bool{}
+		qualified := actor.Role.AtLeast(role)
+		for _, a := range prior {
+			if a.Verdict != "approve" || a.ArgsHash != call.ArgsHash {
+				continue // approvals of other arguments do not count for these
+			}
+			approvers[a.StaffID] = true
+			if Role(a.StaffRole).AtLeast(role) {
+				qualified = true
+			}
+		}
+		if approvers[actor.ID] {
+			return Errorf(CodeConflict, "you have already approved this action; it needs another person's approval")
+		}
+		count := len(approvers) + 1
+		if !actor.Role.AtLeast(role) && (required == 1 || (count >= required && !qualified)) {
+			if required == 1 {
+				return Errorf(CodeForbidden, "this action needs a %s to decide it", role)
+			}
+			return Errorf(CodeForbidden, "the last approval of this action must come from a %s", role)
+		}
+		if err := tx.CreateApproval(&models.Approval{ToolCallID: call.ID, StaffID: actor.ID, StaffName: actor.Name,
+			StaffRole: string(actor.Role), Verdict: "approve", Note: note, Args: call.Args, ArgsHash: call.ArgsHash,
+			Edited: edit != nil}); err != nil {
+			return err
+		}
+		res.Approvals, res.Required = count, required
+		if count < required || !qualified {
+			return tx.Audit(models.Event{Actor: actor.String(), Kind: "action.approval_added", Subject: call.ID,
+				Payload: map[string]any{"args_hash": call.ArgsHash, "approvals": count, "required": required, "note": note}})
+		}
+		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallPending}, To: models.CallApproved}); err != nil {
+			return err
+		}
+		res.Final = true
+		return tx.Audit(models.Event{Actor: actor.String(), Kind: "action.approved", Subject: call.ID,
+			Payload: map[string]any{"args_hash": call.ArgsHash, "approvals": count, "required": required, "note": note}})
+	})
+	if err != nil {
+		return ApproveResult{}, g.writeError(err, actionID)
+	}
+	if expired {
+		g.settled(ctx, actionID)
+		return ApproveResult{}, Errorf(CodeConflict, "this action expired before it was approved")
+	}
+	if !res.Final {
+		return res, nil
+	}
+	out, err := g.ExecuteApproved(ctx, actionID)
+	if err != nil {
+		return res, err
+	}
+	res.Outcome = &out
+	return res, nil
+}
+
+// Reject refuses an action with a reason, which is what the model is told.
+func (g *Gate) Reject(ctx context.Context, actionID string, actor Actor, reason string) error {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return Errorf(CodeInvalid, "a reason is required to reject: it is what the customer's assistant is told")
+	}
+	if len([]rune(reason)) > MaxReasonLength {
+		return Errorf(CodeInvalid, "the reason is longer than %d characters", MaxReasonLength)
+	}
+	if !actor.Role.CanDecide() {
+		return Errorf(CodeForbidden, "the %s role cannot decide actions", roleName(actor.Role))
+	}
+	var expired bool
+	err := g.store.Write(ctx, func(tx *models.Tx) error {
+		expired = false
+		call, err := tx.ToolCall(actionID)
+		if err != nil {
+			return err
+		}
+		if call.Decision != string(NeedsApproval) {
+			return models.ErrNotFound
+		}
+		if call.Status != models.CallPending {
+			return alreadyDecided(call)
+		}
+		if call.ExpiresAt != nil && !tx.Now().Before(*call.ExpiresAt) {
+			expired = true
+			return g.expireInTx(tx, call)
+		}
+		if role := Role(call.RequiredRole); !actor.Role.AtLeast(role) {
+			return Errorf(CodeForbidden, "this action needs a %s to decide it", role)
+		}
+		if err := tx.CreateApproval(&models.Approval{ToolCallID: call.ID, StaffID: actor.ID, StaffName: actor.Name,
+			StaffRole: string(actor.Role), Verdict: "reject", Note: reason, Args: call.Args, ArgsHash: call.ArgsHash}); err != nil {
+			return err
+		}
+		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallPending}, To: models.CallRejected,
+			Set: map[string]any{"error": "rejected by staff: " + reason}}); err != nil {
+			return err
+		}
+		return tx.Audit(models.Event{Actor: actor.String(), Kind: "action.rejected", Subject: call.ID,
+			Payload: map[string]any{"args_hash": call.ArgsHash, "reason": reason}})
+	})
+	if err != nil {
+		return g.writeError(err, actionID)
+	}
+	g.settled(ctx, actionID)
+	if expired {
+		return Errorf(CodeConflict, "this action expired before it was decided")
+	}
+	return nil
+}
+
+// Cancel withdraws a pending action, for instance when its run is closed.
+func (g *Gate) Cancel(ctx context.Context, actionID string, actor Actor, reason string) error {
+	err := g.store.Write(ctx, func(tx *models.Tx) error {
+		call, err := tx.ToolCall(actionID)
+		if err != nil {
+			return err
+		}
+		if call.Status != models.CallPending {
+			return alreadyDecided(call)
+		}
+		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallPending}, To: models.CallCancelled,
+			Set: map[string]any{"error": "cancelled: " + reason}}); err != nil {
+			return err
+		}
+		return tx.Audit(models.Event{Actor: actor.String(), Kind: "action.cancelled", Subject: call.ID,
+			Payload: map[string]any{"reason": reason}})
+	})
+	if err != nil {
+		return g.writeError(err, actionID)
+	}
+	g.settled(ctx, actionID)
+	return nil
+}
+
+// ExpireOverdueActions expires every pending action whose time is up and
+// returns how many it expired.
+func (g *Gate) ExpireOverdueActions(ctx context.Context) (int, error) {
+	ids, err := g.store.OverdueActionIDs(ctx, g.store.Now(), 500)
+	if err != nil {
+		return 0, internal(err, "could not list overdue actions")
+	}
+	n := 0
+	for _, id := range ids {
+		err := g.store.Write(ctx, func(tx *models.Tx) error {
+			call, err := tx.ToolCall(id)
+			if err != nil {
+				return err
+			}
+			if call.Status != models.CallPending || call.ExpiresAt == nil || tx.Now().Before(*call.ExpiresAt) {
+				return models.ErrConflict // decided meanwhile
+			}
+			return g.expireInTx(tx, call)
+		})
+		if errors.Is(err, models.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return n, internal(err, "could not expire an action")
+		}
+		n++
+		g.settled(ctx, id)
+	}
+	return n, nil
+}
+
+func (g *Gate) expireInTx(tx *models.Tx, call *models.ToolCall) error {
+	if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallPending}, To: models.CallExpired,
+		Set: map[string]any{"error": "expired: nobody decided in time"}}); err != nil {
+		return err
+	}
+	return tx.Audit(models.Event{Actor: System.String(), Kind: "action.expired", Subject: call.ID,
+		Payload: map[string]any{"expires_at": call.ExpiresAt.UTC().Format(time.RFC3339Nano)}})
+}
+
+// ExecuteApproved runs an approved call. The conditional change from
+// approved to executing lets exactly one caller through.
+func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, error) {
+	call, err := g.store.ToolCall(ctx, callID)
+	if err != nil {
+		return Outcome{}, g.lookupError(err, callID)
+	}
+	tool, ok := g.tools.Get(call.Tool)
+	if !ok {
+		return Outcome{}, Errorf(CodeInternal, "tool %s is no longer registered", call.Tool)
+	}
+	norm, err := tool.Normalize([]byte(call.Args))
+	if err != nil {
+		return Outcome{}, internal(err, "the approved arguments no longer validate")
+	}
+	err = g.store.Write(ctx, func(tx *models.Tx) error {
+		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallApproved}, To: models.CallExecuting}); err != nil {
+			return err
+		}
+		return tx.Audit(models.Event{Actor: System.String(), Kind: "call.executing", Subject: call.ID,
+			Payload: map[string]any{"args_hash": call.ArgsHash}})
+	})
+	if err != nil {
+		return Outcome{}, g.writeError(err, callID)
+	}
+	out, err := g.execute(ctx, call, tool, norm)
+	g.settled(ctx, callID)
+	return out, err
+}
+
+// RecoverInterrupted is run at start-up. Approved calls that never started
+// are run; calls caught executing are run again when their tool is
+// idempotent (with the same idempotency key) and otherwise marked unknown
+// for a person to reconcile.
+func (g *Gate) RecoverInterrupted(ctx context.Context) (rerun, unknown int, err error) {
+	for {
+		calls, err := g.store.CallsByStatus(ctx, models.CallExecuting, 200)
+		if err != nil || len(calls) == 0 {
+			if err != nil {
+				return rerun, unknown, internal(err, "could not list interrupted calls")
+			}
+			break
+		}
+		for i := range calls {
+			call := &calls[i]
+			tool, ok := g.tools.Get(call.Tool)
+			if ok && tool.Idempotent {
+				norm, nerr := tool.Normalize([]byte(call.Args))
+				if nerr == nil {
+					g.log.Warn("re-running interrupted idempotent call", "call_id", call.ID, "tool", call.Tool)
+					if _, err := g.execute(ctx, call, tool, norm); err != nil {
+						return rerun, unknown, err
+					}
+					rerun++
+					g.settled(ctx, call.ID)
+					continue
+				}
+			}
+			werr := g.store.Write(ctx, func(tx *models.Tx) error {
+				if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallExecuting}, To: models.CallUnknown,
+					Set: map[string]any{"error": "interrupted while running; a team member will check what happened"}}); err != nil {
+					return err
+				}
+				return tx.Audit(models.Event{Actor: System.String(), Kind: "call.unknown", Subject: call.ID,
+					Payload: map[string]any{"tool": call.Tool, "reason": "process stopped while the call was executing"}})
+			})
+			if werr != nil && !errors.Is(werr, models.ErrConflict) {
+				return rerun, unknown, internal(werr, "could not mark an interrupted call")
+			}
+			g.log.Warn("interrupted call needs a person", "call_id", call.ID, "tool", call.Tool)
+			unknown++
+			g.settled(ctx, call.ID)
+		}
+	}
+	approved, err := g.store.CallsByStatus(ctx, models.CallApproved, 10000)
+	if err != nil {
+		return rerun, unknown, internal(err, "could not list approved calls")
+	}
+	for _, c := range approved {
+		if _, err := g.ExecuteApproved(ctx, c.ID); err != nil && ErrorCode(err) != CodeConflict {
+			return rerun, unknown, err
+		}
+		rerun++
+	}
+	return rerun, unknown, nil
+}
+
+func (g *Gate) settled(ctx context.Context, callID string) {
+	if g.OnSettled == nil {
+		return
+	}
+	call, err := g.store.ToolCall(ctx, callID)
+	if err != nil {
+		g.log.Error("settled call vanished", "call_id", callID, "err", err)
+		return
+	}
+	g.OnSettled(ctx, call)
+}
+
+func alreadyDecided(call *models.ToolCall) error {
+	return Errorf(CodeConflict, "this action was already decided: it is %s", call.Status)
+}
+
+func (g *Gate) lookupError(err error, id string) error {
+	if errors.Is(err, models.ErrNotFound) {
+		return Errorf(CodeNotFound, "action %s was not found", truncateRunes(id, 64))
+	}
+	return internal(err, "could not read the action")
+}
+
+func (g *Gate) writeError(err error, id string) error {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, models.ErrNotFound):
+		return Errorf(CodeNotFound, "action %s was not found", truncateRunes(id, 64))
+	case errors.Is(err, models.ErrConflict):
+		return Errorf(CodeConflict, "this action was already decided")
+	}
+	return internal(err, "the decision could not be recorded")
+}
+
+func roleName(r Role) string {
+	if r == "" {
+		return "(none)"
+	}
+	return fmt.Sprint(r)
+}

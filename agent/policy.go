@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/countersign/countersign/tools"
+)
+
+// Verdict is what a policy says about a call.
+type Verdict string
+
+// The three verdicts.
+const (
+	Allow         Verdict = "allow"
+	NeedsApproval Verdict = "needs_approval"
+	Deny          Verdict = "deny"
+)
+
+// Decision is a policy's verdict with everything an auditor needs to know
+// why: the rule that matched and the version of the policy.
+type Decision struct {
+	Verdict       Verdict
+	Reason        string
+	Rule          string // the rule's name, or "default:<risk>"
+	PolicyVersion string
+	// For NeedsApproval: how many distinct approvers, the least role one of
+	// them must hold, and how long the action may wait (0: forever).
+	Approvals int
+	Role      Role
+	Expires   time.Duration
+}
+
+// CustomerFacts is what a policy may know about the run's customer.
+type CustomerFacts struct {
+	ID         string
+	Name       string
+	SignedIn   bool
+	Attributes map[string]any
+	// Refunded24h is what the customer was refunded in the last 24 hours, in dollars.
+	Refunded24h float64
+}
+
+// RunFacts is what a policy may know about the run so far.
+type RunFacts struct {
+	ID          string
+	Channel     string
+	Calls       int64 // calls recorded in the run before this one
+	CallsByTool map[string]int64
+}
+
+// Facts loads customer and run facts on demand: a rule that does not ask
+// about the customer costs no query.
+type Facts interface {
+	Customer(ctx context.Context) (CustomerFacts, error)
+	Run(ctx context.Context) (RunFacts, error)
+}
+
+// Input is everything a policy decides on.
+type Input struct {
+	Tool  string
+	Risk  tools.Risk
+	Args  map[string]any // normalized
+	Facts Facts
+}
+
+// Policy decides about a call. The YAML file policy implements it; an
+// integrator may replace it with plain Go.
+type Policy interface {
+	Decide(ctx context.Context, in Input) (Decision, error)
+	// Version identifies the policy in force (for a file, its SHA-256).
+	Version() string
+}
+
+// StaticFacts answers with fixed facts; policy tests use it.
+type StaticFacts struct {
+	C CustomerFacts
+	R RunFacts
+}
+
+// Customer returns the fixed customer facts.
+func (f StaticFacts) Customer(context.Context) (CustomerFacts, error) { return f.C, nil }
+
+// Run returns the fixed run facts.
+func (f StaticFacts) Run(context.Context) (RunFacts, error) { return f.R, nil }

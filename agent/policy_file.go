@@ -1,0 +1,416 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"github.com/goccy/go-yaml"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+)
+
+// DefaultPolicyYAML is the shipped policy: the article's rules plus the
+// two-person rule for big refunds and a 24-hour refund ceiling.
+//
+//go:embed default_policy.yaml
+var DefaultPolicyYAML []byte
+
+// FilePolicy is a policy loaded from YAML: ordered rules whose conditions are
+// CEL expressions compiled once at load, defaults by risk, and its own tests.
+type FilePolicy struct {
+	Source   string
+	version  string
+	rules    []*rule
+	defaults map[tools.Risk]*outcome
+	tests    []policyTest
+	registry *tools.Registry
+}
+
+type outcomeSpec struct {
+	Decision  string `yaml:"decision"`
+	Reason    string `yaml:"reason"`
+	Approvals int    `yaml:"approvals"`
+	Role      string `yaml:"role"`
+	Expires   string `yaml:"expires"`
+}
+
+type ruleSpec struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	Tool        string `yaml:"tool"`
+	Risk        string `yaml:"risk"`
+	When        string `yaml:"when"`
+	outcomeSpec `yaml:",inline"`
+}
+
+type testSpec struct {
+	Name     string         `yaml:"name"`
+	Tool     string         `yaml:"tool"`
+	Risk     string         `yaml:"risk"`
+	Args     map[string]any `yaml:"args"`
+	Customer *struct {
+		ID          string         `yaml:"id"`
+		Name        string         `yaml:"name"`
+		Attributes  map[string]any `yaml:"attributes"`
+		Refunded24h float64        `yaml:"refunded_24h"`
+	} `yaml:"customer"`
+	Run *struct {
+		Channel     string           `yaml:"channel"`
+		Calls       int64            `yaml:"calls"`
+		CallsByTool map[string]int64 `yaml:"calls_by_tool"`
+	} `yaml:"run"`
+	Expect    string `yaml:"expect"`
+	Rule      string `yaml:"rule"`
+	Approvals int    `yaml:"approvals"`
+	Role      string `yaml:"role"`
+}
+
+type fileSpec struct {
+	Defaults map[string]outcomeSpec `yaml:"defaults"`
+	Rules    []ruleSpec             `yaml:"rules"`
+	Tests    []testSpec             `yaml:"tests"`
+}
+
+type outcome struct {
+	verdict   Verdict
+	reason    *template
+	approvals int
+	role      Role
+	expires   time.Duration
+}
+
+type rule struct {
+	name    string
+	tool    string
+	risk    tools.Risk
+	when    cel.Program // nil: always
+	outcome *outcome
+}
+
+type policyTest struct {
+	spec testSpec
+}
+
+var celEnv = mustCELEnv()
+
+func mustCELEnv() *cel.Env {
+	money := func(v ref.Val) ref.Val {
+		var f float64
+		switch x := v.(type) {
+		case types.Double:
+			f = float64(x)
+		case types.Int:
+			f = float64(x)
+		case types.Uint:
+			f = float64(x)
+		default:
+			return types.NewErr("money() takes a number")
+		}
+		return types.String(models.FormatCents(int64(f*100 + 0.5*sign(f))))
+	}
+	env, err := cel.NewEnv(
+		cel.Variable("tool", cel.StringType),
+		cel.Variable("risk", cel.StringType),
+		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("customer", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("run", cel.MapType(cel.StringType, cel.DynType)),
+		cel.CrossTypeNumericComparisons(true),
+		cel.Function("money",
+			cel.Overload("money_double", []*cel.Type{cel.DoubleType}, cel.StringType, cel.UnaryBinding(money)),
+			cel.Overload("money_int", []*cel.Type{cel.IntType}, cel.StringType, cel.UnaryBinding(money)),
+			cel.Overload("money_dyn", []*cel.Type{cel.DynType}, cel.StringType, cel.UnaryBinding(money)),
+		),
+	)
+	if err != nil {
+		panic(err)
+	}
+	return env
+}
+
+func sign(f float64) float64 {
+	if f < 0 {
+		return -1
+	}
+	return 1
+}
+
+func compileCEL(expr string) (cel.Program, *cel.Ast, error) {
+	ast, iss := celEnv.Compile(expr)
+	if iss.Err() != nil {
+		return nil, nil, fmt.Errorf("%s", strings.TrimSpace(iss.Err().Error()))
+	}
+	prg, err := celEnv.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(100000))
+	if err != nil {
+		return nil, nil, err
+	}
+	return prg, ast, nil
+}
+
+// template is a reason with {{ CEL }} placeholders, compiled at load.
+type template struct {
+	text  []string // literal pieces, one more than exprs
+	exprs []cel.Program
+}
+
+var placeholder = regexp.MustCompile(`\{\{(.*?)\}\}`)
+
+func compileTemplate(s string) (*template, error) {
+	t := &template{}
+	last := 0
+	for _, m := range placeholder.FindAllStringSubmatchIndex(s, -1) {
+		t.text = append(t.text, s[last:m[0]])
+		prg, _, err := compileCEL(strings.TrimSpace(s[m[2]:m[3]]))
+		if err != nil {
+			return nil, fmt.Errorf("placeholder {{%s}}: %w", s[m[2]:m[3]], err)
+		}
+		t.exprs = append(t.exprs, prg)
+		last = m[1]
+	}
+	t.text = append(t.text, s[last:])
+	return t, nil
+}
+
+func (t *template) render(act any) string {
+	if len(t.exprs) == 0 {
+		return t.text[0]
+	}
+	var b strings.Builder
+	for i, prg := range t.exprs {
+		b.WriteString(t.text[i])
+		out, _, err := prg.Eval(act)
+		if err != nil {
+			b.WriteString("?")
+			continue
+		}
+		switch v := out.Value().(type) {
+		case string:
+			b.WriteString(v)
+		case float64:
+			b.WriteString(strconv.FormatFloat(v, 'f', -1, 64))
+		default:
+			fmt.Fprint(&b, v)
+		}
+	}
+	b.WriteString(t.text[len(t.text)-1])
+	return b.String()
+}
+
+// LoadPolicy parses and compiles a policy file. The registry, when given,
+// lets it refuse rules that name unknown tools and normalize test arguments.
+func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePolicy, error) {
+	var spec fileSpec
+	if err := yaml.UnmarshalWithOptions(data, &spec, yaml.Strict()); err != nil {
+		return nil, fmt.Errorf("policy %s: %s", source, yaml.FormatError(err, false, true))
+	}
+	sum := sha256.Sum256(data)
+	p := &FilePolicy{Source: source, version: hex.EncodeToString(sum[:]), registry: registry,
+		defaults: map[tools.Risk]*outcome{}}
+
+	builtin := map[tools.Risk]outcomeSpec{
+		tools.RiskRead:      {Decision: string(Allow), Reason: "reads are allowed"},
+		tools.RiskLowWrite:  {Decision: string(Allow), Reason: "low-risk writes are allowed"},
+		tools.RiskHighWrite: {Decision: string(NeedsApproval), Reason: "High-risk tool: {{ tool }}"},
+	}
+	for risk, os := range spec.Defaults {
+		if !tools.Risk(risk).Valid() {
+			return nil, fmt.Errorf("policy %s: defaults: %q is not a risk level (read, low_write, high_write)", source, risk)
+		}
+		builtin[tools.Risk(risk)] = os
+	}
+	for risk, os := range builtin {
+		o, err := compileOutcome(os)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: default for %s: %w", source, risk, err)
+		}
+		p.defaults[risk] = o
+	}
+
+	seen := map[string]bool{}
+	for i, rs := range spec.Rules {
+		where := fmt.Sprintf("policy %s: rule %d", source, i+1)
+		if rs.Name == "" {
+			return nil, fmt.Errorf("%s: every rule needs a name", where)
+		}
+		where = fmt.Sprintf("policy %s: rule %q", source, rs.Name)
+		if seen[rs.Name] {
+			return nil, fmt.Errorf("%s: the name is used twice", where)
+		}
+		seen[rs.Name] = true
+		r := &rule{name: rs.Name, tool: rs.Tool, risk: tools.Risk(rs.Risk)}
+		if rs.Risk != "" && !r.risk.Valid() {
+			return nil, fmt.Errorf("%s: risk %q is not read, low_write or high_write", where, rs.Risk)
+		}
+		if rs.Tool != "" && registry != nil {
+			if _, ok := registry.Get(rs.Tool); !ok {
+				return nil, fmt.Errorf("%s: no tool is named %q", where, rs.Tool)
+			}
+		}
+		if strings.TrimSpace(rs.When) != "" {
+			prg, ast, err := compileCEL(rs.When)
+			if err != nil {
+				return nil, fmt.Errorf("%s: condition does not compile: %w", where, err)
+			}
+			if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
+				return nil, fmt.Errorf("%s: condition gives %s, it must give true or false", where, t)
+			}
+			r.when = prg
+		}
+		o, err := compileOutcome(rs.outcomeSpec)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		r.outcome = o
+		p.rules = append(p.rules, r)
+	}
+	for i, ts := range spec.Tests {
+		if ts.Name == "" {
+			ts.Name = fmt.Sprintf("test %d", i+1)
+		}
+		if !Verdict(ts.Expect).valid() {
+			return nil, fmt.Errorf("policy %s: test %q: expect must be allow, needs_approval or deny", source, ts.Name)
+		}
+		p.tests = append(p.tests, policyTest{spec: ts})
+	}
+	return p, nil
+}
+
+func (v Verdict) valid() bool { return v == Allow || v == NeedsApproval || v == Deny }
+
+func compileOutcome(os outcomeSpec) (*outcome, error) {
+	o := &outcome{verdict: Verdict(os.Decision), approvals: os.Approvals, role: Role(os.Role)}
+	if !o.verdict.valid() {
+		return nil, fmt.Errorf("decision %q must be allow, needs_approval or deny", os.Decision)
+	}
+	if o.verdict != NeedsApproval && (os.Approvals != 0 || os.Role != "" || os.Expires != "") {
+		return nil, fmt.Errorf("approvals, role and expires only apply to needs_approval")
+	}
+	if o.verdict == NeedsApproval {
+		if o.approvals == 0 {
+			o.approvals = 1
+		}
+		if o.approvals < 1 || o.approvals > 5 {
+			return nil, fmt.Errorf("approvals must be between 1 and 5")
+		}
+		if o.role != "" && !o.role.CanDecide() {
+			return nil, fmt.Errorf("role %q cannot approve (approver, supervisor or admin)", os.Role)
+		}
+		if os.Expires != "" {
+			d, err := parseDuration(os.Expires)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("expires %q is not a duration such as 30m, 24h or 2d", os.Expires)
+			}
+			o.expires = d
+		}
+	}
+	reason := os.Reason
+	if reason == "" {
+		reason = string(o.verdict)
+	}
+	t, err := compileTemplate(reason)
+	if err != nil {
+		return nil, fmt.Errorf("reason: %w", err)
+	}
+	o.reason = t
+	return o, nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		return time.Duration(n) * 24 * time.Hour, err
+	}
+	return time.ParseDuration(s)
+}
+
+// Version is the SHA-256 of the policy file.
+func (p *FilePolicy) Version() string { return p.version }
+
+// Decide checks the rules in order; the first that matches decides. When
+// none matches, the default for the tool's risk applies. A condition that
+// cannot be evaluated sends the call to a human rather than guessing.
+func (p *FilePolicy) Decide(ctx context.Context, in Input) (Decision, error) {
+	act := activation(ctx, in)
+	for _, r := range p.rules {
+		if r.tool != "" && r.tool != in.Tool {
+			continue
+		}
+		if r.risk != "" && r.risk != in.Risk {
+			continue
+		}
+		if r.when != nil {
+			out, _, err := r.when.Eval(act)
+			if err != nil {
+				return Decision{Verdict: NeedsApproval, Approvals: 1, Rule: r.name, PolicyVersion: p.version,
+					Reason: fmt.Sprintf("policy rule %q could not be evaluated (%v), so a person must decide", r.name, err)}, nil
+			}
+			if b, ok := out.Value().(bool); !ok || !b {
+				continue
+			}
+		}
+		return r.outcome.decision(r.name, p.version, act), nil
+	}
+	o, ok := p.defaults[in.Risk]
+	if !ok {
+		return Decision{}, fmt.Errorf("tool %s has unknown risk %q", in.Tool, in.Risk)
+	}
+	return o.decision("default:"+string(in.Risk), p.version, act), nil
+}
+
+func (o *outcome) decision(rule, version string, act any) Decision {
+	return Decision{Verdict: o.verdict, Reason: o.reason.render(act), Rule: rule, PolicyVersion: version,
+		Approvals: o.approvals, Role: o.role, Expires: o.expires}
+}
+
+// activation exposes the input to CEL; customer and run facts are loaded
+// only if a condition or reason looks at them.
+func activation(ctx context.Context, in Input) map[string]any {
+	args := in.Args
+	if args == nil {
+		args = map[string]any{}
+	}
+	return map[string]any{
+		"tool": in.Tool,
+		"risk": string(in.Risk),
+		"args": args,
+		"customer": func() ref.Val {
+			if in.Facts == nil {
+				return types.DefaultTypeAdapter.NativeToValue(map[string]any{"id": "", "name": "", "signed_in": false, "refunded_24h": 0.0, "attributes": map[string]any{}})
+			}
+			c, err := in.Facts.Customer(ctx)
+			if err != nil {
+				return types.NewErr("customer facts: %v", err)
+			}
+			attrs := c.Attributes
+			if attrs == nil {
+				attrs = map[string]any{}
+			}
+			return types.DefaultTypeAdapter.NativeToValue(map[string]any{"id": c.ID, "name": c.Name, "signed_in": c.SignedIn,
+				"refunded_24h": c.Refunded24h, "attributes": attrs})
+		},
+		"run": func() ref.Val {
+			if in.Facts == nil {
+				return types.DefaultTypeAdapter.NativeToValue(map[string]any{"id": "", "channel": "", "calls": int64(0), "calls_by_tool": map[string]int64{}})
+			}
+			r, err := in.Facts.Run(ctx)
+			if err != nil {
+				return types.NewErr("run facts: %v", err)
+			}
+			by := r.CallsByTool
+			if by == nil {
+				by = map[string]int64{}
+			}
+			return types.DefaultTypeAdapter.NativeToValue(map[string]any{"id": r.ID, "channel": r.Channel, "calls": r.Calls, "calls_by_tool": by})
+		},
+	}
+}

@@ -1,0 +1,211 @@
+package models
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Event is what a state change tells the audit log.
+type Event struct {
+	Actor   string // "staff:ID (Name)", "model", "system", "customer:ID"
+	Kind    string // e.g. "call.allowed", "action.approved"
+	Subject string // the id of the record the event is about
+	Payload any    // marshalled canonically (sorted keys)
+}
+
+type chainState struct {
+	loaded bool
+	dirty  bool
+	seq    int64
+	hash   string
+}
+
+// Audit appends an event to the chain inside this unit of work.
+func (tx *Tx) Audit(ev Event) error {
+	if !tx.chain.loaded {
+		if err := tx.loadChain(); err != nil {
+			return err
+		}
+	}
+	payload, err := CanonicalJSON(ev.Payload)
+	if err != nil {
+		return fmt.Errorf("audit payload: %w", err)
+	}
+	rec := AuditEvent{
+		Seq:      tx.chain.seq + 1,
+		At:       tx.now,
+		Actor:    ev.Actor,
+		Kind:     ev.Kind,
+		Subject:  ev.Subject,
+		Payload:  string(payload),
+		PrevHash: tx.chain.hash,
+	}
+	rec.Hash = eventHash(rec)
+	if err := tx.db.Exec(`INSERT INTO audit_events (seq, at, actor, kind, subject, payload, prev_hash, hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		rec.Seq, rec.At, rec.Actor, rec.Kind, rec.Subject, rec.Payload, rec.PrevHash, rec.Hash).Error; err != nil {
+		return fmt.Errorf("append audit event: %w", err)
+	}
+	tx.chain.seq, tx.chain.hash, tx.chain.dirty = rec.Seq, rec.Hash, true
+	return nil
+}
+
+func (tx *Tx) loadChain() error {
+	var last AuditEvent
+	err := tx.db.Order("seq DESC").Limit(1).Take(&last).Error
+	switch {
+	case err == nil:
+		tx.chain = chainState{loaded: true, seq: last.Seq, hash: last.Hash}
+	case errors.Is(notFound(err), ErrNotFound):
+		tx.chain = chainState{loaded: true}
+	default:
+		return fmt.Errorf("read audit chain: %w", err)
+	}
+	return nil
+}
+
+func (tx *Tx) saveChainHead() error {
+	if !tx.chain.dirty {
+		return nil
+	}
+	res := tx.db.Exec(`UPDATE audit_heads SET seq = ?, hash = ? WHERE id = 1`, tx.chain.seq, tx.chain.hash)
+	if res.Error != nil {
+		return fmt.Errorf("save audit head: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		if err := tx.db.Exec(`INSERT INTO audit_heads (id, seq, hash) VALUES (1, ?, ?)`, tx.chain.seq, tx.chain.hash).Error; err != nil {
+			return fmt.Errorf("save audit head: %w", err)
+		}
+	}
+	tx.chain.dirty = false
+	return nil
+}
+
+// eventHash is SHA-256 over the previous link's hash and the canonical form
+// of the event, so that changing, removing or reordering any row breaks
+// every link after it.
+func eventHash(e AuditEvent) string {
+	var b bytes.Buffer
+	b.WriteString(e.PrevHash)
+	b.WriteByte('\n')
+	b.WriteString(`{"seq":`)
+	b.WriteString(strconv.FormatInt(e.Seq, 10))
+	b.WriteString(`,"at":`)
+	writeJSONString(&b, e.At.UTC().Format(time.RFC3339Nano))
+	b.WriteString(`,"actor":`)
+	writeJSONString(&b, e.Actor)
+	b.WriteString(`,"kind":`)
+	writeJSONString(&b, e.Kind)
+	b.WriteString(`,"subject":`)
+	writeJSONString(&b, e.Subject)
+	b.WriteString(`,"payload":`)
+	b.WriteString(e.Payload)
+	b.WriteByte('}')
+	sum := sha256.Sum256(b.Bytes())
+	return hex.EncodeToString(sum[:])
+}
+
+func writeJSONString(b *bytes.Buffer, s string) {
+	enc, _ := json.Marshal(s)
+	b.Write(enc)
+}
+
+// CanonicalJSON encodes v with sorted object keys and no HTML escaping.
+func CanonicalJSON(v any) ([]byte, error) {
+	if v == nil {
+		return []byte("{}"), nil
+	}
+	first, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	// Round-trip through generic values so struct field order does not
+	// matter: maps marshal with sorted keys.
+	var generic any
+	dec := json.NewDecoder(bytes.NewReader(first))
+	dec.UseNumber()
+	if err := dec.Decode(&generic); err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(generic); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(out.Bytes(), "\n"), nil
+}
+
+// ChainReport is what VerifyAuditChain found.
+type ChainReport struct {
+	Events  int64
+	HeadSeq int64
+	OK      bool
+	// BadSeq is the first sequence number at which the chain breaks.
+	BadSeq  int64
+	Problem string
+}
+
+// VerifyAuditChain walks the whole chain in order and reports the first link
+// that was changed, removed or reordered.
+func (s *Store) VerifyAuditChain(ctx context.Context) (ChainReport, error) {
+	var rep ChainReport
+	prevHash := ""
+	expected := int64(1)
+	const page = 2000
+	for {
+		var rows []AuditEvent
+		if err := s.db.WithContext(ctx).Where("seq >= ?", expected).Order("seq").Limit(page).Find(&rows).Error; err != nil {
+			return rep, fmt.Errorf("read audit events: %w", err)
+		}
+		for _, e := range rows {
+			switch {
+			case e.Seq != expected:
+				rep.BadSeq, rep.Problem = expected, fmt.Sprintf("event %d is missing (next present is %d)", expected, e.Seq)
+			case e.PrevHash != prevHash:
+				rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d does not link to the event before it", e.Seq)
+			case eventHash(e) != e.Hash:
+				rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d was altered (its hash does not match its content)", e.Seq)
+			}
+			if rep.Problem != "" {
+				return rep, nil
+			}
+			rep.Events++
+			prevHash = e.Hash
+			expected++
+		}
+		if len(rows) < page {
+			break
+		}
+	}
+	var head AuditHead
+	err := s.db.WithContext(ctx).Take(&head, 1).Error
+	switch {
+	case errors.Is(notFound(err), ErrNotFound):
+		if rep.Events > 0 {
+			rep.BadSeq, rep.Problem = 1, "the chain head record is missing"
+			return rep, nil
+		}
+	case err != nil:
+		return rep, fmt.Errorf("read audit head: %w", err)
+	default:
+		rep.HeadSeq = head.Seq
+		if head.Seq != rep.Events || head.Hash != prevHash {
+			rep.BadSeq = rep.Events + 1
+			if head.Seq < rep.Events {
+				rep.BadSeq = head.Seq + 1
+			}
+			rep.Problem = fmt.Sprintf("the chain ends at event %d but its head says %d", rep.Events, head.Seq)
+			return rep, nil
+		}
+	}
+	rep.OK = true
+	return rep, nil
+}

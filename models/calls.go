@@ -1,0 +1,176 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Tool call statuses (see DESIGN.md for the lifecycle).
+const (
+	CallInvalid   = "invalid"
+	CallDenied    = "denied"
+	CallAllowed   = "allowed"
+	CallPending   = "pending"
+	CallApproved  = "approved"
+	CallRejected  = "rejected"
+	CallExpired   = "expired"
+	CallCancelled = "cancelled"
+	CallExecuting = "executing"
+	CallSucceeded = "succeeded"
+	CallFailed    = "failed"
+	CallUnknown   = "unknown"
+)
+
+// CreateRun inserts a run.
+func (tx *Tx) CreateRun(r *Run) error {
+	r.CreatedAt, r.UpdatedAt = tx.now, tx.now
+	if err := tx.db.Create(r).Error; err != nil {
+		return fmt.Errorf("create run: %w", err)
+	}
+	return nil
+}
+
+// CreateToolCall inserts a tool call with its decision.
+func (tx *Tx) CreateToolCall(c *ToolCall) error {
+	c.CreatedAt, c.UpdatedAt = tx.now, tx.now
+	if c.Decision != "" {
+		now := tx.now
+		c.DecidedAt = &now
+	}
+	if err := tx.db.Create(c).Error; err != nil {
+		return fmt.Errorf("record tool call: %w", err)
+	}
+	return nil
+}
+
+// ToolCall reads a tool call inside the unit of work.
+func (tx *Tx) ToolCall(id string) (*ToolCall, error) {
+	var c ToolCall
+	if err := tx.db.Take(&c, "id = ?", id).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &c, nil
+}
+
+// CallChange is a conditional state change of a tool call.
+type CallChange struct {
+	ID   string
+	From []string // the statuses the call must be in
+	To   string
+	// Fields to set along with the status, by column name.
+	Set map[string]any
+}
+
+// ChangeCallStatus moves a call from one of the expected statuses to a new
+// one. It affects exactly one row or returns ErrConflict: that is what makes
+// two simultaneous approvals produce one execution.
+func (tx *Tx) ChangeCallStatus(ch CallChange) error {
+	set := map[string]any{"status": ch.To, "updated_at": tx.now}
+	for k, v := range ch.Set {
+		set[k] = v
+	}
+	switch ch.To {
+	case CallSucceeded, CallFailed, CallUnknown:
+		set["finished_at"] = tx.now
+	case CallApproved, CallRejected, CallExpired, CallCancelled:
+		set["decided_at"] = tx.now
+	}
+	res := tx.db.Model(&ToolCall{}).Where("id = ? AND status IN ?", ch.ID, ch.From).Updates(set)
+	if res.Error != nil {
+		return fmt.Errorf("update tool call %s: %w", ch.ID, res.Error)
+	}
+	if res.RowsAffected != 1 {
+		return ErrConflict
+	}
+	return nil
+}
+
+// UpdateCallFields changes fields of a call that is still in the given status.
+func (tx *Tx) UpdateCallFields(id, status string, set map[string]any) error {
+	set["updated_at"] = tx.now
+	res := tx.db.Model(&ToolCall{}).Where("id = ? AND status = ?", id, status).Updates(set)
+	if res.Error != nil {
+		return fmt.Errorf("update tool call %s: %w", id, res.Error)
+	}
+	if res.RowsAffected != 1 {
+		return ErrConflict
+	}
+	return nil
+}
+
+// CreateApproval stores one staff verdict.
+func (tx *Tx) CreateApproval(a *Approval) error {
+	a.CreatedAt = tx.now
+	if err := tx.db.Create(a).Error; err != nil {
+		return fmt.Errorf("record approval: %w", err)
+	}
+	return nil
+}
+
+// Approvals lists the verdicts on a call, oldest first, inside the unit of work.
+func (tx *Tx) Approvals(callID string) ([]Approval, error) {
+	var out []Approval
+	err := tx.db.Where("tool_call_id = ?", callID).Order("id").Find(&out).Error
+	return out, err
+}
+
+// ToolCall reads one tool call.
+func (s *Store) ToolCall(ctx context.Context, id string) (*ToolCall, error) {
+	var c ToolCall
+	if err := s.db.WithContext(ctx).Take(&c, "id = ?", id).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &c, nil
+}
+
+// Approvals lists the verdicts on a call, oldest first.
+func (s *Store) Approvals(ctx context.Context, callID string) ([]Approval, error) {
+	var out []Approval
+	err := s.db.WithContext(ctx).Where("tool_call_id = ?", callID).Order("id").Find(&out).Error
+	return out, err
+}
+
+// CallsByStatus lists calls in a status, oldest first, at most limit of them.
+func (s *Store) CallsByStatus(ctx context.Context, status string, limit int) ([]ToolCall, error) {
+	var out []ToolCall
+	err := s.db.WithContext(ctx).Where("status = ?", status).Order("created_at, id").Limit(limit).Find(&out).Error
+	return out, err
+}
+
+// OverdueActionIDs lists pending actions whose expiry has passed.
+func (s *Store) OverdueActionIDs(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	var ids []string
+	err := s.db.WithContext(ctx).Model(&ToolCall{}).
+		Where("status = ? AND expires_at IS NOT NULL AND expires_at <= ?", CallPending, now.UTC()).
+		Order("expires_at").Limit(limit).Pluck("id", &ids).Error
+	return ids, err
+}
+
+// RunCallCounts counts the calls recorded so far in a run, by tool.
+func (s *Store) RunCallCounts(ctx context.Context, runID string) (map[string]int64, error) {
+	type row struct {
+		Tool  string
+		Count int64
+	}
+	var rows []row
+	err := s.db.WithContext(ctx).Model(&ToolCall{}).Select("tool, count(*) AS count").
+		Where("run_id = ?", runID).Group("tool").Scan(&rows).Error
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.Tool] = r.Count
+	}
+	return out, nil
+}
+
+// Run reads one run.
+func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
+	var r Run
+	if err := s.db.WithContext(ctx).Take(&r, "id = ?", id).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &r, nil
+}

@@ -1,0 +1,4 @@
+// Package models holds Countersign's database records, their migrations and
+// every query. It is the only package that imports gorm: the rest of the
+// application speaks to the database through the Store's named methods.
+package models

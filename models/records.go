@@ -1,0 +1,134 @@
+package models
+
+import (
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Run is one agent session with one customer on one channel.
+type Run struct {
+	ID           string `gorm:"primaryKey;size:40"`
+	CustomerID   string `gorm:"size:64;index"` // empty for an anonymous run
+	CustomerName string `gorm:"size:200"`
+	Channel      string `gorm:"size:32"`
+	Status       string `gorm:"size:16;index"`
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// ToolCall is what the model asked for, with the gate's decision and outcome.
+// A tool call whose decision is needs_approval is what staff call an action;
+// the action shares the call's id.
+type ToolCall struct {
+	ID         string `gorm:"primaryKey;size:40"`
+	RunID      string `gorm:"size:40;index;not null"`
+	Run        *Run   `gorm:"constraint:OnDelete:RESTRICT"`
+	CustomerID string `gorm:"size:64;index"`
+	Tool       string `gorm:"size:100;index"`
+	Risk       string `gorm:"size:16"`
+	// RawArgs is exactly what the model sent.
+	RawArgs string `gorm:"type:text"`
+	// Args is the normalized argument set in force (after an edit, the edited one).
+	Args     string `gorm:"type:text"`
+	ArgsHash string `gorm:"size:64"`
+	// OriginalArgs keeps the normalized arguments the model asked for when
+	// staff edited them before approving; empty when never edited.
+	OriginalArgs string `gorm:"type:text"`
+
+	Status            string `gorm:"size:16;index:idx_tool_calls_status_created,priority:1"`
+	Decision          string `gorm:"size:16"`
+	Rule              string `gorm:"size:100"`
+	Reason            string `gorm:"type:text"`
+	PolicyVersion     string `gorm:"size:64"`
+	RequiredApprovals int
+	RequiredRole      string `gorm:"size:16"`
+	ExpiresAt         *time.Time
+
+	IdempotencyKey string `gorm:"size:80;uniqueIndex"`
+	Error          string `gorm:"type:text"` // safe to show the model and the customer
+	ErrorDetail    string `gorm:"type:text"` // for staff only
+	Result         string `gorm:"type:text"`
+
+	CreatedAt  time.Time `gorm:"index:idx_tool_calls_status_created,priority:2"`
+	UpdatedAt  time.Time
+	DecidedAt  *time.Time
+	FinishedAt *time.Time
+}
+
+// Approval is one staff member's verdict on an action, kept forever.
+type Approval struct {
+	ID         int64     `gorm:"primaryKey;autoIncrement"`
+	ToolCallID string    `gorm:"size:40;index;not null"`
+	ToolCall   *ToolCall `gorm:"constraint:OnDelete:RESTRICT"`
+	StaffID    string    `gorm:"size:64;index"`
+	StaffName  string    `gorm:"size:200"`
+	StaffRole  string    `gorm:"size:16"`
+	Verdict    string    `gorm:"size:16"` // approve | reject
+	Note       string    `gorm:"type:text"`
+	// Args and ArgsHash are the argument set this verdict was given on.
+	Args      string `gorm:"type:text"`
+	ArgsHash  string `gorm:"size:64"`
+	Edited    bool
+	CreatedAt time.Time
+}
+
+// AuditEvent is one link of the append-only, hash-chained audit log.
+type AuditEvent struct {
+	Seq      int64     `gorm:"primaryKey;autoIncrement:false"`
+	At       time.Time `gorm:"index"`
+	Actor    string    `gorm:"size:200"`
+	Kind     string    `gorm:"size:64;index"`
+	Subject  string    `gorm:"size:64;index"`
+	Payload  string    `gorm:"type:text"`
+	PrevHash string    `gorm:"size:64"`
+	Hash     string    `gorm:"size:64"`
+}
+
+// AuditHead remembers the last link of the chain, so that removing the newest
+// events is detected too.
+type AuditHead struct {
+	ID   int `gorm:"primaryKey;autoIncrement:false"`
+	Seq  int64
+	Hash string `gorm:"size:64"`
+}
+
+// Customer is a demo-shop customer.
+type Customer struct {
+	ID        string `gorm:"primaryKey;size:64"`
+	Name      string `gorm:"size:200"`
+	Email     string `gorm:"size:200"`
+	CreatedAt time.Time
+}
+
+// Order is a demo-shop order. Money is kept in cents.
+type Order struct {
+	ID              string    `gorm:"primaryKey;size:32"`
+	CustomerID      string    `gorm:"size:64;index;not null"`
+	Customer        *Customer `gorm:"constraint:OnDelete:RESTRICT"`
+	Status          string    `gorm:"size:16"`
+	TotalCents      int64
+	RefundedCents   int64
+	ShippingAddress string `gorm:"size:300"`
+	Items           string `gorm:"size:500"`
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// Refund is money sent back on an order. The idempotency key makes a retried
+// tool execution find the refund it already made instead of paying twice.
+type Refund struct {
+	ID             string `gorm:"primaryKey;size:40"`
+	OrderID        string `gorm:"size:32;index;not null"`
+	Order          *Order `gorm:"constraint:OnDelete:RESTRICT"`
+	CustomerID     string `gorm:"size:64;index:idx_refunds_customer_created,priority:1"`
+	AmountCents    int64
+	Reason         string    `gorm:"size:500"`
+	IdempotencyKey string    `gorm:"size:80;uniqueIndex"`
+	CreatedAt      time.Time `gorm:"index:idx_refunds_customer_created,priority:2"`
+}
+
+func migrate(db *gorm.DB) error {
+	return db.AutoMigrate(&Run{}, &ToolCall{}, &Approval{}, &AuditEvent{}, &AuditHead{},
+		&Customer{}, &Order{}, &Refund{})
+}

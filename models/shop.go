@@ -1,0 +1,259 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm/clause"
+)
+
+// Demo-shop order statuses.
+const (
+	OrderProcessing = "processing"
+	OrderShipped    = "shipped"
+	OrderDelivered  = "delivered"
+	OrderCancelled  = "cancelled"
+)
+
+// ErrRefused is wrapped by shop changes the shop's own rules refuse (refund
+// more than is left, cancel a shipped order); the message is for the model.
+var ErrRefused = errors.New("refused")
+
+// DemoCustomers and DemoOrders are the demo shop of DESIGN.md.
+var (
+	DemoCustomers = []Customer{
+		{ID: "cus_alice", Name: "Alice", Email: "alice@example.com"},
+		{ID: "cus_bob", Name: "Bob", Email: "bob@example.com"},
+	}
+	DemoOrders = []Order{
+		{ID: "A1001", CustomerID: "cus_alice", Status: OrderShipped, TotalCents: 12000, Items: "Trail running shoes", ShippingAddress: "4 Mill Lane, York"},
+		{ID: "A1002", CustomerID: "cus_alice", Status: OrderDelivered, TotalCents: 95000, Items: "Espresso machine", ShippingAddress: "4 Mill Lane, York"},
+		{ID: "A1003", CustomerID: "cus_alice", Status: OrderProcessing, TotalCents: 6000, Items: "Coffee beans, 3 kg", ShippingAddress: "4 Mill Lane, York"},
+		{ID: "B2001", CustomerID: "cus_bob", Status: OrderDelivered, TotalCents: 150000, Items: "Road bike", ShippingAddress: "9 Quay Street, Bristol"},
+	}
+)
+
+// SeedDemoShop inserts the demo customers and orders that are missing and
+// leaves existing ones alone, so it can run at every start.
+func (s *Store) SeedDemoShop(ctx context.Context) (created int, err error) {
+	err = s.Write(ctx, func(tx *Tx) error {
+		created = 0
+		for _, c := range DemoCustomers {
+			c.CreatedAt = tx.now
+			res := tx.db.Clauses(clause.OnConflict{DoNothing: true}).Create(&c)
+			if res.Error != nil {
+				return fmt.Errorf("seed customer %s: %w", c.ID, res.Error)
+			}
+			created += int(res.RowsAffected)
+		}
+		for _, o := range DemoOrders {
+			o.CreatedAt, o.UpdatedAt = tx.now, tx.now
+			res := tx.db.Clauses(clause.OnConflict{DoNothing: true}).Create(&o)
+			if res.Error != nil {
+				return fmt.Errorf("seed order %s: %w", o.ID, res.Error)
+			}
+			created += int(res.RowsAffected)
+		}
+		if created == 0 {
+			return nil
+		}
+		return tx.Audit(Event{Actor: "system", Kind: "shop.seeded", Subject: "demo", Payload: map[string]any{"records": created}})
+	})
+	return created, err
+}
+
+// Customer reads one customer.
+func (s *Store) Customer(ctx context.Context, id string) (*Customer, error) {
+	var c Customer
+	if err := s.db.WithContext(ctx).Take(&c, "id = ?", id).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &c, nil
+}
+
+// CustomerOrder reads an order only if it belongs to the customer, so a tool
+// can never reach another customer's order.
+func (s *Store) CustomerOrder(ctx context.Context, customerID, orderID string) (*Order, error) {
+	var o Order
+	err := s.db.WithContext(ctx).Take(&o, "id = ? AND customer_id = ?", orderID, customerID).Error
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return &o, nil
+}
+
+// CustomerOrders lists a customer's orders, newest first.
+func (s *Store) CustomerOrders(ctx context.Context, customerID string) ([]Order, error) {
+	var out []Order
+	err := s.db.WithContext(ctx).Where("customer_id = ?", customerID).Order("created_at DESC, id DESC").Find(&out).Error
+	return out, err
+}
+
+// RefundedSince adds up what a customer was refunded since a moment.
+func (s *Store) RefundedSince(ctx context.Context, customerID string, since time.Time) (int64, error) {
+	var total int64
+	err := s.db.WithContext(ctx).Model(&Refund{}).Select("COALESCE(SUM(amount_cents), 0)").
+		Where("customer_id = ? AND created_at > ?", customerID, since.UTC()).Scan(&total).Error
+	return total, err
+}
+
+func (tx *Tx) customerOrder(customerID, orderID string) (*Order, error) {
+	var o Order
+	if err := tx.db.Take(&o, "id = ? AND customer_id = ?", orderID, customerID).Error; err != nil {
+		err = notFound(err)
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("%w: order %s was not found for this customer", ErrRefused, orderID)
+		}
+		return nil, err
+	}
+	return &o, nil
+}
+
+// ShopChange says who is changing the shop and under which idempotency key.
+type ShopChange struct {
+	CustomerID     string
+	OrderID        string
+	IdempotencyKey string
+	Actor          string
+}
+
+// UpdateShippingAddress changes where an order that has not shipped yet goes.
+func (s *Store) UpdateShippingAddress(ctx context.Context, ch ShopChange, address string) (*Order, error) {
+	var out *Order
+	err := s.Write(ctx, func(tx *Tx) error {
+		o, err := tx.customerOrder(ch.CustomerID, ch.OrderID)
+		if err != nil {
+			return err
+		}
+		if o.Status != OrderProcessing {
+			return fmt.Errorf("%w: order %s is already %s, so its address can no longer change", ErrRefused, o.ID, o.Status)
+		}
+		if o.ShippingAddress != address {
+			if err := tx.db.Model(o).Updates(map[string]any{"shipping_address": address, "updated_at": tx.now}).Error; err != nil {
+				return err
+			}
+			o.ShippingAddress = address
+		}
+		out = o
+		return tx.Audit(Event{Actor: ch.Actor, Kind: "shop.address_changed", Subject: o.ID,
+			Payload: map[string]any{"address": address, "idempotency_key": ch.IdempotencyKey}})
+	})
+	return out, err
+}
+
+// CancelOrder cancels an order that has not shipped and refunds what was paid.
+func (s *Store) CancelOrder(ctx context.Context, ch ShopChange, reason string) (*Order, *Refund, error) {
+	var order *Order
+	var refund *Refund
+	err := s.Write(ctx, func(tx *Tx) error {
+		o, err := tx.customerOrder(ch.CustomerID, ch.OrderID)
+		if err != nil {
+			return err
+		}
+		if o.Status == OrderCancelled {
+			order = o
+			refund, _ = tx.refundByKey(ch.IdempotencyKey)
+			return nil // a retried cancellation is a success, not a second refund
+		}
+		if o.Status != OrderProcessing {
+			return fmt.Errorf("%w: order %s has already %s and can no longer be cancelled", ErrRefused, o.ID, pastTense(o.Status))
+		}
+		if err := tx.db.Model(o).Updates(map[string]any{"status": OrderCancelled, "updated_at": tx.now}).Error; err != nil {
+			return err
+		}
+		o.Status = OrderCancelled
+		if left := o.TotalCents - o.RefundedCents; left > 0 {
+			refund, err = tx.refund(o, left, "order cancelled: "+reason, ch.IdempotencyKey)
+			if err != nil {
+				return err
+			}
+		}
+		order = o
+		return tx.Audit(Event{Actor: ch.Actor, Kind: "shop.order_cancelled", Subject: o.ID,
+			Payload: map[string]any{"reason": reason, "idempotency_key": ch.IdempotencyKey}})
+	})
+	return order, refund, err
+}
+
+func pastTense(status string) string {
+	if status == OrderShipped || status == OrderDelivered {
+		return "been " + status
+	}
+	return "become " + status
+}
+
+// RefundOrder refunds part or all of an order, never more than is left to
+// refund. The same idempotency key returns the refund it made the first time.
+func (s *Store) RefundOrder(ctx context.Context, ch ShopChange, amountCents int64, reason string) (*Order, *Refund, error) {
+	var order *Order
+	var refund *Refund
+	err := s.Write(ctx, func(tx *Tx) error {
+		o, err := tx.customerOrder(ch.CustomerID, ch.OrderID)
+		if err != nil {
+			return err
+		}
+		if prior, err := tx.refundByKey(ch.IdempotencyKey); err == nil {
+			order, refund = o, prior
+			return nil
+		}
+		if o.Status == OrderCancelled {
+			return fmt.Errorf("%w: order %s was cancelled and has been refunded already", ErrRefused, o.ID)
+		}
+		left := o.TotalCents - o.RefundedCents
+		if amountCents > left {
+			return fmt.Errorf("%w: only %s of order %s is left to refund (asked for %s)", ErrRefused,
+				FormatCents(left), o.ID, FormatCents(amountCents))
+		}
+		refund, err = tx.refund(o, amountCents, reason, ch.IdempotencyKey)
+		if err != nil {
+			return err
+		}
+		order = o
+		return tx.Audit(Event{Actor: ch.Actor, Kind: "shop.refunded", Subject: o.ID,
+			Payload: map[string]any{"refund_id": refund.ID, "amount_cents": amountCents, "idempotency_key": ch.IdempotencyKey}})
+	})
+	return order, refund, err
+}
+
+func (tx *Tx) refundByKey(key string) (*Refund, error) {
+	var r Refund
+	if err := tx.db.Take(&r, "idempotency_key = ?", key).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &r, nil
+}
+
+func (tx *Tx) refund(o *Order, cents int64, reason, key string) (*Refund, error) {
+	res := tx.db.Model(&Order{}).Where("id = ? AND total_cents - refunded_cents >= ?", o.ID, cents).
+		Updates(map[string]any{"refunded_cents": o.RefundedCents + cents, "updated_at": tx.now})
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.RowsAffected != 1 {
+		return nil, fmt.Errorf("%w: order %s changed while refunding; nothing was refunded", ErrRefused, o.ID)
+	}
+	o.RefundedCents += cents
+	r := &Refund{ID: NewID("ref"), OrderID: o.ID, CustomerID: o.CustomerID, AmountCents: cents,
+		Reason: reason, IdempotencyKey: key, CreatedAt: tx.now}
+	if err := tx.db.Create(r).Error; err != nil {
+		return nil, fmt.Errorf("record refund: %w", err)
+	}
+	return r, nil
+}
+
+// FormatCents renders cents as dollars: 90000 -> "$900.00".
+func FormatCents(c int64) string {
+	sign := ""
+	if c < 0 {
+		sign, c = "-", -c
+	}
+	d := c / 100
+	ds := fmt.Sprintf("%d", d)
+	// Thousands separators, as customers read amounts.
+	for i := len(ds) - 3; i > 0; i -= 3 {
+		ds = ds[:i] + "," + ds[i:]
+	}
+	return fmt.Sprintf("%s$%s.%02d", sign, ds, c%100)
+}

@@ -1,0 +1,178 @@
+// Package shop is the demo shop: customers and orders in Countersign's own
+// database, and the support tools an agent uses on them. Every tool acts
+// only on the orders of the run's customer.
+package shop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+)
+
+// OrderRef names one order.
+type OrderRef struct {
+	OrderID string `json:"order_id" jsonschema:"description=The order number, such as A1001.,pattern=^[A-Z][0-9]{4,10}$"`
+}
+
+// ListOrdersInput has no fields: the customer comes from the run.
+type ListOrdersInput struct{}
+
+// AddressInput changes where an order goes.
+type AddressInput struct {
+	OrderID string `json:"order_id" jsonschema:"description=The order number, such as A1001.,pattern=^[A-Z][0-9]{4,10}$"`
+	Address string `json:"address" jsonschema:"description=The full new shipping address.,minLength=5,maxLength=300"`
+}
+
+// CancelInput cancels an order.
+type CancelInput struct {
+	OrderID string `json:"order_id" jsonschema:"description=The order number, such as A1001.,pattern=^[A-Z][0-9]{4,10}$"`
+	Reason  string `json:"reason,omitempty" jsonschema:"description=Why the customer wants to cancel.,maxLength=500"`
+}
+
+// RefundInput refunds part or all of an order.
+type RefundInput struct {
+	OrderID string  `json:"order_id" jsonschema:"description=The order number, such as A1001.,pattern=^[A-Z][0-9]{4,10}$"`
+	Amount  float64 `json:"amount" jsonschema:"description=Amount to refund in US dollars.,exclusiveMinimum=0,maximum=5000,multipleOf=0.01"`
+	Reason  string  `json:"reason,omitempty" jsonschema:"description=Why the refund is given.,maxLength=500"`
+}
+
+// OrderView is what the tools tell the model about an order.
+type OrderView struct {
+	OrderID         string `json:"order_id"`
+	Status          string `json:"status"`
+	Items           string `json:"items"`
+	Total           string `json:"total"`
+	Refunded        string `json:"refunded"`
+	ShippingAddress string `json:"shipping_address"`
+}
+
+func view(o *models.Order) OrderView {
+	return OrderView{OrderID: o.ID, Status: o.Status, Items: o.Items, Total: models.FormatCents(o.TotalCents),
+		Refunded: models.FormatCents(o.RefundedCents), ShippingAddress: o.ShippingAddress}
+}
+
+// Store is what the shop tools need from the database.
+type Store interface {
+	CustomerOrder(ctx context.Context, customerID, orderID string) (*models.Order, error)
+	CustomerOrders(ctx context.Context, customerID string) ([]models.Order, error)
+	UpdateShippingAddress(ctx context.Context, ch models.ShopChange, address string) (*models.Order, error)
+	CancelOrder(ctx context.Context, ch models.ShopChange, reason string) (*models.Order, *models.Refund, error)
+	RefundOrder(ctx context.Context, ch models.ShopChange, amountCents int64, reason string) (*models.Order, *models.Refund, error)
+}
+
+var errNeedsCustomer = tools.Refuse("this needs a signed-in customer: ask the customer to sign in to the shop first")
+
+// Tools returns the demo shop's tools bound to a store.
+func Tools(st Store) []*tools.Tool {
+	change := func(call tools.Call, orderID string) models.ShopChange {
+		return models.ShopChange{CustomerID: call.CustomerID, OrderID: orderID,
+			IdempotencyKey: call.IdempotencyKey, Actor: "tool:" + call.ID}
+	}
+	return []*tools.Tool{
+		tools.MustNew(tools.Definition[OrderRef]{
+			Name:        "get_order_status",
+			Description: "Look up the status, items, total and shipping address of one of the customer's orders.",
+			Risk:        tools.RiskRead,
+			Idempotent:  true,
+			Run: func(ctx context.Context, call tools.Call, in OrderRef) (any, error) {
+				if call.CustomerID == "" {
+					return nil, errNeedsCustomer
+				}
+				o, err := st.CustomerOrder(ctx, call.CustomerID, in.OrderID)
+				if errors.Is(err, models.ErrNotFound) {
+					return nil, tools.Refuse("order %s was not found for this customer", in.OrderID)
+				}
+				if err != nil {
+					return nil, err
+				}
+				return view(o), nil
+			},
+		}),
+		tools.MustNew(tools.Definition[ListOrdersInput]{
+			Name:        "list_orders",
+			Description: "List the customer's orders, newest first.",
+			Risk:        tools.RiskRead,
+			Idempotent:  true,
+			Run: func(ctx context.Context, call tools.Call, _ ListOrdersInput) (any, error) {
+				if call.CustomerID == "" {
+					return nil, errNeedsCustomer
+				}
+				os, err := st.CustomerOrders(ctx, call.CustomerID)
+				if err != nil {
+					return nil, err
+				}
+				out := make([]OrderView, len(os))
+				for i := range os {
+					out[i] = view(&os[i])
+				}
+				return map[string]any{"orders": out}, nil
+			},
+		}),
+		tools.MustNew(tools.Definition[AddressInput]{
+			Name:        "update_shipping_address",
+			Description: "Change the shipping address of an order that has not shipped yet.",
+			Risk:        tools.RiskLowWrite,
+			Idempotent:  true,
+			Run: func(ctx context.Context, call tools.Call, in AddressInput) (any, error) {
+				if call.CustomerID == "" {
+					return nil, errNeedsCustomer
+				}
+				o, err := st.UpdateShippingAddress(ctx, change(call, in.OrderID), strings.TrimSpace(in.Address))
+				if err != nil {
+					return nil, shopError(err)
+				}
+				return view(o), nil
+			},
+		}),
+		tools.MustNew(tools.Definition[CancelInput]{
+			Name:        "cancel_order",
+			Description: "Cancel an order that has not shipped yet; what was paid is refunded in full.",
+			Risk:        tools.RiskHighWrite,
+			Idempotent:  true, // the idempotency key makes a second run a no-op
+			Run: func(ctx context.Context, call tools.Call, in CancelInput) (any, error) {
+				if call.CustomerID == "" {
+					return nil, errNeedsCustomer
+				}
+				o, r, err := st.CancelOrder(ctx, change(call, in.OrderID), in.Reason)
+				if err != nil {
+					return nil, shopError(err)
+				}
+				out := map[string]any{"order": view(o), "cancelled": true}
+				if r != nil {
+					out["refunded"] = models.FormatCents(r.AmountCents)
+				}
+				return out, nil
+			},
+		}),
+		tools.MustNew(tools.Definition[RefundInput]{
+			Name:        "issue_refund",
+			Description: "Refund part or all of an order, in US dollars. Never more than is left to refund on that order.",
+			Risk:        tools.RiskHighWrite,
+			Idempotent:  true, // the idempotency key makes a second run return the first refund
+			Run: func(ctx context.Context, call tools.Call, in RefundInput) (any, error) {
+				if call.CustomerID == "" {
+					return nil, errNeedsCustomer
+				}
+				cents := int64(math.Round(in.Amount * 100))
+				o, r, err := st.RefundOrder(ctx, change(call, in.OrderID), cents, in.Reason)
+				if err != nil {
+					return nil, shopError(err)
+				}
+				return map[string]any{"refund_id": r.ID, "order_id": o.ID, "refunded": models.FormatCents(r.AmountCents),
+					"order_refunded_total": models.FormatCents(o.RefundedCents)}, nil
+			},
+		}),
+	}
+}
+
+func shopError(err error) error {
+	if errors.Is(err, models.ErrRefused) {
+		return tools.Refuse("%s", strings.TrimPrefix(err.Error(), models.ErrRefused.Error()+": "))
+	}
+	return fmt.Errorf("shop: %w", err)
+}

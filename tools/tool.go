@@ -1,0 +1,167 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+
+	"github.com/invopop/jsonschema"
+	validator "github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Risk says how much harm a tool can do.
+type Risk string
+
+// The three risk levels.
+const (
+	RiskRead      Risk = "read"
+	RiskLowWrite  Risk = "low_write"
+	RiskHighWrite Risk = "high_write"
+)
+
+// Valid reports whether r is one of the three risk levels.
+func (r Risk) Valid() bool {
+	return r == RiskRead || r == RiskLowWrite || r == RiskHighWrite
+}
+
+// Call is what a tool's run function learns about the call besides its
+// arguments. The customer comes from the run, never from the model.
+type Call struct {
+	ID             string
+	IdempotencyKey string
+	RunID          string
+	CustomerID     string // empty when the run is anonymous
+	CustomerName   string
+}
+
+// Definition describes a tool whose input is the struct In. In's exported
+// fields, their json names and jsonschema tags are the schema the model sees.
+type Definition[In any] struct {
+	Name        string
+	Description string
+	Risk        Risk
+	// Idempotent tools may be run again after a crash mid-execution; others
+	// are left for a human to reconcile.
+	Idempotent bool
+	Run        func(ctx context.Context, call Call, in In) (any, error)
+}
+
+// Tool is a registered, type-erased tool.
+type Tool struct {
+	Name        string
+	Description string
+	Risk        Risk
+	Idempotent  bool
+	// Schema is the JSON Schema of the input, exactly as a model is shown it.
+	Schema json.RawMessage
+
+	schema   *validator.Schema
+	defaults map[string]any
+	decode   func([]byte) (any, error)
+	run      func(ctx context.Context, call Call, in any) (any, error)
+}
+
+var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// New reflects the input schema of a tool definition and compiles its
+// validator. It fails on a definition a model could not use.
+func New[In any](def Definition[In]) (*Tool, error) {
+	if !toolName.MatchString(def.Name) {
+		return nil, fmt.Errorf("tool name %q: use lower case letters, digits and underscores", def.Name)
+	}
+	if !def.Risk.Valid() {
+		return nil, fmt.Errorf("tool %s: risk %q is not read, low_write or high_write", def.Name, def.Risk)
+	}
+	if def.Run == nil {
+		return nil, fmt.Errorf("tool %s: no run function", def.Name)
+	}
+	var zero In
+	if reflect.TypeOf(zero) == nil || reflect.TypeOf(zero).Kind() != reflect.Struct {
+		return nil, fmt.Errorf("tool %s: the input type must be a struct", def.Name)
+	}
+	r := &jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true, Anonymous: true}
+	s := r.Reflect(&zero)
+	s.Version = "" // models want a plain object schema, not a draft marker
+	schemaJSON, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: schema: %w", def.Name, err)
+	}
+	doc, err := validator.UnmarshalJSON(bytesReader(schemaJSON))
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: schema: %w", def.Name, err)
+	}
+	c := validator.NewCompiler()
+	c.DefaultDraft(validator.Draft2020)
+	c.AssertFormat()
+	url := "countersign:tool/" + def.Name
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("tool %s: schema: %w", def.Name, err)
+	}
+	compiled, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: schema does not compile: %w", def.Name, err)
+	}
+	defaults := map[string]any{}
+	if s.Properties != nil {
+		for pair := s.Properties.Oldest(); pair != nil; pair = pair.Next() {
+			if pair.Value.Default != nil {
+				defaults[pair.Key] = pair.Value.Default
+			}
+		}
+	}
+	run := def.Run
+	return &Tool{
+		Name:        def.Name,
+		Description: def.Description,
+		Risk:        def.Risk,
+		Idempotent:  def.Idempotent,
+		Schema:      schemaJSON,
+		schema:      compiled,
+		defaults:    defaults,
+		decode: func(b []byte) (any, error) {
+			var in In
+			dec := json.NewDecoder(bytesReader(b))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&in); err != nil {
+				return nil, err
+			}
+			return in, nil
+		},
+		run: func(ctx context.Context, call Call, in any) (any, error) {
+			typed, ok := in.(In)
+			if !ok {
+				return nil, errors.New("internal error: input of the wrong type")
+			}
+			return run(ctx, call, typed)
+		},
+	}, nil
+}
+
+// MustNew is New for tools defined at package level.
+func MustNew[In any](def Definition[In]) *Tool {
+	t, err := New(def)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// Run runs the tool on normalized arguments.
+func (t *Tool) Run(ctx context.Context, call Call, args Normalized) (any, error) {
+	return t.run(ctx, call, args.Value)
+}
+
+// RefusalError is a failure the tool's own rules decided (not enough left to
+// refund, order already shipped). Its message is safe to show the model and
+// the customer; other errors are not.
+type RefusalError struct{ Message string }
+
+func (e *RefusalError) Error() string { return e.Message }
+
+// Refuse returns a RefusalError.
+func Refuse(format string, args ...any) error {
+	return &RefusalError{Message: fmt.Sprintf(format, args...)}
+}
