@@ -46,12 +46,12 @@ type outcomeSpec struct {
 }
 
 type ruleSpec struct {
-	Name        string `yaml:"name"`
-	Description string `yaml:"description"`
-	Tool        string `yaml:"tool"`
-	Risk        string `yaml:"risk"`
-	When        string `yaml:"when"`
-	outcomeSpec `yaml:",inline"`
+	Name        string      `yaml:"name"`
+	Description string      `yaml:"description"`
+	Tool        string      `yaml:"tool"`
+	Risk        string      `yaml:"risk"`
+	When        string      `yaml:"when"`
+	Outcome     outcomeSpec `yaml:",inline"`
 }
 
 type testSpec struct {
@@ -129,7 +129,6 @@ func mustCELEnv() *cel.Env {
 		cel.Function("money",
 			cel.Overload("money_double", []*cel.Type{cel.DoubleType}, cel.StringType, cel.UnaryBinding(money)),
 			cel.Overload("money_int", []*cel.Type{cel.IntType}, cel.StringType, cel.UnaryBinding(money)),
-			cel.Overload("money_dyn", []*cel.Type{cel.DynType}, cel.StringType, cel.UnaryBinding(money)),
 		),
 	)
 	if err != nil {
@@ -266,7 +265,7 @@ func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePoli
 			}
 			r.when = prg
 		}
-		o, err := compileOutcome(rs.outcomeSpec)
+		o, err := compileOutcome(rs.Outcome)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}

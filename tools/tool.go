@@ -61,7 +61,7 @@ type Tool struct {
 	schema   *validator.Schema
 	defaults map[string]any
 	decode   func([]byte) (any, error)
-	run      func(ctx context.Context, call Call, in any) (any, error)
+	run      RunFunc
 }
 
 var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
@@ -164,4 +164,15 @@ func (e *RefusalError) Error() string { return e.Message }
 // Refuse returns a RefusalError.
 func Refuse(format string, args ...any) error {
 	return &RefusalError{Message: fmt.Sprintf(format, args...)}
+}
+
+// RunFunc is a tool's run function with its input type erased.
+type RunFunc func(ctx context.Context, call Call, in any) (any, error)
+
+// WithMiddleware returns a copy of the tool whose runs go through mw: for
+// metrics, tracing, or counting executions in tests.
+func (t *Tool) WithMiddleware(mw func(next RunFunc) RunFunc) *Tool {
+	c := *t
+	c.run = mw(t.run)
+	return &c
 }

@@ -16,7 +16,7 @@ import (
 
 // OrderRef names one order.
 type OrderRef struct {
-	OrderID string `json:"order_id" jsonschema:"description=The order number, such as A1001.,pattern=^[A-Z][0-9]{4,10}$"`
+	OrderID string `json:"order_id" jsonschema:"description=The order number (for example A1001).,pattern=^[A-Z][0-9]+$,maxLength=12"`
 }
 
 // ListOrdersInput has no fields: the customer comes from the run.
@@ -24,19 +24,19 @@ type ListOrdersInput struct{}
 
 // AddressInput changes where an order goes.
 type AddressInput struct {
-	OrderID string `json:"order_id" jsonschema:"description=The order number, such as A1001.,pattern=^[A-Z][0-9]{4,10}$"`
+	OrderID string `json:"order_id" jsonschema:"description=The order number (for example A1001).,pattern=^[A-Z][0-9]+$,maxLength=12"`
 	Address string `json:"address" jsonschema:"description=The full new shipping address.,minLength=5,maxLength=300"`
 }
 
 // CancelInput cancels an order.
 type CancelInput struct {
-	OrderID string `json:"order_id" jsonschema:"description=The order number, such as A1001.,pattern=^[A-Z][0-9]{4,10}$"`
+	OrderID string `json:"order_id" jsonschema:"description=The order number (for example A1001).,pattern=^[A-Z][0-9]+$,maxLength=12"`
 	Reason  string `json:"reason,omitempty" jsonschema:"description=Why the customer wants to cancel.,maxLength=500"`
 }
 
 // RefundInput refunds part or all of an order.
 type RefundInput struct {
-	OrderID string  `json:"order_id" jsonschema:"description=The order number, such as A1001.,pattern=^[A-Z][0-9]{4,10}$"`
+	OrderID string  `json:"order_id" jsonschema:"description=The order number (for example A1001).,pattern=^[A-Z][0-9]+$,maxLength=12"`
 	Amount  float64 `json:"amount" jsonschema:"description=Amount to refund in US dollars.,exclusiveMinimum=0,maximum=5000,multipleOf=0.01"`
 	Reason  string  `json:"reason,omitempty" jsonschema:"description=Why the refund is given.,maxLength=500"`
 }

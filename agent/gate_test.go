@@ -1,0 +1,523 @@
+package agent_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/shop"
+)
+
+// env is a gate on a real SQLite file with the demo shop and the default policy.
+type env struct {
+	t     testing.TB
+	store *models.Store
+	gate  *agent.Gate
+	clock *clock
+	// executions counts runs of each tool, through a wrapper registry.
+	executions map[string]*atomic.Int64
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	store, err := models.Open(filepath.Join(t.TempDir(), "countersign.db"), models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	clk := &clock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
+	store.Now = clk.Now
+	if _, err := store.SeedDemoShop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, store: store, clock: clk, executions: map[string]*atomic.Int64{}}
+	var counted []*tools.Tool
+	for _, tool := range shop.Tools(store) {
+		counted = append(counted, e.counting(tool))
+	}
+	reg, err := tools.NewRegistry(counted...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := agent.LoadPolicy(agent.DefaultPolicyYAML, "default", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.gate = agent.NewGate(store, reg, policy, nil)
+	return e
+}
+
+// counting wraps a shop tool so tests can count real executions.
+func (e *env) counting(inner *tools.Tool) *tools.Tool {
+	n := &atomic.Int64{}
+	e.executions[inner.Name] = n
+	return inner.WithMiddleware(func(next tools.RunFunc) tools.RunFunc {
+		return func(ctx context.Context, call tools.Call, in any) (any, error) {
+			n.Add(1)
+			return next(ctx, call, in)
+		}
+	})
+}
+
+func (e *env) newRun(customerID, name string) string {
+	e.t.Helper()
+	id := models.NewID("run")
+	err := e.store.Write(context.Background(), func(tx *models.Tx) error {
+		return tx.CreateRun(&models.Run{ID: id, CustomerID: customerID, CustomerName: name, Channel: "test", Status: "active"})
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return id
+}
+
+func (e *env) call(runID, customerID, tool, args string) agent.Outcome {
+	e.t.Helper()
+	out, err := e.gate.Call(context.Background(), agent.CallRequest{RunID: runID, CustomerID: customerID, Channel: "test", Tool: tool, Args: []byte(args)})
+	if err != nil {
+		e.t.Fatalf("call %s %s: %v", tool, args, err)
+	}
+	return out
+}
+
+func (e *env) order(id string) *models.Order {
+	e.t.Helper()
+	o, err := e.store.CustomerOrder(context.Background(), strings.ToLower("cus_")+map[byte]string{'A': "alice", 'B': "bob"}[id[0]], id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return o
+}
+
+func (e *env) callRecord(id string) *models.ToolCall {
+	e.t.Helper()
+	c, err := e.store.ToolCall(context.Background(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+var (
+	approver1  = agent.Actor{ID: "stf_ann", Name: "Ann", Role: agent.RoleApprover}
+	approver2  = agent.Actor{ID: "stf_ben", Name: "Ben", Role: agent.RoleApprover}
+	supervisor = agent.Actor{ID: "stf_sue", Name: "Sue", Role: agent.RoleSupervisor}
+	auditor    = agent.Actor{ID: "stf_aud", Name: "Audrey", Role: agent.RoleAuditor}
+)
+
+func TestAllowedReadRunsAndIsRecorded(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	out := e.call(run, "cus_alice", "get_order_status", `{"order_id":"A1002"}`)
+	if out.Status != models.CallSucceeded || out.Decision.Verdict != agent.Allow {
+		t.Fatalf("got %+v", out)
+	}
+	if !strings.Contains(string(out.Result), `"status":"delivered"`) {
+		t.Fatalf("result does not show the order status: %s", out.Result)
+	}
+	rec := e.callRecord(out.CallID)
+	if rec.Rule != "default:read" || rec.PolicyVersion != e.gate.Policy().Version() || rec.Args != `{"order_id":"A1002"}` || len(rec.ArgsHash) != 64 {
+		t.Fatalf("record is missing the decision details: %+v", rec)
+	}
+}
+
+func TestSmallRefundIsAllowedAndRecordedOnTheOrder(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	out := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1001","amount":20,"reason":"late"}`)
+	if out.Status != models.CallSucceeded || out.Decision.Rule != "small-refund" {
+		t.Fatalf("got %+v", out)
+	}
+	if o := e.order("A1001"); o.RefundedCents != 2000 {
+		t.Fatalf("order refunded %d cents, want 2000", o.RefundedCents)
+	}
+}
+
+func TestBigRefundWaitsForApprovalAndRunsOnce(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	out := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1002","amount":900,"reason":"arrived broken"}`)
+	if out.Status != models.CallPending || out.Decision.Reason != "Refund of $900.00" {
+		t.Fatalf("got %+v", out)
+	}
+	if n := e.executions["issue_refund"].Load(); n != 0 {
+		t.Fatalf("a pending refund ran %d times", n)
+	}
+	if e.order("A1002").RefundedCents != 0 {
+		t.Fatal("money moved before approval")
+	}
+	res, err := e.gate.Approve(context.Background(), out.CallID, approver1, agent.ApproveRequest{Note: "photo checks out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Final || res.Outcome == nil || res.Outcome.Status != models.CallSucceeded {
+		t.Fatalf("approval did not run the refund: %+v", res)
+	}
+	if e.order("A1002").RefundedCents != 90000 {
+		t.Fatal("refund not recorded on the order")
+	}
+	_, err = e.gate.Approve(context.Background(), out.CallID, supervisor, agent.ApproveRequest{})
+	if agent.ErrorCode(err) != agent.CodeConflict || !strings.Contains(agent.ErrorMessage(err), "already decided") {
+		t.Fatalf("second approval: %v", err)
+	}
+	if n := e.executions["issue_refund"].Load(); n != 1 {
+		t.Fatalf("refund ran %d times", n)
+	}
+}
+
+func TestRejectRequiresReasonAndNeverRuns(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	out := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1002","amount":900}`)
+	if err := e.gate.Reject(context.Background(), out.CallID, approver1, "  "); agent.ErrorCode(err) != agent.CodeInvalid {
+		t.Fatalf("reject without reason: %v", err)
+	}
+	if err := e.gate.Reject(context.Background(), out.CallID, approver1, "outside the return window"); err != nil {
+		t.Fatal(err)
+	}
+	rec := e.callRecord(out.CallID)
+	if rec.Status != models.CallRejected || !strings.Contains(rec.Error, "outside the return window") {
+		t.Fatalf("got %+v", rec)
+	}
+	if _, err := e.gate.Approve(context.Background(), out.CallID, approver2, agent.ApproveRequest{}); agent.ErrorCode(err) != agent.CodeConflict {
+		t.Fatalf("approve after reject: %v", err)
+	}
+	if e.executions["issue_refund"].Load() != 0 {
+		t.Fatal("a rejected refund ran")
+	}
+}
+
+func TestEditThenApproveKeepsOriginalAndRefundsEditedAmount(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	out := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1002","amount":900}`)
+
+	_, err := e.gate.Approve(context.Background(), out.CallID, approver1, agent.ApproveRequest{Args: []byte(`{"order_id":"A1002","amount":-5}`)})
+	if agent.ErrorCode(err) != agent.CodeInvalid || !strings.Contains(agent.ErrorMessage(err), "amount: must be > 0") {
+		t.Fatalf("invalid edit: %v", err)
+	}
+	res, err := e.gate.Approve(context.Background(), out.CallID, approver1, agent.ApproveRequest{Args: []byte(`{"amount":450,"order_id":"A1002"}`)})
+	if err != nil || !res.Final {
+		t.Fatalf("edit and approve: %+v %v", res, err)
+	}
+	rec := e.callRecord(out.CallID)
+	if rec.OriginalArgs != `{"amount":900,"order_id":"A1002"}` || rec.Args != `{"amount":450,"order_id":"A1002"}` {
+		t.Fatalf("original %s, edited %s", rec.OriginalArgs, rec.Args)
+	}
+	if e.order("A1002").RefundedCents != 45000 {
+		t.Fatal("the edited amount was not what was refunded")
+	}
+}
+
+func TestEditThatRaisesTheAmountNeedsTheStricterRule(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_bob", "Bob")
+	out := e.call(run, "cus_bob", "issue_refund", `{"order_id":"B2001","amount":900}`)
+	res, err := e.gate.Approve(context.Background(), out.CallID, approver1, agent.ApproveRequest{Args: []byte(`{"order_id":"B2001","amount":1400}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Final || res.Required != 2 {
+		t.Fatalf("raising a refund over $1,000 should need two approvers: %+v", res)
+	}
+	if rec := e.callRecord(out.CallID); rec.RequiredRole != "supervisor" {
+		t.Fatalf("required role %q", rec.RequiredRole)
+	}
+}
+
+func TestTwoPersonRuleWithSupervisor(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_bob", "Bob")
+	out := e.call(run, "cus_bob", "issue_refund", `{"order_id":"B2001","amount":1200}`)
+	if out.Status != models.CallPending || out.Decision.Approvals != 2 || out.Decision.Role != agent.RoleSupervisor {
+		t.Fatalf("got %+v", out)
+	}
+	ctx := context.Background()
+	if _, err := e.gate.Approve(ctx, out.CallID, auditor, agent.ApproveRequest{}); agent.ErrorCode(err) != agent.CodeForbidden {
+		t.Fatalf("auditor approval: %v", err)
+	}
+	res, err := e.gate.Approve(ctx, out.CallID, approver1, agent.ApproveRequest{})
+	if err != nil || res.Final || res.Approvals != 1 {
+		t.Fatalf("first approval: %+v %v", res, err)
+	}
+	if _, err := e.gate.Approve(ctx, out.CallID, approver1, agent.ApproveRequest{}); agent.ErrorCode(err) != agent.CodeConflict {
+		t.Fatalf("same person twice: %v", err)
+	}
+	_, err = e.gate.Approve(ctx, out.CallID, approver2, agent.ApproveRequest{})
+	if agent.ErrorCode(err) != agent.CodeForbidden || !strings.Contains(agent.ErrorMessage(err), "supervisor") {
+		t.Fatalf("two approvers without a supervisor: %v", err)
+	}
+	if err := e.gate.Reject(ctx, out.CallID, approver2, "no"); agent.ErrorCode(err) != agent.CodeForbidden {
+		t.Fatalf("approver rejecting a supervisor action: %v", err)
+	}
+	res, err = e.gate.Approve(ctx, out.CallID, supervisor, agent.ApproveRequest{})
+	if err != nil || !res.Final || res.Outcome.Status != models.CallSucceeded {
+		t.Fatalf("supervisor approval: %+v %v", res, err)
+	}
+	if e.order("B2001").RefundedCents != 120000 {
+		t.Fatal("refund not made")
+	}
+}
+
+func TestSupervisorOnlyActionRefusesApprover(t *testing.T) {
+	e := newEnv(t)
+	reg := e.gate.Tools()
+	policy, err := agent.LoadPolicy([]byte(`
+rules:
+  - name: cancel-needs-supervisor
+    tool: cancel_order
+    decision: needs_approval
+    role: supervisor
+`), "inline", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := agent.NewGate(e.store, reg, policy, nil)
+	run := e.newRun("cus_alice", "Alice")
+	out, err := gate.Call(context.Background(), agent.CallRequest{RunID: run, CustomerID: "cus_alice", Tool: "cancel_order", Args: []byte(`{"order_id":"A1003"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gate.Approve(context.Background(), out.CallID, approver1, agent.ApproveRequest{}); agent.ErrorCode(err) != agent.CodeForbidden {
+		t.Fatalf("approver on a supervisor action: %v", err)
+	}
+	if res, err := gate.Approve(context.Background(), out.CallID, supervisor, agent.ApproveRequest{}); err != nil || !res.Final {
+		t.Fatalf("supervisor: %+v %v", res, err)
+	}
+	if o := e.order("A1003"); o.Status != models.OrderCancelled || o.RefundedCents != 6000 {
+		t.Fatalf("order after cancel: %+v", o)
+	}
+}
+
+func TestExpiredActionCannotBeApproved(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	out := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1002","amount":900}`)
+	var settled []string
+	e.gate.OnSettled = func(_ context.Context, c *models.ToolCall) { settled = append(settled, c.ID+":"+c.Status) }
+
+	e.clock.Advance(23 * time.Hour)
+	if n, err := e.gate.ExpireOverdueActions(context.Background()); err != nil || n != 0 {
+		t.Fatalf("expired %d early: %v", n, err)
+	}
+	e.clock.Advance(2 * time.Hour)
+	_, err := e.gate.Approve(context.Background(), out.CallID, approver1, agent.ApproveRequest{})
+	if agent.ErrorCode(err) != agent.CodeConflict || !strings.Contains(agent.ErrorMessage(err), "expired") {
+		t.Fatalf("approve after expiry: %v", err)
+	}
+	if rec := e.callRecord(out.CallID); rec.Status != models.CallExpired {
+		t.Fatalf("status %s", rec.Status)
+	}
+	if len(settled) != 1 || settled[0] != out.CallID+":expired" {
+		t.Fatalf("run loop was told %v", settled)
+	}
+	if e.executions["issue_refund"].Load() != 0 {
+		t.Fatal("an expired refund ran")
+	}
+}
+
+func TestSweeperExpiresOverdueActions(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	a := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1002","amount":900}`)
+	b := e.call(run, "cus_alice", "cancel_order", `{"order_id":"A1003"}`)
+	e.clock.Advance(25 * time.Hour)
+	n, err := e.gate.ExpireOverdueActions(context.Background())
+	if err != nil || n != 2 {
+		t.Fatalf("expired %d: %v", n, err)
+	}
+	for _, id := range []string{a.CallID, b.CallID} {
+		if s := e.callRecord(id).Status; s != models.CallExpired {
+			t.Fatalf("%s is %s", id, s)
+		}
+	}
+}
+
+func TestInvalidAndUnknownCallsAreRecordedWithReadableErrors(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	cases := []struct{ tool, args, want string }{
+		{"issue_refund", `{"order_id":"A1002"}`, "amount: required"},
+		{"issue_refund", `{"order_id":"A1002","amount":"lots"}`, "amount: must be a number, got string"},
+		{"issue_refund", `{"order_id":"A1002","amount":10,"to_account":"x"}`, "to_account: unknown field"},
+		{"issue_refund", `{"order_id":`, "not valid JSON"},
+		{"issue_refund", `[1,2]`, "must be a JSON object, got an array"},
+		{"drop_tables", `{}`, `there is no tool named "drop_tables"`},
+	}
+	for _, c := range cases {
+		out := e.call(run, "cus_alice", c.tool, c.args)
+		if out.Status != models.CallInvalid || !strings.Contains(out.Error, c.want) {
+			t.Errorf("%s %s: got %s %q, want %q", c.tool, c.args, out.Status, out.Error, c.want)
+		}
+		if rec := e.callRecord(out.CallID); rec.RawArgs != c.args || rec.Status != models.CallInvalid {
+			t.Errorf("record %+v", rec)
+		}
+	}
+	if e.executions["issue_refund"].Load() != 0 {
+		t.Fatal("an invalid call ran")
+	}
+}
+
+func TestToolsOnlyReachTheRunsCustomer(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	out := e.call(run, "cus_alice", "issue_refund", `{"order_id":"B2001","amount":20}`)
+	if out.Status != models.CallFailed || !strings.Contains(out.Error, "not found for this customer") {
+		t.Fatalf("refund on another customer's order: %+v", out)
+	}
+	if e.order("B2001").RefundedCents != 0 {
+		t.Fatal("Bob's order was refunded from Alice's run")
+	}
+	anon := e.newRun("", "")
+	out = e.call(anon, "", "get_order_status", `{"order_id":"A1001"}`)
+	if out.Status != models.CallFailed || !strings.Contains(out.Error, "signed-in customer") {
+		t.Fatalf("anonymous lookup: %+v", out)
+	}
+}
+
+func TestRefundNeverExceedsWhatIsLeft(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	out := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1003","amount":50}`)
+	if out.Status != models.CallSucceeded {
+		t.Fatalf("first refund: %+v", out)
+	}
+	out = e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1003","amount":20}`)
+	if out.Status != models.CallFailed || !strings.Contains(out.Error, "only $10.00 of order A1003 is left") {
+		t.Fatalf("over-refund: %+v", out)
+	}
+}
+
+func TestCustomerRefundedOver500GoesToApproval(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	out := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1002","amount":600}`)
+	if _, err := e.gate.Approve(context.Background(), out.CallID, approver1, agent.ApproveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	out = e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1001","amount":10}`)
+	if out.Status != models.CallPending || out.Decision.Rule != "refund-customer-over-500-in-24h" {
+		t.Fatalf("$10 after $600 today: %+v", out)
+	}
+	if !strings.Contains(out.Decision.Reason, "already refunded $600.00") {
+		t.Fatalf("reason %q", out.Decision.Reason)
+	}
+	e.clock.Advance(25 * time.Hour)
+	out = e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1001","amount":10}`)
+	if out.Status != models.CallSucceeded {
+		t.Fatalf("a day later: %+v", out)
+	}
+}
+
+func TestConcurrentApprovalsRunOnce(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	out := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1002","amount":900}`)
+	const n = 50
+	var wg sync.WaitGroup
+	var ok, conflicts, other atomic.Int64
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			actor := agent.Actor{ID: "stf_" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Name: "Staff", Role: agent.RoleApprover}
+			<-start
+			_, err := e.gate.Approve(context.Background(), out.CallID, actor, agent.ApproveRequest{})
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case agent.ErrorCode(err) == agent.CodeConflict && strings.Contains(agent.ErrorMessage(err), "already decided"):
+				conflicts.Add(1)
+			default:
+				other.Add(1)
+				t.Errorf("unexpected error: %v", err)
+			}
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	if ok.Load() != 1 || conflicts.Load() != n-1 || other.Load() != 0 {
+		t.Fatalf("%d approvals, %d conflicts, %d other", ok.Load(), conflicts.Load(), other.Load())
+	}
+	approvals, err := e.store.Approvals(context.Background(), out.CallID)
+	if err != nil || len(approvals) != 1 {
+		t.Fatalf("%d approval records: %v", len(approvals), err)
+	}
+	if got := e.executions["issue_refund"].Load(); got != 1 {
+		t.Fatalf("the refund ran %d times", got)
+	}
+	if e.order("A1002").RefundedCents != 90000 {
+		t.Fatal("refund missing or doubled")
+	}
+	rep, err := e.store.VerifyAuditChain(context.Background())
+	if err != nil || !rep.OK {
+		t.Fatalf("audit chain after the race: %+v %v", rep, err)
+	}
+}
+
+func TestTurnWithOneAllowedAndOnePendingCall(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	read := e.call(run, "cus_alice", "get_order_status", `{"order_id":"A1002"}`)
+	refund := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1002","amount":900}`)
+	if read.Status != models.CallSucceeded || refund.Status != models.CallPending {
+		t.Fatalf("read %s, refund %s", read.Status, refund.Status)
+	}
+}
+
+func TestRecoverInterruptedCalls(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	ctx := context.Background()
+	// Simulate a crash: two calls recorded as executing, never finished.
+	mk := func(tool, args string) string {
+		id := models.NewID("call")
+		err := e.store.Write(ctx, func(tx *models.Tx) error {
+			return tx.CreateToolCall(&models.ToolCall{ID: id, RunID: run, CustomerID: "cus_alice", Tool: tool, Risk: "high_write",
+				Args: args, Status: models.CallExecuting, Decision: "allow", IdempotencyKey: agent.IdempotencyKey(id)})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	refund := mk("issue_refund", `{"amount":20,"order_id":"A1001"}`)
+	unknownTool := mk("retired_tool", `{}`)
+	rerun, unknown, err := e.gate.RecoverInterrupted(ctx)
+	if err != nil || rerun != 1 || unknown != 1 {
+		t.Fatalf("rerun %d unknown %d: %v", rerun, unknown, err)
+	}
+	if s := e.callRecord(refund).Status; s != models.CallSucceeded {
+		t.Fatalf("idempotent refund is %s", s)
+	}
+	if s := e.callRecord(unknownTool).Status; s != models.CallUnknown {
+		t.Fatalf("non-recoverable call is %s", s)
+	}
+	// Running the recovered refund again with the same key pays nothing twice.
+	if _, _, err := e.gate.RecoverInterrupted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e.order("A1001").RefundedCents != 2000 {
+		t.Fatalf("refunded %d", e.order("A1001").RefundedCents)
+	}
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/shop"
+	"github.com/countersign/countersign/web"
+)
+
+// App is the whole server, wired. Tests boot it on port 0.
+type App struct {
+	cfg      config
+	log      *slog.Logger
+	store    *models.Store
+	gate     *agent.Gate
+	server   *http.Server
+	listener net.Listener
+	stdout   io.Writer
+	stopBg   context.CancelFunc
+	bgDone   chan struct{}
+}
+
+// NewApp opens the database, loads and tests the policy, seeds the demo
+// shop when asked, and recovers calls a previous process left running.
+func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, error) {
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	store, err := models.Open(cfg.DB, models.Options{})
+	if err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: log, store: store, stdout: stdout}
+	fail := func(err error) (*App, error) {
+		store.Close()
+		return nil, err
+	}
+	registry, err := tools.NewRegistry(shop.Tools(store)...)
+	if err != nil {
+		return fail(err)
+	}
+	policy, err := loadPolicy(cfg.Policy, registry)
+	if err != nil {
+		return fail(err)
+	}
+	if failed := failingTests(policy.RunTests(ctx)); len(failed) > 0 {
+		return fail(fmt.Errorf("the policy %s fails %d of its tests (run `countersign policy test` to see them); refusing to start", policy.Source, len(failed)))
+	}
+	a.gate = agent.NewGate(store, registry, policy, log)
+	if cfg.Demo {
+		n, err := store.SeedDemoShop(ctx)
+		if err != nil {
+			return fail(fmt.Errorf("seed demo data: %w", err))
+		}
+		if n > 0 {
+			log.Info("demo shop seeded", "records", n)
+		}
+	}
+	rerun, unknown, err := a.gate.RecoverInterrupted(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if rerun+unknown > 0 {
+		log.Warn("recovered interrupted calls", "rerun", rerun, "unknown", unknown)
+	}
+	srv := web.New(web.Config{Log: log, Gate: a.gate, DB: store})
+	a.server = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	return a, nil
+}
+
+func loadPolicy(path string, registry *tools.Registry) (*agent.FilePolicy, error) {
+	if path == "" {
+		return agent.LoadPolicy(agent.DefaultPolicyYAML, "(built-in default)", registry)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read policy: %w", err)
+	}
+	return agent.LoadPolicy(data, path, registry)
+}
+
+func failingTests(results []agent.PolicyTestResult) []agent.PolicyTestResult {
+	var out []agent.PolicyTestResult
+	for _, r := range results {
+		if !r.Passed {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Listen binds the address; ":0" picks a free port (see Addr).
+func (a *App) Listen() error {
+	ln, err := net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	a.listener = ln
+	return nil
+}
+
+// Addr is the address the app listens on.
+func (a *App) Addr() string { return a.listener.Addr().String() }
+
+// Run serves until ctx ends, with the background sweeper running.
+func (a *App) Run(ctx context.Context) error {
+	if a.listener == nil {
+		if err := a.Listen(); err != nil {
+			return err
+		}
+	}
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopBg, a.bgDone = stop, make(chan struct{})
+	go a.sweep(bg)
+	a.log.Info("countersign listening", "addr", a.Addr(), "db", a.cfg.DB, "policy_version", a.gate.Policy().Version()[:12])
+	fmt.Fprintf(a.stdout, "Countersign is running at http://%s (health: /healthz)\n", displayAddr(a.Addr()))
+	errc := make(chan error, 1)
+	go func() { errc <- a.server.Serve(a.listener) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return a.server.Shutdown(shutdown)
+}
+
+func displayAddr(addr string) string {
+	if strings.HasPrefix(addr, "[::]") {
+		return "localhost" + strings.TrimPrefix(addr, "[::]")
+	}
+	if strings.HasPrefix(addr, "0.0.0.0") {
+		return "localhost" + strings.TrimPrefix(addr, "0.0.0.0")
+	}
+	return addr
+}
+
+// sweep expires overdue actions every few seconds.
+func (a *App) sweep(ctx context.Context) {
+	defer close(a.bgDone)
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := a.gate.ExpireOverdueActions(ctx); err != nil {
+				a.log.Error("expiry sweep failed", "err", err)
+			} else if n > 0 {
+				a.log.Info("expired overdue actions", "count", n)
+			}
+		}
+	}
+}
+
+// Close stops background work and closes the database.
+func (a *App) Close() error {
+	if a.stopBg != nil {
+		a.stopBg()
+		<-a.bgDone
+	}
+	return a.store.Close()
+}
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cfg := newFlagSet("serve", stderr)
+	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address to listen on")
+	cfg.policyFlag(fs)
+	fs.StringVar(&cfg.Model, "model", "offline", "model provider: offline, openai or anthropic")
+	fs.BoolVar(&cfg.Demo, "demo", false, "seed the demo shop (idempotent)")
+	fs.StringVar(&cfg.CustomerSecret, "customer-secret", "", "HS256 secret shops sign customer tokens with")
+	fs.StringVar(&cfg.WidgetOrigins, "widget-origins", "", "origins allowed to embed the chat widget, comma separated")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if cfg.Model != "offline" {
+		return fmt.Errorf("--model %s is not available in this build yet; use offline", cfg.Model)
+	}
+	app, err := NewApp(ctx, *cfg, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	return app.Run(ctx)
+}

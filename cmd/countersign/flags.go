@@ -1,0 +1,56 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// config is every flag of every subcommand; each subcommand registers the
+// ones it uses.
+type config struct {
+	Addr           string
+	DB             string
+	Policy         string
+	Model          string
+	Demo           bool
+	CustomerSecret string
+	WidgetOrigins  string
+}
+
+func newFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *config) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := &config{}
+	fs.StringVar(&cfg.DB, "db", "countersign.db", "SQLite database file")
+	return fs, cfg
+}
+
+func (cfg *config) policyFlag(fs *flag.FlagSet) {
+	fs.StringVar(&cfg.Policy, "policy", "", "policy file (YAML); empty: the built-in default policy")
+}
+
+// parse reads the command line, then fills each flag that was not given
+// from COUNTERSIGN_<FLAG> in the environment.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return exitError{code: 2}
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || err != nil {
+			return
+		}
+		env := "COUNTERSIGN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if serr := fs.Set(f.Name, v); serr != nil {
+				err = fmt.Errorf("%s: %w", env, serr)
+			}
+		}
+	})
+	return err
+}

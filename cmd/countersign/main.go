@@ -1,0 +1,78 @@
+// Command countersign runs the Countersign server and its admin commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var ex exitError
+		if !errors.As(err, &ex) || ex.msg != "" {
+			fmt.Fprintln(os.Stderr, "countersign:", err)
+		}
+		code := 1
+		if errors.As(err, &ex) {
+			code = ex.code
+		}
+		os.Exit(code)
+	}
+}
+
+// exitError ends the program with a code; an empty message prints nothing
+// more (the command already said what went wrong).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return e.msg }
+
+const usage = `Countersign runs AI support agents and puts a human countersignature on risky tool calls.
+
+Usage:
+  countersign serve [--addr :8080] [--db countersign.db] [--policy FILE] [--demo]
+  countersign policy test [FILE] [--db ...]
+  countersign audit verify [--db ...]
+
+Every flag can also be set as COUNTERSIGN_<FLAG> in the environment
+(for example COUNTERSIGN_DB=/data/countersign.db).
+`
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitError{code: 2}
+	}
+	switch args[0] {
+	case "serve":
+		return cmdServe(ctx, args[1:], stdout, stderr)
+	case "policy":
+		if len(args) < 2 || args[1] != "test" {
+			return usageError("policy takes one command: test")
+		}
+		return cmdPolicyTest(ctx, args[2:], stdout, stderr)
+	case "audit":
+		if len(args) < 2 || args[1] != "verify" {
+			return usageError("audit takes one command: verify")
+		}
+		return cmdAuditVerify(ctx, args[2:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	return usageError(fmt.Sprintf("unknown command %q", args[0]))
+}
+
+func usageError(msg string) error {
+	return exitError{code: 2, msg: msg + "\n\n" + usage}
+}

@@ -1,0 +1,115 @@
+package web
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/countersign/countersign/agent"
+)
+
+// Pinger is what the health check needs from the database.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Config is what the server is built from.
+type Config struct {
+	Log  *slog.Logger
+	Gate *agent.Gate
+	DB   Pinger
+}
+
+// Server is the HTTP side of Countersign.
+type Server struct {
+	echo *echo.Echo
+	cfg  Config
+}
+
+// New builds the server with its middleware and routes.
+func New(cfg Config) *Server {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	s := &Server{echo: e, cfg: cfg}
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.RequestID())
+	e.Use(middleware.Recover())
+	e.Use(middleware.BodyLimit("64K"))
+	s.routes()
+	return s
+}
+
+// Handler returns the server's http.Handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	status, code, msg := http.StatusInternalServerError, agent.CodeInternal, agent.ErrorMessage(err)
+	if he, ok := err.(*echo.HTTPError); ok {
+		status = he.Code
+		code = codeForStatus(status)
+		if m, ok := he.Message.(string); ok {
+			msg = m
+		} else {
+			msg = http.StatusText(status)
+		}
+	} else {
+		code = agent.ErrorCode(err)
+		status = statusForCode(code)
+	}
+	log := s.cfg.Log.With("request_id", c.Response().Header().Get(echo.HeaderXRequestID), "path", c.Path(), "status", status)
+	if status >= 500 {
+		log.Error("request failed", "err", err)
+	} else {
+		log.Warn("request refused", "err", msg)
+	}
+	_ = c.JSON(status, map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
+}
+
+func statusForCode(c agent.Code) int {
+	switch c {
+	case agent.CodeInvalid:
+		return http.StatusBadRequest
+	case agent.CodeNotFound:
+		return http.StatusNotFound
+	case agent.CodeConflict:
+		return http.StatusConflict
+	case agent.CodeForbidden:
+		return http.StatusForbidden
+	case agent.CodeUnauthorized:
+		return http.StatusUnauthorized
+	}
+	return http.StatusInternalServerError
+}
+
+func codeForStatus(status int) agent.Code {
+	switch status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		return agent.CodeInvalid
+	case http.StatusNotFound, http.StatusMethodNotAllowed:
+		return agent.CodeNotFound
+	case http.StatusConflict:
+		return agent.CodeConflict
+	case http.StatusForbidden:
+		return agent.CodeForbidden
+	case http.StatusUnauthorized:
+		return agent.CodeUnauthorized
+	}
+	return agent.CodeInternal
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.cfg.DB.Ping(ctx); err != nil {
+		s.cfg.Log.Error("health check failed", "err", err)
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "policy_version": s.cfg.Gate.Policy().Version()})
+}
