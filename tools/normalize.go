@@ -194,13 +194,14 @@ func collectProblems(ve *validator.ValidationError, out *[]Problem) {
 		}
 		return
 	}
-	path := strings.Join(ve.InstanceLocation, ".")
+	parent := strings.Join(ve.InstanceLocation, ".")
 	at := func(field string) string {
-		if path == "" {
+		if parent == "" {
 			return field
 		}
-		return path + "." + field
+		return parent + "." + field
 	}
+	path := parent
 	if path == "" {
 		path = rootPath
 	}

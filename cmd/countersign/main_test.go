@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3"
+)
+
+func runCmd(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	code := 0
+	if err != nil {
+		var ex exitError
+		code = 1
+		if errors.As(err, &ex) {
+			code = ex.code
+		}
+		out.WriteString(err.Error())
+	}
+	return out.String() + errb.String(), code
+}
+
+func TestPolicyTestCommand(t *testing.T) {
+	out, code := runCmd(t, "policy", "test")
+	if code != 0 || !strings.Contains(out, "8 passed, 0 failed") {
+		t.Fatalf("default policy: code %d\n%s", code, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte(`
+rules:
+  - name: refunds-free-for-all
+    tool: issue_refund
+    decision: allow
+tests:
+  - name: a $900 refund needs approval
+    tool: issue_refund
+    args: {order_id: A1002, amount: 900}
+    expect: needs_approval
+`), 0o600)
+	out, code = runCmd(t, "policy", "test", bad)
+	if code != 1 || !strings.Contains(out, "FAIL  a $900 refund needs approval") || !strings.Contains(out, "expected needs_approval, got allow") {
+		t.Fatalf("failing policy: code %d\n%s", code, out)
+	}
+	broken := filepath.Join(t.TempDir(), "broken.yaml")
+	os.WriteFile(broken, []byte("rules:\n  - name: oops\n    when: args.amount >\n    decision: deny\n"), 0o600)
+	out, code = runCmd(t, "policy", "test", broken)
+	if code != 1 || !strings.Contains(out, `rule "oops": condition does not compile`) {
+		t.Fatalf("broken policy: code %d\n%s", code, out)
+	}
+}
+
+func TestServeRefusesAFailingPolicy(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("tests:\n  - name: reads denied\n    tool: get_order_status\n    args: {order_id: A1}\n    expect: deny\n"), 0o600)
+	out, code := runCmd(t, "serve", "--db", filepath.Join(dir, "x.db"), "--policy", bad, "--addr", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(out, "fails 1 of its tests") {
+		t.Fatalf("code %d\n%s", code, out)
+	}
+}
+
+func TestEnvironmentFillsFlags(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("rules: [{name: x, decision: nope}]\n"), 0o600)
+	t.Setenv("COUNTERSIGN_POLICY", bad)
+	out, code := runCmd(t, "policy", "test")
+	if code != 1 || !strings.Contains(out, "bad.yaml") {
+		t.Fatalf("COUNTERSIGN_POLICY ignored: code %d\n%s", code, out)
+	}
+}
+
+func TestServeBootsAndAuditVerifyDetectsTampering(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "cs.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	app, err := NewApp(ctx, config{Addr: "127.0.0.1:0", DB: db, Demo: true}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	resp, err := http.Get("http://" + app.Addr() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"status":"ok"`) {
+		t.Fatalf("healthz: %d %s", resp.StatusCode, body)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("server did not stop")
+	}
+	app.Close()
+
+	out, code := runCmd(t, "audit", "verify", "--db", db)
+	if code != 0 || !strings.Contains(out, "audit chain intact: 1 events") {
+		t.Fatalf("verify: code %d\n%s", code, out)
+	}
+	raw, err := sql.Open("sqlite3", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`UPDATE audit_events SET payload = '{"records":0}' WHERE seq = 1`); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	out, code = runCmd(t, "audit", "verify", "--db", db)
+	if code != 1 || !strings.Contains(out, "BROKEN at sequence 1") {
+		t.Fatalf("tampered verify: code %d\n%s", code, out)
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	if out, code := runCmd(t, "frobnicate"); code != 2 || !strings.Contains(out, "unknown command") {
+		t.Fatalf("code %d\n%s", code, out)
+	}
+}
