@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -34,7 +35,7 @@ func (tx *Tx) Audit(ev Event) error {
 			return err
 		}
 	}
-	payload, err := CanonicalJSON(ev.Payload)
+	payload, err := encodePayload(ev.Payload)
 	if err != nil {
 		return fmt.Errorf("audit payload: %w", err)
 	}
@@ -48,9 +49,9 @@ func (tx *Tx) Audit(ev Event) error {
 		PrevHash: tx.chain.hash,
 	}
 	rec.Hash = eventHash(rec)
-	if err := tx.db.Exec(`INSERT INTO audit_events (seq, at, actor, kind, subject, payload, prev_hash, hash)
+	if _, err := tx.exec(`INSERT INTO audit_events (seq, at, actor, kind, subject, payload, prev_hash, hash)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		rec.Seq, rec.At, rec.Actor, rec.Kind, rec.Subject, rec.Payload, rec.PrevHash, rec.Hash).Error; err != nil {
+		rec.Seq, rec.At, rec.Actor, rec.Kind, rec.Subject, rec.Payload, rec.PrevHash, rec.Hash); err != nil {
 		return fmt.Errorf("append audit event: %w", err)
 	}
 	tx.chain.seq, tx.chain.hash, tx.chain.dirty = rec.Seq, rec.Hash, true
@@ -58,12 +59,13 @@ func (tx *Tx) Audit(ev Event) error {
 }
 
 func (tx *Tx) loadChain() error {
-	var last AuditEvent
-	err := tx.db.Order("seq DESC").Limit(1).Take(&last).Error
+	var seq int64
+	var hash string
+	err := tx.queryRow(`SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`).Scan(&seq, &hash)
 	switch {
 	case err == nil:
-		tx.chain = chainState{loaded: true, seq: last.Seq, hash: last.Hash}
-	case errors.Is(notFound(err), ErrNotFound):
+		tx.chain = chainState{loaded: true, seq: seq, hash: hash}
+	case errors.Is(err, sql.ErrNoRows):
 		tx.chain = chainState{loaded: true}
 	default:
 		return fmt.Errorf("read audit chain: %w", err)
@@ -75,14 +77,9 @@ func (tx *Tx) saveChainHead() error {
 	if !tx.chain.dirty {
 		return nil
 	}
-	res := tx.db.Exec(`UPDATE audit_heads SET seq = ?, hash = ? WHERE id = 1`, tx.chain.seq, tx.chain.hash)
-	if res.Error != nil {
-		return fmt.Errorf("save audit head: %w", res.Error)
-	}
-	if res.RowsAffected == 0 {
-		if err := tx.db.Exec(`INSERT INTO audit_heads (id, seq, hash) VALUES (1, ?, ?)`, tx.chain.seq, tx.chain.hash).Error; err != nil {
-			return fmt.Errorf("save audit head: %w", err)
-		}
+	if _, err := tx.exec(`INSERT INTO audit_heads (id, seq, hash) VALUES (1, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`, tx.chain.seq, tx.chain.hash); err != nil {
+		return fmt.Errorf("save audit head: %w", err)
 	}
 	tx.chain.dirty = false
 	return nil
@@ -115,6 +112,22 @@ func eventHash(e AuditEvent) string {
 func writeJSONString(b *bytes.Buffer, s string) {
 	enc, _ := json.Marshal(s)
 	b.Write(enc)
+}
+
+// encodePayload encodes an event payload: maps come out with sorted keys,
+// and nothing is HTML-escaped, so the stored text reads as written. The hash
+// covers the stored text, so this only needs to be deterministic.
+func encodePayload(v any) (string, error) {
+	if v == nil {
+		return "{}", nil
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return string(bytes.TrimRight(out.Bytes(), "\n")), nil
 }
 
 // CanonicalJSON encodes v with sorted object keys and no HTML escaping.

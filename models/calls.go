@@ -3,6 +3,8 @@ package models
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -38,7 +40,14 @@ func (tx *Tx) CreateToolCall(c *ToolCall) error {
 		now := tx.now
 		c.DecidedAt = &now
 	}
-	if err := tx.db.Create(c).Error; err != nil {
+	_, err := tx.exec(`INSERT INTO tool_calls (id, run_id, customer_id, tool, risk, raw_args, args, args_hash, original_args,
+		status, decision, rule, reason, policy_version, required_approvals, required_role, expires_at,
+		idempotency_key, error, error_detail, result, created_at, updated_at, decided_at, finished_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.ID, c.RunID, c.CustomerID, c.Tool, c.Risk, c.RawArgs, c.Args, c.ArgsHash, c.OriginalArgs,
+		c.Status, c.Decision, c.Rule, c.Reason, c.PolicyVersion, c.RequiredApprovals, c.RequiredRole, c.ExpiresAt,
+		c.IdempotencyKey, c.Error, c.ErrorDetail, c.Result, c.CreatedAt, c.UpdatedAt, c.DecidedAt, c.FinishedAt)
+	if err != nil {
 		return fmt.Errorf("record tool call: %w", err)
 	}
 	return nil
@@ -76,27 +85,53 @@ func (tx *Tx) ChangeCallStatus(ch CallChange) error {
 	case CallApproved, CallRejected, CallExpired, CallCancelled:
 		set["decided_at"] = tx.now
 	}
-	res := tx.db.Model(&ToolCall{}).Where("id = ? AND status IN ?", ch.ID, ch.From).Updates(set)
-	if res.Error != nil {
-		return fmt.Errorf("update tool call %s: %w", ch.ID, res.Error)
+	return tx.updateCall(set, ch.ID, ch.From...)
+}
+
+// updateCall sets columns of one call that is in one of the given statuses,
+// and insists that exactly one row changed.
+func (tx *Tx) updateCall(set map[string]any, id string, from ...string) error {
+	cols := make([]string, 0, len(set))
+	for k := range set {
+		if !callColumns[k] {
+			return fmt.Errorf("update tool call: unknown column %q", k)
+		}
+		cols = append(cols, k)
 	}
-	if res.RowsAffected != 1 {
+	sort.Strings(cols) // the same columns give the same SQL, so the prepared statement is reused
+	var q strings.Builder
+	args := make([]any, 0, len(cols)+1+len(from))
+	q.WriteString("UPDATE tool_calls SET ")
+	for i, c := range cols {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString(c + " = ?")
+		args = append(args, set[c])
+	}
+	q.WriteString(" WHERE id = ? AND status IN (?" + strings.Repeat(", ?", len(from)-1) + ")")
+	args = append(args, id)
+	for _, f := range from {
+		args = append(args, f)
+	}
+	res, err := tx.exec(q.String(), args...)
+	if err != nil {
+		return fmt.Errorf("update tool call %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return ErrConflict
 	}
 	return nil
 }
 
+var callColumns = map[string]bool{"status": true, "updated_at": true, "decided_at": true, "finished_at": true,
+	"error": true, "error_detail": true, "result": true, "args": true, "args_hash": true, "original_args": true,
+	"required_approvals": true, "required_role": true}
+
 // UpdateCallFields changes fields of a call that is still in the given status.
 func (tx *Tx) UpdateCallFields(id, status string, set map[string]any) error {
 	set["updated_at"] = tx.now
-	res := tx.db.Model(&ToolCall{}).Where("id = ? AND status = ?", id, status).Updates(set)
-	if res.Error != nil {
-		return fmt.Errorf("update tool call %s: %w", id, res.Error)
-	}
-	if res.RowsAffected != 1 {
-		return ErrConflict
-	}
-	return nil
+	return tx.updateCall(set, id, status)
 }
 
 // CreateApproval stores one staff verdict.

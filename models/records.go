@@ -24,8 +24,8 @@ type ToolCall struct {
 	ID         string `gorm:"primaryKey;size:40"`
 	RunID      string `gorm:"size:40;index;not null"`
 	Run        *Run   `gorm:"constraint:OnDelete:RESTRICT"`
-	CustomerID string `gorm:"size:64;index"`
-	Tool       string `gorm:"size:100;index"`
+	CustomerID string `gorm:"size:64"`
+	Tool       string `gorm:"size:100"`
 	Risk       string `gorm:"size:16"`
 	// RawArgs is exactly what the model sent.
 	RawArgs string `gorm:"type:text"`
@@ -45,7 +45,8 @@ type ToolCall struct {
 	RequiredRole      string `gorm:"size:16"`
 	ExpiresAt         *time.Time
 
-	IdempotencyKey string `gorm:"size:80;uniqueIndex"`
+	// IdempotencyKey is derived from the id, so it is as unique as the id.
+	IdempotencyKey string `gorm:"size:80"`
 	Error          string `gorm:"type:text"` // safe to show the model and the customer
 	ErrorDetail    string `gorm:"type:text"` // for staff only
 	Result         string `gorm:"type:text"`
@@ -75,14 +76,14 @@ type Approval struct {
 
 // AuditEvent is one link of the append-only, hash-chained audit log.
 type AuditEvent struct {
-	Seq      int64     `gorm:"primaryKey;autoIncrement:false"`
-	At       time.Time `gorm:"index"`
-	Actor    string    `gorm:"size:200"`
-	Kind     string    `gorm:"size:64;index"`
-	Subject  string    `gorm:"size:64;index"`
-	Payload  string    `gorm:"type:text"`
-	PrevHash string    `gorm:"size:64"`
-	Hash     string    `gorm:"size:64"`
+	Seq      int64 `gorm:"primaryKey;autoIncrement:false"`
+	At       time.Time
+	Actor    string `gorm:"size:200"`
+	Kind     string `gorm:"size:64"`
+	Subject  string `gorm:"size:64;index"`
+	Payload  string `gorm:"type:text"`
+	PrevHash string `gorm:"size:64"`
+	Hash     string `gorm:"size:64"`
 }
 
 // AuditHead remembers the last link of the chain, so that removing the newest

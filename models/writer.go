@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync"
 	"time"
@@ -12,8 +13,9 @@ import (
 // Tx is one unit of work handed to Store.Write. Everything done through it
 // commits together with its audit events, or not at all.
 type Tx struct {
-	db    *gorm.DB
-	store *Store
+	db    *gorm.DB // gorm on the same transaction, for queries off the hot path
+	sql   *sql.Tx
+	w     *writer
 	chain chainState
 	now   time.Time
 }
@@ -21,6 +23,24 @@ type Tx struct {
 // Now is the time of this unit of work, in UTC, at microsecond precision
 // (what every database we target can store exactly).
 func (tx *Tx) Now() time.Time { return tx.now }
+
+// exec runs a statement through the writer's cache of prepared statements:
+// the hot path (recording calls and audit events) skips gorm's reflection
+// and SQLite's parser.
+func (tx *Tx) exec(query string, args ...any) (sql.Result, error) {
+	if stmt := tx.w.prepared(query); stmt != nil {
+		return tx.sql.Stmt(stmt).Exec(args...)
+	}
+	return tx.sql.Exec(query, args...)
+}
+
+// queryRow is exec for a query that returns one row.
+func (tx *Tx) queryRow(query string, args ...any) *sql.Row {
+	if stmt := tx.w.prepared(query); stmt != nil {
+		return tx.sql.Stmt(stmt).QueryRow(args...)
+	}
+	return tx.sql.QueryRow(query, args...)
+}
 
 type writeReq struct {
 	ctx  context.Context
@@ -35,26 +55,59 @@ type writeReq struct {
 // instead of on the file lock is what turns many small commits into few.
 type writer struct {
 	store    *Store
+	conn     *sql.DB // one connection: the writer's prepared statements live on it
 	reqs     chan *writeReq
 	maxBatch int
 	quit     chan struct{}
 	stopped  chan struct{}
 	once     sync.Once
+	// Prepared statements, only touched by the writer goroutine. A statement
+	// can only be prepared on the connection while no transaction holds it,
+	// so a new query runs unprepared once and is prepared after the commit.
+	stmts     map[string]*sql.Stmt
+	toPrepare map[string]bool
 }
 
-func newWriter(s *Store, maxBatch int) *writer {
+// maxPrepared bounds the statement cache.
+const maxPrepared = 200
+
+func newWriter(s *Store, conn *sql.DB, maxBatch int) *writer {
 	if maxBatch <= 0 {
 		maxBatch = 256
 	}
 	w := &writer{
-		store:    s,
-		reqs:     make(chan *writeReq),
-		maxBatch: maxBatch,
-		quit:     make(chan struct{}),
-		stopped:  make(chan struct{}),
+		store:     s,
+		conn:      conn,
+		reqs:      make(chan *writeReq),
+		maxBatch:  maxBatch,
+		quit:      make(chan struct{}),
+		stopped:   make(chan struct{}),
+		stmts:     map[string]*sql.Stmt{},
+		toPrepare: map[string]bool{},
 	}
 	go w.loop()
 	return w
+}
+
+func (w *writer) prepared(query string) *sql.Stmt {
+	if s, ok := w.stmts[query]; ok {
+		return s
+	}
+	if len(w.stmts)+len(w.toPrepare) < maxPrepared {
+		w.toPrepare[query] = true
+	}
+	return nil
+}
+
+// prepareNew prepares the statements first seen in the last transaction,
+// now that the connection is free.
+func (w *writer) prepareNew() {
+	for q := range w.toPrepare {
+		if s, err := w.conn.Prepare(q); err == nil {
+			w.stmts[q] = s
+		}
+		delete(w.toPrepare, q)
+	}
 }
 
 // Write runs fn in a write transaction and returns once that transaction has
@@ -79,6 +132,11 @@ func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
 
 func (w *writer) loop() {
 	defer close(w.stopped)
+	defer func() {
+		for _, s := range w.stmts {
+			s.Close()
+		}
+	}()
 	for {
 		select {
 		case r := <-w.reqs:
@@ -93,6 +151,7 @@ func (w *writer) loop() {
 				}
 			}
 			w.run(batch)
+			w.prepareNew()
 		case <-w.quit:
 			return
 		}
@@ -114,12 +173,18 @@ func (w *writer) run(batch []*writeReq) {
 			r.done <- results[i]
 		}
 	}
-	gtx := w.store.db.Begin()
-	if gtx.Error != nil {
-		reply(fmt.Errorf("begin transaction: %w", gtx.Error))
+	stx, err := w.conn.Begin() // BEGIN IMMEDIATE, see sqliteDSN
+	if err != nil {
+		reply(fmt.Errorf("begin transaction: %w", err))
 		return
 	}
-	tx := &Tx{db: gtx, store: w.store}
+	gtx := w.store.wdb.Session(&gorm.Session{NewDB: true})
+	gtx.Statement.ConnPool = stx
+	tx := &Tx{db: gtx, sql: stx, w: w}
+	abort := func(err error) {
+		stx.Rollback()
+		reply(err)
+	}
 	single := len(batch) == 1
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
@@ -130,41 +195,36 @@ func (w *writer) run(batch []*writeReq) {
 		if single {
 			if err := callUnit(r.fn, tx); err != nil {
 				results[i] = err
-				gtx.Rollback()
-				reply(nil)
+				abort(nil)
 				return
 			}
 			continue
 		}
-		if err := gtx.SavePoint("unit").Error; err != nil {
-			results[i] = err
-			continue
+		if _, err := tx.exec("SAVEPOINT unit"); err != nil {
+			abort(fmt.Errorf("savepoint: %w", err))
+			return
 		}
 		saved := tx.chain
 		if err := callUnit(r.fn, tx); err != nil {
 			results[i] = err
 			tx.chain = saved
-			if rbErr := gtx.RollbackTo("unit").Error; rbErr != nil {
+			if _, rbErr := tx.exec("ROLLBACK TO SAVEPOINT unit"); rbErr != nil {
 				// The transaction is in an unknown state: give up on all of it.
-				gtx.Rollback()
-				reply(fmt.Errorf("roll back unit: %w", rbErr))
+				abort(fmt.Errorf("roll back unit: %w", rbErr))
 				return
 			}
 		}
-		if err := gtx.Exec("RELEASE SAVEPOINT unit").Error; err != nil {
-			gtx.Rollback()
-			reply(fmt.Errorf("release savepoint: %w", err))
+		if _, err := tx.exec("RELEASE SAVEPOINT unit"); err != nil {
+			abort(fmt.Errorf("release savepoint: %w", err))
 			return
 		}
 	}
 	if err := tx.saveChainHead(); err != nil {
-		gtx.Rollback()
-		reply(err)
+		abort(err)
 		return
 	}
-	if err := gtx.Commit().Error; err != nil {
-		gtx.Rollback()
-		reply(fmt.Errorf("commit: %w", err))
+	if err := stx.Commit(); err != nil {
+		abort(fmt.Errorf("commit: %w", err))
 		return
 	}
 	reply(nil)
