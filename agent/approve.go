@@ -319,7 +319,7 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 	if err != nil {
 		return Outcome{}, g.writeError(err, callID)
 	}
-	out, err := g.execute(ctx, call, tool, norm)
+	out, err := g.execute(ctx, call, g.customerName(ctx, call.RunID), tool, norm)
 	g.settled(ctx, callID)
 	return out, err
 }
@@ -344,7 +344,7 @@ func (g *Gate) RecoverInterrupted(ctx context.Context) (rerun, unknown int, err 
 				norm, nerr := tool.Normalize([]byte(call.Args))
 				if nerr == nil {
 					g.log.Warn("re-running interrupted idempotent call", "call_id", call.ID, "tool", call.Tool)
-					if _, err := g.execute(ctx, call, tool, norm); err != nil {
+					if _, err := g.execute(ctx, call, g.customerName(ctx, call.RunID), tool, norm); err != nil {
 						return rerun, unknown, err
 					}
 					rerun++

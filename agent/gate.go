@@ -120,6 +120,13 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	default:
 		return Outcome{}, internal(fmt.Errorf("verdict %q", d.Verdict), "the policy gave an unknown verdict")
 	}
+	payload, err := models.EncodePayload(map[string]any{"run_id": call.RunID, "tool": call.Tool, "args_hash": call.ArgsHash,
+		"verdict": d.Verdict, "rule": d.Rule, "reason": d.Reason, "policy_version": d.PolicyVersion,
+		"status": call.Status, "required_approvals": call.RequiredApprovals, "required_role": call.RequiredRole})
+	if err != nil {
+		return Outcome{}, internal(err, "the tool call could not be recorded")
+	}
+	kind := "call." + decisionEventKind(d.Verdict)
 	err = g.store.Write(ctx, func(tx *models.Tx) error {
 		if d.Verdict == NeedsApproval && d.Expires > 0 {
 			at := tx.Now().Add(d.Expires)
@@ -128,10 +135,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 		if err := tx.CreateToolCall(call); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: "model", Kind: "call." + decisionEventKind(d.Verdict), Subject: call.ID,
-			Payload: map[string]any{"run_id": call.RunID, "tool": call.Tool, "args_hash": call.ArgsHash,
-				"verdict": d.Verdict, "rule": d.Rule, "reason": d.Reason, "policy_version": d.PolicyVersion,
-				"status": call.Status, "required_approvals": call.RequiredApprovals, "required_role": call.RequiredRole}})
+		return tx.Audit(models.Event{Actor: "model", Kind: kind, Subject: call.ID, Payload: payload})
 	})
 	if err != nil {
 		return Outcome{}, internal(err, "the tool call could not be recorded")
@@ -140,7 +144,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	if d.Verdict != Allow {
 		return out, nil
 	}
-	return g.execute(ctx, call, tool, norm)
+	return g.execute(ctx, call, req.CustomerName, tool, norm)
 }
 
 func decisionEventKind(v Verdict) string {
@@ -205,11 +209,8 @@ func (g *Gate) toolNames() []string {
 
 // execute runs a call that is already recorded as executing and records the
 // result. The tool's own errors become a failed call, not an error here.
-func (g *Gate) execute(ctx context.Context, call *models.ToolCall, tool *tools.Tool, norm tools.Normalized) (Outcome, error) {
-	tc := tools.Call{ID: call.ID, IdempotencyKey: call.IdempotencyKey, RunID: call.RunID, CustomerID: call.CustomerID}
-	if run, err := g.store.Run(ctx, call.RunID); err == nil {
-		tc.CustomerName = run.CustomerName
-	}
+func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName string, tool *tools.Tool, norm tools.Normalized) (Outcome, error) {
+	tc := tools.Call{ID: call.ID, IdempotencyKey: call.IdempotencyKey, RunID: call.RunID, CustomerID: call.CustomerID, CustomerName: customerName}
 	result, runErr := runTool(ctx, tool, tc, norm)
 	status, set := models.CallSucceeded, map[string]any{}
 	var encoded []byte
@@ -235,18 +236,22 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, tool *tools.T
 	} else {
 		set["result"] = string(encoded)
 	}
+	fields := map[string]any{"run_id": call.RunID, "tool": call.Tool, "status": status}
+	if runErr != nil {
+		fields["error"] = errForModel
+	} else {
+		sum := sha256.Sum256(encoded)
+		fields["result_hash"] = hex.EncodeToString(sum[:])
+	}
+	payload, err := models.EncodePayload(fields)
+	if err != nil {
+		return Outcome{}, internal(err, "the tool's result could not be recorded")
+	}
 	// The result must be recorded even if the caller gave up waiting.
 	wctx := context.WithoutCancel(ctx)
-	err := g.store.Write(wctx, func(tx *models.Tx) error {
+	err = g.store.Write(wctx, func(tx *models.Tx) error {
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallExecuting}, To: status, Set: set}); err != nil {
 			return err
-		}
-		payload := map[string]any{"run_id": call.RunID, "tool": call.Tool, "status": status}
-		if runErr != nil {
-			payload["error"] = errForModel
-		} else {
-			sum := sha256.Sum256(encoded)
-			payload["result_hash"] = hex.EncodeToString(sum[:])
 		}
 		return tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: "call." + status, Subject: call.ID, Payload: payload})
 	})
@@ -264,6 +269,15 @@ func runTool(ctx context.Context, tool *tools.Tool, call tools.Call, norm tools.
 		}
 	}()
 	return tool.Run(ctx, call, norm)
+}
+
+// customerName is the name of a call's customer, for calls run later than
+// the request that made them.
+func (g *Gate) customerName(ctx context.Context, runID string) string {
+	if run, err := g.store.Run(ctx, runID); err == nil {
+		return run.CustomerName
+	}
+	return ""
 }
 
 // gateFacts loads what the policy asks about, once per call.

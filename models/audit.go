@@ -118,8 +118,11 @@ func writeJSONString(b *bytes.Buffer, s string) {
 // and nothing is HTML-escaped, so the stored text reads as written. The hash
 // covers the stored text, so this only needs to be deterministic.
 func encodePayload(v any) (string, error) {
-	if v == nil {
+	switch p := v.(type) {
+	case nil:
 		return "{}", nil
+	case Payload:
+		return string(p), nil
 	}
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
@@ -128,6 +131,16 @@ func encodePayload(v any) (string, error) {
 		return "", err
 	}
 	return string(bytes.TrimRight(out.Bytes(), "\n")), nil
+}
+
+// Payload is an event payload encoded ahead of time, so that the encoding
+// happens on the caller's goroutine and not on the single writer's.
+type Payload string
+
+// EncodePayload encodes a payload ahead of time (see Payload).
+func EncodePayload(v any) (Payload, error) {
+	s, err := encodePayload(v)
+	return Payload(s), err
 }
 
 // CanonicalJSON encodes v with sorted object keys and no HTML escaping.

@@ -3,11 +3,13 @@ package models
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base32"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"gorm.io/driver/sqlite"
@@ -28,6 +30,7 @@ var ErrClosed = errors.New("store is closed")
 // Store is the application's database: a gorm handle for reads and a single
 // batching writer for every state change (see writer.go).
 type Store struct {
+	reads  sync.Map // query -> *sql.Stmt on the read pool, for hot reads
 	db     *gorm.DB // readers: a small pool, running in parallel thanks to WAL
 	wdb    *gorm.DB // the single writer connection, used only by the writer goroutine
 	writer *writer
@@ -68,6 +71,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+
 	s.writer = newWriter(s, conn, opts.MaxBatch)
 	return s, nil
 }
@@ -126,6 +130,7 @@ func sqliteDSN(path string) string {
 // the database.
 func (s *Store) Close() error {
 	s.writer.close()
+	s.reads.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
 	return errors.Join(closePool(s.db), closePool(s.wdb))
 }
 
@@ -161,7 +166,30 @@ func NewID(prefix string) string {
 	return prefix + "_" + idEncoding.EncodeToString(b[:])
 }
 
+// readRow runs a hot read through a prepared statement, skipping gorm.
+func (s *Store) readRow(ctx context.Context, query string, args ...any) (*sql.Row, error) {
+	if v, ok := s.reads.Load(query); ok {
+		return v.(*sql.Stmt).QueryRowContext(ctx, args...), nil
+	}
+	pool, err := s.db.DB()
+	if err != nil {
+		return nil, err
+	}
+	stmt, err := pool.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.reads.LoadOrStore(query, stmt); loaded {
+		stmt.Close()
+		stmt = prev.(*sql.Stmt)
+	}
+	return stmt.QueryRowContext(ctx, args...), nil
+}
+
 func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return ErrNotFound
 	}

@@ -76,9 +76,13 @@ func (s *Store) Customer(ctx context.Context, id string) (*Customer, error) {
 // CustomerOrder reads an order only if it belongs to the customer, so a tool
 // can never reach another customer's order.
 func (s *Store) CustomerOrder(ctx context.Context, customerID, orderID string) (*Order, error) {
-	var o Order
-	err := s.db.WithContext(ctx).Take(&o, "id = ? AND customer_id = ?", orderID, customerID).Error
+	row, err := s.readRow(ctx, `SELECT id, customer_id, status, total_cents, refunded_cents, shipping_address, items
+		FROM orders WHERE id = ? AND customer_id = ?`, orderID, customerID)
 	if err != nil {
+		return nil, err
+	}
+	var o Order
+	if err := row.Scan(&o.ID, &o.CustomerID, &o.Status, &o.TotalCents, &o.RefundedCents, &o.ShippingAddress, &o.Items); err != nil {
 		return nil, notFound(err)
 	}
 	return &o, nil

@@ -79,9 +79,11 @@ func (t *Tool) Normalize(raw []byte) (Normalized, error) {
 	if !ok {
 		return Normalized{}, argsError(t.Name, rootPath, "must be a JSON object, got "+jsonType(doc))
 	}
+	defaulted := false
 	for k, v := range t.defaults {
 		if _, present := obj[k]; !present {
 			obj[k] = v
+			defaulted = true
 		}
 	}
 	if err := t.schema.Validate(obj); err != nil {
@@ -94,20 +96,29 @@ func (t *Tool) Normalize(raw []byte) (Normalized, error) {
 		sort.SliceStable(problems, func(i, j int) bool { return problems[i].Path < problems[j].Path })
 		return Normalized{}, &ArgsError{Tool: t.Name, Problems: dedupe(problems)}
 	}
-	valid, err := json.Marshal(obj)
-	if err != nil {
-		return Normalized{}, argsError(t.Name, rootPath, err.Error())
+	valid := raw
+	if defaulted {
+		if valid, err = json.Marshal(obj); err != nil {
+			return Normalized{}, argsError(t.Name, rootPath, err.Error())
+		}
 	}
 	value, err := t.decode(valid)
 	if err != nil {
 		return Normalized{}, argsError(t.Name, rootPath, jsonProblem(err))
 	}
-	canonical, generic, err := canonicalize(value)
+	var canonical []byte
+	var m map[string]any
+	if t.flat != nil {
+		canonical, m, err = t.flat.encode(value)
+	} else {
+		var generic any
+		canonical, generic, err = canonicalize(value)
+		m, _ = plainValues(generic).(map[string]any)
+	}
 	if err != nil {
 		return Normalized{}, argsError(t.Name, rootPath, err.Error())
 	}
 	sum := sha256.Sum256(canonical)
-	m, _ := plainValues(generic).(map[string]any)
 	return Normalized{JSON: canonical, Hash: hex.EncodeToString(sum[:]), Value: value, Map: m}, nil
 }
 

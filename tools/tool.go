@@ -61,7 +61,10 @@ type Tool struct {
 	schema   *validator.Schema
 	defaults map[string]any
 	decode   func([]byte) (any, error)
-	run      RunFunc
+	// flat is set when the input struct has only scalar fields declared in
+	// JSON-name order: its plain encoding is then already canonical.
+	flat *flatStruct
+	run  RunFunc
 }
 
 var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
@@ -121,11 +124,11 @@ func New[In any](def Definition[In]) (*Tool, error) {
 		Schema:      schemaJSON,
 		schema:      compiled,
 		defaults:    defaults,
+		flat:        flatStructOf(reflect.TypeOf(zero)),
 		decode: func(b []byte) (any, error) {
+			// The schema has already refused unknown fields.
 			var in In
-			dec := json.NewDecoder(bytesReader(b))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&in); err != nil {
+			if err := json.Unmarshal(b, &in); err != nil {
 				return nil, err
 			}
 			return in, nil

@@ -24,8 +24,8 @@ type ListOrdersInput struct{}
 
 // AddressInput changes where an order goes.
 type AddressInput struct {
-	OrderID string `json:"order_id" jsonschema:"description=The order number (for example A1001).,pattern=^[A-Z][0-9]+$,maxLength=12"`
 	Address string `json:"address" jsonschema:"description=The full new shipping address.,minLength=5,maxLength=300"`
+	OrderID string `json:"order_id" jsonschema:"description=The order number (for example A1001).,pattern=^[A-Z][0-9]+$,maxLength=12"`
 }
 
 // CancelInput cancels an order.
@@ -36,8 +36,8 @@ type CancelInput struct {
 
 // RefundInput refunds part or all of an order.
 type RefundInput struct {
-	OrderID string  `json:"order_id" jsonschema:"description=The order number (for example A1001).,pattern=^[A-Z][0-9]+$,maxLength=12"`
 	Amount  float64 `json:"amount" jsonschema:"description=Amount to refund in US dollars.,exclusiveMinimum=0,maximum=5000,multipleOf=0.01"`
+	OrderID string  `json:"order_id" jsonschema:"description=The order number (for example A1001).,pattern=^[A-Z][0-9]+$,maxLength=12"`
 	Reason  string  `json:"reason,omitempty" jsonschema:"description=Why the refund is given.,maxLength=500"`
 }
 
