@@ -401,7 +401,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			if args == nil {
 				args = map[string]any{}
 			}
-			a.args = types.DefaultTypeAdapter.NativeToValue(args)
+			a.args = types.NewStringInterfaceMap(types.DefaultTypeAdapter, args)
 		}
 		return a.args, true
 	case "customer":
@@ -433,8 +433,10 @@ func (a *activation) loadCustomer() ref.Val {
 	if attrs == nil {
 		attrs = map[string]any{}
 	}
-	return types.DefaultTypeAdapter.NativeToValue(map[string]any{"id": c.ID, "name": c.Name, "signed_in": c.SignedIn,
-		"refunded_24h": c.Refunded24h, "attributes": attrs})
+	return types.NewRefValMap(types.DefaultTypeAdapter, map[ref.Val]ref.Val{
+		types.String("id"): types.String(c.ID), types.String("name"): types.String(c.Name),
+		types.String("signed_in"): types.Bool(c.SignedIn), types.String("refunded_24h"): types.Double(c.Refunded24h),
+		types.String("attributes"): types.NewStringInterfaceMap(types.DefaultTypeAdapter, attrs)})
 }
 
 func (a *activation) loadRun() ref.Val {
@@ -449,5 +451,7 @@ func (a *activation) loadRun() ref.Val {
 	if by == nil {
 		by = map[string]int64{}
 	}
-	return types.DefaultTypeAdapter.NativeToValue(map[string]any{"id": r.ID, "channel": r.Channel, "calls": r.Calls, "calls_by_tool": by})
+	return types.NewRefValMap(types.DefaultTypeAdapter, map[ref.Val]ref.Val{
+		types.String("id"): types.String(r.ID), types.String("channel"): types.String(r.Channel),
+		types.String("calls"): types.Int(r.Calls), types.String("calls_by_tool"): types.DefaultTypeAdapter.NativeToValue(by)})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"gorm.io/gorm/clause"
@@ -247,17 +248,23 @@ func (tx *Tx) refund(o *Order, cents int64, reason, key string) (*Refund, error)
 	return r, nil
 }
 
-// FormatCents renders cents as dollars: 90000 -> "$900.00".
+// FormatCents renders cents as dollars: 90000 -> "$900.00", with thousands
+// separators, as customers read amounts.
 func FormatCents(c int64) string {
-	sign := ""
+	var b [32]byte
+	out := b[:0]
 	if c < 0 {
-		sign, c = "-", -c
+		out = append(out, '-')
+		c = -c
 	}
-	d := c / 100
-	ds := fmt.Sprintf("%d", d)
-	// Thousands separators, as customers read amounts.
-	for i := len(ds) - 3; i > 0; i -= 3 {
-		ds = ds[:i] + "," + ds[i:]
+	out = append(out, '$')
+	digits := strconv.AppendInt(nil, c/100, 10)
+	for i, d := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, d)
 	}
-	return fmt.Sprintf("%s$%s.%02d", sign, ds, c%100)
+	out = append(out, '.', byte('0'+c%100/10), byte('0'+c%10))
+	return string(out)
 }

@@ -133,3 +133,32 @@ func FuzzNormalize(f *testing.F) {
 		}
 	})
 }
+
+// The same input declared in JSON-name order takes the flat fast path; it
+// must normalize exactly like the generic path.
+type sortedRefundIn struct {
+	Amount  float64 `json:"amount" jsonschema:"exclusiveMinimum=0,maximum=5000,multipleOf=0.01"`
+	OrderID string  `json:"order_id" jsonschema:"pattern=^[A-Z][0-9]+$,maxLength=12"`
+	Reason  string  `json:"reason,omitempty" jsonschema:"maxLength=20"`
+	Speed   string  `json:"speed,omitempty" jsonschema:"enum=standard,enum=express,default=standard"`
+}
+
+func TestFlatAndGenericNormalizationAgree(t *testing.T) {
+	sorted := tools.MustNew(tools.Definition[sortedRefundIn]{Name: "issue_refund", Risk: tools.RiskHighWrite,
+		Run: func(context.Context, tools.Call, sortedRefundIn) (any, error) { return nil, nil }})
+	for _, args := range []string{`{"order_id":"A1","amount":12.5}`, `{"amount":1e3,"order_id":"B22","reason":"<&>\"é","speed":"express"}`, `{"amount":0.01,"order_id":"C3","reason":""}`} {
+		a, errA := refundTool.Normalize([]byte(args))
+		b, errB := sorted.Normalize([]byte(args))
+		if errA != nil || errB != nil {
+			t.Fatalf("%s: %v %v", args, errA, errB)
+		}
+		if string(a.JSON) != string(b.JSON) || a.Hash != b.Hash || len(a.Map) != len(b.Map) {
+			t.Fatalf("%s:\n generic %s %v\n flat    %s %v", args, a.JSON, a.Map, b.JSON, b.Map)
+		}
+		for k, v := range a.Map {
+			if b.Map[k] != v {
+				t.Fatalf("%s: map[%s] %v vs %v", args, k, v, b.Map[k])
+			}
+		}
+	}
+}
