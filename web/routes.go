@@ -1,10 +1,16 @@
 package web
 
+import "github.com/countersign/countersign/static"
+
 // Route names.
 const (
 	RouteHealth = "healthz"
+	RouteHome   = "home"
 )
 
 func (s *Server) routes() {
-	s.echo.GET("/healthz", s.healthz).Name = RouteHealth
+	e := s.echo
+	e.GET("/healthz", s.healthz).Name = RouteHealth
+	e.GET("/", s.home).Name = RouteHome
+	e.StaticFS("/static", static.Files)
 }

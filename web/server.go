@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/views"
 )
 
 // Pinger is what the health check needs from the database.
@@ -69,7 +71,11 @@ func (s *Server) handleError(err error, c echo.Context) {
 	} else {
 		log.Warn("request refused", "err", msg)
 	}
-	_ = c.JSON(status, map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
+	if strings.HasPrefix(c.Request().URL.Path, "/api/") {
+		_ = c.JSON(status, map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
+		return
+	}
+	_ = render(c, status, views.ErrorPage(views.ErrorView{Status: status, Title: http.StatusText(status), Message: msg}))
 }
 
 func statusForCode(c agent.Code) int {

@@ -1,0 +1,24 @@
+# Build: cgo is needed by the SQLite driver.
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o /out/countersign ./cmd/countersign
+
+# Run: a small Debian image (glibc for the cgo binary), as a non-root user.
+FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --home /data countersign \
+    && mkdir -p /data && chown countersign /data
+COPY --from=build /out/countersign /usr/local/bin/countersign
+USER countersign
+WORKDIR /data
+VOLUME ["/data"]
+ENV COUNTERSIGN_DB=/data/countersign.db \
+    COUNTERSIGN_ADDR=0.0.0.0:8080
+EXPOSE 8080
+HEALTHCHECK --interval=30s --timeout=3s --start-period=10s CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
+ENTRYPOINT ["countersign"]
+CMD ["serve"]

@@ -1,0 +1,27 @@
+# Countersign's everyday commands. `make test` is what CI runs.
+.PHONY: run test generate check bench fuzz
+
+run:
+	go run ./cmd/countersign serve --demo
+
+generate:
+	go tool templ generate
+
+# Generated files must be fresh, code formatted and vetted, then every test.
+check:
+	go tool templ generate
+	git diff --exit-code -- '*_templ.go'
+	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	go vet ./...
+
+test: check
+	go test -race -count=1 ./...
+	cd bench/opa && go vet ./... && go test -count=1 ./...
+
+bench:
+	go test -run XXX -bench . -benchtime 3s ./agent
+	cd bench/opa && go test -run XXX -bench . -benchtime 2s .
+	cd bench/ts-gate && npm ci --silent && node gate.bench.mjs
+
+fuzz:
+	go test ./tools -run XXX -fuzz FuzzNormalize -fuzztime 60s

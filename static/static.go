@@ -1,0 +1,10 @@
+// Package static embeds Countersign's CSS, scripts and vendored front-end
+// files, so the binary serves them with no files beside it.
+package static
+
+import "embed"
+
+// Files is the embedded static tree.
+//
+//go:embed *.css
+var Files embed.FS
