@@ -51,8 +51,11 @@ type CallRequest struct {
 	CustomerName       string
 	CustomerAttributes map[string]any
 	Channel            string
-	Tool               string
-	Args               []byte // raw, exactly as the model sent them
+	// TurnID and ModelCallID tie the call to the assistant turn that asked for it.
+	TurnID      int64
+	ModelCallID string
+	Tool        string
+	Args        []byte // raw, exactly as the model sent them
 }
 
 // Outcome is what became of a call.
@@ -96,6 +99,8 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 		ID:            models.NewID("call"),
 		RunID:         req.RunID,
 		CustomerID:    req.CustomerID,
+		TurnID:        req.TurnID,
+		ModelCallID:   req.ModelCallID,
 		Tool:          tool.Name,
 		Risk:          string(tool.Risk),
 		RawArgs:       rawForRecord(req.Args),
@@ -159,14 +164,16 @@ func decisionEventKind(v Verdict) string {
 
 func (g *Gate) recordInvalid(ctx context.Context, req CallRequest, risk tools.Risk, msg string) (Outcome, error) {
 	call := &models.ToolCall{
-		ID:         models.NewID("call"),
-		RunID:      req.RunID,
-		CustomerID: req.CustomerID,
-		Tool:       truncateRunes(req.Tool, 100),
-		Risk:       string(risk),
-		RawArgs:    rawForRecord(req.Args),
-		Status:     models.CallInvalid,
-		Error:      msg,
+		ID:          models.NewID("call"),
+		RunID:       req.RunID,
+		CustomerID:  req.CustomerID,
+		TurnID:      req.TurnID,
+		ModelCallID: req.ModelCallID,
+		Tool:        truncateRunes(req.Tool, 100),
+		Risk:        string(risk),
+		RawArgs:     rawForRecord(req.Args),
+		Status:      models.CallInvalid,
+		Error:       msg,
 	}
 	call.IdempotencyKey = IdempotencyKey(call.ID)
 	err := g.store.Write(ctx, func(tx *models.Tx) error {

@@ -13,8 +13,30 @@ type Run struct {
 	CustomerName string `gorm:"size:200"`
 	Channel      string `gorm:"size:32"`
 	Status       string `gorm:"size:16;index"`
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// TokenHash is the SHA-256 of the run token; the token itself is never stored.
+	TokenHash string `gorm:"size:64;index"`
+	// LastError is what went wrong when the run failed, for staff.
+	LastError string `gorm:"type:text"`
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Turn is one entry of a run's transcript.
+type Turn struct {
+	ID    int64  `gorm:"primaryKey;autoIncrement"`
+	RunID string `gorm:"size:40;not null;uniqueIndex:idx_turns_run_seq,priority:1;uniqueIndex:idx_turns_run_marker,priority:1,where:marker <> ''"`
+	Run   *Run   `gorm:"constraint:OnDelete:RESTRICT"`
+	Seq   int64  `gorm:"uniqueIndex:idx_turns_run_seq,priority:2"`
+	Role  string `gorm:"size:16"` // customer | assistant | tool | system
+	Text  string `gorm:"type:text"`
+	// Calls is what an assistant turn asked for: JSON [{id, tool, args}].
+	Calls string `gorm:"type:text"`
+	// ToolCallID links a tool-result turn to its call.
+	ToolCallID string `gorm:"size:40"`
+	// Marker makes a turn the run loop appends at most once (a tool result,
+	// a pending notice), so a step repeated after a crash adds nothing twice.
+	Marker    string `gorm:"size:80;uniqueIndex:idx_turns_run_marker,priority:2,where:marker <> ''"`
+	CreatedAt time.Time
 }
 
 // ToolCall is what the model asked for, with the gate's decision and outcome.
@@ -25,8 +47,12 @@ type ToolCall struct {
 	RunID      string `gorm:"size:40;index;not null"`
 	Run        *Run   `gorm:"constraint:OnDelete:RESTRICT"`
 	CustomerID string `gorm:"size:64"`
-	Tool       string `gorm:"size:100"`
-	Risk       string `gorm:"size:16"`
+	// TurnID and ModelCallID say which assistant turn asked for the call and
+	// under which of its call ids (0 and "" for calls made outside a run loop).
+	TurnID      int64  `gorm:"default:0"`
+	ModelCallID string `gorm:"size:100"`
+	Tool        string `gorm:"size:100"`
+	Risk        string `gorm:"size:16"`
 	// RawArgs is exactly what the model sent.
 	RawArgs string `gorm:"type:text"`
 	// Args is the normalized argument set in force (after an edit, the edited one).
@@ -130,6 +156,6 @@ type Refund struct {
 }
 
 func migrate(db *gorm.DB) error {
-	return db.AutoMigrate(&Run{}, &ToolCall{}, &Approval{}, &AuditEvent{}, &AuditHead{},
+	return db.AutoMigrate(&Run{}, &Turn{}, &ToolCall{}, &Approval{}, &AuditEvent{}, &AuditHead{},
 		&Customer{}, &Order{}, &Refund{})
 }

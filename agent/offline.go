@@ -1,0 +1,277 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/countersign/countersign/models"
+)
+
+// Offline is a deterministic support agent for the demo shop. It needs no
+// network and no key: it reads plain requests, turns them into real tool
+// calls through the gate, and writes its replies from the tool results.
+// It never retries a call that was rejected, denied or expired.
+type Offline struct{}
+
+var (
+	reOrderID = regexp.MustCompile(`(?i)\b([a-z][0-9]{4,10})\b`)
+	reAmount  = regexp.MustCompile(`(?i)(?:\$\s?([0-9][0-9,]*(?:\.[0-9]{1,2})?))|(?:\b([0-9][0-9,]*(?:\.[0-9]{1,2})?)\s*(?:dollars|usd|bucks)\b)`)
+	reBecause = regexp.MustCompile(`(?i)\b(?:because|as|since)\s+(.+)$`)
+	reAddress = regexp.MustCompile(`(?i)\b(?:send|ship|deliver|change\s+(?:the\s+)?(?:shipping\s+)?address\s+(?:of|for)|update\s+(?:the\s+)?address\s+(?:of|for))\b.*?\bto\s+(.+)$`)
+	reSplit   = regexp.MustCompile(`[.!?;\n]+\s*`)
+	reGreet   = regexp.MustCompile(`(?i)^\s*(hi|hello|hey|good\s+(morning|afternoon|evening)|howdy)\b`)
+	reThanks  = regexp.MustCompile(`(?i)\b(thanks|thank you|cheers)\b`)
+	reList    = regexp.MustCompile(`(?i)\b(my orders|list (my )?orders|what (are|were) my orders|which orders|orders do i have|what did i order|all (of )?my orders)\b`)
+	reStatus  = regexp.MustCompile(`(?i)\b(where|status|track|tracking|arrive|arrived|when will|shipped|delivered|how is)\b`)
+	reRefund  = regexp.MustCompile(`(?i)\b(refund|money back|reimburse)`)
+	reCancel  = regexp.MustCompile(`(?i)\bcancel`)
+	reIntent  = regexp.MustCompile(`(?i)\b(refund|cancel|send|ship|deliver|where|what|status|track|change|update|list)\b`)
+)
+
+// Next implements Model.
+func (Offline) Next(_ context.Context, req ModelRequest) (ModelReply, error) {
+	// Everything after the last assistant turn is what to answer: results of
+	// its calls, then any customer messages.
+	start := 0
+	for i := len(req.Turns) - 1; i >= 0; i-- {
+		if req.Turns[i].Role == models.RoleAssistant {
+			start = i + 1
+			break
+		}
+	}
+	var lines []string
+	var calls []ModelCall
+	for _, t := range req.Turns[start:] {
+		switch t.Role {
+		case models.RoleTool:
+			if t.Result != nil {
+				lines = append(lines, describeResult(t.Result))
+			}
+		case models.RoleCustomer:
+			for _, part := range splitRequests(t.Text) {
+				reply, call := understand(part)
+				if reply != "" {
+					lines = append(lines, reply)
+				}
+				if call != nil {
+					call.ID = fmt.Sprintf("call_%d", len(calls)+1)
+					calls = append(calls, *call)
+				}
+			}
+		}
+	}
+	if len(lines) == 0 && len(calls) == 0 {
+		lines = append(lines, "How can I help with your orders?")
+	}
+	return ModelReply{Text: strings.Join(dedupeLines(lines), " "), Calls: calls}, nil
+}
+
+func dedupeLines(lines []string) []string {
+	seen := map[string]bool{}
+	out := lines[:0]
+	for _, l := range lines {
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// splitRequests cuts a message into requests: sentences, and "and" when
+// what follows asks for something too ("where is A1002 and refund $20").
+func splitRequests(text string) []string {
+	var out []string
+	for _, s := range reSplit.Split(text, -1) {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		parts := strings.Split(s, " and ")
+		cur := parts[0]
+		for _, p := range parts[1:] {
+			if reIntent.MatchString(p) && !reBecause.MatchString(cur) && !reAddress.MatchString(cur) {
+				out = append(out, cur)
+				cur = p
+			} else {
+				cur += " and " + p
+			}
+		}
+		out = append(out, cur)
+	}
+	return out
+}
+
+func call(tool string, args map[string]any) *ModelCall {
+	b, _ := json.Marshal(args)
+	return &ModelCall{Tool: tool, Args: b}
+}
+
+// understand reads one request: a reply, a tool call, or both.
+func understand(text string) (string, *ModelCall) {
+	orderID := ""
+	if m := reOrderID.FindStringSubmatch(text); m != nil {
+		orderID = strings.ToUpper(m[1])
+	}
+	switch {
+	case reRefund.MatchString(text):
+		if orderID == "" {
+			return "Which order should the refund go to? Please give the order number (for example A1001).", nil
+		}
+		m := reAmount.FindStringSubmatch(text)
+		if m == nil {
+			return fmt.Sprintf("How much should I refund on order %s?", orderID), nil
+		}
+		num := m[1]
+		if num == "" {
+			num = m[2]
+		}
+		amount, err := strconv.ParseFloat(strings.ReplaceAll(num, ",", ""), 64)
+		if err != nil {
+			return fmt.Sprintf("How much should I refund on order %s?", orderID), nil
+		}
+		args := map[string]any{"order_id": orderID, "amount": amount}
+		if r := reBecause.FindStringSubmatch(text); r != nil {
+			args["reason"] = truncateRunes(strings.TrimSpace(r[1]), 400)
+		}
+		return "", call("issue_refund", args)
+	case reCancel.MatchString(text):
+		if orderID == "" {
+			return "Which order would you like to cancel? Please give the order number.", nil
+		}
+		args := map[string]any{"order_id": orderID}
+		if r := reBecause.FindStringSubmatch(text); r != nil {
+			args["reason"] = truncateRunes(strings.TrimSpace(r[1]), 400)
+		}
+		return "", call("cancel_order", args)
+	case reAddress.MatchString(text) && orderID != "":
+		addr := strings.TrimSpace(reAddress.FindStringSubmatch(text)[1])
+		return "", call("update_shipping_address", map[string]any{"order_id": orderID, "address": truncateRunes(addr, 300)})
+	case reList.MatchString(text):
+		return "", call("list_orders", map[string]any{})
+	case orderID != "" && (reStatus.MatchString(text) || len(strings.Fields(text)) <= 4):
+		return "", call("get_order_status", map[string]any{"order_id": orderID})
+	case reGreet.MatchString(text):
+		return "Hello! I can check your orders, change a shipping address, cancel an order that hasn't shipped, or help with a refund.", nil
+	case reThanks.MatchString(text):
+		return "You're welcome! Anything else I can help with?", nil
+	}
+	return "Sorry, I didn't catch that. I can check an order (\"where is my order A1001?\"), list your orders, change a shipping address, cancel an order or help with a refund.", nil
+}
+
+type orderOut struct {
+	OrderID         string `json:"order_id"`
+	Status          string `json:"status"`
+	Items           string `json:"items"`
+	Total           string `json:"total"`
+	Refunded        string `json:"refunded"`
+	ShippingAddress string `json:"shipping_address"`
+}
+
+func statusPhrase(status string) string {
+	switch status {
+	case models.OrderProcessing:
+		return "is being prepared"
+	case models.OrderShipped:
+		return "is on its way"
+	case models.OrderDelivered:
+		return "was delivered"
+	case models.OrderCancelled:
+		return "was cancelled"
+	}
+	return "is " + status
+}
+
+// describeResult turns a tool result into a sentence for the customer.
+func describeResult(r *ToolResult) string {
+	switch r.Status {
+	case models.CallSucceeded:
+	case models.CallRejected:
+		reason := strings.TrimPrefix(r.Error, "rejected by staff: ")
+		return fmt.Sprintf("I'm sorry: a team member declined %s. Their reason: %s", requestNoun(r), ensureStop(reason))
+	case models.CallExpired:
+		return fmt.Sprintf("I'm sorry: nobody could review %s in time, so nothing was done. You can ask again if you still need it.", requestNoun(r))
+	case models.CallDenied:
+		return "I can't do that: " + ensureStop(r.Error)
+	case models.CallCancelled:
+		return fmt.Sprintf("%s was withdrawn, so nothing was done.", capitalize(requestNoun(r)))
+	case models.CallUnknown:
+		return fmt.Sprintf("I'm not sure whether %s went through; a team member will check and get back to you.", requestNoun(r))
+	case models.CallInvalid:
+		return "I couldn't do that: " + ensureStop(r.Error)
+	default:
+		return "That didn't work: " + ensureStop(r.Error)
+	}
+	switch r.Tool {
+	case "get_order_status":
+		var o orderOut
+		_ = json.Unmarshal(r.Output, &o)
+		s := fmt.Sprintf("Order %s (%s, %s) %s.", o.OrderID, o.Items, o.Total, statusPhrase(o.Status))
+		if o.Refunded != "" && o.Refunded != "$0.00" {
+			s += fmt.Sprintf(" %s has been refunded on it.", o.Refunded)
+		}
+		return s
+	case "list_orders":
+		var out struct {
+			Orders []orderOut `json:"orders"`
+		}
+		_ = json.Unmarshal(r.Output, &out)
+		if len(out.Orders) == 0 {
+			return "You have no orders with us yet."
+		}
+		var parts []string
+		for _, o := range out.Orders {
+			parts = append(parts, fmt.Sprintf("%s (%s, %s) %s", o.OrderID, o.Items, o.Total, statusPhrase(o.Status)))
+		}
+		return fmt.Sprintf("You have %d orders: %s.", len(out.Orders), strings.Join(parts, "; "))
+	case "update_shipping_address":
+		var o orderOut
+		_ = json.Unmarshal(r.Output, &o)
+		return fmt.Sprintf("Done: order %s will go to %s.", o.OrderID, o.ShippingAddress)
+	case "cancel_order":
+		var out struct {
+			Order    orderOut `json:"order"`
+			Refunded string   `json:"refunded"`
+		}
+		_ = json.Unmarshal(r.Output, &out)
+		if out.Refunded != "" {
+			return fmt.Sprintf("Order %s is cancelled, and %s is on its way back to you.", out.Order.OrderID, out.Refunded)
+		}
+		return fmt.Sprintf("Order %s is cancelled.", out.Order.OrderID)
+	case "issue_refund":
+		var out struct {
+			OrderID  string `json:"order_id"`
+			Refunded string `json:"refunded"`
+		}
+		_ = json.Unmarshal(r.Output, &out)
+		return fmt.Sprintf("Done: I refunded %s on order %s. It should reach you within 5 business days.", out.Refunded, out.OrderID)
+	}
+	return "Done."
+}
+
+func requestNoun(r *ToolResult) string {
+	d := describeRequest(r.Tool, string(r.Args))
+	d = strings.TrimPrefix(d, "your ")
+	d = strings.Replace(d, "refund request of", "refund of", 1)
+	d = strings.Replace(d, "request to cancel", "cancelling", 1)
+	return "the " + d
+}
+
+func ensureStop(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.HasSuffix(s, ".") || strings.HasSuffix(s, "!") || strings.HasSuffix(s, "?") {
+		return s
+	}
+	return s + "."
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
