@@ -268,3 +268,10 @@ func FormatCents(c int64) string {
 	out = append(out, '.', byte('0'+c%100/10), byte('0'+c%10))
 	return string(out)
 }
+
+// OrderRefunds lists the refunds of an order, oldest first.
+func (s *Store) OrderRefunds(ctx context.Context, orderID string) ([]Refund, error) {
+	var out []Refund
+	err := s.db.WithContext(ctx).Where("order_id = ?", orderID).Order("created_at, id").Find(&out).Error
+	return out, err
+}

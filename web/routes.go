@@ -13,4 +13,11 @@ func (s *Server) routes() {
 	e.GET("/healthz", s.healthz).Name = RouteHealth
 	e.GET("/", s.home).Name = RouteHome
 	e.StaticFS("/static", static.Files)
+
+	api := e.Group("/api/v1")
+	api.POST("/runs", s.runCreate)
+	run := api.Group("/runs/:id", s.requireRunToken)
+	run.GET("", s.runGet)
+	run.POST("/messages", s.runMessage)
+	run.GET("/events", s.runEvents)
 }

@@ -11,20 +11,25 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/views"
 )
 
-// Pinger is what the health check needs from the database.
-type Pinger interface {
-	Ping(ctx context.Context) error
-}
-
 // Config is what the server is built from.
 type Config struct {
-	Log  *slog.Logger
-	Gate *agent.Gate
-	DB   Pinger
+	Log       *slog.Logger
+	Gate      *agent.Gate
+	Runner    *agent.Runner
+	Store     *models.Store
+	Broker    *Broker
+	Customers *CustomerVerifier
+	// ReplyWait is how long a request that starts model work waits for the
+	// reply before answering with the run as it stands.
+	ReplyWait time.Duration
 }
+
+// BodyLimit caps every request body.
+const BodyLimit = "64K"
 
 // Server is the HTTP side of Countersign.
 type Server struct {
@@ -34,13 +39,22 @@ type Server struct {
 
 // New builds the server with its middleware and routes.
 func New(cfg Config) *Server {
+	if cfg.ReplyWait == 0 {
+		cfg.ReplyWait = 20 * time.Second
+	}
+	if cfg.Broker == nil {
+		cfg.Broker = NewBroker()
+	}
+	if cfg.Customers == nil {
+		cfg.Customers = NewCustomerVerifier("")
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	s := &Server{echo: e, cfg: cfg}
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
 	e.Use(middleware.Recover())
-	e.Use(middleware.BodyLimit("64K"))
+	e.Use(middleware.BodyLimit(BodyLimit))
 	s.routes()
 	return s
 }
@@ -60,6 +74,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 			msg = m
 		} else {
 			msg = http.StatusText(status)
+		}
+		if status == http.StatusRequestEntityTooLarge {
+			msg = "the body is over the limit of " + BodyLimit + "B"
 		}
 	} else {
 		code = agent.ErrorCode(err)
@@ -113,7 +130,7 @@ func codeForStatus(status int) agent.Code {
 func (s *Server) healthz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
-	if err := s.cfg.DB.Ping(ctx); err != nil {
+	if err := s.cfg.Store.Ping(ctx); err != nil {
 		s.cfg.Log.Error("health check failed", "err", err)
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +27,11 @@ type App struct {
 	log      *slog.Logger
 	store    *models.Store
 	gate     *agent.Gate
+	runner   *agent.Runner
+	broker   *web.Broker
 	server   *http.Server
+	baseCtx  context.Context
+	stopReqs context.CancelFunc
 	listener net.Listener
 	stdout   io.Writer
 	stopBg   context.CancelFunc
@@ -66,17 +72,55 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 			log.Info("demo shop seeded", "records", n)
 		}
 	}
+	model, err := newModel(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	a.broker = web.NewBroker()
+	a.runner = agent.NewRunner(store, a.gate, model, log)
+	a.runner.OnEvent = a.broker.Publish
 	rerun, unknown, err := a.gate.RecoverInterrupted(ctx)
 	if err != nil {
+		a.runner.Close()
 		return fail(err)
 	}
 	if rerun+unknown > 0 {
 		log.Warn("recovered interrupted calls", "rerun", rerun, "unknown", unknown)
 	}
-	srv := web.New(web.Config{Log: log, Gate: a.gate, DB: store})
+	if n, err := a.runner.ResumeRuns(ctx); err != nil {
+		a.runner.Close()
+		return fail(err)
+	} else if n > 0 {
+		log.Info("resuming runs", "count", n)
+	}
+	secret := cfg.CustomerSecret
+	if secret == "" && cfg.Demo {
+		secret = randomSecret()
+		log.Info("no customer secret given: --demo made one for this process (demo customer tokens only)")
+	}
+	srv := web.New(web.Config{Log: log, Gate: a.gate, Runner: a.runner, Store: store, Broker: a.broker,
+		Customers: web.NewCustomerVerifier(secret)})
+	a.baseCtx, a.stopReqs = context.WithCancel(context.Background())
 	a.server = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		BaseContext: func(net.Listener) context.Context { return a.baseCtx },
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	return a, nil
+}
+
+func newModel(cfg config) (agent.Model, error) {
+	switch cfg.Model {
+	case "", "offline":
+		return agent.Offline{}, nil
+	}
+	return nil, fmt.Errorf("--model %q: use offline, openai or anthropic", cfg.Model)
+}
+
+func randomSecret() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
 }
 
 func loadPolicy(path string, registry *tools.Registry) (*agent.FilePolicy, error) {
@@ -135,6 +179,7 @@ func (a *App) Run(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
+	a.stopReqs() // ends the open event streams, which would hold Shutdown
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return a.server.Shutdown(shutdown)
@@ -175,6 +220,7 @@ func (a *App) Close() error {
 		a.stopBg()
 		<-a.bgDone
 	}
+	a.runner.Close()
 	return a.store.Close()
 }
 
@@ -188,9 +234,6 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.WidgetOrigins, "widget-origins", "", "origins allowed to embed the chat widget, comma separated")
 	if err := parse(fs, args); err != nil {
 		return err
-	}
-	if cfg.Model != "offline" {
-		return fmt.Errorf("--model %s is not available in this build yet; use offline", cfg.Model)
 	}
 	app, err := NewApp(ctx, *cfg, stdout, stderr)
 	if err != nil {

@@ -1,0 +1,226 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
+)
+
+// MaxStreamsPerRun caps the open SSE streams of one run.
+const MaxStreamsPerRun = 5
+
+type runCtxKey struct{}
+
+// requireRunToken lets a request through only with the run token of the run
+// it names. A wrong token and an unknown run look the same from outside.
+func (s *Server) requireRunToken(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		auth := c.Request().Header.Get(echo.HeaderAuthorization)
+		token, ok := strings.CutPrefix(auth, "Bearer ")
+		if !ok || strings.TrimSpace(token) == "" {
+			return agent.Errorf(agent.CodeUnauthorized, "send the run token as Authorization: Bearer <run_token>")
+		}
+		run, err := s.cfg.Store.RunByTokenHash(c.Request().Context(), agent.HashToken(strings.TrimSpace(token)))
+		if err != nil || run.ID != c.Param("id") {
+			return agent.Errorf(agent.CodeNotFound, "conversation not found, or the run token does not open it")
+		}
+		ctx := context.WithValue(c.Request().Context(), runCtxKey{}, run)
+		c.SetRequest(c.Request().WithContext(ctx))
+		return next(c)
+	}
+}
+
+func runFrom(c echo.Context) *models.Run {
+	return c.Request().Context().Value(runCtxKey{}).(*models.Run)
+}
+
+type createRunRequest struct {
+	Message       string `json:"message"`
+	CustomerToken string `json:"customer_token"`
+}
+
+// runCreate opens a run: POST /api/v1/runs.
+func (s *Server) runCreate(c echo.Context) error {
+	var req createRunRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	start := agent.StartRequest{Channel: "api", Message: req.Message}
+	if req.CustomerToken != "" {
+		cust, err := s.cfg.Customers.Verify(req.CustomerToken)
+		if err != nil {
+			return err
+		}
+		start.CustomerID, start.CustomerName = cust.ID, cust.Name
+	}
+	st, err := s.cfg.Runner.StartRun(c.Request().Context(), start)
+	if err != nil {
+		return err
+	}
+	s.await(c, st.Done)
+	run, err := s.runView(c.Request().Context(), st.Run.ID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, map[string]any{"run": run, "run_token": st.Token})
+}
+
+// await gives the run loop a moment to answer, so that a simple client gets
+// the reply in the response; a slow model's reply arrives on the stream.
+func (s *Server) await(c echo.Context, done <-chan struct{}) {
+	t := time.NewTimer(s.cfg.ReplyWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-c.Request().Context().Done():
+	}
+}
+
+func (s *Server) runView(ctx context.Context, id string) (runJSON, error) {
+	run, err := s.cfg.Store.Run(ctx, id)
+	if err != nil {
+		return runJSON{}, agent.Errorf(agent.CodeNotFound, "conversation not found")
+	}
+	turns, err := s.cfg.Store.Turns(ctx, id, 0)
+	if err != nil {
+		return runJSON{}, err
+	}
+	calls, err := s.cfg.Store.RunCalls(ctx, id)
+	if err != nil {
+		return runJSON{}, err
+	}
+	return toRunJSON(run, turns, calls), nil
+}
+
+// runGet reads a run: GET /api/v1/runs/:id.
+func (s *Server) runGet(c echo.Context) error {
+	run, err := s.runView(c.Request().Context(), runFrom(c).ID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"run": run})
+}
+
+type postMessageRequest struct {
+	Text string `json:"text"`
+}
+
+// runMessage adds a customer message: POST /api/v1/runs/:id/messages.
+func (s *Server) runMessage(c echo.Context) error {
+	var req postMessageRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	done, err := s.cfg.Runner.PostMessage(c.Request().Context(), runFrom(c).ID, req.Text)
+	if err != nil {
+		return err
+	}
+	s.await(c, done)
+	run, err := s.runView(c.Request().Context(), runFrom(c).ID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"run": run})
+}
+
+// runEvents streams a run's new turns and status changes as server-sent
+// events: GET /api/v1/runs/:id/events. Each turn event carries its sequence
+// number as the event id, so a client that reconnects with Last-Event-ID
+// gets exactly what it missed.
+func (s *Server) runEvents(c echo.Context) error {
+	run := runFrom(c)
+	ctx := c.Request().Context()
+	sub, ok := s.cfg.Broker.Subscribe(run.ID, MaxStreamsPerRun)
+	if !ok {
+		return &echo.HTTPError{Code: http.StatusTooManyRequests, Message: fmt.Sprintf("this conversation already has %d open streams; close one first", MaxStreamsPerRun)}
+	}
+	defer s.cfg.Broker.Unsubscribe(sub)
+
+	var after int64
+	if v := c.Request().Header.Get("Last-Event-ID"); v != "" {
+		after, _ = strconv.ParseInt(v, 10, 64)
+	} else if v := c.QueryParam("after"); v != "" {
+		after, _ = strconv.ParseInt(v, 10, 64)
+	}
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "text/event-stream")
+	w.Header().Set(echo.HeaderCacheControl, "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+
+	// Subscribed first, then the backlog: nothing falls between the two.
+	backlog, err := s.cfg.Store.Turns(ctx, run.ID, after)
+	if err != nil {
+		return nil
+	}
+	calls, _ := s.cfg.Store.RunCalls(ctx, run.ID)
+	last := after
+	for i := range backlog {
+		if err := writeSSE(w, strconv.FormatInt(backlog[i].Seq, 10), "turn", toTurnJSON(&backlog[i], calls)); err != nil {
+			return nil
+		}
+		last = backlog[i].Seq
+	}
+	current, err := s.cfg.Store.Run(ctx, run.ID)
+	if err == nil {
+		_ = writeSSE(w, "", "status", map[string]string{"status": current.Status})
+	}
+	heartbeat := time.NewTicker(15 * time.Second)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case ev, open := <-sub.C:
+			if !open {
+				return nil // too slow: the client reconnects with Last-Event-ID
+			}
+			if ev.Turn != nil {
+				if ev.Turn.Seq <= last {
+					continue
+				}
+				last = ev.Turn.Seq
+				if err := writeSSE(w, strconv.FormatInt(ev.Turn.Seq, 10), "turn", toTurnJSON(ev.Turn, nil)); err != nil {
+					return nil
+				}
+			}
+			if ev.Status != "" {
+				if err := writeSSE(w, "", "status", map[string]string{"status": ev.Status}); err != nil {
+					return nil
+				}
+			}
+		case <-heartbeat.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return nil
+			}
+			w.Flush()
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func writeSSE(w *echo.Response, id, event string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if id != "" {
+		if _, err := fmt.Fprintf(w, "id: %s\n", id); err != nil {
+			return err
+		}
+	}
+	if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data); err != nil {
+		return err
+	}
+	w.Flush()
+	return nil
+}
