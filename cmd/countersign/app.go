@@ -108,9 +108,26 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 }
 
 func newModel(cfg config) (agent.Model, error) {
+	pc := agent.ProviderConfig{BaseURL: cfg.ModelBaseURL, APIKey: cfg.ModelAPIKey, Model: cfg.ModelName, Timeout: cfg.ModelTimeout}
 	switch cfg.Model {
 	case "", "offline":
 		return agent.Offline{}, nil
+	case "openai":
+		if pc.APIKey == "" {
+			pc.APIKey = os.Getenv("OPENAI_API_KEY")
+		}
+		if pc.APIKey == "" && pc.BaseURL == "" {
+			return nil, fmt.Errorf("--model openai needs --model-api-key (or OPENAI_API_KEY), or --model-base-url for a local server")
+		}
+		return agent.NewOpenAI(pc), nil
+	case "anthropic":
+		if pc.APIKey == "" {
+			pc.APIKey = os.Getenv("ANTHROPIC_API_KEY")
+		}
+		if pc.APIKey == "" {
+			return nil, fmt.Errorf("--model anthropic needs --model-api-key (or ANTHROPIC_API_KEY)")
+		}
+		return agent.NewAnthropic(pc), nil
 	}
 	return nil, fmt.Errorf("--model %q: use offline, openai or anthropic", cfg.Model)
 }
@@ -229,6 +246,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address to listen on")
 	cfg.policyFlag(fs)
 	fs.StringVar(&cfg.Model, "model", "offline", "model provider: offline, openai or anthropic")
+	fs.StringVar(&cfg.ModelName, "model-name", "", "model to ask for (openai: gpt-4o-mini, anthropic: claude-sonnet-4-5 by default)")
+	fs.StringVar(&cfg.ModelBaseURL, "model-base-url", "", "base URL of an OpenAI-compatible server (Ollama: http://localhost:11434/v1/)")
+	fs.StringVar(&cfg.ModelAPIKey, "model-api-key", "", "API key of the model provider (never logged, never shown to the model)")
+	fs.DurationVar(&cfg.ModelTimeout, "model-timeout", 60*time.Second, "time limit of one model request, retries included")
 	fs.BoolVar(&cfg.Demo, "demo", false, "seed the demo shop (idempotent)")
 	fs.StringVar(&cfg.CustomerSecret, "customer-secret", "", "HS256 secret shops sign customer tokens with")
 	fs.StringVar(&cfg.WidgetOrigins, "widget-origins", "", "origins allowed to embed the chat widget, comma separated")

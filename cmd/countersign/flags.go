@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 )
 
 // config is every flag of every subcommand; each subcommand registers the
@@ -15,6 +16,10 @@ type config struct {
 	DB             string
 	Policy         string
 	Model          string
+	ModelName      string
+	ModelBaseURL   string
+	ModelAPIKey    string
+	ModelTimeout   time.Duration
 	Demo           bool
 	CustomerSecret string
 	WidgetOrigins  string
