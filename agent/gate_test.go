@@ -521,3 +521,24 @@ func TestRecoverInterruptedCalls(t *testing.T) {
 		t.Fatalf("refunded %d", e.order("A1001").RefundedCents)
 	}
 }
+
+func TestCancelWithdrawsAPendingAction(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	out := e.call(run, "cus_alice", "cancel_order", `{"order_id":"A1003"}`)
+	if err := e.gate.Cancel(context.Background(), out.CallID, supervisor, "the customer closed the chat"); err != nil {
+		t.Fatal(err)
+	}
+	if rec := e.callRecord(out.CallID); rec.Status != models.CallCancelled || !strings.Contains(rec.Error, "closed the chat") {
+		t.Fatalf("%+v", rec)
+	}
+	if err := e.gate.Cancel(context.Background(), out.CallID, supervisor, "again"); agent.ErrorCode(err) != agent.CodeConflict {
+		t.Fatalf("second cancel: %v", err)
+	}
+	if _, err := e.gate.Approve(context.Background(), out.CallID, supervisor, agent.ApproveRequest{}); agent.ErrorCode(err) != agent.CodeConflict {
+		t.Fatalf("approve after cancel: %v", err)
+	}
+	if e.order("A1003").Status != models.OrderProcessing {
+		t.Fatal("a cancelled action ran")
+	}
+}

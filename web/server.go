@@ -53,6 +53,7 @@ func New(cfg Config) *Server {
 	s := &Server{echo: e, cfg: cfg}
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
+	e.Use(logRequests(cfg.Log))
 	e.Use(middleware.Recover())
 	e.Use(middleware.BodyLimit(BodyLimit))
 	s.routes()
@@ -82,11 +83,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 		code = agent.ErrorCode(err)
 		status = statusForCode(code)
 	}
-	log := s.cfg.Log.With("request_id", c.Response().Header().Get(echo.HeaderXRequestID), "path", c.Path(), "status", status)
 	if status >= 500 {
-		log.Error("request failed", "err", err)
-	} else {
-		log.Warn("request refused", "err", msg)
+		s.cfg.Log.Error("request failed", "request_id", c.Response().Header().Get(echo.HeaderXRequestID), "route", c.Path(), "err", err)
 	}
 	if strings.HasPrefix(c.Request().URL.Path, "/api/") {
 		_ = c.JSON(status, map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
