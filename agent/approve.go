@@ -162,6 +162,7 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 	if err != nil {
 		return ApproveResult{}, g.writeError(err, actionID)
 	}
+	g.actionChanged(actionID)
 	if expired {
 		g.settled(ctx, actionID)
 		return ApproveResult{}, Errorf(CodeConflict, "this action expired before it was approved")
@@ -320,6 +321,7 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 		return Outcome{}, g.writeError(err, callID)
 	}
 	out, err := g.execute(ctx, call, g.customerName(ctx, call.RunID), tool, norm)
+	g.actionChanged(callID)
 	g.settled(ctx, callID)
 	return out, err
 }
@@ -382,6 +384,7 @@ func (g *Gate) RecoverInterrupted(ctx context.Context) (rerun, unknown int, err 
 }
 
 func (g *Gate) settled(ctx context.Context, callID string) {
+	g.actionChanged(callID)
 	if g.OnSettled == nil {
 		return
 	}

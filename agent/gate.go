@@ -28,6 +28,16 @@ type Gate struct {
 	// reaches its end (executed, rejected, expired or cancelled). The run loop
 	// uses it to resume the paused run.
 	OnSettled func(ctx context.Context, call *models.ToolCall)
+	// OnActionChange, when set, is called after anything happens to an
+	// action: queued, approved by one person, decided, expired, executed.
+	// The back office uses it to keep every open queue live.
+	OnActionChange func(callID string)
+}
+
+func (g *Gate) actionChanged(callID string) {
+	if g.OnActionChange != nil {
+		g.OnActionChange(callID)
+	}
 }
 
 // NewGate builds a gate.
@@ -146,6 +156,9 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 		return Outcome{}, internal(err, "the tool call could not be recorded")
 	}
 	out := Outcome{CallID: call.ID, Status: call.Status, Decision: d, Error: call.Error}
+	if d.Verdict == NeedsApproval {
+		g.actionChanged(call.ID)
+	}
 	if d.Verdict != Allow {
 		return out, nil
 	}

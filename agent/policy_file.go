@@ -34,6 +34,7 @@ type FilePolicy struct {
 	version  string
 	rules    []*rule
 	defaults map[tools.Risk]*outcome
+	defSpecs map[tools.Risk]outcomeSpec
 	tests    []policyTest
 	registry *tools.Registry
 }
@@ -97,6 +98,7 @@ type rule struct {
 	risk    tools.Risk
 	when    cel.Program // nil: always
 	outcome *outcome
+	spec    ruleSpec // as written, for people to read
 }
 
 type policyTest struct {
@@ -230,6 +232,7 @@ func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePoli
 		}
 		builtin[tools.Risk(risk)] = os
 	}
+	p.defSpecs = builtin
 	for risk, os := range builtin {
 		o, err := compileOutcome(os)
 		if err != nil {
@@ -249,7 +252,7 @@ func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePoli
 			return nil, fmt.Errorf("%s: the name is used twice", where)
 		}
 		seen[rs.Name] = true
-		r := &rule{name: rs.Name, tool: rs.Tool, risk: tools.Risk(rs.Risk)}
+		r := &rule{name: rs.Name, tool: rs.Tool, risk: tools.Risk(rs.Risk), spec: rs}
 		if rs.Risk != "" && !r.risk.Valid() {
 			return nil, fmt.Errorf("%s: risk %q is not read, low_write or high_write", where, rs.Risk)
 		}
@@ -454,4 +457,29 @@ func (a *activation) loadRun() ref.Val {
 	return types.NewRefValMap(types.DefaultTypeAdapter, map[ref.Val]ref.Val{
 		types.String("id"): types.String(r.ID), types.String("channel"): types.String(r.Channel),
 		types.String("calls"): types.Int(r.Calls), types.String("calls_by_tool"): types.DefaultTypeAdapter.NativeToValue(by)})
+}
+
+// RuleInfo is a rule as written, for people to read.
+type RuleInfo struct {
+	Name, Description, Tool, Risk, When, Decision, Reason, Role, Expires string
+	Approvals                                                            int
+}
+
+// Rules lists the rules in order, then the defaults by risk.
+func (p *FilePolicy) Rules() (rules, defaults []RuleInfo) {
+	for _, r := range p.rules {
+		sp := r.spec
+		approvals := sp.Outcome.Approvals
+		if sp.Outcome.Decision == string(NeedsApproval) && approvals == 0 {
+			approvals = 1
+		}
+		rules = append(rules, RuleInfo{Name: sp.Name, Description: sp.Description, Tool: sp.Tool, Risk: sp.Risk, When: sp.When,
+			Decision: sp.Outcome.Decision, Reason: sp.Outcome.Reason, Role: sp.Outcome.Role, Expires: sp.Outcome.Expires, Approvals: approvals})
+	}
+	for _, risk := range []tools.Risk{tools.RiskRead, tools.RiskLowWrite, tools.RiskHighWrite} {
+		sp := p.defSpecs[risk]
+		defaults = append(defaults, RuleInfo{Name: "default:" + string(risk), Risk: string(risk), Decision: sp.Decision, Reason: sp.Reason,
+			Role: sp.Role, Expires: sp.Expires, Approvals: max(sp.Approvals, 1)})
+	}
+	return rules, defaults
 }

@@ -77,7 +77,7 @@ type ToolCall struct {
 	ErrorDetail    string `gorm:"type:text"` // for staff only
 	Result         string `gorm:"type:text"`
 
-	CreatedAt  time.Time `gorm:"index:idx_tool_calls_status_created,priority:2"`
+	CreatedAt  time.Time `gorm:"index:idx_tool_calls_status_created,priority:2;index:idx_tool_calls_created"`
 	UpdatedAt  time.Time
 	DecidedAt  *time.Time
 	FinishedAt *time.Time
@@ -157,5 +157,5 @@ type Refund struct {
 
 func migrate(db *gorm.DB) error {
 	return db.AutoMigrate(&Run{}, &Turn{}, &ToolCall{}, &Approval{}, &AuditEvent{}, &AuditHead{},
-		&Customer{}, &Order{}, &Refund{})
+		&Customer{}, &Order{}, &Refund{}, &Staff{}, &Session{}, &APIToken{})
 }

@@ -6,5 +6,5 @@ import "embed"
 
 // Files is the embedded static tree.
 //
-//go:embed *.css
+//go:embed *.css *.js vendor
 var Files embed.FS

@@ -1,6 +1,10 @@
 package web
 
-import "github.com/countersign/countersign/static"
+import (
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/static"
+)
 
 // Route names.
 const (
@@ -14,7 +18,42 @@ func (s *Server) routes() {
 	e.GET("/", s.home).Name = RouteHome
 	e.StaticFS("/static", static.Files)
 
+	e.GET("/login", s.loginPage)
+	e.POST("/login", s.login)
+	e.POST("/logout", s.logout, s.checkCSRF)
+
+	// Route-level middleware, not groups: a group on "" would also catch
+	// every unknown path.
+	staff := []echo.MiddlewareFunc{s.requireRole(anyStaff...), s.checkCSRF}
+	deciders := []echo.MiddlewareFunc{s.requireRole(deciderRoles...), s.checkCSRF}
+	admins := []echo.MiddlewareFunc{s.requireRole(adminsOnly...), s.checkCSRF}
+
+	e.GET("/queue", s.queuePage, staff...)
+	e.GET("/queue/events", s.queueEvents, staff...)
+	e.GET("/actions/:id", s.actionPage, staff...)
+	e.GET("/actions/:id/events", s.actionEvents, staff...)
+	e.GET("/runs", s.runsPage, staff...)
+	e.GET("/runs/:id", s.runPage, staff...)
+	e.GET("/audit", s.auditPage, staff...)
+	e.GET("/audit/export.:format", s.auditExport, staff...)
+	e.GET("/policy", s.policyPage, staff...)
+	e.GET("/tools", s.toolsPage, staff...)
+
+	e.POST("/actions/:id/approve", s.actionApprove, deciders...)
+	e.POST("/actions/:id/reject", s.actionReject, deciders...)
+	e.POST("/runs/:id/retry", s.runRetry, deciders...)
+
+	e.GET("/staff", s.staffPage, admins...)
+	e.POST("/staff", s.staffAdd, admins...)
+	e.POST("/staff/:id/role", s.staffRole, admins...)
+	e.POST("/staff/:id/disabled", s.staffDisabled, admins...)
+
 	api := e.Group("/api/v1")
+	actions := api.Group("/actions", s.requireStaffToken)
+	actions.GET("", s.apiActions)
+	actions.GET("/:id", s.apiAction)
+	actions.POST("/:id/approve", s.apiApprove, s.apiRequireRole(deciderRoles...))
+	actions.POST("/:id/reject", s.apiReject, s.apiRequireRole(deciderRoles...))
 	api.POST("/runs", s.runCreate)
 	run := api.Group("/runs/:id", s.requireRunToken)
 	run.GET("", s.runGet)

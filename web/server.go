@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -23,6 +24,7 @@ type Config struct {
 	Store     *models.Store
 	Broker    *Broker
 	Customers *CustomerVerifier
+	Accounts  *agent.Accounts
 	// ReplyWait is how long a request that starts model work waits for the
 	// reply before answering with the run as it stands.
 	ReplyWait time.Duration
@@ -33,8 +35,15 @@ const BodyLimit = "64K"
 
 // Server is the HTTP side of Countersign.
 type Server struct {
-	echo *echo.Echo
-	cfg  Config
+	echo   *echo.Echo
+	cfg    Config
+	hub    *QueueHub
+	logins *loginLimiter
+
+	chainMu   sync.Mutex
+	chainAt   time.Time
+	chainOK   bool
+	chainText string
 }
 
 // New builds the server with its middleware and routes.
@@ -50,15 +59,21 @@ func New(cfg Config) *Server {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	s := &Server{echo: e, cfg: cfg}
+	s := &Server{echo: e, cfg: cfg, logins: newLoginLimiter()}
+	s.hub = NewQueueHub(s.renderQueueRows, cfg.Log)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
 	e.Use(logRequests(cfg.Log))
 	e.Use(middleware.Recover())
 	e.Use(middleware.BodyLimit(BodyLimit))
+	e.Use(securityHeaders)
+	e.Use(s.loadStaff)
 	s.routes()
 	return s
 }
+
+// Hub is the live queue's hub: give its Changed to the gate and Run it.
+func (s *Server) Hub() *QueueHub { return s.hub }
 
 // Handler returns the server's http.Handler.
 func (s *Server) Handler() http.Handler { return s.echo }

@@ -28,6 +28,8 @@ type App struct {
 	store    *models.Store
 	gate     *agent.Gate
 	runner   *agent.Runner
+	accounts *agent.Accounts
+	hub      *web.QueueHub
 	broker   *web.Broker
 	server   *http.Server
 	baseCtx  context.Context
@@ -98,13 +100,46 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		secret = randomSecret()
 		log.Info("no customer secret given: --demo made one for this process (demo customer tokens only)")
 	}
+	a.accounts = agent.NewAccounts(store)
+	if cfg.Demo {
+		if err := a.seedDemoStaff(ctx); err != nil {
+			a.runner.Close()
+			return fail(err)
+		}
+	}
 	srv := web.New(web.Config{Log: log, Gate: a.gate, Runner: a.runner, Store: store, Broker: a.broker,
-		Customers: web.NewCustomerVerifier(secret)})
+		Customers: web.NewCustomerVerifier(secret), Accounts: a.accounts})
+	a.hub = srv.Hub()
+	a.gate.OnActionChange = a.hub.Changed
 	a.baseCtx, a.stopReqs = context.WithCancel(context.Background())
 	a.server = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return a.baseCtx },
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	return a, nil
+}
+
+// demoStaff are the accounts --demo creates, one per role.
+var demoStaff = []struct{ email, name, role string }{
+	{"ann@demo.countersign", "Ann Approver", "approver"},
+	{"sam@demo.countersign", "Sam Supervisor", "supervisor"},
+	{"audrey@demo.countersign", "Audrey Auditor", "auditor"},
+	{"ada@demo.countersign", "Ada Admin", "admin"},
+}
+
+// seedDemoStaff creates the demo accounts that are missing and prints their
+// passwords, once, when it creates them.
+func (a *App) seedDemoStaff(ctx context.Context) error {
+	for _, d := range demoStaff {
+		if _, err := a.store.StaffByEmail(ctx, d.email); err == nil {
+			continue
+		}
+		password := randomSecret()[:20]
+		if _, err := a.accounts.AddStaff(ctx, d.email, d.name, agent.Role(d.role), password, agent.Actor{ID: "demo", Name: "demo seed"}); err != nil {
+			return fmt.Errorf("demo staff %s: %w", d.email, err)
+		}
+		fmt.Fprintf(a.stdout, "demo %-10s %-26s password: %s\n", d.role, d.email, password)
+	}
+	return nil
 }
 
 func newModel(cfg config) (agent.Model, error) {
@@ -184,6 +219,7 @@ func (a *App) Run(ctx context.Context) error {
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopBg, a.bgDone = stop, make(chan struct{})
 	go a.sweep(bg)
+	go a.hub.Run(bg)
 	a.log.Info("countersign listening", "addr", a.Addr(), "db", a.cfg.DB, "policy_version", a.gate.Policy().Version()[:12])
 	fmt.Fprintf(a.stdout, "Countersign is running at http://%s (health: /healthz)\n", displayAddr(a.Addr()))
 	errc := make(chan error, 1)

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
+
+	"github.com/countersign/countersign/agent"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
@@ -72,5 +77,59 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return exitError{code: 1}
 	}
 	fmt.Fprintf(stdout, "audit chain intact: %d events\n", rep.Events)
+	return nil
+}
+
+// cmdUserAdd creates a staff account; the password is read from stdin so it
+// never appears in the shell history or the process list.
+func cmdUserAdd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs, cfg := newFlagSet("user add", stderr)
+	email := fs.String("email", "", "the account's email (its sign-in name)")
+	role := fs.String("role", "", "approver, supervisor, auditor or admin")
+	name := fs.String("name", "", "the name shown in the back office and the audit log")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *email == "" || *role == "" {
+		return usageError("user add needs --email and --role")
+	}
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return fmt.Errorf("read the password from stdin: %w", err)
+	}
+	password := strings.TrimRight(line, "\r\n")
+	store, err := models.Open(cfg.DB, models.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	st, err := agent.NewAccounts(store).AddStaff(ctx, *email, *name, agent.Role(*role), password, agent.Actor{ID: "cli", Name: "command line"})
+	if err != nil {
+		return errors.New(agent.ErrorMessage(err))
+	}
+	fmt.Fprintf(stdout, "created %s (%s) with the %s role\n", st.Email, st.Name, st.Role)
+	return nil
+}
+
+// cmdTokenCreate prints a new staff API token on stdout, and nothing else.
+func cmdTokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cfg := newFlagSet("token create", stderr)
+	email := fs.String("email", "", "the account the token acts as")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *email == "" {
+		return usageError("token create needs --email")
+	}
+	store, err := models.Open(cfg.DB, models.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	token, err := agent.NewAccounts(store).CreateAPIToken(ctx, *email, agent.Actor{ID: "cli", Name: "command line"})
+	if err != nil {
+		return errors.New(agent.ErrorMessage(err))
+	}
+	fmt.Fprintln(stdout, token)
 	return nil
 }

@@ -41,6 +41,8 @@ const usage = `Countersign runs AI support agents and puts a human countersignat
 
 Usage:
   countersign serve [--addr :8080] [--db countersign.db] [--policy FILE] [--demo]
+  countersign user add --email E --role approver|supervisor|auditor|admin [--name N]   (password on stdin)
+  countersign token create --email E                 (prints a new staff API token)
   countersign policy test [FILE] [--db ...]
   countersign audit verify [--db ...]
 
@@ -61,6 +63,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return usageError("policy takes one command: test")
 		}
 		return cmdPolicyTest(ctx, args[2:], stdout, stderr)
+	case "user":
+		if len(args) < 2 || args[1] != "add" {
+			return usageError("user takes one command: add")
+		}
+		return cmdUserAdd(ctx, args[2:], stdin, stdout, stderr)
+	case "token":
+		if len(args) < 2 || args[1] != "create" {
+			return usageError("token takes one command: create")
+		}
+		return cmdTokenCreate(ctx, args[2:], stdout, stderr)
 	case "audit":
 		if len(args) < 2 || args[1] != "verify" {
 			return usageError("audit takes one command: verify")

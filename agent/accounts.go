@@ -1,0 +1,191 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"net/mail"
+	"strings"
+	"time"
+
+	"github.com/alexedwards/argon2id"
+
+	"github.com/countersign/countersign/models"
+)
+
+// MinPasswordLength is the shortest password an account may have.
+const MinPasswordLength = 12
+
+// Accounts manages staff accounts, their sessions and API tokens.
+type Accounts struct {
+	store *models.Store
+	// IdleTimeout ends a session nobody used for that long; AbsoluteTimeout
+	// ends every session that old.
+	IdleTimeout     time.Duration
+	AbsoluteTimeout time.Duration
+	dummyHash       string
+}
+
+// NewAccounts builds the accounts service.
+func NewAccounts(store *models.Store) *Accounts {
+	dummy, _ := argon2id.CreateHash("countersign-dummy-password", argon2id.DefaultParams)
+	return &Accounts{store: store, IdleTimeout: 2 * time.Hour, AbsoluteTimeout: 12 * time.Hour, dummyHash: dummy}
+}
+
+// ActorOf is how a staff member appears to the gate.
+func ActorOf(st *models.Staff) Actor {
+	return Actor{ID: st.ID, Name: st.Name, Role: Role(st.Role)}
+}
+
+// AddStaff creates an account with an argon2id password hash.
+func (a *Accounts) AddStaff(ctx context.Context, email, name string, role Role, password string, by Actor) (*models.Staff, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	if addr, err := mail.ParseAddress(email); err != nil || addr.Address != email {
+		return nil, Errorf(CodeInvalid, "%q is not an email address", email)
+	}
+	if !role.Valid() {
+		return nil, Errorf(CodeInvalid, "role %q: use approver, supervisor, auditor or admin", role)
+	}
+	if len([]rune(password)) < MinPasswordLength {
+		return nil, Errorf(CodeInvalid, "the password must be at least %d characters", MinPasswordLength)
+	}
+	name = strings.TrimSpace(name)
+	if name == "" {
+		name = strings.Split(email, "@")[0]
+	}
+	hash, err := argon2id.CreateHash(password, argon2id.DefaultParams)
+	if err != nil {
+		return nil, internal(err, "could not hash the password")
+	}
+	st := &models.Staff{ID: models.NewID("stf"), Email: email, Name: truncateRunes(name, 200), Role: string(role), PasswordHash: hash}
+	if err := a.store.CreateStaff(ctx, st, by.String()); err != nil {
+		if errors.Is(err, models.ErrEmailTaken) {
+			return nil, Errorf(CodeConflict, "%s already has an account", email)
+		}
+		return nil, internal(err, "could not create the account")
+	}
+	return st, nil
+}
+
+// Authenticate checks an email and password. Unknown emails cost the same
+// hashing time as wrong passwords, so the answer leaks nothing.
+func (a *Accounts) Authenticate(ctx context.Context, email, password string) (*models.Staff, error) {
+	st, err := a.store.StaffByEmail(ctx, email)
+	hash := a.dummyHash
+	if err == nil {
+		hash = st.PasswordHash
+	}
+	ok, herr := argon2id.ComparePasswordAndHash(password, hash)
+	if err != nil || herr != nil || !ok {
+		return nil, Errorf(CodeUnauthorized, "wrong email or password")
+	}
+	if st.Disabled {
+		return nil, Errorf(CodeForbidden, "this account is disabled; ask an admin")
+	}
+	return st, nil
+}
+
+func randomToken(prefix string) (token, hash string) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	token = prefix + base64.RawURLEncoding.EncodeToString(b[:])
+	return token, HashToken(token)
+}
+
+// StartSession opens a session: 256 random bits in the cookie, a hash in
+// the database, a fresh CSRF token.
+func (a *Accounts) StartSession(ctx context.Context, st *models.Staff) (cookie string, err error) {
+	cookie, hash := randomToken("")
+	csrf, _ := randomToken("")
+	sess := &models.Session{IDHash: hash, StaffID: st.ID, CSRFToken: csrf}
+	if err := a.store.CreateSession(ctx, sess); err != nil {
+		return "", internal(err, "could not start the session")
+	}
+	return cookie, nil
+}
+
+// Session finds the live session of a cookie; expired sessions are ended.
+func (a *Accounts) Session(ctx context.Context, cookie string) (*models.Session, *models.Staff, error) {
+	hash := HashToken(cookie)
+	sess, st, err := a.store.SessionWithStaff(ctx, hash)
+	if err != nil {
+		return nil, nil, Errorf(CodeUnauthorized, "please sign in")
+	}
+	now := a.store.Now()
+	if st.Disabled || now.Sub(sess.LastSeenAt) > a.IdleTimeout || now.Sub(sess.CreatedAt) > a.AbsoluteTimeout {
+		_ = a.store.DeleteSession(ctx, hash, "system")
+		return nil, nil, Errorf(CodeUnauthorized, "your session has ended; please sign in again")
+	}
+	_ = a.store.TouchSession(ctx, hash, now)
+	return sess, st, nil
+}
+
+// EndSession signs a session out for good.
+func (a *Accounts) EndSession(ctx context.Context, cookie string, st *models.Staff) error {
+	return a.store.DeleteSession(ctx, HashToken(cookie), ActorOf(st).String())
+}
+
+// CreateAPIToken makes a staff API token; only its hash is kept.
+func (a *Accounts) CreateAPIToken(ctx context.Context, email string, by Actor) (string, error) {
+	st, err := a.store.StaffByEmail(ctx, email)
+	if err != nil {
+		return "", Errorf(CodeNotFound, "no account has the email %s", email)
+	}
+	if st.Disabled {
+		return "", Errorf(CodeForbidden, "%s is disabled", email)
+	}
+	token, hash := randomToken("cst_")
+	if err := a.store.CreateAPIToken(ctx, &models.APIToken{ID: models.NewID("tok"), StaffID: st.ID, TokenHash: hash}, by.String()); err != nil {
+		return "", internal(err, "could not create the token")
+	}
+	return token, nil
+}
+
+// StaffForToken finds who a staff API token belongs to.
+func (a *Accounts) StaffForToken(ctx context.Context, token string) (*models.Staff, error) {
+	st, err := a.store.StaffByTokenHash(ctx, HashToken(token))
+	if err != nil || st.Disabled {
+		return nil, Errorf(CodeUnauthorized, "the staff API token is not valid")
+	}
+	return st, nil
+}
+
+// SetRole changes an account's role; its sessions end.
+func (a *Accounts) SetRole(ctx context.Context, staffID string, role Role, by Actor) error {
+	if by.Role != RoleAdmin {
+		return Errorf(CodeForbidden, "only an admin can change roles")
+	}
+	if !role.Valid() {
+		return Errorf(CodeInvalid, "role %q: use approver, supervisor, auditor or admin", role)
+	}
+	if staffID == by.ID && role != RoleAdmin {
+		return Errorf(CodeInvalid, "you cannot take the admin role from yourself")
+	}
+	r := string(role)
+	return a.update(ctx, staffID, &r, nil, by)
+}
+
+// SetDisabled disables or re-enables an account; disabling ends its sessions
+// and API tokens at once.
+func (a *Accounts) SetDisabled(ctx context.Context, staffID string, disabled bool, by Actor) error {
+	if by.Role != RoleAdmin {
+		return Errorf(CodeForbidden, "only an admin can disable accounts")
+	}
+	if staffID == by.ID && disabled {
+		return Errorf(CodeInvalid, "you cannot disable your own account")
+	}
+	return a.update(ctx, staffID, nil, &disabled, by)
+}
+
+func (a *Accounts) update(ctx context.Context, id string, role *string, disabled *bool, by Actor) error {
+	if err := a.store.UpdateStaff(ctx, id, role, disabled, by.String()); err != nil {
+		if errors.Is(err, models.ErrNotFound) {
+			return Errorf(CodeNotFound, "no such account")
+		}
+		return internal(err, "could not update the account")
+	}
+	return nil
+}

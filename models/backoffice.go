@@ -1,0 +1,147 @@
+package models
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// ActionRow is a pending action with what the queue shows beside it.
+type ActionRow struct {
+	ToolCall
+	CustomerName string
+	Approvals    int // distinct approvals of the arguments now in force
+}
+
+// PendingActions lists pending actions, oldest first.
+func (s *Store) PendingActions(ctx context.Context, limit int) ([]ActionRow, error) {
+	var rows []ActionRow
+	err := s.db.WithContext(ctx).Table("tool_calls").
+		Select(`tool_calls.*, runs.customer_name AS customer_name,
+			(SELECT COUNT(DISTINCT a.staff_id) FROM approvals a
+			 WHERE a.tool_call_id = tool_calls.id AND a.verdict = 'approve' AND a.args_hash = tool_calls.args_hash) AS approvals`).
+		Joins("JOIN runs ON runs.id = tool_calls.run_id").
+		Where("tool_calls.status = ?", CallPending).
+		Order("tool_calls.created_at, tool_calls.id").Limit(limit).Scan(&rows).Error
+	return rows, err
+}
+
+// RunRow is a run with its number of turns.
+type RunRow struct {
+	Run
+	Turns int64
+}
+
+// ListRuns lists runs, most recently active first, after a cursor
+// (updated_at|id of the last row of the previous page).
+func (s *Store) ListRuns(ctx context.Context, status string, afterUpdated time.Time, afterID string, limit int) ([]RunRow, error) {
+	q := s.db.WithContext(ctx).Table("runs").
+		Select("runs.*, (SELECT COUNT(*) FROM turns WHERE turns.run_id = runs.id) AS turns")
+	if status != "" {
+		q = q.Where("status = ?", status)
+	}
+	if afterID != "" {
+		q = q.Where("(updated_at < ?) OR (updated_at = ? AND id < ?)", afterUpdated, afterUpdated, afterID)
+	}
+	var rows []RunRow
+	err := q.Order("updated_at DESC, id DESC").Limit(limit).Scan(&rows).Error
+	return rows, err
+}
+
+// AuditQuery filters the audit list.
+type AuditQuery struct {
+	Tool, Decision, Status, Staff, Customer, Text string
+	From, To                                      time.Time // zero: open
+	// Keyset cursor: rows strictly older than this (created_at, id).
+	BeforeCreated time.Time
+	BeforeID      string
+	Limit         int
+}
+
+// AuditRow is one tool call with who decided it.
+type AuditRow struct {
+	ToolCall
+	CustomerName string
+	DecidedBy    string // names of the staff who gave a verdict, comma separated
+}
+
+func (s *Store) auditQuery(ctx context.Context, q AuditQuery) *gorm.DB {
+	db := s.db.WithContext(ctx).Table("tool_calls").
+		Select(`tool_calls.*, runs.customer_name AS customer_name,
+			(SELECT GROUP_CONCAT(a.staff_name || ' (' || a.verdict || ')', ', ') FROM approvals a WHERE a.tool_call_id = tool_calls.id) AS decided_by`).
+		Joins("JOIN runs ON runs.id = tool_calls.run_id")
+	if q.Tool != "" {
+		db = db.Where("tool_calls.tool = ?", q.Tool)
+	}
+	if q.Decision != "" {
+		if q.Decision == "none" {
+			db = db.Where("tool_calls.decision = ''")
+		} else {
+			db = db.Where("tool_calls.decision = ?", q.Decision)
+		}
+	}
+	if q.Status != "" {
+		db = db.Where("tool_calls.status = ?", q.Status)
+	}
+	if q.Customer != "" {
+		db = db.Where("tool_calls.customer_id = ?", q.Customer)
+	}
+	if q.Staff != "" {
+		like := "%" + escapeLike(q.Staff) + "%"
+		db = db.Where(`EXISTS (SELECT 1 FROM approvals a WHERE a.tool_call_id = tool_calls.id AND (a.staff_name LIKE ? ESCAPE '\' OR a.staff_id = ?))`, like, q.Staff)
+	}
+	if q.Text != "" {
+		like := "%" + escapeLike(q.Text) + "%"
+		db = db.Where(`(tool_calls.args LIKE ? ESCAPE '\' OR tool_calls.raw_args LIKE ? ESCAPE '\')`, like, like)
+	}
+	if !q.From.IsZero() {
+		db = db.Where("tool_calls.created_at >= ?", q.From.UTC())
+	}
+	if !q.To.IsZero() {
+		db = db.Where("tool_calls.created_at < ?", q.To.UTC())
+	}
+	if q.BeforeID != "" {
+		db = db.Where("(tool_calls.created_at < ?) OR (tool_calls.created_at = ? AND tool_calls.id < ?)", q.BeforeCreated, q.BeforeCreated, q.BeforeID)
+	}
+	return db.Order("tool_calls.created_at DESC, tool_calls.id DESC")
+}
+
+// AuditCalls lists tool calls, newest first.
+func (s *Store) AuditCalls(ctx context.Context, q AuditQuery) ([]AuditRow, error) {
+	var rows []AuditRow
+	err := s.auditQuery(ctx, q).Limit(q.Limit).Scan(&rows).Error
+	return rows, err
+}
+
+// EachAuditCall streams every matching tool call to fn, without holding
+// them all in memory.
+func (s *Store) EachAuditCall(ctx context.Context, q AuditQuery, fn func(*AuditRow) error) error {
+	rows, err := s.auditQuery(ctx, q).Rows()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r AuditRow
+		if err := s.db.ScanRows(rows, &r); err != nil {
+			return err
+		}
+		if err := fn(&r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// AuditEventsFor lists the audit events about a subject, oldest first.
+func (s *Store) AuditEventsFor(ctx context.Context, subject string) ([]AuditEvent, error) {
+	var out []AuditEvent
+	err := s.db.WithContext(ctx).Where("subject = ?", subject).Order("seq").Find(&out).Error
+	return out, err
+}
+
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}

@@ -1,0 +1,189 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Staff is a back-office account.
+type Staff struct {
+	ID           string `gorm:"primaryKey;size:40"`
+	Email        string `gorm:"size:200;uniqueIndex"`
+	Name         string `gorm:"size:200"`
+	Role         string `gorm:"size:16"`
+	PasswordHash string `gorm:"size:200"`
+	Disabled     bool
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// Session is a signed-in browser. Its id is stored as a SHA-256 of the
+// cookie value, so a copy of the database opens no session.
+type Session struct {
+	IDHash     string `gorm:"primaryKey;size:64"`
+	StaffID    string `gorm:"size:40;index;not null"`
+	Staff      *Staff `gorm:"constraint:OnDelete:CASCADE"`
+	CSRFToken  string `gorm:"size:64"`
+	CreatedAt  time.Time
+	LastSeenAt time.Time
+}
+
+// APIToken lets a program act as a staff member on the staff API.
+type APIToken struct {
+	ID         string `gorm:"primaryKey;size:40"`
+	StaffID    string `gorm:"size:40;index;not null"`
+	Staff      *Staff `gorm:"constraint:OnDelete:CASCADE"`
+	TokenHash  string `gorm:"size:64;uniqueIndex"`
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+}
+
+// ErrEmailTaken is returned when an email already has an account.
+var ErrEmailTaken = errors.New("email taken")
+
+// CreateStaff adds an account.
+func (s *Store) CreateStaff(ctx context.Context, st *Staff, actor string) error {
+	st.Email = strings.ToLower(strings.TrimSpace(st.Email))
+	return s.Write(ctx, func(tx *Tx) error {
+		var n int64
+		if err := tx.db.Model(&Staff{}).Where("email = ?", st.Email).Count(&n).Error; err != nil {
+			return err
+		}
+		if n > 0 {
+			return ErrEmailTaken
+		}
+		st.CreatedAt, st.UpdatedAt = tx.now, tx.now
+		if err := tx.db.Create(st).Error; err != nil {
+			return fmt.Errorf("create staff: %w", err)
+		}
+		return tx.Audit(Event{Actor: actor, Kind: "staff.created", Subject: st.ID, Payload: map[string]any{"email": st.Email, "name": st.Name, "role": st.Role}})
+	})
+}
+
+// StaffByEmail finds an account by email.
+func (s *Store) StaffByEmail(ctx context.Context, email string) (*Staff, error) {
+	var st Staff
+	if err := s.db.WithContext(ctx).Take(&st, "email = ?", strings.ToLower(strings.TrimSpace(email))).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &st, nil
+}
+
+// StaffByID finds an account by id.
+func (s *Store) StaffByID(ctx context.Context, id string) (*Staff, error) {
+	var st Staff
+	if err := s.db.WithContext(ctx).Take(&st, "id = ?", id).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &st, nil
+}
+
+// AllStaff lists every account, by name.
+func (s *Store) AllStaff(ctx context.Context) ([]Staff, error) {
+	var out []Staff
+	err := s.db.WithContext(ctx).Order("name, email").Find(&out).Error
+	return out, err
+}
+
+// UpdateStaff changes an account's role or disabled flag. Disabling ends its
+// sessions and tokens at once, in the same transaction.
+func (s *Store) UpdateStaff(ctx context.Context, id string, role *string, disabled *bool, actor string) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		var st Staff
+		if err := tx.db.Take(&st, "id = ?", id).Error; err != nil {
+			return notFound(err)
+		}
+		set := map[string]any{"updated_at": tx.now}
+		payload := map[string]any{}
+		if role != nil && *role != st.Role {
+			set["role"] = *role
+			payload["role"] = map[string]string{"from": st.Role, "to": *role}
+		}
+		if disabled != nil && *disabled != st.Disabled {
+			set["disabled"] = *disabled
+			payload["disabled"] = *disabled
+		}
+		if len(payload) == 0 {
+			return nil
+		}
+		if err := tx.db.Model(&Staff{}).Where("id = ?", id).Updates(set).Error; err != nil {
+			return err
+		}
+		if _, roleChanged := payload["role"]; roleChanged || (disabled != nil && *disabled) {
+			// A new role or a disabled account: every open session starts over.
+			if err := tx.db.Where("staff_id = ?", id).Delete(&Session{}).Error; err != nil {
+				return err
+			}
+		}
+		if disabled != nil && *disabled {
+			if err := tx.db.Where("staff_id = ?", id).Delete(&APIToken{}).Error; err != nil {
+				return err
+			}
+		}
+		return tx.Audit(Event{Actor: actor, Kind: "staff.updated", Subject: id, Payload: payload})
+	})
+}
+
+// CreateSession stores a new session (its id already hashed).
+func (s *Store) CreateSession(ctx context.Context, sess *Session) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		sess.CreatedAt, sess.LastSeenAt = tx.now, tx.now
+		if err := tx.db.Create(sess).Error; err != nil {
+			return err
+		}
+		return tx.Audit(Event{Actor: "staff:" + sess.StaffID, Kind: "staff.signed_in", Subject: sess.StaffID, Payload: map[string]any{}})
+	})
+}
+
+// SessionWithStaff finds a session and its account.
+func (s *Store) SessionWithStaff(ctx context.Context, idHash string) (*Session, *Staff, error) {
+	var sess Session
+	if err := s.db.WithContext(ctx).Take(&sess, "id_hash = ?", idHash).Error; err != nil {
+		return nil, nil, notFound(err)
+	}
+	st, err := s.StaffByID(ctx, sess.StaffID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &sess, st, nil
+}
+
+// TouchSession records activity, at most once a minute per session.
+func (s *Store) TouchSession(ctx context.Context, idHash string, now time.Time) error {
+	return s.db.WithContext(ctx).Model(&Session{}).Where("id_hash = ? AND last_seen_at < ?", idHash, now.Add(-time.Minute)).
+		Update("last_seen_at", now).Error
+}
+
+// DeleteSession ends a session.
+func (s *Store) DeleteSession(ctx context.Context, idHash, actor string) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		res := tx.db.Where("id_hash = ?", idHash).Delete(&Session{})
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		return tx.Audit(Event{Actor: actor, Kind: "staff.signed_out", Subject: idHash[:12], Payload: map[string]any{}})
+	})
+}
+
+// CreateAPIToken stores a staff API token (hashed).
+func (s *Store) CreateAPIToken(ctx context.Context, t *APIToken, actor string) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		t.CreatedAt = tx.now
+		if err := tx.db.Create(t).Error; err != nil {
+			return err
+		}
+		return tx.Audit(Event{Actor: actor, Kind: "staff.token_created", Subject: t.StaffID, Payload: map[string]any{"token_id": t.ID}})
+	})
+}
+
+// StaffByTokenHash finds the account a staff API token belongs to.
+func (s *Store) StaffByTokenHash(ctx context.Context, hash string) (*Staff, error) {
+	var t APIToken
+	if err := s.db.WithContext(ctx).Take(&t, "token_hash = ?", hash).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return s.StaffByID(ctx, t.StaffID)
+}

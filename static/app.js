@@ -1,0 +1,49 @@
+// Countersign back office: small behaviours that need no framework. No
+// inline scripts anywhere (the CSP forbids them), so pages opt in with
+// data attributes.
+(function () {
+  "use strict";
+  // Keep ages and expiry countdowns fresh without a reload.
+  function tick() {
+    var now = Date.now();
+    document.querySelectorAll("[data-since]").forEach(function (el) {
+      var s = Math.max(0, Math.round((now - Date.parse(el.dataset.since)) / 1000));
+      el.textContent = human(s);
+    });
+    document.querySelectorAll("[data-until]").forEach(function (el) {
+      var s = Math.round((Date.parse(el.dataset.until) - now) / 1000);
+      el.textContent = s <= 0 ? "expired" : human(s) + " left";
+      el.classList.toggle("soon", s > 0 && s < 3600);
+    });
+  }
+  function human(s) {
+    if (s < 60) return s + "s";
+    if (s < 3600) return Math.floor(s / 60) + "m";
+    if (s < 86400) return Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
+    return Math.floor(s / 86400) + "d " + Math.floor((s % 86400) / 3600) + "h";
+  }
+  // Forms that ask before acting: data-confirm="Reject this refund?".
+  document.addEventListener("submit", function (e) {
+    var msg = e.target.getAttribute("data-confirm");
+    if (msg && !window.confirm(msg)) e.preventDefault();
+  });
+  // Keyboard: "/" focuses the first filter field; "j"/"k" move through queue rows.
+  document.addEventListener("keydown", function (e) {
+    if (e.target.closest("input, textarea, select") || e.metaKey || e.ctrlKey || e.altKey) return;
+    var rows = Array.prototype.slice.call(document.querySelectorAll("[data-row-link]"));
+    var i = rows.indexOf(document.activeElement);
+    if (e.key === "/") {
+      var f = document.querySelector("[data-filter]");
+      if (f) { e.preventDefault(); f.focus(); }
+    } else if ((e.key === "j" || e.key === "k") && rows.length) {
+      e.preventDefault();
+      var n = e.key === "j" ? Math.min(rows.length - 1, i + 1) : Math.max(0, i - 1);
+      rows[n].focus();
+    } else if (e.key === "Enter" && i >= 0) {
+      window.location = rows[i].dataset.rowLink;
+    }
+  });
+  document.addEventListener("htmx:afterSwap", tick);
+  tick();
+  setInterval(tick, 1000);
+})();

@@ -1,0 +1,197 @@
+package web
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/views"
+)
+
+var doneMessages = map[string]string{
+	"approved":       "Approved. The call ran and the customer's conversation has resumed.",
+	"approval_added": "Your approval is recorded. The action needs another person's approval before it runs.",
+	"rejected":       "Rejected. The assistant will tell the customer, with your reason.",
+}
+
+func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *models.ToolCall, error) {
+	ctx := c.Request().Context()
+	call, err := s.cfg.Store.ToolCall(ctx, id)
+	if err != nil {
+		return views.ActionView{}, nil, agent.Errorf(agent.CodeNotFound, "action %s was not found", truncate(id, 64))
+	}
+	run, err := s.cfg.Store.Run(ctx, call.RunID)
+	if err != nil {
+		return views.ActionView{}, nil, err
+	}
+	turns, err := s.cfg.Store.Turns(ctx, call.RunID, 0)
+	if err != nil {
+		return views.ActionView{}, nil, err
+	}
+	calls, err := s.cfg.Store.RunCalls(ctx, call.RunID)
+	if err != nil {
+		return views.ActionView{}, nil, err
+	}
+	approvals, err := s.cfg.Store.Approvals(ctx, id)
+	if err != nil {
+		return views.ActionView{}, nil, err
+	}
+	v := views.ActionView{ID: call.ID, RunID: call.RunID, Tool: call.Tool, Risk: call.Risk, Status: call.Status,
+		Pending: call.Status == models.CallPending, Reason: call.Reason, Rule: call.Rule, PolicyVersion: call.PolicyVersion,
+		Customer: customerLabel(run.CustomerID, run.CustomerName), Args: prettyJSON(call.Args), OriginalArgs: prettyJSON(call.OriginalArgs),
+		Required: call.RequiredApprovals, RequiredRole: call.RequiredRole, Result: prettyJSON(call.Result), Error: call.Error,
+		Turns: turnsView(turns, calls), Flash: doneMessages[c.QueryParam("done")]}
+	if call.Args == "" {
+		v.Args = call.RawArgs
+	}
+	if call.ExpiresAt != nil {
+		v.ExpiresAt = rfc3339(*call.ExpiresAt)
+	}
+	for _, a := range approvals {
+		v.Approvals = append(v.Approvals, views.ApprovalView{Staff: a.StaffName, Role: a.StaffRole, Verdict: a.Verdict, Note: a.Note,
+			Args: a.Args, Edited: a.Edited, At: clock(a.CreatedAt), Current: a.ArgsHash == call.ArgsHash})
+	}
+	if tool, ok := s.cfg.Gate.Tools().Get(call.Tool); ok {
+		v.Fields = editFields(tool.Schema, call.Args, nil)
+	}
+	return v, call, nil
+}
+
+func (s *Server) actionPage(c echo.Context) error {
+	v, _, err := s.actionView(c, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.Action(v))
+}
+
+// actionApprove handles Approve and Edit-and-approve.
+func (s *Server) actionApprove(c echo.Context) error {
+	id := c.Param("id")
+	sc := currentStaff(c)
+	req := agent.ApproveRequest{Note: c.FormValue("note")}
+	var fieldErrs map[string]string
+	if c.FormValue("edit") == "1" {
+		call, err := s.cfg.Store.ToolCall(c.Request().Context(), id)
+		if err != nil {
+			return agent.Errorf(agent.CodeNotFound, "action %s was not found", truncate(id, 64))
+		}
+		tool, ok := s.cfg.Gate.Tools().Get(call.Tool)
+		if !ok {
+			return agent.Errorf(agent.CodeNotFound, "tool %s is no longer registered", call.Tool)
+		}
+		req.Args, fieldErrs = argsFromForm(tool.Schema, c.FormValue)
+		if len(fieldErrs) > 0 {
+			return s.actionRerender(c, id, http.StatusBadRequest, "Fix the highlighted fields.", fieldErrs, true)
+		}
+	}
+	res, err := s.cfg.Gate.Approve(c.Request().Context(), id, agent.ActorOf(sc.staff), req)
+	if err != nil {
+		var ae *tools.ArgsError
+		if errors.As(err, &ae) {
+			errs := map[string]string{}
+			for _, p := range ae.Problems {
+				errs[strings.SplitN(p.Path, ".", 2)[0]] = p.Message
+			}
+			return s.actionRerender(c, id, http.StatusBadRequest, agent.ErrorMessage(err), errs, true)
+		}
+		code := agent.ErrorCode(err)
+		if code == agent.CodeInternal {
+			return err
+		}
+		return s.actionRerender(c, id, statusForCode(code), agent.ErrorMessage(err), nil, req.Args != nil)
+	}
+	done := "approval_added"
+	if res.Final {
+		done = "approved"
+	}
+	return c.Redirect(http.StatusSeeOther, "/actions/"+id+"?done="+done)
+}
+
+func (s *Server) actionReject(c echo.Context) error {
+	id := c.Param("id")
+	sc := currentStaff(c)
+	if err := s.cfg.Gate.Reject(c.Request().Context(), id, agent.ActorOf(sc.staff), c.FormValue("reason")); err != nil {
+		code := agent.ErrorCode(err)
+		if code == agent.CodeInternal {
+			return err
+		}
+		v, _, verr := s.actionView(c, id)
+		if verr != nil {
+			return verr
+		}
+		v.FlashError, v.RejectReason = agent.ErrorMessage(err), c.FormValue("reason")
+		return render(c, statusForCode(code), views.Action(v))
+	}
+	return c.Redirect(http.StatusSeeOther, "/actions/"+id+"?done=rejected")
+}
+
+func (s *Server) actionRerender(c echo.Context, id string, status int, msg string, fieldErrs map[string]string, editOpen bool) error {
+	v, call, err := s.actionView(c, id)
+	if err != nil {
+		return err
+	}
+	v.FlashError, v.EditOpen = msg, editOpen
+	if tool, ok := s.cfg.Gate.Tools().Get(call.Tool); ok && editOpen {
+		// Keep what the person typed.
+		typed := map[string]any{}
+		for _, f := range v.Fields {
+			if val := c.FormValue("arg." + f.Name); val != "" {
+				typed[f.Name] = val
+			}
+		}
+		v.Fields = editFields(tool.Schema, mustJSON(typed), fieldErrs)
+	}
+	return render(c, status, views.Action(v))
+}
+
+// actionEvents tells an open action page when its action changes, so that
+// nobody decides twice from a stale page.
+func (s *Server) actionEvents(c echo.Context) error {
+	id := c.Param("id")
+	ch, stop := s.hub.SubscribeAction(id)
+	defer stop()
+	w := startSSE(c)
+	ctx := c.Request().Context()
+	heartbeat := time.NewTicker(15 * time.Second)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-ch:
+			call, err := s.cfg.Store.ToolCall(ctx, id)
+			if err != nil {
+				return nil
+			}
+			var b bytes.Buffer
+			if err := views.ActionStatus(id, call.Status, call.Status == models.CallPending).Render(ctx, &b); err != nil {
+				return nil
+			}
+			if _, err := w.Write(sseData("status", b.Bytes())); err != nil {
+				return nil
+			}
+			w.Flush()
+		case <-heartbeat.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return nil
+			}
+			w.Flush()
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,104 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/views"
+)
+
+func (s *Server) policyPage(c echo.Context) error {
+	p := s.cfg.Gate.Policy()
+	v := views.PolicyView{Source: "a Go policy", Version: p.Version()}
+	if fp, ok := p.(*agent.FilePolicy); ok {
+		v.Source = fp.Source
+		rules, defaults := fp.Rules()
+		conv := func(r agent.RuleInfo) views.RuleView {
+			return views.RuleView{Name: r.Name, Tool: r.Tool, Risk: r.Risk, When: r.When, Decision: r.Decision, Reason: r.Reason,
+				Role: r.Role, Expires: r.Expires, Approvals: r.Approvals}
+		}
+		for _, r := range rules {
+			v.Rules = append(v.Rules, conv(r))
+		}
+		for _, r := range defaults {
+			v.Defaults = append(v.Defaults, conv(r))
+		}
+		for _, t := range fp.RunTests(c.Request().Context()) {
+			v.Tests = append(v.Tests, views.PolicyTestView{Name: t.Name, Passed: t.Passed, Problem: t.Problem})
+		}
+	}
+	return render(c, http.StatusOK, views.Policy(v))
+}
+
+func (s *Server) toolsPage(c echo.Context) error {
+	var v views.ToolsView
+	for _, t := range s.cfg.Gate.Tools().All() {
+		v.Tools = append(v.Tools, views.ToolDetail{Name: t.Name, Risk: string(t.Risk), Description: t.Description,
+			Schema: prettyJSON(string(t.Schema)), Idempotent: t.Idempotent})
+	}
+	return render(c, http.StatusOK, views.Tools(v))
+}
+
+var roleNames = []string{string(agent.RoleApprover), string(agent.RoleSupervisor), string(agent.RoleAuditor), string(agent.RoleAdmin)}
+
+func (s *Server) staffView(c echo.Context) (views.StaffView, error) {
+	all, err := s.cfg.Store.AllStaff(c.Request().Context())
+	if err != nil {
+		return views.StaffView{}, err
+	}
+	me := currentStaff(c).staff.ID
+	v := views.StaffView{Roles: roleNames, NewRole: string(agent.RoleApprover)}
+	for _, st := range all {
+		v.Rows = append(v.Rows, views.StaffRow{ID: st.ID, Email: st.Email, Name: st.Name, Role: st.Role, Disabled: st.Disabled, Self: st.ID == me})
+	}
+	return v, nil
+}
+
+var staffFlash = map[string]string{"added": "Account added.", "role": "Role changed; their open sessions were ended.", "disabled": "Account disabled; their sessions and API tokens were ended at once.", "enabled": "Account enabled."}
+
+func (s *Server) staffPage(c echo.Context) error {
+	v, err := s.staffView(c)
+	if err != nil {
+		return err
+	}
+	v.Flash = staffFlash[c.QueryParam("done")]
+	return render(c, http.StatusOK, views.StaffPage(v))
+}
+
+func (s *Server) staffAdd(c echo.Context) error {
+	_, err := s.cfg.Accounts.AddStaff(c.Request().Context(), c.FormValue("email"), c.FormValue("name"), agent.Role(c.FormValue("role")),
+		c.FormValue("password"), agent.ActorOf(currentStaff(c).staff))
+	if err != nil {
+		if agent.ErrorCode(err) == agent.CodeInternal {
+			return err
+		}
+		v, verr := s.staffView(c)
+		if verr != nil {
+			return verr
+		}
+		v.FlashError, v.NewEmail, v.NewName, v.NewRole = agent.ErrorMessage(err), c.FormValue("email"), c.FormValue("name"), c.FormValue("role")
+		return render(c, statusForCode(agent.ErrorCode(err)), views.StaffPage(v))
+	}
+	return c.Redirect(http.StatusSeeOther, "/staff?done=added")
+}
+
+func (s *Server) staffRole(c echo.Context) error {
+	if err := s.cfg.Accounts.SetRole(c.Request().Context(), c.Param("id"), agent.Role(c.FormValue("role")), agent.ActorOf(currentStaff(c).staff)); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/staff?done=role")
+}
+
+func (s *Server) staffDisabled(c echo.Context) error {
+	disabled := strings.EqualFold(c.FormValue("disabled"), "true")
+	if err := s.cfg.Accounts.SetDisabled(c.Request().Context(), c.Param("id"), disabled, agent.ActorOf(currentStaff(c).staff)); err != nil {
+		return err
+	}
+	if disabled {
+		return c.Redirect(http.StatusSeeOther, "/staff?done=disabled")
+	}
+	return c.Redirect(http.StatusSeeOther, "/staff?done=enabled")
+}

@@ -1,0 +1,184 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
+)
+
+// requireStaffToken authenticates the staff API with a bearer token.
+func (s *Server) requireStaffToken(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		token, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+		if !ok || strings.TrimSpace(token) == "" {
+			return agent.Errorf(agent.CodeUnauthorized, "send a staff API token as Authorization: Bearer <token> (countersign token create)")
+		}
+		st, err := s.cfg.Accounts.StaffForToken(c.Request().Context(), strings.TrimSpace(token))
+		if err != nil {
+			return err
+		}
+		ctx := context.WithValue(c.Request().Context(), staffCtxKey{}, &staffCtx{staff: st})
+		c.SetRequest(c.Request().WithContext(ctx))
+		return next(c)
+	}
+}
+
+type approvalJSON struct {
+	StaffID   string          `json:"staff_id"`
+	StaffName string          `json:"staff_name"`
+	Role      string          `json:"role"`
+	Verdict   string          `json:"verdict"`
+	Note      string          `json:"note"`
+	Args      json.RawMessage `json:"args"`
+	Edited    bool            `json:"edited"`
+	Counts    bool            `json:"counts"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+type actionJSON struct {
+	ID                string          `json:"id"`
+	RunID             string          `json:"run_id"`
+	Tool              string          `json:"tool"`
+	Args              json.RawMessage `json:"args"`
+	OriginalArgs      json.RawMessage `json:"original_args,omitempty"`
+	Status            string          `json:"status"`
+	Reason            string          `json:"reason"`
+	Rule              string          `json:"rule"`
+	PolicyVersion     string          `json:"policy_version"`
+	RequiredApprovals int             `json:"required_approvals"`
+	RequiredRole      string          `json:"required_role,omitempty"`
+	ExpiresAt         *time.Time      `json:"expires_at"`
+	CreatedAt         time.Time       `json:"created_at"`
+	Result            json.RawMessage `json:"result,omitempty"`
+	Error             string          `json:"error,omitempty"`
+	Approvals         []approvalJSON  `json:"approvals"`
+}
+
+func toActionJSON(c *models.ToolCall, approvals []models.Approval) actionJSON {
+	out := actionJSON{ID: c.ID, RunID: c.RunID, Tool: c.Tool, Args: json.RawMessage(c.Args), Status: c.Status, Reason: c.Reason, Rule: c.Rule,
+		PolicyVersion: c.PolicyVersion, RequiredApprovals: c.RequiredApprovals, RequiredRole: c.RequiredRole, ExpiresAt: c.ExpiresAt,
+		CreatedAt: c.CreatedAt, Error: c.Error, Approvals: []approvalJSON{}}
+	if c.OriginalArgs != "" {
+		out.OriginalArgs = json.RawMessage(c.OriginalArgs)
+	}
+	if c.Result != "" {
+		out.Result = json.RawMessage(c.Result)
+	}
+	for _, a := range approvals {
+		out.Approvals = append(out.Approvals, approvalJSON{StaffID: a.StaffID, StaffName: a.StaffName, Role: a.StaffRole, Verdict: a.Verdict,
+			Note: a.Note, Args: json.RawMessage(a.Args), Edited: a.Edited, Counts: a.Verdict == "approve" && a.ArgsHash == c.ArgsHash, CreatedAt: a.CreatedAt})
+	}
+	return out
+}
+
+// apiActions lists actions: GET /api/v1/actions?status=pending.
+func (s *Server) apiActions(c echo.Context) error {
+	status := c.QueryParam("status")
+	if status == "" {
+		status = models.CallPending
+	}
+	if !contains(auditStatuses, status) {
+		return agent.Errorf(agent.CodeInvalid, "unknown status %q", status)
+	}
+	calls, err := s.cfg.Store.AuditCalls(c.Request().Context(), models.AuditQuery{Status: status, Decision: string(agent.NeedsApproval), Limit: 500})
+	if err != nil {
+		return err
+	}
+	out := []actionJSON{}
+	for i := range calls {
+		approvals, err := s.cfg.Store.Approvals(c.Request().Context(), calls[i].ID)
+		if err != nil {
+			return err
+		}
+		out = append(out, toActionJSON(&calls[i].ToolCall, approvals))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"actions": out})
+}
+
+func (s *Server) apiAction(c echo.Context) error {
+	a, err := s.loadActionJSON(c, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, a)
+}
+
+func (s *Server) loadActionJSON(c echo.Context, id string) (actionJSON, error) {
+	call, err := s.cfg.Store.ToolCall(c.Request().Context(), id)
+	if err != nil || call.Decision != string(agent.NeedsApproval) {
+		return actionJSON{}, agent.Errorf(agent.CodeNotFound, "action %s was not found", truncate(id, 64))
+	}
+	approvals, err := s.cfg.Store.Approvals(c.Request().Context(), id)
+	if err != nil {
+		return actionJSON{}, err
+	}
+	return toActionJSON(call, approvals), nil
+}
+
+type apiApproveRequest struct {
+	Note string          `json:"note"`
+	Args json.RawMessage `json:"args"`
+}
+
+func (s *Server) apiApprove(c echo.Context) error {
+	var req apiApproveRequest
+	if c.Request().ContentLength != 0 {
+		if err := decodeJSON(c, &req); err != nil {
+			return err
+		}
+	}
+	ar := agent.ApproveRequest{Note: req.Note}
+	if len(req.Args) > 0 && string(req.Args) != "null" {
+		ar.Args = req.Args
+	}
+	res, err := s.cfg.Gate.Approve(c.Request().Context(), c.Param("id"), agent.ActorOf(currentStaff(c).staff), ar)
+	if err != nil {
+		return err
+	}
+	a, err := s.loadActionJSON(c, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"action": a, "final": res.Final})
+}
+
+type apiRejectRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) apiReject(c echo.Context) error {
+	var req apiRejectRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if err := s.cfg.Gate.Reject(c.Request().Context(), c.Param("id"), agent.ActorOf(currentStaff(c).staff), req.Reason); err != nil {
+		return err
+	}
+	a, err := s.loadActionJSON(c, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"action": a})
+}
+
+// apiRequireRole checks the token's role on the staff API.
+func (s *Server) apiRequireRole(roles ...agent.Role) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			sc := currentStaff(c)
+			for _, r := range roles {
+				if sc != nil && agent.Role(sc.staff.Role) == r {
+					return next(c)
+				}
+			}
+			return agent.Errorf(agent.CodeForbidden, "the %s role cannot decide actions", sc.staff.Role)
+		}
+	}
+}

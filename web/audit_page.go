@@ -1,0 +1,231 @@
+package web
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/views"
+)
+
+// AuditPageSize is the rows of one audit page.
+const AuditPageSize = 50
+
+var (
+	auditDecisions = []string{"allow", "needs_approval", "deny", "none"}
+	auditStatuses  = []string{models.CallInvalid, models.CallDenied, models.CallPending, models.CallApproved, models.CallRejected,
+		models.CallExpired, models.CallCancelled, models.CallExecuting, models.CallSucceeded, models.CallFailed, models.CallUnknown}
+)
+
+// auditFilter reads and checks the filter from the query string.
+func auditFilter(c echo.Context) (views.AuditFilter, models.AuditQuery, error) {
+	f := views.AuditFilter{Tool: c.QueryParam("tool"), Decision: c.QueryParam("decision"), Status: c.QueryParam("status"),
+		Staff: strings.TrimSpace(c.QueryParam("staff")), Customer: strings.TrimSpace(c.QueryParam("customer")),
+		From: c.QueryParam("from"), To: c.QueryParam("to"), Text: c.QueryParam("q")}
+	q := models.AuditQuery{Tool: f.Tool, Decision: f.Decision, Status: f.Status, Staff: f.Staff, Customer: f.Customer, Text: f.Text}
+	if f.Decision != "" && !contains(auditDecisions, f.Decision) {
+		return f, q, agent.Errorf(agent.CodeInvalid, "unknown decision %q", f.Decision)
+	}
+	if f.Status != "" && !contains(auditStatuses, f.Status) {
+		return f, q, agent.Errorf(agent.CodeInvalid, "unknown status %q", f.Status)
+	}
+	for _, d := range []struct {
+		s   string
+		dst *time.Time
+		add time.Duration
+	}{{f.From, &q.From, 0}, {f.To, &q.To, 24 * time.Hour}} {
+		if d.s == "" {
+			continue
+		}
+		t, err := time.Parse("2006-01-02", d.s)
+		if err != nil {
+			return f, q, agent.Errorf(agent.CodeInvalid, "dates are YYYY-MM-DD, not %q", d.s)
+		}
+		*d.dst = t.Add(d.add) // "to" includes the whole day
+	}
+	if cur := c.QueryParam("after"); cur != "" {
+		ts, id, ok := strings.Cut(cur, "|")
+		t, err := time.Parse(time.RFC3339Nano, ts)
+		if !ok || err != nil {
+			return f, q, agent.Errorf(agent.CodeInvalid, "the page cursor is not valid")
+		}
+		q.BeforeCreated, q.BeforeID = t, id
+	}
+	return f, q, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func filterQuery(f views.AuditFilter) string {
+	v := url.Values{}
+	for k, val := range map[string]string{"tool": f.Tool, "decision": f.Decision, "status": f.Status, "staff": f.Staff,
+		"customer": f.Customer, "from": f.From, "to": f.To, "q": f.Text} {
+		if val != "" {
+			v.Set(k, val)
+		}
+	}
+	return v.Encode()
+}
+
+func (s *Server) auditPage(c echo.Context) error {
+	f, q, err := auditFilter(c)
+	if err != nil {
+		return err
+	}
+	q.Limit = AuditPageSize + 1
+	rows, err := s.cfg.Store.AuditCalls(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	v := views.AuditView{Filter: f, Query: filterQuery(f), Decisions: auditDecisions, Statuses: auditStatuses}
+	for _, t := range s.cfg.Gate.Tools().All() {
+		v.Tools = append(v.Tools, t.Name)
+	}
+	if len(rows) > AuditPageSize {
+		last := rows[AuditPageSize-1]
+		v.Next = url.QueryEscape(last.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + last.ID)
+		rows = rows[:AuditPageSize]
+	}
+	for i := range rows {
+		r := &rows[i]
+		args := r.Args
+		if args == "" {
+			args = r.RawArgs
+		}
+		v.Rows = append(v.Rows, views.AuditRow{ID: r.ID, At: clock(r.CreatedAt), Run: r.RunID, Customer: customerLabel(r.CustomerID, r.CustomerName),
+			Tool: r.Tool, Args: truncate(args, 300), Decision: orDash(r.Decision), Rule: r.Rule, Reason: r.Reason, Status: r.Status, DecidedBy: r.DecidedBy})
+	}
+	v.ChainOK, v.ChainText = s.chainStatus(c)
+	return render(c, http.StatusOK, views.Audit(v))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+// chainStatus verifies the audit chain, at most once a minute (it reads
+// every event).
+func (s *Server) chainStatus(c echo.Context) (bool, string) {
+	s.chainMu.Lock()
+	defer s.chainMu.Unlock()
+	if time.Since(s.chainAt) > time.Minute {
+		rep, err := s.cfg.Store.VerifyAuditChain(c.Request().Context())
+		switch {
+		case err != nil:
+			s.chainOK, s.chainText = false, "audit chain could not be checked"
+		case rep.OK:
+			s.chainOK, s.chainText = true, fmt.Sprintf("audit chain intact: %d events", rep.Events)
+		default:
+			s.chainOK, s.chainText = false, fmt.Sprintf("audit chain BROKEN at event %d: %s", rep.BadSeq, rep.Problem)
+		}
+		s.chainAt = time.Now()
+	}
+	return s.chainOK, s.chainText + " (checked " + s.chainAt.UTC().Format("15:04:05 UTC") + ")"
+}
+
+type exportRow struct {
+	ID            string          `json:"id"`
+	CreatedAt     time.Time       `json:"created_at"`
+	RunID         string          `json:"run_id"`
+	CustomerID    string          `json:"customer_id"`
+	Tool          string          `json:"tool"`
+	RawArgs       string          `json:"raw_args"`
+	Args          json.RawMessage `json:"args"`
+	ArgsHash      string          `json:"args_hash"`
+	OriginalArgs  json.RawMessage `json:"original_args,omitempty"`
+	Decision      string          `json:"decision"`
+	Rule          string          `json:"rule"`
+	Reason        string          `json:"reason"`
+	PolicyVersion string          `json:"policy_version"`
+	Status        string          `json:"status"`
+	DecidedBy     string          `json:"decided_by"`
+	Error         string          `json:"error"`
+}
+
+func toExport(r *models.AuditRow) exportRow {
+	e := exportRow{ID: r.ID, CreatedAt: r.CreatedAt.UTC(), RunID: r.RunID, CustomerID: r.CustomerID, Tool: r.Tool, RawArgs: r.RawArgs,
+		ArgsHash: r.ArgsHash, Decision: r.Decision, Rule: r.Rule, Reason: r.Reason, PolicyVersion: r.PolicyVersion, Status: r.Status,
+		DecidedBy: r.DecidedBy, Error: r.Error}
+	if r.Args != "" {
+		e.Args = json.RawMessage(r.Args)
+	} else {
+		e.Args = json.RawMessage("null")
+	}
+	if r.OriginalArgs != "" {
+		e.OriginalArgs = json.RawMessage(r.OriginalArgs)
+	}
+	return e
+}
+
+// auditExport streams the filtered set as CSV or JSON Lines.
+func (s *Server) auditExport(c echo.Context) error {
+	_, q, err := auditFilter(c)
+	if err != nil {
+		return err
+	}
+	format := c.Param("format")
+	w := c.Response()
+	name := "countersign-audit-" + time.Now().UTC().Format("20060102-150405")
+	switch format {
+	case "csv":
+		w.Header().Set(echo.HeaderContentType, "text/csv; charset=utf-8")
+		w.Header().Set(echo.HeaderContentDisposition, `attachment; filename="`+name+`.csv"`)
+		w.WriteHeader(http.StatusOK)
+		cw := csv.NewWriter(w)
+		_ = cw.Write([]string{"id", "created_at", "run_id", "customer_id", "tool", "args", "args_hash", "original_args", "decision", "rule", "reason", "policy_version", "status", "decided_by", "error"})
+		n := 0
+		err = s.cfg.Store.EachAuditCall(c.Request().Context(), q, func(r *models.AuditRow) error {
+			e := toExport(r)
+			if err := cw.Write([]string{e.ID, e.CreatedAt.Format(time.RFC3339Nano), e.RunID, e.CustomerID, e.Tool, csvSafe(string(e.Args)), e.ArgsHash,
+				csvSafe(string(e.OriginalArgs)), e.Decision, e.Rule, csvSafe(e.Reason), e.PolicyVersion, e.Status, csvSafe(e.DecidedBy), csvSafe(e.Error)}); err != nil {
+				return err
+			}
+			if n++; n%500 == 0 {
+				cw.Flush()
+			}
+			return nil
+		})
+		cw.Flush()
+	case "jsonl":
+		w.Header().Set(echo.HeaderContentType, "application/x-ndjson")
+		w.Header().Set(echo.HeaderContentDisposition, `attachment; filename="`+name+`.jsonl"`)
+		w.WriteHeader(http.StatusOK)
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		err = s.cfg.Store.EachAuditCall(c.Request().Context(), q, func(r *models.AuditRow) error {
+			return enc.Encode(toExport(r))
+		})
+	default:
+		return agent.Errorf(agent.CodeNotFound, "export as csv or jsonl")
+	}
+	if err != nil {
+		s.cfg.Log.Error("audit export stopped", "err", err)
+	}
+	return nil
+}
+
+// csvSafe keeps spreadsheet programs from running a cell as a formula.
+func csvSafe(s string) string {
+	if s != "" && strings.ContainsAny(s[:1], "=+-@\t\r") {
+		return "'" + s
+	}
+	return s
+}

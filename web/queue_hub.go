@@ -1,0 +1,138 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// QueueHub keeps every open queue page and action page live. When an action
+// changes it renders the queue rows once and hands the same bytes to every
+// queue stream, and tells the pages of that action.
+type QueueHub struct {
+	render func(ctx context.Context) ([]byte, error)
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	queues  map[chan []byte]struct{}
+	actions map[string]map[chan struct{}]struct{}
+	kick    chan struct{}
+	latest  []byte
+}
+
+// NewQueueHub builds a hub; Run must be started.
+func NewQueueHub(render func(ctx context.Context) ([]byte, error), log *slog.Logger) *QueueHub {
+	return &QueueHub{render: render, log: log, queues: map[chan []byte]struct{}{},
+		actions: map[string]map[chan struct{}]struct{}{}, kick: make(chan struct{}, 1)}
+}
+
+// Changed is called (by the gate) after anything happens to an action.
+func (h *QueueHub) Changed(callID string) {
+	h.mu.Lock()
+	for ch := range h.actions[callID] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	h.mu.Unlock()
+	select {
+	case h.kick <- struct{}{}:
+	default: // a render is already due; it will include this change
+	}
+}
+
+// Run renders and fans out until ctx ends.
+func (h *QueueHub) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.kick:
+		}
+		html, err := h.render(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.log.Error("render queue", "err", err)
+			}
+			continue
+		}
+		h.mu.Lock()
+		h.latest = html
+		for ch := range h.queues {
+			select {
+			case ch <- html:
+			default: // slow reader: replace what it has not read yet
+				select {
+				case <-ch:
+				default:
+				}
+				select {
+				case ch <- html:
+				default:
+				}
+			}
+		}
+		h.mu.Unlock()
+		// Coalesce bursts (an approval is several changes) into one render.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// SubscribeQueue follows the queue rows.
+func (h *QueueHub) SubscribeQueue() (chan []byte, func()) {
+	ch := make(chan []byte, 1)
+	h.mu.Lock()
+	h.queues[ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		delete(h.queues, ch)
+		h.mu.Unlock()
+	}
+}
+
+// SubscribeAction follows one action.
+func (h *QueueHub) SubscribeAction(id string) (chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	h.mu.Lock()
+	if h.actions[id] == nil {
+		h.actions[id] = map[chan struct{}]struct{}{}
+	}
+	h.actions[id][ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		delete(h.actions[id], ch)
+		if len(h.actions[id]) == 0 {
+			delete(h.actions, id)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// Streams counts open queue streams.
+func (h *QueueHub) Streams() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.queues)
+}
+
+// sseData writes HTML as one SSE message: every line gets its own "data:".
+func sseData(event string, html []byte) []byte {
+	var b bytes.Buffer
+	b.WriteString("event: " + event + "\n")
+	for _, line := range bytes.Split(bytes.TrimRight(html, "\n"), []byte("\n")) {
+		b.WriteString("data: ")
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	return b.Bytes()
+}

@@ -1,0 +1,82 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/views"
+)
+
+var runStatuses = []string{models.RunActive, models.RunWaiting, models.RunPaused, models.RunFailed, models.RunClosed}
+
+func (s *Server) runsPage(c echo.Context) error {
+	status := c.QueryParam("status")
+	valid := status == ""
+	for _, st := range runStatuses {
+		valid = valid || st == status
+	}
+	if !valid {
+		return agent.Errorf(agent.CodeInvalid, "unknown status %q", status)
+	}
+	var afterT time.Time
+	var afterID string
+	if cur := c.QueryParam("after"); cur != "" {
+		ts, id, ok := strings.Cut(cur, "|")
+		t, err := time.Parse(time.RFC3339Nano, ts)
+		if !ok || err != nil {
+			return agent.Errorf(agent.CodeInvalid, "the page cursor is not valid")
+		}
+		afterT, afterID = t, id
+	}
+	const page = 50
+	rows, err := s.cfg.Store.ListRuns(c.Request().Context(), status, afterT, afterID, page+1)
+	if err != nil {
+		return err
+	}
+	v := views.RunsView{Status: status, Statuses: runStatuses}
+	if len(rows) > page {
+		last := rows[page-1]
+		v.Next = last.UpdatedAt.UTC().Format(time.RFC3339Nano) + "|" + last.ID
+		rows = rows[:page]
+	}
+	for _, r := range rows {
+		v.Rows = append(v.Rows, views.RunRow{ID: r.ID, Status: r.Status, Customer: customerLabel(r.CustomerID, r.CustomerName),
+			Channel: r.Channel, UpdatedAt: rfc3339(r.UpdatedAt), Turns: r.Turns})
+	}
+	return render(c, http.StatusOK, views.Runs(v))
+}
+
+func (s *Server) runPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	run, err := s.cfg.Store.Run(ctx, c.Param("id"))
+	if err != nil {
+		return agent.Errorf(agent.CodeNotFound, "run not found")
+	}
+	turns, err := s.cfg.Store.Turns(ctx, run.ID, 0)
+	if err != nil {
+		return err
+	}
+	calls, err := s.cfg.Store.RunCalls(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	v := views.RunView{ID: run.ID, Status: run.Status, Customer: customerLabel(run.CustomerID, run.CustomerName), Channel: run.Channel,
+		LastError: run.LastError, Turns: turnsView(turns, calls)}
+	if c.QueryParam("done") == "retried" {
+		v.Flash = "Retrying: the assistant is working on this conversation again."
+	}
+	return render(c, http.StatusOK, views.Run(v))
+}
+
+func (s *Server) runRetry(c echo.Context) error {
+	id := c.Param("id")
+	if _, err := s.cfg.Runner.Retry(c.Request().Context(), id, agent.ActorOf(currentStaff(c).staff)); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/runs/"+id+"?done=retried")
+}

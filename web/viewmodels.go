@@ -1,0 +1,181 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/views"
+)
+
+// Conversions from records to the small structs views take.
+
+func prettyJSON(s string) string {
+	if s == "" {
+		return ""
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, []byte(s), "", "  "); err != nil {
+		return s
+	}
+	return b.String()
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func clock(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+
+// amountOf shows the amount a call is about, when it has one.
+func amountOf(args string) string {
+	var a struct {
+		Amount *float64 `json:"amount"`
+	}
+	if json.Unmarshal([]byte(args), &a) != nil || a.Amount == nil {
+		return ""
+	}
+	return models.FormatCents(int64(*a.Amount*100 + 0.5))
+}
+
+func customerLabel(id, name string) string {
+	switch {
+	case id == "":
+		return "anonymous"
+	case name == "":
+		return id
+	}
+	return name + " (" + id + ")"
+}
+
+func actionRowView(r *models.ActionRow) views.ActionRow {
+	v := views.ActionRow{ID: r.ID, Tool: r.Tool, Risk: r.Risk, Reason: r.Reason, Customer: customerLabel(r.CustomerID, r.CustomerName),
+		Amount: amountOf(r.Args), CreatedAt: rfc3339(r.CreatedAt), Approvals: r.Approvals, Required: r.RequiredApprovals, RequiredRole: r.RequiredRole}
+	if r.ExpiresAt != nil {
+		v.ExpiresAt = rfc3339(*r.ExpiresAt)
+	}
+	return v
+}
+
+func callView(c *models.ToolCall) views.CallView {
+	args := c.Args
+	if args == "" {
+		args = c.RawArgs
+	}
+	return views.CallView{ID: c.ID, Tool: c.Tool, Args: args, Status: c.Status, Verdict: c.Decision, Reason: c.Reason, Rule: c.Rule}
+}
+
+func turnsView(turns []models.Turn, calls []models.ToolCall) []views.TurnView {
+	out := make([]views.TurnView, 0, len(turns))
+	for _, t := range turns {
+		tv := views.TurnView{Seq: t.Seq, Role: t.Role, Text: t.Text, At: clock(t.CreatedAt)}
+		if t.Role == models.RoleAssistant {
+			for i := range calls {
+				if calls[i].TurnID == t.ID {
+					tv.Calls = append(tv.Calls, callView(&calls[i]))
+				}
+			}
+		}
+		if t.Role == models.RoleTool {
+			continue // results are shown on the call; the text is for the model
+		}
+		out = append(out, tv)
+	}
+	return out
+}
+
+type schemaProp struct {
+	Type        string   `json:"type"`
+	Description string   `json:"description"`
+	MultipleOf  *float64 `json:"multipleOf"`
+}
+
+type schemaDoc struct {
+	Properties map[string]schemaProp `json:"properties"`
+	Required   []string              `json:"required"`
+}
+
+// editFields builds the edit form from the tool's JSON Schema and the
+// arguments in force.
+func editFields(schema json.RawMessage, args string, errs map[string]string) []views.FieldView {
+	var doc schemaDoc
+	_ = json.Unmarshal(schema, &doc)
+	var current map[string]any
+	_ = json.Unmarshal([]byte(args), &current)
+	required := map[string]bool{}
+	for _, r := range doc.Required {
+		required[r] = true
+	}
+	names := make([]string, 0, len(doc.Properties))
+	for n := range doc.Properties {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []views.FieldView
+	for _, n := range names {
+		p := doc.Properties[n]
+		f := views.FieldView{Name: n, Label: n, Type: "text", Required: required[n], Description: p.Description, Error: errs[n]}
+		switch p.Type {
+		case "number", "integer":
+			f.Type, f.Step = "number", "any"
+			if p.Type == "integer" {
+				f.Step = "1"
+			} else if p.MultipleOf != nil {
+				f.Step = strconv.FormatFloat(*p.MultipleOf, 'f', -1, 64)
+			}
+		}
+		if v, ok := current[n]; ok {
+			switch x := v.(type) {
+			case string:
+				f.Value = x
+			case float64:
+				f.Value = strconv.FormatFloat(x, 'f', -1, 64)
+			default:
+				b, _ := json.Marshal(x)
+				f.Value = string(b)
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// argsFromForm turns the edit form back into arguments, typed by the schema.
+func argsFromForm(schema json.RawMessage, value func(string) string) ([]byte, map[string]string) {
+	var doc schemaDoc
+	_ = json.Unmarshal(schema, &doc)
+	args := map[string]any{}
+	errs := map[string]string{}
+	for n, p := range doc.Properties {
+		raw := value("arg." + n)
+		if raw == "" {
+			continue
+		}
+		switch p.Type {
+		case "number":
+			f, err := strconv.ParseFloat(raw, 64)
+			if err != nil {
+				errs[n] = "must be a number"
+				continue
+			}
+			args[n] = f
+		case "integer":
+			i, err := strconv.ParseInt(raw, 10, 64)
+			if err != nil {
+				errs[n] = "must be a whole number"
+				continue
+			}
+			args[n] = i
+		default:
+			args[n] = raw
+		}
+	}
+	b, _ := json.Marshal(args)
+	return b, errs
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
