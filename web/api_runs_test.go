@@ -23,11 +23,12 @@ import (
 const secret = "test-secret-test-secret-test-secret"
 
 type app struct {
-	t      *testing.T
-	store  *models.Store
-	gate   *agent.Gate
-	runner *agent.Runner
-	srv    *httptest.Server
+	t        *testing.T
+	store    *models.Store
+	gate     *agent.Gate
+	runner   *agent.Runner
+	accounts *agent.Accounts
+	srv      *httptest.Server
 }
 
 func newApp(t *testing.T) *app {
@@ -48,15 +49,21 @@ func newApp(t *testing.T) *app {
 	runner := agent.NewRunner(store, gate, agent.Offline{}, nil)
 	broker := web.NewBroker()
 	runner.OnEvent = broker.Publish
-	srv := httptest.NewServer(web.New(web.Config{Log: discardLog(), Gate: gate, Runner: runner, Store: store, Broker: broker,
-		Customers: web.NewCustomerVerifier(secret), ReplyWait: 5 * time.Second}).Handler())
+	accounts := agent.NewAccounts(store)
+	ws := web.New(web.Config{Log: discardLog(), Gate: gate, Runner: runner, Store: store, Broker: broker,
+		Customers: web.NewCustomerVerifier(secret), Accounts: accounts, ReplyWait: 5 * time.Second})
+	gate.OnActionChange = ws.Hub().Changed
+	hubCtx, stopHub := context.WithCancel(context.Background())
+	go ws.Hub().Run(hubCtx)
+	srv := httptest.NewServer(ws.Handler())
 	t.Cleanup(func() {
+		stopHub()
 		srv.CloseClientConnections()
 		srv.Close()
 		runner.Close()
 		store.Close()
 	})
-	return &app{t: t, store: store, gate: gate, runner: runner, srv: srv}
+	return &app{t: t, store: store, gate: gate, runner: runner, accounts: accounts, srv: srv}
 }
 
 func token(t *testing.T, sec, id, name string, ttl time.Duration) string {

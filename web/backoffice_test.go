@@ -1,0 +1,368 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
+)
+
+const password = "correct horse battery staple"
+
+// browser is one person's cookie jar against the test server.
+type browser struct {
+	t      *testing.T
+	a      *app
+	client *http.Client
+	csrf   string
+}
+
+func (a *app) staff(role agent.Role, email, name string) *models.Staff {
+	a.t.Helper()
+	st, err := a.accounts.AddStaff(context.Background(), email, name, role, password, agent.Actor{ID: "test"})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return st
+}
+
+func (a *app) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: a.t, a: a, client: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+func (a *app) signIn(email string) *browser {
+	a.t.Helper()
+	b := a.browser()
+	res, body := b.post("/login", url.Values{"email": {email}, "password": {password}})
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/queue" {
+		a.t.Fatalf("sign in %s: %d %s", email, res.StatusCode, body)
+	}
+	_, page := b.get("/queue")
+	b.csrf = csrfFrom(page)
+	if b.csrf == "" {
+		a.t.Fatalf("no csrf token on the queue page")
+	}
+	return b
+}
+
+var csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func csrfFrom(page string) string {
+	if m := csrfRe.FindStringSubmatch(page); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+func (b *browser) get(path string) (*http.Response, string) {
+	b.t.Helper()
+	res, err := b.client.Get(b.a.srv.URL + path)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return res, string(body)
+}
+
+func (b *browser) post(path string, form url.Values) (*http.Response, string) {
+	b.t.Helper()
+	res, err := b.client.PostForm(b.a.srv.URL+path, form)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return res, string(body)
+}
+
+// pendingRefund starts a run whose $900 refund waits for approval; the
+// reason is text the model chose, shown to staff.
+func (a *app) pendingRefund(reason string) *models.ToolCall {
+	a.t.Helper()
+	st, err := a.runner.StartRun(context.Background(), agent.StartRequest{CustomerID: "cus_alice", CustomerName: "Alice",
+		Message: "refund $900 on order A1002 because " + reason})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	<-st.Done
+	calls, _ := a.store.RunCalls(context.Background(), st.Run.ID)
+	for i := range calls {
+		if calls[i].Status == models.CallPending {
+			return &calls[i]
+		}
+	}
+	a.t.Fatal("no pending call")
+	return nil
+}
+
+func TestEveryRouteChecksTheRole(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(agent.RoleSupervisor, "sam@x.test", "Sam")
+	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
+	a.staff(agent.RoleAdmin, "ada@x.test", "Ada")
+	action := a.pendingRefund("it broke")
+	browsers := map[string]*browser{"anonymous": a.browser(), "approver": a.signIn("ann@x.test"), "supervisor": a.signIn("sam@x.test"),
+		"auditor": a.signIn("aud@x.test"), "admin": a.signIn("ada@x.test")}
+	pages := []string{"/queue", "/actions/" + action.ID, "/runs", "/runs/" + action.RunID, "/audit", "/audit/export.csv", "/audit/export.jsonl", "/policy", "/tools"}
+	for who, b := range browsers {
+		for _, p := range pages {
+			res, _ := b.get(p)
+			want := http.StatusOK
+			if who == "anonymous" {
+				want = http.StatusSeeOther
+			}
+			if res.StatusCode != want {
+				t.Errorf("%s GET %s: %d, want %d", who, p, res.StatusCode, want)
+			}
+		}
+		res, _ := b.get("/staff")
+		want := map[string]int{"anonymous": 303, "admin": 200}[who]
+		if want == 0 {
+			want = 403
+		}
+		if res.StatusCode != want {
+			t.Errorf("%s GET /staff: %d, want %d", who, res.StatusCode, want)
+		}
+	}
+	// Posts: who may decide, who may administer.
+	posts := []struct {
+		path    string
+		form    url.Values
+		allowed map[string]bool
+	}{
+		{"/actions/" + action.ID + "/reject", url.Values{"reason": {"role matrix"}}, map[string]bool{"approver": true, "supervisor": true, "admin": true}},
+		{"/staff", url.Values{"email": {"new@x.test"}, "name": {"New"}, "role": {"auditor"}, "password": {password}}, map[string]bool{"admin": true}},
+	}
+	for _, p := range posts {
+		for _, who := range []string{"anonymous", "auditor", "approver", "supervisor", "admin"} {
+			if p.allowed[who] {
+				continue // tried last, once
+			}
+			b := browsers[who]
+			form := url.Values{"csrf": {b.csrf}}
+			for k, v := range p.form {
+				form[k] = v
+			}
+			res, body := b.post(p.path, form)
+			want := http.StatusForbidden
+			if who == "anonymous" {
+				want = http.StatusUnauthorized
+			}
+			if res.StatusCode != want {
+				t.Errorf("%s POST %s: %d, want %d: %.200s", who, p.path, res.StatusCode, want, body)
+			}
+		}
+	}
+	if c, _ := a.store.ToolCall(context.Background(), action.ID); c.Status != models.CallPending {
+		t.Fatalf("a refused post changed the action: %s", c.Status)
+	}
+	b := browsers["admin"]
+	if res, body := b.post("/staff", url.Values{"csrf": {b.csrf}, "email": {"new@x.test"}, "name": {"New"}, "role": {"auditor"}, "password": {password}}); res.StatusCode != 303 {
+		t.Fatalf("admin adds staff: %d %s", res.StatusCode, body)
+	}
+}
+
+func TestPostWithoutCSRFTokenIsRefused(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	action := a.pendingRefund("it broke")
+	b := a.signIn("ann@x.test")
+	for _, form := range []url.Values{{}, {"csrf": {"forged"}}} {
+		res, body := b.post("/actions/"+action.ID+"/approve", form)
+		if res.StatusCode != http.StatusForbidden || !strings.Contains(body, "did not come from Countersign") {
+			t.Fatalf("approve with csrf %v: %d %.300s", form, res.StatusCode, body)
+		}
+	}
+	if c, _ := a.store.ToolCall(context.Background(), action.ID); c.Status != models.CallPending {
+		t.Fatal("a forged post approved the action")
+	}
+	res, _ := b.post("/actions/"+action.ID+"/approve", url.Values{"csrf": {b.csrf}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("with the token: %d", res.StatusCode)
+	}
+}
+
+func TestArgumentsAreShownEscaped(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
+	action := a.pendingRefund(`<script>alert("x")</script> & 'quotes'`)
+	b := a.signIn("aud@x.test")
+	for _, p := range []string{"/actions/" + action.ID, "/audit", "/runs/" + action.RunID} {
+		_, body := b.get(p)
+		if strings.Contains(body, `<script>alert`) {
+			t.Fatalf("%s shows the script unescaped", p)
+		}
+		if !strings.Contains(body, `&lt;script&gt;alert(`) {
+			t.Fatalf("%s does not show the text at all:\n%.2000s", p, body)
+		}
+	}
+	res, _ := b.get("/actions/" + action.ID)
+	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Fatalf("CSP %q", csp)
+	}
+	if res.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatal("no nosniff")
+	}
+}
+
+func TestDoubleApproveThroughTwoSessions(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(agent.RoleApprover, "ben@x.test", "Ben")
+	action := a.pendingRefund("it broke")
+	ann, ben := a.signIn("ann@x.test"), a.signIn("ben@x.test")
+	var wg sync.WaitGroup
+	results := make([]string, 2)
+	for i, b := range []*browser{ann, ben} {
+		wg.Add(1)
+		go func(i int, b *browser) {
+			defer wg.Done()
+			res, body := b.post("/actions/"+action.ID+"/approve", url.Values{"csrf": {b.csrf}})
+			results[i] = res.Status + " " + body
+		}(i, b)
+	}
+	wg.Wait()
+	ok, conflict := 0, 0
+	for _, r := range results {
+		switch {
+		case strings.HasPrefix(r, "303"):
+			ok++
+		case strings.HasPrefix(r, "409") && strings.Contains(r, "already decided"):
+			conflict++
+		}
+	}
+	if ok != 1 || conflict != 1 {
+		t.Fatalf("results %.300q", results)
+	}
+	refunds, _ := a.store.OrderRefunds(context.Background(), "A1002")
+	if len(refunds) != 1 {
+		t.Fatalf("%d refunds", len(refunds))
+	}
+}
+
+func TestEditAndApproveInTheBrowserForm(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	action := a.pendingRefund("it broke")
+	b := a.signIn("ann@x.test")
+	// An invalid edit re-renders with the field's error and keeps the input.
+	res, body := b.post("/actions/"+action.ID+"/approve", url.Values{"csrf": {b.csrf}, "edit": {"1"}, "arg.amount": {"-3"}, "arg.order_id": {"A1002"}})
+	if res.StatusCode != 400 || !strings.Contains(body, "must be &gt; 0") || !strings.Contains(body, `value="-3"`) {
+		t.Fatalf("invalid edit: %d %.3000s", res.StatusCode, body)
+	}
+	res, _ = b.post("/actions/"+action.ID+"/approve", url.Values{"csrf": {b.csrf}, "edit": {"1"}, "arg.amount": {"450"}, "arg.order_id": {"A1002"}, "arg.reason": {"it broke"}})
+	if res.StatusCode != 303 {
+		t.Fatalf("edit: %d", res.StatusCode)
+	}
+	_, page := b.get("/actions/" + action.ID)
+	if !strings.Contains(page, `&#34;amount&#34;: 450`) || !strings.Contains(page, `&#34;amount&#34;: 900`) || !strings.Contains(page, "with edited arguments") {
+		t.Fatalf("the page does not show original and edited arguments:\n%.3000s", page)
+	}
+}
+
+func TestStaffAPI(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
+	action := a.pendingRefund("it broke")
+	annTok, _ := a.accounts.CreateAPIToken(context.Background(), "ann@x.test", agent.Actor{})
+	audTok, _ := a.accounts.CreateAPIToken(context.Background(), "aud@x.test", agent.Actor{})
+
+	if r := a.do("GET", "/api/v1/actions?status=pending", "", ""); r.Status != 401 || errCode(r) != "unauthorized" {
+		t.Fatalf("no token: %d %s", r.Status, r.Raw)
+	}
+	r := a.do("GET", "/api/v1/actions?status=pending", audTok, "")
+	list, _ := r.Body["actions"].([]any)
+	if r.Status != 200 || len(list) != 1 || list[0].(map[string]any)["id"] != action.ID {
+		t.Fatalf("list: %d %s", r.Status, r.Raw)
+	}
+	got := list[0].(map[string]any)
+	for _, k := range []string{"id", "run_id", "tool", "args", "status", "reason", "required_approvals", "approvals"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("action lacks %s", k)
+		}
+	}
+	if r := a.do("POST", "/api/v1/actions/"+action.ID+"/approve", audTok, `{}`); r.Status != 403 {
+		t.Fatalf("auditor approves: %d %s", r.Status, r.Raw)
+	}
+	if r := a.do("POST", "/api/v1/actions/"+action.ID+"/approve", annTok, `{"args":{"order_id":"A1002","amount":-1}}`); r.Status != 400 || !strings.Contains(r.Body["error"].(map[string]any)["message"].(string), "amount: must be > 0") {
+		t.Fatalf("invalid edit: %d %s", r.Status, r.Raw)
+	}
+	r = a.do("POST", "/api/v1/actions/"+action.ID+"/approve", annTok, `{"note":"ok","args":{"order_id":"A1002","amount":300}}`)
+	if r.Status != 200 || r.Body["final"] != true || r.Body["action"].(map[string]any)["status"] != "succeeded" {
+		t.Fatalf("approve: %d %s", r.Status, r.Raw)
+	}
+	if r := a.do("POST", "/api/v1/actions/"+action.ID+"/reject", annTok, `{"reason":"late"}`); r.Status != 409 {
+		t.Fatalf("reject after approve: %d %s", r.Status, r.Raw)
+	}
+	if r := a.do("GET", "/api/v1/actions/nope", annTok, ""); r.Status != 404 {
+		t.Fatalf("unknown id: %d", r.Status)
+	}
+	var o struct{}
+	_ = json.Unmarshal([]byte(r.Raw), &o)
+}
+
+func TestDisablingEndsSessionsAtOnce(t *testing.T) {
+	a := newApp(t)
+	ann := a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(agent.RoleAdmin, "ada@x.test", "Ada")
+	annB, adaB := a.signIn("ann@x.test"), a.signIn("ada@x.test")
+	if res, _ := adaB.post("/staff/"+ann.ID+"/disabled", url.Values{"csrf": {adaB.csrf}, "disabled": {"true"}}); res.StatusCode != 303 {
+		t.Fatalf("disable: %d", res.StatusCode)
+	}
+	if res, _ := annB.get("/queue"); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("disabled account still in: %d", res.StatusCode)
+	}
+	res, body := a.browser().post("/login", url.Values{"email": {"ann@x.test"}, "password": {password}})
+	if res.StatusCode != 403 || !strings.Contains(body, "disabled") {
+		t.Fatalf("disabled sign-in: %d", res.StatusCode)
+	}
+}
+
+func TestLogoutEndsTheSession(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	b := a.signIn("ann@x.test")
+	u, _ := url.Parse(a.srv.URL)
+	cookies := b.client.Jar.Cookies(u)
+	if res, _ := b.post("/logout", url.Values{"csrf": {b.csrf}}); res.StatusCode != 303 {
+		t.Fatalf("logout: %d", res.StatusCode)
+	}
+	// The old cookie, replayed, opens nothing.
+	replay := a.browser()
+	replay.client.Jar.SetCookies(u, cookies)
+	if res, _ := replay.get("/queue"); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("replayed cookie: %d", res.StatusCode)
+	}
+	for _, c := range cookies {
+		if c.Name == "cs_session" && (c.Value == "" || len(c.Value) < 40) {
+			t.Fatalf("weak session id %q", c.Value)
+		}
+	}
+}
+
+func TestLoginIsRateLimited(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	b := a.browser()
+	var last int
+	for i := 0; i < 7; i++ {
+		res, _ := b.post("/login", url.Values{"email": {"ann@x.test"}, "password": {"wrong password!"}})
+		last = res.StatusCode
+	}
+	if last != http.StatusTooManyRequests {
+		t.Fatalf("7th wrong attempt: %d", last)
+	}
+}
