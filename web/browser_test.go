@@ -1,0 +1,175 @@
+package web_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/countersign/countersign/agent"
+)
+
+// chromiumPath finds Chromium. Without it, browser tests skip on a
+// developer's machine and fail in CI, where .ci/run installs it.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p != "" {
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("Chromium is missing: .ci/run must install the chromium package")
+	}
+	t.Skip("Chromium is not installed (apt-get install chromium); browser tests skipped")
+	return ""
+}
+
+// newBrowser starts a headless Chromium; each person is a separate browser
+// context (own cookies) in it.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	browser, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(browser); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return browser
+}
+
+func person(t *testing.T, browser context.Context) context.Context {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(cancelT)
+	return ctx
+}
+
+// screenshot keeps a picture of the page as a test artefact (not committed).
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("CS_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", "artifacts", "screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("screenshot dir: %v", err)
+		return
+	}
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	_ = os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644)
+}
+
+func signInBrowser(t *testing.T, ctx context.Context, base, email string) {
+	t.Helper()
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(base+"/login"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=email]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=email]`), email),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), password),
+		chromedp.Click(chromedp.CSS(`button[type=submit].primary`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=queue]`)),
+	)
+	if err != nil {
+		t.Fatalf("sign in %s: %v", email, err)
+	}
+}
+
+func TestBrowserQueueIsLiveAndEditApproveReachesTheAudit(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleApprover, "ann@x.test", "Ann Approver")
+	a.staff(agent.RoleSupervisor, "sam@x.test", "Sam Supervisor")
+	browser := newBrowser(t)
+	ann, sam := person(t, browser), person(t, browser)
+
+	signInBrowser(t, ann, a.srv.URL, "ann@x.test")
+	signInBrowser(t, sam, a.srv.URL, "sam@x.test")
+	if err := chromedp.Do(ann, chromedp.WaitVisible(chromedp.CSS(`[data-testid=queue-empty]`))); err != nil {
+		t.Fatal(err)
+	}
+	screenshot(t, ann, "queue-empty")
+
+	// A customer's run pauses; both open queues show it without a reload.
+	action := a.pendingRefund("it arrived broken")
+	row := chromedp.CSS(`[data-action-id="` + action.ID + `"]`)
+	for who, ctx := range map[string]context.Context{"ann": ann, "sam": sam} {
+		if err := chromedp.Do(ctx, chromedp.WaitVisible(row)); err != nil {
+			t.Fatalf("%s's queue did not show the new action: %v", who, err)
+		}
+	}
+	text, err := chromedp.Run(ann, chromedp.Text(row))
+	if err != nil || !strings.Contains(text, "Refund of $900.00") || !strings.Contains(text, "$900.00") || !strings.Contains(text, "Alice") {
+		t.Fatalf("row %q: %v", text, err)
+	}
+	screenshot(t, ann, "queue")
+
+	// Ann edits the amount and approves.
+	err = chromedp.Do(ann,
+		chromedp.Click(chromedp.CSS(`[data-action-id="`+action.ID+`"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=args]`)),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	screenshot(t, ann, "action")
+	err = chromedp.Do(ann,
+		chromedp.Click(chromedp.CSS(`[data-testid=edit-toggle]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=field-amount]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=field-amount]`), "450"),
+		chromedp.Click(chromedp.CSS(`[data-testid=edit-approve]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=flash]`)),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flash, _ := chromedp.Run(ann, chromedp.Text(chromedp.CSS(`[data-testid=flash]`)))
+	if !strings.Contains(flash, "Approved") {
+		t.Fatalf("flash %q", flash)
+	}
+	screenshot(t, ann, "action-approved")
+
+	// It leaves Sam's open queue without a reload.
+	if err := chromedp.Do(sam, chromedp.WaitNotPresent(row)); err != nil {
+		t.Fatalf("the action stayed in the second queue: %v", err)
+	}
+	if refunds, _ := a.store.OrderRefunds(context.Background(), "A1002"); len(refunds) != 1 || refunds[0].AmountCents != 45000 {
+		t.Fatalf("refunds %+v", refunds)
+	}
+
+	// The audit page shows the decision with the approver's name.
+	err = chromedp.Do(ann, chromedp.Navigate(a.srv.URL+"/audit?tool=issue_refund"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=decided-by]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	who, _ := chromedp.Run(ann, chromedp.Text(chromedp.CSS(`[data-testid=decided-by]`)))
+	if !strings.Contains(who, "Ann Approver (approve)") {
+		t.Fatalf("decided by %q", who)
+	}
+	screenshot(t, ann, "audit")
+	for _, p := range []string{"/runs", "/runs/" + action.RunID, "/policy", "/tools"} {
+		if err := chromedp.Do(ann, chromedp.Navigate(a.srv.URL+p), chromedp.WaitVisible(chromedp.CSS(`main`))); err == nil {
+			screenshot(t, ann, strings.ReplaceAll(strings.Trim(p, "/"), "/", "-"))
+		}
+	}
+}
