@@ -43,7 +43,7 @@ type Turn struct {
 // A tool call whose decision is needs_approval is what staff call an action;
 // the action shares the call's id.
 type ToolCall struct {
-	ID         string `gorm:"primaryKey;size:40"`
+	ID         string `gorm:"primaryKey;size:40;index:idx_tool_calls_created,priority:2"`
 	RunID      string `gorm:"size:40;index;not null"`
 	Run        *Run   `gorm:"constraint:OnDelete:RESTRICT"`
 	CustomerID string `gorm:"size:64"`
@@ -77,7 +77,7 @@ type ToolCall struct {
 	ErrorDetail    string `gorm:"type:text"` // for staff only
 	Result         string `gorm:"type:text"`
 
-	CreatedAt  time.Time `gorm:"index:idx_tool_calls_status_created,priority:2;index:idx_tool_calls_created"`
+	CreatedAt  time.Time `gorm:"index:idx_tool_calls_status_created,priority:2;index:idx_tool_calls_created,priority:1"`
 	UpdatedAt  time.Time
 	DecidedAt  *time.Time
 	FinishedAt *time.Time

@@ -366,3 +366,64 @@ func TestLoginIsRateLimited(t *testing.T) {
 		t.Fatalf("7th wrong attempt: %d", last)
 	}
 }
+
+func TestAuditFiltersPagesAndExports(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
+	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	ctx := context.Background()
+	// 60 reads and one refund decided by Ann.
+	for i := 0; i < 60; i++ {
+		st, err := a.runner.StartRun(ctx, agent.StartRequest{CustomerID: "cus_bob", CustomerName: "Bob", Message: "where is B2001?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-st.Done
+	}
+	action := a.pendingRefund("it broke")
+	ann, _ := a.store.StaffByEmail(ctx, "ann@x.test")
+	if _, err := a.gate.Approve(ctx, action.ID, agent.ActorOf(ann), agent.ApproveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	b := a.signIn("aud@x.test")
+	_, page := b.get("/audit")
+	if n := strings.Count(page, `data-testid="audit-row"`); n != 50 {
+		t.Fatalf("first page has %d rows", n)
+	}
+	if !strings.Contains(page, "audit chain intact") {
+		t.Fatal("no chain status")
+	}
+	next := regexp.MustCompile(`href="(/audit\?[^"]*after=[^"]+)" data-testid="next-page"`).FindStringSubmatch(page)
+	if next == nil {
+		t.Fatal("no next page link")
+	}
+	_, page2 := b.get(strings.ReplaceAll(next[1], "&amp;", "&"))
+	if n := strings.Count(page2, `data-testid="audit-row"`); n != 11 {
+		t.Fatalf("second page has %d rows", n)
+	}
+	_, byStaff := b.get("/audit?staff=Ann")
+	if n := strings.Count(byStaff, `data-testid="audit-row"`); n != 1 || !strings.Contains(byStaff, "Ann (approve)") {
+		t.Fatalf("staff filter: %d rows", n)
+	}
+	_, byText := b.get("/audit?q=B2001&tool=get_order_status")
+	if n := strings.Count(byText, `data-testid="audit-row"`); n != 50 {
+		t.Fatalf("text filter: %d rows", n)
+	}
+	if res, _ := b.get("/audit?decision=maybe"); res.StatusCode != 400 {
+		t.Fatalf("bad filter: %d", res.StatusCode)
+	}
+	res, csvBody := b.get("/audit/export.csv?tool=issue_refund")
+	lines := strings.Split(strings.TrimSpace(csvBody), "\n")
+	if res.Header.Get("Content-Type") != "text/csv; charset=utf-8" || len(lines) != 2 || !strings.Contains(lines[1], "Ann (approve)") {
+		t.Fatalf("csv %q", csvBody)
+	}
+	_, jsonl := b.get("/audit/export.jsonl")
+	rows := strings.Split(strings.TrimSpace(jsonl), "\n")
+	if len(rows) != 61 {
+		t.Fatalf("jsonl has %d rows", len(rows))
+	}
+	var first map[string]any
+	if err := json.Unmarshal([]byte(rows[0]), &first); err != nil || first["tool"] != "issue_refund" || first["policy_version"] == "" {
+		t.Fatalf("jsonl row %v %v", first, err)
+	}
+}
