@@ -43,7 +43,7 @@ func (s *Store) ListRuns(ctx context.Context, status string, afterUpdated time.T
 		q = q.Where("status = ?", status)
 	}
 	if afterID != "" {
-		q = q.Where("(updated_at < ?) OR (updated_at = ? AND id < ?)", afterUpdated, afterUpdated, afterID)
+		q = q.Where("(updated_at, id) < (?, ?)", afterUpdated, afterID)
 	}
 	var rows []RunRow
 	err := q.Order("updated_at DESC, id DESC").Limit(limit).Scan(&rows).Error
@@ -103,7 +103,9 @@ func (s *Store) auditQuery(ctx context.Context, q AuditQuery) *gorm.DB {
 		db = db.Where("tool_calls.created_at < ?", q.To.UTC())
 	}
 	if q.BeforeID != "" {
-		db = db.Where("(tool_calls.created_at < ?) OR (tool_calls.created_at = ? AND tool_calls.id < ?)", q.BeforeCreated, q.BeforeCreated, q.BeforeID)
+		// A row-value comparison, which SQLite and PostgreSQL both answer
+		// from the (created_at, id) index.
+		db = db.Where("(tool_calls.created_at, tool_calls.id) < (?, ?)", q.BeforeCreated, q.BeforeID)
 	}
 	return db.Order("tool_calls.created_at DESC, tool_calls.id DESC")
 }

@@ -43,15 +43,15 @@ type Turn struct {
 // A tool call whose decision is needs_approval is what staff call an action;
 // the action shares the call's id.
 type ToolCall struct {
-	ID         string `gorm:"primaryKey;size:40;index:idx_tool_calls_created,priority:2"`
+	ID         string `gorm:"primaryKey;size:40;index:idx_tool_calls_created,priority:2;index:idx_tool_calls_status_created,priority:3;index:idx_tool_calls_tool_created,priority:3;index:idx_tool_calls_customer_created,priority:3"`
 	RunID      string `gorm:"size:40;index;not null"`
 	Run        *Run   `gorm:"constraint:OnDelete:RESTRICT"`
-	CustomerID string `gorm:"size:64"`
+	CustomerID string `gorm:"size:64;index:idx_tool_calls_customer_created,priority:1"`
 	// TurnID and ModelCallID say which assistant turn asked for the call and
 	// under which of its call ids (0 and "" for calls made outside a run loop).
 	TurnID      int64  `gorm:"default:0"`
 	ModelCallID string `gorm:"size:100"`
-	Tool        string `gorm:"size:100"`
+	Tool        string `gorm:"size:100;index:idx_tool_calls_tool_created,priority:1"`
 	Risk        string `gorm:"size:16"`
 	// RawArgs is exactly what the model sent.
 	RawArgs string `gorm:"type:text"`
@@ -77,7 +77,7 @@ type ToolCall struct {
 	ErrorDetail    string `gorm:"type:text"` // for staff only
 	Result         string `gorm:"type:text"`
 
-	CreatedAt  time.Time `gorm:"index:idx_tool_calls_status_created,priority:2;index:idx_tool_calls_created,priority:1"`
+	CreatedAt  time.Time `gorm:"index:idx_tool_calls_status_created,priority:2;index:idx_tool_calls_created,priority:1;index:idx_tool_calls_tool_created,priority:2;index:idx_tool_calls_customer_created,priority:2"`
 	UpdatedAt  time.Time
 	DecidedAt  *time.Time
 	FinishedAt *time.Time

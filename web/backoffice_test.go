@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
@@ -389,6 +390,12 @@ func TestAuditFiltersPagesAndExports(t *testing.T) {
 	_, page := b.get("/audit")
 	if n := strings.Count(page, `data-testid="audit-row"`); n != 50 {
 		t.Fatalf("first page has %d rows", n)
+	}
+	// The chain is verified in the background; the next load shows it.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(page, "audit chain intact") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		_, page = b.get("/audit")
 	}
 	if !strings.Contains(page, "audit chain intact") {
 		t.Fatal("no chain status")

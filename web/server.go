@@ -40,10 +40,11 @@ type Server struct {
 	hub    *QueueHub
 	logins *loginLimiter
 
-	chainMu   sync.Mutex
-	chainAt   time.Time
-	chainOK   bool
-	chainText string
+	chainMu      sync.Mutex
+	chainRunning bool
+	chainAt      time.Time
+	chainOK      bool
+	chainText    string
 }
 
 // New builds the server with its middleware and routes.

@@ -1,0 +1,433 @@
+// Command backoffice seeds a database with a large history (pending actions
+// and decided calls) and measures the back office against it: the server
+// time of /queue and /audit, export rows per second, the query plans, and
+// live updates to many open queue streams.
+//
+//	go run ./bench/backoffice -calls 1000000 -pending 10000 -clients 1000
+package main
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/shop"
+	"github.com/countersign/countersign/web"
+)
+
+func main() {
+	calls := flag.Int("calls", 1_000_000, "decided tool calls to seed")
+	pending := flag.Int("pending", 10_000, "pending actions to seed")
+	clients := flag.Int("clients", 1000, "queue streams to open")
+	dir := flag.String("dir", "", "where to keep the database (default: a temporary directory)")
+	flag.Parse()
+	if err := run(*calls, *pending, *clients, *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "backoffice:", err)
+		os.Exit(1)
+	}
+}
+
+func run(nCalls, nPending, nClients int, dir string) error {
+	ctx := context.Background()
+	if dir == "" {
+		d, err := os.MkdirTemp("", "cs-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	path := filepath.Join(dir, "bench.db")
+	t0 := time.Now()
+	if err := seed(path, nCalls, nPending); err != nil {
+		return err
+	}
+	fi, _ := os.Stat(path)
+	fmt.Printf("seeded %d decided calls and %d pending actions in %s (%.0f MB)\n", nCalls, nPending, time.Since(t0).Round(time.Second), float64(fi.Size())/1e6)
+
+	store, err := models.Open(path, models.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if _, err := store.SeedDemoShop(ctx); err != nil {
+		return err
+	}
+	reg, _ := tools.NewRegistry(shop.Tools(store)...)
+	policy, err := agent.LoadPolicy(agent.DefaultPolicyYAML, "default", reg)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.DiscardHandler)
+	gate := agent.NewGate(store, reg, policy, log)
+	runner := agent.NewRunner(store, gate, agent.Offline{}, log)
+	defer runner.Close()
+	accounts := agent.NewAccounts(store)
+	ws := web.New(web.Config{Log: log, Gate: gate, Runner: runner, Store: store, Accounts: accounts})
+	gate.OnActionChange = ws.Hub().Changed
+	hubCtx, stopHub := context.WithCancel(ctx)
+	defer stopHub()
+	go ws.Hub().Run(hubCtx)
+	srv := httptest.NewServer(ws.Handler())
+	defer srv.Close()
+
+	const pw = "benchmark password 1"
+	admin, err := accounts.AddStaff(ctx, "bench@x.test", "Bench Admin", agent.RoleAdmin, pw, agent.Actor{})
+	if err != nil {
+		return err
+	}
+	client, err := signIn(srv.URL, "bench@x.test", pw)
+	if err != nil {
+		return err
+	}
+
+	fmt.Println("\nquery plans:")
+	if err := plans(path); err != nil {
+		return err
+	}
+
+	fmt.Println("\npage times (client-measured over loopback, 20 requests each):")
+	deepAt := min(900_000, nCalls*9/10)
+	deep, err := deepCursor(path, deepAt)
+	if err != nil {
+		return err
+	}
+	for _, p := range []struct{ name, path string }{
+		{"/queue", "/queue"},
+		{"/audit first page", "/audit"},
+		{fmt.Sprintf("/audit deep page (row %d)", deepAt), "/audit?after=" + url.QueryEscape(deep)},
+		{"/audit filtered (tool=cancel_order)", "/audit?tool=cancel_order"},
+		{"/audit filtered (status=rejected, deep)", "/audit?status=rejected&after=" + url.QueryEscape(deep)},
+		{"/audit filtered by staff (Ben)", "/audit?staff=Ben"},
+	} {
+		d, err := timeGet(client, srv.URL+p.path, 20)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		fmt.Printf("  %-42s p50 %6.1f ms   p90 %6.1f ms\n", p.name, ms(d[len(d)/2]), ms(d[len(d)*9/10]))
+	}
+
+	fmt.Println("\nexport:")
+	for _, p := range []string{"/audit/export.csv?tool=issue_refund", "/audit/export.jsonl?tool=issue_refund"} {
+		start := time.Now()
+		res, err := client.Get(srv.URL + p)
+		if err != nil {
+			return err
+		}
+		rows := 0
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			rows++
+		}
+		res.Body.Close()
+		el := time.Since(start)
+		fmt.Printf("  %-40s %d rows in %s: %.0f rows/s\n", p, rows, el.Round(time.Millisecond), float64(rows)/el.Seconds())
+	}
+
+	fmt.Printf("\nlive updates: %d open queue streams\n", nClients)
+	return liveUpdates(ctx, srv.URL, client, gate, store, admin, nClients)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+var tools5 = []string{"get_order_status", "list_orders", "update_shipping_address", "cancel_order", "issue_refund"}
+
+// seed writes the history with plain SQL in large transactions: the schema
+// is the application's own (models.Open migrates it first).
+func seed(path string, nCalls, nPending int) error {
+	s, err := models.Open(path, models.Options{})
+	if err != nil {
+		return err
+	}
+	s.Close()
+	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_synchronous=OFF&_foreign_keys=off")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const nRuns = 20_000
+	tx, _ := db.Begin()
+	runStmt, _ := tx.Prepare(`INSERT INTO runs (id, customer_id, customer_name, channel, status, token_hash, last_error, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?)`)
+	start := time.Now().UTC().Add(-90 * 24 * time.Hour)
+	runs := make([]string, nRuns)
+	for i := range runs {
+		runs[i] = fmt.Sprintf("run_bench%08d", i)
+		at := start.Add(time.Duration(i) * 90 * 24 * time.Hour / nRuns)
+		if _, err := runStmt.Exec(runs[i], fmt.Sprintf("cus_%05d", i%5000), fmt.Sprintf("Customer %d", i%5000), "api", "waiting", fmt.Sprintf("h%d", i), "", at, at); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	insertCalls := func(n int, pendingOnes bool, offset int) error {
+		var tx *sql.Tx
+		var callStmt, apprStmt *sql.Stmt
+		for i := 0; i < n; i++ {
+			if i%20000 == 0 {
+				if tx != nil {
+					if err := tx.Commit(); err != nil {
+						return err
+					}
+				}
+				tx, _ = db.Begin()
+				callStmt, _ = tx.Prepare(`INSERT INTO tool_calls (id, run_id, customer_id, turn_id, model_call_id, tool, risk, raw_args, args, args_hash, original_args,
+					status, decision, rule, reason, policy_version, required_approvals, required_role, expires_at, idempotency_key, error, error_detail, result,
+					created_at, updated_at, decided_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
+				apprStmt, _ = tx.Prepare(`INSERT INTO approvals (tool_call_id, staff_id, staff_name, staff_role, verdict, note, args, args_hash, edited, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)`)
+			}
+			k := offset + i
+			id := fmt.Sprintf("call_bench%09d", k)
+			run := runs[rng.IntN(nRuns)]
+			at := start.Add(time.Duration(k) * 90 * 24 * time.Hour / time.Duration(nCalls+nPending))
+			tool := tools5[rng.IntN(len(tools5))]
+			args := fmt.Sprintf(`{"order_id":"A%06d"}`, rng.IntN(999999))
+			status, decision, rule, reason, verdict := "succeeded", "allow", "default:read", "reads are allowed", ""
+			required := 0
+			var expires any
+			if tool == "issue_refund" || tool == "cancel_order" {
+				args = fmt.Sprintf(`{"amount":%d,"order_id":"A%06d"}`, 51+rng.IntN(2000), rng.IntN(999999))
+				decision, rule, reason, required = "needs_approval", "refund-needs-approval", "Refund", 1
+				switch r := rng.IntN(10); {
+				case r < 7:
+					status, verdict = "succeeded", "approve"
+				case r < 9:
+					status, verdict = "rejected", "reject"
+				default:
+					status = "expired"
+				}
+			}
+			if pendingOnes {
+				tool, status, decision, required = "issue_refund", "pending", "needs_approval", 1
+				args = fmt.Sprintf(`{"amount":%d,"order_id":"A%06d"}`, 51+rng.IntN(2000), rng.IntN(999999))
+				rule, reason, verdict = "refund-needs-approval", "Refund of a bench order", ""
+				expires = time.Now().UTC().Add(24 * time.Hour)
+			}
+			if _, err := callStmt.Exec(id, run, "cus_x", 0, "", tool, "high_write", args, args, "hash", "", status, decision, rule, reason,
+				"benchpolicyversion", required, "", expires, "k"+id, "", "", "", at, at, at, at); err != nil {
+				return err
+			}
+			if verdict != "" {
+				staff := []string{"Ann", "Ben", "Sam"}[rng.IntN(3)]
+				if _, err := apprStmt.Exec(id, "stf_"+staff, staff, "approver", verdict, "", args, "hash", false, at); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.Commit()
+	}
+	if err := insertCalls(nCalls, false, 0); err != nil {
+		return err
+	}
+	if err := insertCalls(nPending, true, nCalls); err != nil {
+		return err
+	}
+	_, err = db.Exec("ANALYZE")
+	return err
+}
+
+func plans(path string) error {
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, q := range []struct{ name, sql string }{
+		{"queue", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE tool_calls.status = 'pending' ORDER BY tool_calls.created_at, tool_calls.id LIMIT 100`},
+		{"queue approvals", `SELECT COUNT(DISTINCT a.staff_id) FROM approvals a WHERE a.tool_call_id = 'x' AND a.verdict = 'approve' AND a.args_hash = 'h'`},
+		{"audit page", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE (tool_calls.created_at, tool_calls.id) < ('2026-01-01', 'x') ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
+		{"audit by tool", `SELECT tool_calls.* FROM tool_calls WHERE tool_calls.tool = 'cancel_order' ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
+		{"audit by customer", `SELECT tool_calls.* FROM tool_calls WHERE tool_calls.customer_id = 'cus_x' ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
+		{"run transcript calls", `SELECT * FROM tool_calls WHERE run_id = 'x' ORDER BY created_at, id`},
+	} {
+		rows, err := db.Query("EXPLAIN QUERY PLAN " + q.sql)
+		if err != nil {
+			return err
+		}
+		var steps []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				return err
+			}
+			steps = append(steps, detail)
+		}
+		rows.Close()
+		fmt.Printf("  %-22s %s\n", q.name, strings.Join(steps, " | "))
+	}
+	return nil
+}
+
+func deepCursor(path string, offset int) (string, error) {
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var at time.Time
+	var id string
+	err = db.QueryRow(`SELECT created_at, id FROM tool_calls ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?`, offset).Scan(&at, &id)
+	return at.UTC().Format(time.RFC3339Nano) + "|" + id, err
+}
+
+var csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func signIn(base, email, pw string) (*http.Client, error) {
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	res, err := c.PostForm(base+"/login", url.Values{"email": {email}, "password": {pw}})
+	if err != nil {
+		return nil, err
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		return nil, fmt.Errorf("sign in: %d", res.StatusCode)
+	}
+	return c, nil
+}
+
+func timeGet(c *http.Client, u string, n int) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := 0; i < n+2; i++ {
+		start := time.Now()
+		res, err := c.Get(u)
+		if err != nil {
+			return nil, err
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			return nil, fmt.Errorf("%s: %d", u, res.StatusCode)
+		}
+		if i >= 2 { // two warm-up requests
+			out = append(out, time.Since(start))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+func rssMB() float64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:")), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func liveUpdates(ctx context.Context, base string, signedIn *http.Client, gate *agent.Gate, store *models.Store, admin *models.Staff, n int) error {
+	runtime.GC()
+	before := rssMB()
+	var ms0 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	transport := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: 0}
+	jar := signedIn.Jar
+	var ready, got sync.WaitGroup
+	ready.Add(n)
+	var received atomic.Int64
+	var armed atomic.Bool
+	var lastAt atomic.Int64
+	streamCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	for i := 0; i < n; i++ {
+		go func() {
+			c := &http.Client{Jar: jar, Transport: transport}
+			req, _ := http.NewRequestWithContext(streamCtx, "GET", base+"/queue/events", nil)
+			res, err := c.Do(req)
+			if err != nil {
+				ready.Done()
+				return
+			}
+			defer res.Body.Close()
+			br := bufio.NewReaderSize(res.Body, 4<<10)
+			first := true
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if line == "\n" { // end of one event
+					if first {
+						first = false
+						ready.Done()
+						continue
+					}
+					if armed.Load() {
+						lastAt.Store(time.Now().UnixNano())
+						if received.Add(1) == int64(n) {
+							got.Done()
+						}
+						armed.Store(armed.Load())
+					}
+				}
+			}
+		}()
+	}
+	ready.Wait()
+	runtime.GC()
+	var ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms1)
+	after := rssMB()
+	fmt.Printf("  memory with %d streams open: RSS %.0f MB -> %.0f MB (+%.1f kB per stream), Go heap in use +%.1f MB\n",
+		n, before, after, (after-before)*1024/float64(n), float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse))/1e6)
+
+	var lats []time.Duration
+	for round := 0; round < 5; round++ {
+		pend, err := store.PendingActions(ctx, 1)
+		if err != nil || len(pend) == 0 {
+			return fmt.Errorf("no pending action: %v", err)
+		}
+		received.Store(0)
+		got.Add(1)
+		armed.Store(true)
+		start := time.Now()
+		if err := gate.Reject(ctx, pend[0].ID, agent.ActorOf(admin), "benchmark"); err != nil {
+			return err
+		}
+		done := make(chan struct{})
+		go func() { got.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("only %d of %d streams got the update", received.Load(), n)
+		}
+		armed.Store(false)
+		lats = append(lats, time.Duration(lastAt.Load()-start.UnixNano()))
+		time.Sleep(200 * time.Millisecond) // let stragglers of this round drain
+	}
+	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
+	fmt.Printf("  decision to all %d streams having the new queue: median %.1f ms, worst %.1f ms (5 decisions)\n", n, ms(lats[len(lats)/2]), ms(lats[len(lats)-1]))
+	return nil
+}
