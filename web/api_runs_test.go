@@ -31,7 +31,9 @@ type app struct {
 	srv      *httptest.Server
 }
 
-func newApp(t *testing.T) *app {
+func newApp(t *testing.T) *app { return newAppWith(t, nil) }
+
+func newAppWith(t *testing.T, configure func(*web.Config)) *app {
 	t.Helper()
 	store, err := models.Open(filepath.Join(t.TempDir(), "cs.db"), models.Options{})
 	if err != nil {
@@ -50,8 +52,12 @@ func newApp(t *testing.T) *app {
 	broker := web.NewBroker()
 	runner.OnEvent = broker.Publish
 	accounts := agent.NewAccounts(store)
-	ws := web.New(web.Config{Log: discardLog(), Gate: gate, Runner: runner, Store: store, Broker: broker,
-		Customers: web.NewCustomerVerifier(secret), Accounts: accounts, ReplyWait: 5 * time.Second})
+	cfg := web.Config{Log: discardLog(), Gate: gate, Runner: runner, Store: store, Broker: broker,
+		Customers: web.NewCustomerVerifier(secret), Accounts: accounts, ReplyWait: 5 * time.Second, DemoSecret: secret}
+	if configure != nil {
+		configure(&cfg)
+	}
+	ws := web.New(cfg)
 	gate.OnActionChange = ws.Hub().Changed
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	go ws.Hub().Run(hubCtx)

@@ -48,6 +48,13 @@ func (s *Server) routes() {
 	e.POST("/staff/:id/role", s.staffRole, admins...)
 	e.POST("/staff/:id/disabled", s.staffDisabled, admins...)
 
+	e.GET("/widget.js", s.widgetJS)
+	e.GET("/demo", s.demoPage)
+	e.GET("/chat", s.chatPage, s.chatHeaders)
+	e.GET("/chat/events", s.chatEvents, s.chatHeaders)
+	e.POST("/chat/messages", s.chatMessage, s.chatHeaders)
+	e.POST("/chat/identity", s.chatIdentity, s.chatHeaders)
+
 	api := e.Group("/api/v1")
 	actions := api.Group("/actions", s.requireStaffToken)
 	actions.GET("", s.apiActions)

@@ -25,6 +25,10 @@ type Config struct {
 	Broker    *Broker
 	Customers *CustomerVerifier
 	Accounts  *agent.Accounts
+	// WidgetOrigins may embed the chat frame (frame-ancestors).
+	WidgetOrigins []string
+	// DemoSecret signs demo customer tokens for /demo; empty without --demo.
+	DemoSecret string
 	// ReplyWait is how long a request that starts model work waits for the
 	// reply before answering with the run as it stands.
 	ReplyWait time.Duration
@@ -39,6 +43,9 @@ type Server struct {
 	cfg    Config
 	hub    *QueueHub
 	logins *loginLimiter
+
+	chatIP       *chatLimiter
+	chatRunLimit *chatLimiter
 
 	chainMu      sync.Mutex
 	chainRunning bool
@@ -60,7 +67,9 @@ func New(cfg Config) *Server {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	s := &Server{echo: e, cfg: cfg, logins: newLoginLimiter()}
+	s := &Server{echo: e, cfg: cfg, logins: newLoginLimiter(),
+		chatIP:       newChatLimiter(3*time.Second, 20), // 20 at once, then 20 a minute per address
+		chatRunLimit: newChatLimiter(4*time.Second, 8)}  // 8 at once, then 15 a minute per conversation
 	s.hub = NewQueueHub(s.renderQueueRows, cfg.Log)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())

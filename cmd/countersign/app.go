@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -107,8 +108,17 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 			return fail(err)
 		}
 	}
+	origins, err := parseOrigins(cfg.WidgetOrigins)
+	if err != nil {
+		a.runner.Close()
+		return fail(err)
+	}
+	demoSecret := ""
+	if cfg.Demo {
+		demoSecret = secret
+	}
 	srv := web.New(web.Config{Log: log, Gate: a.gate, Runner: a.runner, Store: store, Broker: a.broker,
-		Customers: web.NewCustomerVerifier(secret), Accounts: a.accounts})
+		Customers: web.NewCustomerVerifier(secret), Accounts: a.accounts, WidgetOrigins: origins, DemoSecret: demoSecret})
 	a.hub = srv.Hub()
 	a.gate.OnActionChange = a.hub.Changed
 	a.baseCtx, a.stopReqs = context.WithCancel(context.Background())
@@ -165,6 +175,23 @@ func newModel(cfg config) (agent.Model, error) {
 		return agent.NewAnthropic(pc), nil
 	}
 	return nil, fmt.Errorf("--model %q: use offline, openai or anthropic", cfg.Model)
+}
+
+// parseOrigins reads --widget-origins: "https://shop.example, https://www.shop.example".
+func parseOrigins(list string) ([]string, error) {
+	var out []string
+	for _, o := range strings.Split(list, ",") {
+		o = strings.TrimSpace(o)
+		if o == "" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return nil, fmt.Errorf("--widget-origins: %q is not an origin such as https://shop.example", o)
+		}
+		out = append(out, u.Scheme+"://"+u.Host)
+	}
+	return out, nil
 }
 
 func randomSecret() string {

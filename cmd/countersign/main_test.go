@@ -138,3 +138,15 @@ func TestUnknownCommand(t *testing.T) {
 		t.Fatalf("code %d\n%s", code, out)
 	}
 }
+
+func TestWidgetOriginsAreChecked(t *testing.T) {
+	got, err := parseOrigins(" https://shop.example , http://localhost:3000/ ")
+	if err != nil || len(got) != 2 || got[0] != "https://shop.example" || got[1] != "http://localhost:3000" {
+		t.Fatalf("%v %v", got, err)
+	}
+	for _, bad := range []string{"shop.example", "https://shop.example/path", "ftp://x", "https://x?y=1"} {
+		if _, err := parseOrigins(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+// The chat frame: talks to its embedding page (widget.js) and keeps the
+// conversation comfortable to use. No inline script: the CSP forbids it.
+(function () {
+  "use strict";
+  var input = document.getElementById("msg");
+  var tokenField = document.getElementById("customer-token");
+  var embedded = window.parent !== window;
+
+  function identify() {
+    htmx.ajax("POST", "/chat/identity", { target: "#identity", swap: "innerHTML", values: { customer_token: tokenField.value } });
+  }
+  function scrollDown() {
+    var log = document.getElementById("chat-log");
+    if (log) log.scrollTop = log.scrollHeight;
+    window.scrollTo(0, document.body.scrollHeight);
+  }
+
+  window.addEventListener("message", function (e) {
+    // Only the page that embeds this frame may talk to it; frame-ancestors
+    // decides which pages may do that.
+    if (e.source !== window.parent || !e.data) return;
+    if (e.data.type === "countersign:token") {
+      tokenField.value = typeof e.data.token === "string" ? e.data.token : "";
+      identify();
+    }
+    if (e.data.type === "countersign:focus") input.focus();
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    if (embedded) window.parent.postMessage({ type: "countersign:ready" }, "*");
+    else identify();
+    scrollDown();
+    input.focus();
+  });
+  input.addEventListener("keydown", function (e) {
+    if (e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault();
+      if (input.value.trim() !== "") document.getElementById("chat-form").requestSubmit();
+    }
+  });
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "Escape" && embedded) window.parent.postMessage({ type: "countersign:close" }, "*");
+  });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    if (e.detail.elt && e.detail.elt.id === "chat-form" && e.detail.successful) {
+      input.value = "";
+      input.focus();
+    }
+  });
+  // Errors (a rate limit, a message too long) come back as a conversation
+  // with the reason in it: show it instead of dropping it.
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    if (e.detail.xhr.status >= 400 && e.detail.xhr.status < 500 && e.detail.elt.id === "chat-form") {
+      e.detail.shouldSwap = true;
+      e.detail.isError = false;
+    }
+  });
+  document.addEventListener("htmx:afterSwap", scrollDown);
+  document.addEventListener("htmx:sseMessage", scrollDown);
+})();

@@ -1,0 +1,328 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/time/rate"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/views"
+)
+
+// The chat frame is the widget's panel: an iframe on Countersign's own
+// origin, so the shop's page can neither style nor script the conversation.
+// The run token lives in an HttpOnly cookie scoped to /chat (partitioned per
+// shop site over TLS); it never appears in a URL or a log line.
+
+const chatCookie = "cs_chat"
+
+// chatLimiter limits messages per client address and per run.
+type chatLimiter struct {
+	mu      sync.Mutex
+	byKey   map[string]*rate.Limiter
+	cleaned time.Time
+	every   time.Duration
+	burst   int
+}
+
+func newChatLimiter(every time.Duration, burst int) *chatLimiter {
+	return &chatLimiter{byKey: map[string]*rate.Limiter{}, every: every, burst: burst}
+}
+
+func (l *chatLimiter) allow(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if time.Since(l.cleaned) > 30*time.Minute {
+		l.byKey, l.cleaned = map[string]*rate.Limiter{}, time.Now()
+	}
+	lim := l.byKey[key]
+	if lim == nil {
+		lim = rate.NewLimiter(rate.Every(l.every), l.burst)
+		l.byKey[key] = lim
+	}
+	return lim.Allow()
+}
+
+// chatHeaders lets the chat frame be embedded by the configured shop
+// origins, and nobody else.
+func (s *Server) chatHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	ancestors := "'self'"
+	for _, o := range s.cfg.WidgetOrigins {
+		ancestors += " " + o
+	}
+	csp := "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; object-src 'none'; frame-ancestors " + ancestors
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Del("X-Frame-Options")
+		h.Set("Cache-Control", "no-store")
+		return next(c)
+	}
+}
+
+// chatRun finds the run of the chat cookie, if any.
+func (s *Server) chatRun(c echo.Context) *models.Run {
+	ck, err := c.Cookie(chatCookie)
+	if err != nil || ck.Value == "" {
+		return nil
+	}
+	run, err := s.cfg.Store.RunByTokenHash(c.Request().Context(), agent.HashToken(ck.Value))
+	if err != nil || run.Status == models.RunClosed {
+		return nil
+	}
+	return run
+}
+
+func (s *Server) setChatCookie(c echo.Context, token string) {
+	ck := &http.Cookie{Name: chatCookie, Value: token, Path: "/chat", MaxAge: 30 * 24 * 3600, HttpOnly: true, SameSite: http.SameSiteLaxMode}
+	if c.Request().TLS != nil {
+		// Inside a shop's page the frame is a third party: the cookie must
+		// be SameSite=None, and is partitioned per shop site (CHIPS).
+		ck.Secure, ck.SameSite, ck.Partitioned = true, http.SameSiteNoneMode, true
+	}
+	c.SetCookie(ck)
+}
+
+func (s *Server) chatView(ctx context.Context, run *models.Run) (views.ChatView, error) {
+	if run == nil {
+		return views.ChatView{}, nil
+	}
+	turns, err := s.cfg.Store.Turns(ctx, run.ID, 0)
+	if err != nil {
+		return views.ChatView{}, err
+	}
+	v := views.ChatView{HasRun: true, Working: run.Status == models.RunActive}
+	for _, t := range turns {
+		if t.Role == models.RoleTool || (t.Role == models.RoleAssistant && t.Text == "") {
+			continue // results are for the model; empty assistant turns only asked for tools
+		}
+		v.Turns = append(v.Turns, views.ChatTurn{Seq: t.Seq, Role: t.Role, Text: t.Text})
+	}
+	return v, nil
+}
+
+func (s *Server) chatPage(c echo.Context) error {
+	v, err := s.chatView(c.Request().Context(), s.chatRun(c))
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.ChatPage(v))
+}
+
+// chatIdentity tells the frame who the customer token names.
+func (s *Server) chatIdentity(c echo.Context) error {
+	if err := sameOriginHTMX(c); err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.ChatIdentity(s.identityFor(c.FormValue("customer_token"))))
+}
+
+func (s *Server) identityFor(token string) views.ChatIdentityView {
+	if strings.TrimSpace(token) == "" {
+		return views.ChatIdentityView{Anonymous: true}
+	}
+	cust, err := s.cfg.Customers.Verify(token)
+	if err != nil {
+		return views.ChatIdentityView{Anonymous: true, Problem: strings.TrimSuffix(agent.ErrorMessage(err), ": sign the customer in again")}
+	}
+	name := cust.Name
+	if name == "" {
+		name = cust.ID
+	}
+	return views.ChatIdentityView{Name: name}
+}
+
+// sameOriginHTMX refuses chat posts that did not come from the chat frame
+// itself: a cross-site form cannot send the HX-Request header, and browsers
+// name the origin of every fetch.
+func sameOriginHTMX(c echo.Context) error {
+	r := c.Request()
+	if r.Header.Get("HX-Request") != "true" {
+		return agent.Errorf(agent.CodeForbidden, "send messages from the chat window")
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host != r.Host {
+			return agent.Errorf(agent.CodeForbidden, "send messages from the chat window")
+		}
+	}
+	return nil
+}
+
+// chatMessage posts a message, starting a run when there is none yet (or
+// when the customer token names someone else than the run's customer).
+func (s *Server) chatMessage(c echo.Context) error {
+	if err := sameOriginHTMX(c); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	text := c.FormValue("text")
+	run := s.chatRun(c)
+	fail := func(status int, msg string) error {
+		v, err := s.chatView(ctx, run)
+		if err != nil {
+			return err
+		}
+		v.Error = msg
+		return render(c, status, views.ChatConversation(v))
+	}
+	if !s.chatIP.allow(c.RealIP()) || (run != nil && !s.chatRunLimit.allow(run.ID)) {
+		return fail(http.StatusTooManyRequests, "You're sending messages very quickly. Please wait a moment and try again.")
+	}
+	var cust Customer
+	if tok := strings.TrimSpace(c.FormValue("customer_token")); tok != "" {
+		if v, err := s.cfg.Customers.Verify(tok); err == nil {
+			cust = v
+		} // a bad token means a guest chat; the frame already says so
+	}
+	if run != nil && run.CustomerID != cust.ID {
+		run = nil // someone else is signed in now: a new conversation
+	}
+	var done <-chan struct{}
+	var err error
+	if run == nil {
+		var st agent.Started
+		st, err = s.cfg.Runner.StartRun(ctx, agent.StartRequest{CustomerID: cust.ID, CustomerName: cust.Name, Channel: "widget", Message: text})
+		if err == nil {
+			s.setChatCookie(c, st.Token)
+			run, done = st.Run, st.Done
+		}
+	} else {
+		done, err = s.cfg.Runner.PostMessage(ctx, run.ID, text)
+	}
+	if err != nil {
+		if agent.ErrorCode(err) == agent.CodeInternal {
+			return err
+		}
+		return fail(statusForCode(agent.ErrorCode(err)), agent.ErrorMessage(err))
+	}
+	s.await(c, done)
+	fresh, err := s.cfg.Store.Run(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	v, err := s.chatView(ctx, fresh)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.ChatConversation(v))
+}
+
+// chatEvents streams the conversation to the frame as it changes.
+func (s *Server) chatEvents(c echo.Context) error {
+	run := s.chatRun(c)
+	if run == nil {
+		return agent.Errorf(agent.CodeNotFound, "no conversation yet")
+	}
+	sub, ok := s.cfg.Broker.Subscribe(run.ID, MaxStreamsPerRun)
+	if !ok {
+		return &echo.HTTPError{Code: http.StatusTooManyRequests, Message: "this conversation is open in too many windows"}
+	}
+	defer s.cfg.Broker.Unsubscribe(sub)
+	w := startSSE(c)
+	ctx := c.Request().Context()
+	send := func() bool {
+		fresh, err := s.cfg.Store.Run(ctx, run.ID)
+		if err != nil {
+			return false
+		}
+		v, err := s.chatView(ctx, fresh)
+		if err != nil {
+			return false
+		}
+		var b bytes.Buffer
+		if err := views.ChatLog(v).Render(ctx, &b); err != nil {
+			return false
+		}
+		if _, err := w.Write(sseData("log", b.Bytes())); err != nil {
+			return false
+		}
+		w.Flush()
+		return true
+	}
+	if !send() {
+		return nil
+	}
+	heartbeat := time.NewTicker(15 * time.Second)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case _, open := <-sub.C:
+			if !open {
+				return nil
+			}
+			// Coalesce a burst of turns into one render.
+			drain(sub.C, 10*time.Millisecond)
+			if !send() {
+				return nil
+			}
+		case <-heartbeat.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return nil
+			}
+			w.Flush()
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func drain(ch <-chan agent.RunEvent, wait time.Duration) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case _, open := <-ch:
+			if !open {
+				return
+			}
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// demoPage plays a shop's site: it signs a demo customer's token on the
+// server, as a shop's backend would, and embeds the widget.
+func (s *Server) demoPage(c echo.Context) error {
+	as := c.QueryParam("as")
+	v := views.DemoView{As: as}
+	for _, cu := range models.DemoCustomers {
+		var orders []string
+		for _, o := range models.DemoOrders {
+			if o.CustomerID == cu.ID {
+				orders = append(orders, fmt.Sprintf("%s: %s, %s, %s", o.ID, o.Items, models.FormatCents(o.TotalCents), o.Status))
+			}
+		}
+		v.Customers = append(v.Customers, views.DemoCustomer{ID: cu.ID, Name: cu.Name, Orders: strings.Join(orders, " · ")})
+		if cu.ID == as && s.cfg.DemoSecret != "" {
+			tok, err := SignCustomerToken(s.cfg.DemoSecret, cu.ID, cu.Name, 2*time.Hour)
+			if err != nil {
+				return err
+			}
+			v.Token = tok
+		}
+	}
+	return render(c, http.StatusOK, views.Demo(v))
+}
+
+// widgetJS serves the embed script, which shops load from their own pages.
+func (s *Server) widgetJS(c echo.Context) error {
+	b, err := staticFile("widget.js")
+	if err != nil {
+		return err
+	}
+	h := c.Response().Header()
+	h.Set("Cache-Control", "public, max-age=300")
+	h.Set("Cross-Origin-Resource-Policy", "cross-origin")
+	return c.Blob(http.StatusOK, "text/javascript; charset=utf-8", b)
+}
