@@ -29,6 +29,10 @@ type Config struct {
 	WidgetOrigins []string
 	// DemoSecret signs demo customer tokens for /demo; empty without --demo.
 	DemoSecret string
+	// TrustProxy takes the client address from X-Forwarded-For (set it only
+	// behind a proxy that sets that header); otherwise the connection's
+	// address counts, so rate limits cannot be dodged with a header.
+	TrustProxy bool
 	// ReplyWait is how long a request that starts model work waits for the
 	// reply before answering with the run as it stands.
 	ReplyWait time.Duration
@@ -67,6 +71,10 @@ func New(cfg Config) *Server {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	e.IPExtractor = echo.ExtractIPDirect()
+	if cfg.TrustProxy {
+		e.IPExtractor = echo.ExtractIPFromXFFHeader()
+	}
 	s := &Server{echo: e, cfg: cfg, logins: newLoginLimiter(),
 		chatIP:       newChatLimiter(3*time.Second, 20), // 20 at once, then 20 a minute per address
 		chatRunLimit: newChatLimiter(4*time.Second, 8)}  // 8 at once, then 15 a minute per conversation

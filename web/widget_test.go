@@ -237,3 +237,24 @@ func TestChatNeverCrossesCustomers(t *testing.T) {
 		t.Fatalf("guest sees: %d %.800s", code, body)
 	}
 }
+
+func TestForwardedForCannotDodgeThePerAddressLimit(t *testing.T) {
+	a, _, _ := widgetApp(t)
+	limited := false
+	for i := 0; i < 30 && !limited; i++ {
+		c := newChatClient(t, a.srv.URL) // a new conversation each time
+		req, _ := http.NewRequest("POST", a.srv.URL+"/chat/messages", strings.NewReader("text=hi"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("HX-Request", "true")
+		req.Header.Set("X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i))
+		res, err := c.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		limited = res.StatusCode == http.StatusTooManyRequests
+	}
+	if !limited {
+		t.Fatal("a forged X-Forwarded-For header dodged the per-address limit")
+	}
+}

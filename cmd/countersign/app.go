@@ -118,7 +118,7 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		demoSecret = secret
 	}
 	srv := web.New(web.Config{Log: log, Gate: a.gate, Runner: a.runner, Store: store, Broker: a.broker,
-		Customers: web.NewCustomerVerifier(secret), Accounts: a.accounts, WidgetOrigins: origins, DemoSecret: demoSecret})
+		Customers: web.NewCustomerVerifier(secret), Accounts: a.accounts, WidgetOrigins: origins, DemoSecret: demoSecret, TrustProxy: cfg.TrustProxy})
 	a.hub = srv.Hub()
 	a.gate.OnActionChange = a.hub.Changed
 	a.baseCtx, a.stopReqs = context.WithCancel(context.Background())
@@ -316,6 +316,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.Demo, "demo", false, "seed the demo shop (idempotent)")
 	fs.StringVar(&cfg.CustomerSecret, "customer-secret", "", "HS256 secret shops sign customer tokens with")
 	fs.StringVar(&cfg.WidgetOrigins, "widget-origins", "", "origins allowed to embed the chat widget, comma separated")
+	fs.BoolVar(&cfg.TrustProxy, "trust-proxy", false, "take client addresses from X-Forwarded-For (only behind a proxy that sets it)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

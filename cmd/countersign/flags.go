@@ -23,6 +23,7 @@ type config struct {
 	Demo           bool
 	CustomerSecret string
 	WidgetOrigins  string
+	TrustProxy     bool
 }
 
 func newFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *config) {
