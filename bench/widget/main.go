@@ -189,12 +189,18 @@ func run(nStreams, nDecisions int) error {
 		return err
 	}
 	var lats []time.Duration
-	for i := 0; i < nDecisions; i++ {
-		c := customers[i]
-		pend, err := store.PendingActions(ctx, 1)
-		if err != nil || len(pend) == 0 {
-			return fmt.Errorf("no pending action for decision %d: %v", i, err)
+	pending, err := store.PendingActions(ctx, nDecisions)
+	if err != nil || len(pending) != nDecisions {
+		return fmt.Errorf("%d pending actions, want %d: %v", len(pending), nDecisions, err)
+	}
+	for i := range pending {
+		pend := pending[i : i+1]
+		// The order number says whose refund it is: W000007 is customer 7's.
+		var who int
+		if _, err := fmt.Sscanf(pend[0].Args[strings.Index(pend[0].Args, `"W`)+2:], "%06d", &who); err != nil {
+			return fmt.Errorf("args %s: %v", pend[0].Args, err)
 		}
+		c := customers[who]
 		for len(c.seen) > 0 {
 			<-c.seen
 		}
