@@ -8,10 +8,10 @@ import (
 	"github.com/countersign/countersign/views"
 )
 
+// home sends staff to their queue and shows everyone else where to go.
 func (s *Server) home(c echo.Context) error {
-	v := views.HomeView{PolicyVersion: s.cfg.Gate.Policy().Version()[:12]}
-	for _, t := range s.cfg.Gate.Tools().All() {
-		v.Tools = append(v.Tools, views.ToolView{Name: t.Name, Risk: string(t.Risk), Description: t.Description})
+	if currentStaff(c) != nil {
+		return c.Redirect(http.StatusSeeOther, "/queue")
 	}
-	return render(c, http.StatusOK, views.Home(v))
+	return render(c, http.StatusOK, views.Home())
 }
