@@ -3,7 +3,6 @@ package web
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -179,10 +178,9 @@ func (s *Server) actionEvents(c echo.Context) error {
 			}
 			w.Flush()
 		case <-heartbeat.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if !keepAlive(w) {
 				return nil
 			}
-			w.Flush()
 		case <-ctx.Done():
 			return nil
 		}

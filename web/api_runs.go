@@ -152,11 +152,7 @@ func (s *Server) runEvents(c echo.Context) error {
 	} else if v := c.QueryParam("after"); v != "" {
 		after, _ = strconv.ParseInt(v, 10, 64)
 	}
-	w := c.Response()
-	w.Header().Set(echo.HeaderContentType, "text/event-stream")
-	w.Header().Set(echo.HeaderCacheControl, "no-store")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	w := startSSE(c)
 
 	// Subscribed first, then the backlog: nothing falls between the two.
 	backlog, err := s.cfg.Store.Turns(ctx, run.ID, after)
@@ -198,10 +194,9 @@ func (s *Server) runEvents(c echo.Context) error {
 				}
 			}
 		case <-heartbeat.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if !keepAlive(w) {
 				return nil
 			}
-			w.Flush()
 		case <-ctx.Done():
 			return nil
 		}

@@ -266,10 +266,9 @@ func (s *Server) chatEvents(c echo.Context) error {
 				return nil
 			}
 		case <-heartbeat.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if !keepAlive(w) {
 				return nil
 			}
-			w.Flush()
 		case <-ctx.Done():
 			return nil
 		}

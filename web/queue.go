@@ -71,14 +71,23 @@ func (s *Server) queueEvents(c echo.Context) error {
 			}
 			w.Flush()
 		case <-heartbeat.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if !keepAlive(w) {
 				return nil
 			}
-			w.Flush()
 		case <-ctx.Done():
 			return nil
 		}
 	}
+}
+
+// keepAlive writes an SSE comment so that proxies keep the stream open; it
+// reports whether the client is still there.
+func keepAlive(w *echo.Response) bool {
+	if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+		return false
+	}
+	w.Flush()
+	return true
 }
 
 // startSSE writes the headers of an event stream.
