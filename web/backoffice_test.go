@@ -109,7 +109,7 @@ func (a *app) pendingRefund(reason string) *models.ToolCall {
 
 func TestEveryRouteChecksTheRole(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	annID := a.staff(agent.RoleApprover, "ann@x.test", "Ann").ID
 	a.staff(agent.RoleSupervisor, "sam@x.test", "Sam")
 	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
 	a.staff(agent.RoleAdmin, "ada@x.test", "Ada")
@@ -144,7 +144,11 @@ func TestEveryRouteChecksTheRole(t *testing.T) {
 		allowed map[string]bool
 	}{
 		{"/actions/" + action.ID + "/reject", url.Values{"reason": {"role matrix"}}, map[string]bool{"approver": true, "supervisor": true, "admin": true}},
+		{"/actions/" + action.ID + "/approve", url.Values{}, map[string]bool{"approver": true, "supervisor": true, "admin": true}},
+		{"/runs/" + action.RunID + "/retry", url.Values{}, map[string]bool{"approver": true, "supervisor": true, "admin": true}},
 		{"/staff", url.Values{"email": {"new@x.test"}, "name": {"New"}, "role": {"auditor"}, "password": {password}}, map[string]bool{"admin": true}},
+		{"/staff/" + annID + "/role", url.Values{"role": {"admin"}}, map[string]bool{"admin": true}},
+		{"/staff/" + annID + "/disabled", url.Values{"disabled": {"true"}}, map[string]bool{"admin": true}},
 	}
 	for _, p := range posts {
 		for _, who := range []string{"anonymous", "auditor", "approver", "supervisor", "admin"} {

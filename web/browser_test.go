@@ -100,11 +100,13 @@ func TestBrowserQueueIsLiveAndEditApproveReachesTheAudit(t *testing.T) {
 	a := newApp(t)
 	a.staff(agent.RoleApprover, "ann@x.test", "Ann Approver")
 	a.staff(agent.RoleSupervisor, "sam@x.test", "Sam Supervisor")
+	a.staff(agent.RoleApprover, "ben@x.test", "Ben Approver")
 	browser := newBrowser(t)
-	ann, sam := person(t, browser), person(t, browser)
+	ann, sam, ben := person(t, browser), person(t, browser), person(t, browser)
 
 	signInBrowser(t, ann, a.srv.URL, "ann@x.test")
 	signInBrowser(t, sam, a.srv.URL, "sam@x.test")
+	signInBrowser(t, ben, a.srv.URL, "ben@x.test")
 	if err := chromedp.Do(ann, chromedp.WaitVisible(chromedp.CSS(`[data-testid=queue-empty]`))); err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +125,11 @@ func TestBrowserQueueIsLiveAndEditApproveReachesTheAudit(t *testing.T) {
 		t.Fatalf("row %q: %v", text, err)
 	}
 	screenshot(t, ann, "queue")
+
+	// Ben opens the same action and hesitates.
+	if err := chromedp.Do(ben, chromedp.Navigate(a.srv.URL+"/actions/"+action.ID), chromedp.WaitVisible(chromedp.CSS(`[data-testid=approve]`))); err != nil {
+		t.Fatal(err)
+	}
 
 	// Ann edits the amount and approves.
 	err = chromedp.Do(ann,
@@ -148,6 +155,22 @@ func TestBrowserQueueIsLiveAndEditApproveReachesTheAudit(t *testing.T) {
 		t.Fatalf("flash %q", flash)
 	}
 	screenshot(t, ann, "action-approved")
+
+	// Ben's open page says it was decided, without a reload.
+	deadline := time.Now().Add(15 * time.Second)
+	var st string
+	for time.Now().Before(deadline) {
+		st, _ = chromedp.Run(ben, chromedp.Text(chromedp.CSS(`#action-status-live`)))
+		if strings.Contains(st, "succeeded") && strings.Contains(st, "no further decision is possible") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(st, "no further decision is possible") {
+		t.Fatalf("Ben's page did not learn of the decision: it shows %q", st)
+	}
+	// Had Ben clicked anyway, the gate says so (the HTTP tests cover the
+	// double submit).
 
 	// It leaves Sam's open queue without a reload.
 	if err := chromedp.Do(sam, chromedp.WaitNotPresent(row)); err != nil {
