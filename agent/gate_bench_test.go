@@ -72,7 +72,7 @@ func BenchmarkPlainSQLCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	s.Close()
-	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_synchronous=NORMAL&_txlock=immediate")
+	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_synchronous=NORMAL&_txlock=immediate&_cache_size=-65536")
 	if err != nil {
 		b.Fatal(err)
 	}
