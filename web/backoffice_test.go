@@ -438,3 +438,30 @@ func TestAuditFiltersPagesAndExports(t *testing.T) {
 		t.Fatalf("jsonl row %v %v", first, err)
 	}
 }
+
+func TestSessionsEndAfterIdleAndAbsoluteTimeouts(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	var mu sync.Mutex
+	now := time.Now().UTC()
+	a.store.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+
+	idle := a.signIn("ann@x.test")
+	advance(a.accounts.IdleTimeout + time.Minute)
+	if res, _ := idle.get("/queue"); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("idle session still open: %d", res.StatusCode)
+	}
+
+	busy := a.signIn("ann@x.test")
+	for elapsed := time.Duration(0); elapsed < a.accounts.AbsoluteTimeout-time.Hour; elapsed += time.Hour {
+		advance(time.Hour)
+		if res, _ := busy.get("/queue"); res.StatusCode != http.StatusOK {
+			t.Fatalf("active session ended after %s", elapsed+time.Hour)
+		}
+	}
+	advance(2 * time.Hour)
+	if res, _ := busy.get("/queue"); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("session older than the absolute timeout still open: %d", res.StatusCode)
+	}
+}
