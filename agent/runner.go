@@ -221,6 +221,54 @@ func (r *Runner) Retry(ctx context.Context, runID string, actor Actor) (<-chan s
 	return r.Kick(runID), nil
 }
 
+// CloseRun ends a conversation (staff): its pending actions are cancelled,
+// the customer is told, and nothing more happens in it.
+func (r *Runner) CloseRun(ctx context.Context, runID string, actor Actor, reason string) error {
+	if !actor.Role.CanDecide() {
+		return Errorf(CodeForbidden, "the %s role cannot close conversations", roleName(actor.Role))
+	}
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		reason = "closed by " + actor.Name
+	}
+	calls, err := r.store.RunCalls(ctx, runID)
+	if err != nil {
+		return internal(err, "could not read the conversation")
+	}
+	l := r.lock(runID)
+	defer r.unlock(runID, l)
+	run, err := r.store.Run(ctx, runID)
+	if err != nil {
+		return Errorf(CodeNotFound, "conversation not found")
+	}
+	if run.Status == models.RunClosed {
+		return Errorf(CodeConflict, "this conversation is already closed")
+	}
+	// Close first, so that cancelling the actions does not wake the run.
+	err = r.store.Write(ctx, func(tx *models.Tx) error {
+		if _, err := tx.SetRunStatus(runID, models.RunClosed, ""); err != nil {
+			return err
+		}
+		return tx.Audit(models.Event{Actor: actor.String(), Kind: "run.closed", Subject: runID, Payload: map[string]any{"reason": reason}})
+	})
+	if err != nil {
+		return internal(err, "could not close the conversation")
+	}
+	r.emit(RunEvent{RunID: runID, Status: models.RunClosed})
+	for _, c := range calls {
+		if c.Status == models.CallPending {
+			if err := r.gate.Cancel(ctx, c.ID, actor, "the conversation was closed"); err != nil && ErrorCode(err) != CodeConflict {
+				return err
+			}
+		}
+	}
+	notice := &models.Turn{RunID: runID, Role: models.RoleSystem, Text: "This conversation was closed by our team. Start a new one any time.", Marker: "closed"}
+	if err := r.appendTurn(ctx, notice); err != nil && !errors.Is(err, models.ErrDuplicate) {
+		return err
+	}
+	return nil
+}
+
 // ResumeRuns is run at start-up: every run that was working or waiting for
 // a decision is looked at again, so a restart changes nothing.
 func (r *Runner) ResumeRuns(ctx context.Context) (int, error) {

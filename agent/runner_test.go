@@ -354,3 +354,30 @@ func TestAnonymousRunIsToldToSignIn(t *testing.T) {
 		t.Fatalf("reply %q", got)
 	}
 }
+
+func TestClosingARunCancelsItsPendingActions(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(agent.Offline{})
+	run := e.start(r, "cus_alice", "Alice", "refund $900 on order A1002")
+	e.waitRun(run, models.RunPaused)
+	action := e.pendingAction(run)
+	if err := r.CloseRun(context.Background(), run, auditor, ""); agent.ErrorCode(err) != agent.CodeForbidden {
+		t.Fatalf("auditor closes: %v", err)
+	}
+	if err := r.CloseRun(context.Background(), run, supervisor, "duplicate of another chat"); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.callRecord(action.ID); c.Status != models.CallCancelled {
+		t.Fatalf("action is %s", c.Status)
+	}
+	got := e.waitRun(run, models.RunClosed)
+	if !strings.Contains(e.lastText(run, "system"), "closed by our team") || got.Status != models.RunClosed {
+		t.Fatal(e.transcript(run))
+	}
+	if _, err := r.PostMessage(context.Background(), run, "hello?"); agent.ErrorCode(err) != agent.CodeConflict {
+		t.Fatalf("message to a closed run: %v", err)
+	}
+	if e.executions["issue_refund"].Load() != 0 {
+		t.Fatal("a refund of a closed conversation ran")
+	}
+}

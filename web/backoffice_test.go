@@ -146,6 +146,7 @@ func TestEveryRouteChecksTheRole(t *testing.T) {
 		{"/actions/" + action.ID + "/reject", url.Values{"reason": {"role matrix"}}, map[string]bool{"approver": true, "supervisor": true, "admin": true}},
 		{"/actions/" + action.ID + "/approve", url.Values{}, map[string]bool{"approver": true, "supervisor": true, "admin": true}},
 		{"/runs/" + action.RunID + "/retry", url.Values{}, map[string]bool{"approver": true, "supervisor": true, "admin": true}},
+		{"/runs/" + action.RunID + "/close", url.Values{}, map[string]bool{"approver": true, "supervisor": true, "admin": true}},
 		{"/staff", url.Values{"email": {"new@x.test"}, "name": {"New"}, "role": {"auditor"}, "password": {password}}, map[string]bool{"admin": true}},
 		{"/staff/" + annID + "/role", url.Values{"role": {"admin"}}, map[string]bool{"admin": true}},
 		{"/staff/" + annID + "/disabled", url.Values{"disabled": {"true"}}, map[string]bool{"admin": true}},

@@ -42,6 +42,7 @@ func (s *Server) routes() {
 	e.POST("/actions/:id/approve", s.actionApprove, deciders...)
 	e.POST("/actions/:id/reject", s.actionReject, deciders...)
 	e.POST("/runs/:id/retry", s.runRetry, deciders...)
+	e.POST("/runs/:id/close", s.runClose, deciders...)
 
 	e.GET("/staff", s.staffPage, admins...)
 	e.POST("/staff", s.staffAdd, admins...)

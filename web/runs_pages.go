@@ -67,8 +67,11 @@ func (s *Server) runPage(c echo.Context) error {
 	}
 	v := views.RunView{ID: run.ID, Status: run.Status, Customer: customerLabel(run.CustomerID, run.CustomerName), Channel: run.Channel,
 		LastError: run.LastError, Turns: turnsView(turns, calls)}
-	if c.QueryParam("done") == "retried" {
+	switch c.QueryParam("done") {
+	case "retried":
 		v.Flash = "Retrying: the assistant is working on this conversation again."
+	case "closed":
+		v.Flash = "Closed. Its pending actions were cancelled and the customer was told."
 	}
 	return render(c, http.StatusOK, views.Run(v))
 }
@@ -79,4 +82,12 @@ func (s *Server) runRetry(c echo.Context) error {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/runs/"+id+"?done=retried")
+}
+
+func (s *Server) runClose(c echo.Context) error {
+	id := c.Param("id")
+	if err := s.cfg.Runner.CloseRun(c.Request().Context(), id, agent.ActorOf(currentStaff(c).staff), c.FormValue("reason")); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/runs/"+id+"?done=closed")
 }
