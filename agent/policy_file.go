@@ -165,9 +165,58 @@ func compileCEL(expr string) (cel.Program, *cel.Ast, error) {
 type template struct {
 	text  []string // literal pieces, one more than exprs
 	exprs []cel.Program
+	// paths holds, for each placeholder that is a plain field path such as
+	// args.amount or money(args.amount), that path: it is read straight from
+	// the activation, which gives what CEL would and costs a map lookup.
+	paths []*fieldPath
 }
 
-var placeholder = regexp.MustCompile(`\{\{(.*?)\}\}`)
+type fieldPath struct {
+	variable, field string // field empty: the variable itself
+	money           bool
+}
+
+var (
+	placeholder = regexp.MustCompile(`\{\{(.*?)\}\}`)
+	plainPath   = regexp.MustCompile(`^(money\()?\s*(tool|risk|args|customer|run)(?:\.([a-z_][a-z0-9_]*))?\s*(\))?$`)
+)
+
+func parsePath(expr string) *fieldPath {
+	m := plainPath.FindStringSubmatch(expr)
+	if m == nil || (m[1] != "") != (m[4] != "") {
+		return nil
+	}
+	return &fieldPath{variable: m[2], field: m[3], money: m[1] != ""}
+}
+
+// value reads the path; ok is false where CEL would have failed.
+func (p *fieldPath) value(act *activation) (any, bool) {
+	v, _ := act.ResolveName(p.variable)
+	if p.field != "" {
+		m, isMap := v.(map[string]any)
+		if !isMap {
+			return nil, false
+		}
+		if v, isMap = m[p.field]; !isMap {
+			return nil, false
+		}
+	}
+	if !p.money {
+		return v, true
+	}
+	var f float64
+	switch x := v.(type) {
+	case float64:
+		f = x
+	case int64:
+		f = float64(x)
+	case int:
+		f = float64(x)
+	default:
+		return nil, false
+	}
+	return models.FormatCents(int64(f*100 + 0.5*sign(f))), true
+}
 
 func compileTemplate(s string) (*template, error) {
 	t := &template{}
@@ -179,25 +228,37 @@ func compileTemplate(s string) (*template, error) {
 			return nil, fmt.Errorf("placeholder {{%s}}: %w", s[m[2]:m[3]], err)
 		}
 		t.exprs = append(t.exprs, prg)
+		t.paths = append(t.paths, parsePath(strings.TrimSpace(s[m[2]:m[3]])))
 		last = m[1]
 	}
 	t.text = append(t.text, s[last:])
 	return t, nil
 }
 
-func (t *template) render(act any) string {
+func (t *template) render(act *activation) string {
 	if len(t.exprs) == 0 {
 		return t.text[0]
 	}
 	var b strings.Builder
 	for i, prg := range t.exprs {
 		b.WriteString(t.text[i])
-		out, _, err := prg.Eval(act)
-		if err != nil {
-			b.WriteString("?")
-			continue
+		var value any
+		if p := t.paths[i]; p != nil {
+			v, ok := p.value(act)
+			if !ok {
+				b.WriteString("?")
+				continue
+			}
+			value = v
+		} else {
+			out, _, err := prg.Eval(act)
+			if err != nil {
+				b.WriteString("?")
+				continue
+			}
+			value = out.Value()
 		}
-		switch v := out.Value().(type) {
+		switch v := value.(type) {
 		case string:
 			b.WriteString(v)
 		case float64:
@@ -372,20 +433,23 @@ func (p *FilePolicy) Decide(ctx context.Context, in Input) (Decision, error) {
 	return o.decision("default:"+string(in.Risk), p.version, act), nil
 }
 
-func (o *outcome) decision(rule, version string, act any) Decision {
+func (o *outcome) decision(rule, version string, act *activation) Decision {
 	return Decision{Verdict: o.verdict, Reason: o.reason.render(act), Rule: rule, PolicyVersion: version,
 		Approvals: o.approvals, Role: o.role, Expires: o.expires}
 }
 
 // activation exposes the input to CEL. Customer and run facts are loaded
 // only if a condition or reason looks at them, and at most once per decision.
+// Values are plain Go maps: CEL reads a field of a map[string]any directly,
+// and converts it only when an expression needs the whole map.
 type activation struct {
 	ctx      context.Context
 	in       Input
-	args     ref.Val
-	customer ref.Val
-	run      ref.Val
+	customer any
+	run      any
 }
+
+var emptyArgs = map[string]any{}
 
 func newActivation(ctx context.Context, in Input) *activation {
 	return &activation{ctx: ctx, in: in}
@@ -399,14 +463,10 @@ func (a *activation) ResolveName(name string) (any, bool) {
 	case "risk":
 		return string(a.in.Risk), true
 	case "args":
-		if a.args == nil {
-			args := a.in.Args
-			if args == nil {
-				args = map[string]any{}
-			}
-			a.args = types.NewStringInterfaceMap(types.DefaultTypeAdapter, args)
+		if a.in.Args == nil {
+			return emptyArgs, true
 		}
-		return a.args, true
+		return a.in.Args, true
 	case "customer":
 		if a.customer == nil {
 			a.customer = a.loadCustomer()
@@ -424,7 +484,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 // Parent implements interpreter.Activation.
 func (a *activation) Parent() interpreter.Activation { return nil }
 
-func (a *activation) loadCustomer() ref.Val {
+func (a *activation) loadCustomer() any {
 	c := CustomerFacts{}
 	if a.in.Facts != nil {
 		var err error
@@ -434,15 +494,12 @@ func (a *activation) loadCustomer() ref.Val {
 	}
 	attrs := c.Attributes
 	if attrs == nil {
-		attrs = map[string]any{}
+		attrs = emptyArgs
 	}
-	return types.NewRefValMap(types.DefaultTypeAdapter, map[ref.Val]ref.Val{
-		types.String("id"): types.String(c.ID), types.String("name"): types.String(c.Name),
-		types.String("signed_in"): types.Bool(c.SignedIn), types.String("refunded_24h"): types.Double(c.Refunded24h),
-		types.String("attributes"): types.NewStringInterfaceMap(types.DefaultTypeAdapter, attrs)})
+	return map[string]any{"id": c.ID, "name": c.Name, "signed_in": c.SignedIn, "refunded_24h": c.Refunded24h, "attributes": attrs}
 }
 
-func (a *activation) loadRun() ref.Val {
+func (a *activation) loadRun() any {
 	r := RunFacts{}
 	if a.in.Facts != nil {
 		var err error
@@ -454,9 +511,7 @@ func (a *activation) loadRun() ref.Val {
 	if by == nil {
 		by = map[string]int64{}
 	}
-	return types.NewRefValMap(types.DefaultTypeAdapter, map[ref.Val]ref.Val{
-		types.String("id"): types.String(r.ID), types.String("channel"): types.String(r.Channel),
-		types.String("calls"): types.Int(r.Calls), types.String("calls_by_tool"): types.DefaultTypeAdapter.NativeToValue(by)})
+	return map[string]any{"id": r.ID, "channel": r.Channel, "calls": r.Calls, "calls_by_tool": by}
 }
 
 // RuleInfo is a rule as written, for people to read.
