@@ -1,11 +1,14 @@
 package tools
 
 import (
-	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // flatStruct describes an input struct whose plain JSON encoding is already
@@ -63,32 +66,127 @@ func flatStructOf(t reflect.Type) *flatStruct {
 }
 
 // encode returns the canonical encoding and the plain map of a flat value.
+// It writes JSON exactly as encoding/json does with HTML escaping off
+// (tests compare the two), without its reflection.
 func (fs *flatStruct) encode(v any) ([]byte, map[string]any, error) {
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, nil, err
-	}
 	rv := reflect.ValueOf(v)
 	m := make(map[string]any, len(fs.fields))
+	out := make([]byte, 0, 96)
+	out = append(out, '{')
+	first := true
 	for _, f := range fs.fields {
 		fv := rv.Field(f.index)
 		if f.omitEmpty && fv.IsZero() {
 			continue
 		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		out = appendJSONString(out, f.name)
+		out = append(out, ':')
 		switch fv.Kind() {
 		case reflect.String:
-			m[f.name] = fv.String()
+			s := fv.String()
+			out = appendJSONString(out, s)
+			m[f.name] = s
 		case reflect.Bool:
+			out = strconv.AppendBool(out, fv.Bool())
 			m[f.name] = fv.Bool()
 		case reflect.Float32, reflect.Float64:
-			m[f.name] = fv.Float()
+			bits := 64
+			if fv.Kind() == reflect.Float32 {
+				bits = 32
+			}
+			x := fv.Float()
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return nil, nil, fmt.Errorf("%s: not a finite number", f.name)
+			}
+			out = appendJSONFloat(out, x, bits)
+			m[f.name] = x
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			out = strconv.AppendInt(out, fv.Int(), 10)
 			m[f.name] = float64(fv.Int())
 		default:
+			out = strconv.AppendUint(out, fv.Uint(), 10)
 			m[f.name] = float64(fv.Uint())
 		}
 	}
-	return bytes.TrimRight(out.Bytes(), "\n"), m, nil
+	out = append(out, '}')
+	return out, m, nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString quotes s as encoding/json does with SetEscapeHTML(false).
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendJSONFloat formats a number as encoding/json does.
+func appendJSONFloat(dst []byte, f float64, bits int) []byte {
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 {
+		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
+			format = 'e'
+		}
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, bits)
+	if format == 'e' {
+		// clean up e-09 to e-9
+		n := len(dst)
+		if n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst
 }

@@ -2,6 +2,8 @@ package tools_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -112,6 +114,9 @@ func TestNewRefusesBadDefinitions(t *testing.T) {
 	}
 }
 
+var sortedTool = tools.MustNew(tools.Definition[sortedRefundIn]{Name: "issue_refund", Risk: tools.RiskHighWrite,
+	Run: func(context.Context, tools.Call, sortedRefundIn) (any, error) { return nil, nil }})
+
 func FuzzNormalize(f *testing.F) {
 	for _, s := range []string{`{"order_id":"A1002","amount":900}`, `{}`, `[]`, `null`, `{"amount":1e400}`,
 		`{"order_id":"A1","amount":0.01,"reason":"\u0000"}`, `{"order_id":"A1","amount":-0}`, `{"a":{"b":[1,2,{"c":null}]}}`} {
@@ -125,6 +130,10 @@ func FuzzNormalize(f *testing.F) {
 				t.Fatalf("unreadable error %q for %q", msg, raw)
 			}
 			return
+		}
+		// The flat fast path agrees with the generic path.
+		if flat, err := sortedTool.Normalize(raw); err != nil || string(flat.JSON) != string(n.JSON) {
+			t.Fatalf("flat path differs for %q: %s vs %s (%v)", raw, flat.JSON, n.JSON, err)
 		}
 		// A normalized argument set normalizes to itself.
 		again, err := refundTool.Normalize(n.JSON)
@@ -160,5 +169,36 @@ func TestFlatAndGenericNormalizationAgree(t *testing.T) {
 				t.Fatalf("%s: map[%s] %v vs %v", args, k, v, b.Map[k])
 			}
 		}
+	}
+}
+
+// The flat encoder writes what encoding/json writes, for awkward strings
+// and numbers too.
+func TestFlatEncoderMatchesEncodingJSON(t *testing.T) {
+	sorted := tools.MustNew(tools.Definition[sortedRefundIn]{Name: "issue_refund", Risk: tools.RiskHighWrite,
+		Run: func(context.Context, tools.Call, sortedRefundIn) (any, error) { return nil, nil }})
+	compared := 0
+	for _, reason := range []string{"plain", `quo"te \\ back`, "tab\tnew\nline\rcr\bbs\fff", "\u0001\u001f ctl", "<b>&amp;</b>", "é ü 中文 🙂",
+		"line\u2028sep\u2029par", string([]byte{'b', 'a', 'd', 0xff, 'x'})} {
+		for _, amount := range []string{"1", "0.01", "4999.99", "1e3", "12.5"} {
+			args := fmt.Sprintf(`{"order_id":"A1","amount":%s,"reason":%q}`, amount, reason)
+			if !json.Valid([]byte(args)) {
+				continue
+			}
+			a, errA := refundTool.Normalize([]byte(args))
+			b, errB := sorted.Normalize([]byte(args))
+			if (errA == nil) != (errB == nil) {
+				t.Fatalf("%s: %v vs %v", args, errA, errB)
+			}
+			if errA == nil && string(a.JSON) != string(b.JSON) {
+				t.Fatalf("%s:\n generic %s\n flat    %s", args, a.JSON, b.JSON)
+			}
+			if errA == nil {
+				compared++
+			}
+		}
+	}
+	if compared < 20 {
+		t.Fatalf("only %d cases compared", compared)
 	}
 }

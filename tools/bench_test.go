@@ -1,0 +1,13 @@
+package tools_test
+
+import "testing"
+
+func BenchmarkNormalizeFlat(b *testing.B) {
+	raw := []byte(`{"order_id":"A1002","amount":900,"reason":"arrived broken"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := sortedTool.Normalize(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
