@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -425,4 +426,47 @@ func roleName(r Role) string {
 		return "(none)"
 	}
 	return fmt.Sprint(r)
+}
+
+// Reconcile records what a person found out about a call whose outcome is
+// unknown (the process stopped while it ran): it did happen, or it did not.
+func (g *Gate) Reconcile(ctx context.Context, callID string, actor Actor, happened bool, note string) error {
+	if !actor.Role.AtLeast(RoleSupervisor) {
+		return Errorf(CodeForbidden, "only a supervisor or an admin can reconcile a call")
+	}
+	note = strings.TrimSpace(note)
+	if note == "" {
+		return Errorf(CodeInvalid, "say what you checked: the note is kept in the audit log")
+	}
+	if len([]rune(note)) > MaxReasonLength {
+		return Errorf(CodeInvalid, "the note is longer than %d characters", MaxReasonLength)
+	}
+	to, errText := models.CallFailed, "reconciled by staff: it did not happen ("+note+")"
+	if happened {
+		to, errText = models.CallSucceeded, ""
+	}
+	err := g.store.Write(ctx, func(tx *models.Tx) error {
+		set := map[string]any{"error": errText}
+		if happened {
+			set["result"] = mustJSONString(map[string]any{"reconciled": true, "note": note})
+		}
+		if err := tx.ChangeCallStatus(models.CallChange{ID: callID, From: []string{models.CallUnknown}, To: to, Set: set}); err != nil {
+			if errors.Is(err, models.ErrConflict) {
+				return Errorf(CodeConflict, "only a call whose outcome is unknown can be reconciled")
+			}
+			return err
+		}
+		return tx.Audit(models.Event{Actor: actor.String(), Kind: "call.reconciled", Subject: callID,
+			Payload: map[string]any{"happened": happened, "note": note, "status": to}})
+	})
+	if err != nil {
+		return g.writeError(err, callID)
+	}
+	g.actionChanged(callID)
+	return nil
+}
+
+func mustJSONString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

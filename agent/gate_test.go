@@ -542,3 +542,33 @@ func TestCancelWithdrawsAPendingAction(t *testing.T) {
 		t.Fatal("a cancelled action ran")
 	}
 }
+
+func TestReconcileAnUnknownCall(t *testing.T) {
+	e := newEnv(t)
+	run := e.newRun("cus_alice", "Alice")
+	ctx := context.Background()
+	id := models.NewID("call")
+	if err := e.store.Write(ctx, func(tx *models.Tx) error {
+		return tx.CreateToolCall(&models.ToolCall{ID: id, RunID: run, Tool: "retired_tool", Status: models.CallExecuting, Decision: "allow", IdempotencyKey: agent.IdempotencyKey(id)})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.gate.RecoverInterrupted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.gate.Reconcile(ctx, id, approver1, true, "checked"); agent.ErrorCode(err) != agent.CodeForbidden {
+		t.Fatalf("approver reconciles: %v", err)
+	}
+	if err := e.gate.Reconcile(ctx, id, supervisor, true, " "); agent.ErrorCode(err) != agent.CodeInvalid {
+		t.Fatalf("no note: %v", err)
+	}
+	if err := e.gate.Reconcile(ctx, id, supervisor, false, "the payment provider shows no charge"); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.callRecord(id); c.Status != models.CallFailed || !strings.Contains(c.Error, "no charge") {
+		t.Fatalf("%+v", c)
+	}
+	if err := e.gate.Reconcile(ctx, id, supervisor, true, "again"); agent.ErrorCode(err) != agent.CodeConflict {
+		t.Fatalf("second reconcile: %v", err)
+	}
+}

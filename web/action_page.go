@@ -16,6 +16,7 @@ import (
 )
 
 var doneMessages = map[string]string{
+	"reconciled":     "Recorded. The audit log keeps your note.",
 	"approved":       "Approved. The call ran and the customer's conversation has resumed.",
 	"approval_added": "Your approval is recorded. The action needs another person's approval before it runs.",
 	"rejected":       "Rejected. The assistant will tell the customer, with your reason.",
@@ -192,4 +193,15 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n]
+}
+
+// actionReconcile records what a supervisor found out about a call whose
+// outcome is unknown.
+func (s *Server) actionReconcile(c echo.Context) error {
+	id := c.Param("id")
+	err := s.cfg.Gate.Reconcile(c.Request().Context(), id, agent.ActorOf(currentStaff(c).staff), c.FormValue("happened") == "true", c.FormValue("note"))
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/actions/"+id+"?done=reconciled")
 }

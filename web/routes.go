@@ -41,6 +41,7 @@ func (s *Server) routes() {
 
 	e.POST("/actions/:id/approve", s.actionApprove, deciders...)
 	e.POST("/actions/:id/reject", s.actionReject, deciders...)
+	e.POST("/actions/:id/reconcile", s.actionReconcile, deciders...) // the gate asks for a supervisor
 	e.POST("/runs/:id/retry", s.runRetry, deciders...)
 	e.POST("/runs/:id/close", s.runClose, deciders...)
 
