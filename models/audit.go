@@ -143,32 +143,6 @@ func EncodePayload(v any) (Payload, error) {
 	return Payload(s), err
 }
 
-// CanonicalJSON encodes v with sorted object keys and no HTML escaping.
-func CanonicalJSON(v any) ([]byte, error) {
-	if v == nil {
-		return []byte("{}"), nil
-	}
-	first, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	// Round-trip through generic values so struct field order does not
-	// matter: maps marshal with sorted keys.
-	var generic any
-	dec := json.NewDecoder(bytes.NewReader(first))
-	dec.UseNumber()
-	if err := dec.Decode(&generic); err != nil {
-		return nil, err
-	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(generic); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(out.Bytes(), "\n"), nil
-}
-
 // ChainReport is what VerifyAuditChain found.
 type ChainReport struct {
 	Events  int64
