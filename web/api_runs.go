@@ -50,6 +50,9 @@ type createRunRequest struct {
 
 // runCreate opens a run: POST /api/v1/runs.
 func (s *Server) runCreate(c echo.Context) error {
+	if !s.chatIP.allow(c.RealIP()) {
+		return tooFast()
+	}
 	var req createRunRequest
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -117,6 +120,9 @@ type postMessageRequest struct {
 
 // runMessage adds a customer message: POST /api/v1/runs/:id/messages.
 func (s *Server) runMessage(c echo.Context) error {
+	if !s.chatIP.allow(c.RealIP()) || !s.chatRunLimit.allow(runFrom(c).ID) {
+		return tooFast()
+	}
 	var req postMessageRequest
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -218,4 +224,9 @@ func writeSSE(w *echo.Response, id, event string, v any) error {
 	}
 	w.Flush()
 	return nil
+}
+
+// tooFast is the answer to a client over its rate limit.
+func tooFast() error {
+	return &echo.HTTPError{Code: http.StatusTooManyRequests, Message: "too many messages in a short time; wait a moment and try again"}
 }

@@ -377,3 +377,19 @@ func TestHealthAndHTMLErrors(t *testing.T) {
 		t.Fatalf("api 404: %d %s", r.Status, r.Raw)
 	}
 }
+
+func TestRunsAPIIsRateLimited(t *testing.T) {
+	a := newApp(t)
+	r := a.do("POST", "/api/v1/runs", "", `{"message":"hi"}`)
+	id, rt := r.Body["run"].(map[string]any)["id"].(string), r.Body["run_token"].(string)
+	var last apiResp
+	for i := 0; i < 12; i++ {
+		last = a.do("POST", "/api/v1/runs/"+id+"/messages", rt, `{"text":"hi again"}`)
+		if last.Status == 429 {
+			break
+		}
+	}
+	if last.Status != 429 || errCode(last) != "rate_limited" {
+		t.Fatalf("no per-run limit: %d %s", last.Status, last.Raw)
+	}
+}

@@ -154,6 +154,8 @@ func codeForStatus(status int) agent.Code {
 		return agent.CodeForbidden
 	case http.StatusUnauthorized:
 		return agent.CodeUnauthorized
+	case http.StatusTooManyRequests:
+		return "rate_limited"
 	}
 	return agent.CodeInternal
 }
