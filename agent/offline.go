@@ -227,6 +227,9 @@ func describeResult(r *ToolResult) string {
 		for _, o := range out.Orders {
 			parts = append(parts, fmt.Sprintf("%s (%s, %s) %s", o.OrderID, o.Items, o.Total, statusPhrase(o.Status)))
 		}
+		if len(out.Orders) == 1 {
+			return fmt.Sprintf("You have 1 order: %s.", parts[0])
+		}
 		return fmt.Sprintf("You have %d orders: %s.", len(out.Orders), strings.Join(parts, "; "))
 	case "update_shipping_address":
 		var o orderOut

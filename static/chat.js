@@ -27,8 +27,12 @@
   });
 
   document.addEventListener("DOMContentLoaded", function () {
-    if (embedded) window.parent.postMessage({ type: "countersign:ready" }, "*");
-    else identify();
+    var close = document.getElementById("chat-close");
+    if (embedded) {
+      close.hidden = false;
+      close.addEventListener("click", function () { window.parent.postMessage({ type: "countersign:close" }, "*"); });
+      window.parent.postMessage({ type: "countersign:ready" }, "*");
+    } else identify();
     scrollDown();
     input.focus();
   });

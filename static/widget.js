@@ -31,8 +31,10 @@
   css(panel, { position: "fixed", right: "20px", bottom: "80px", width: "380px", height: "560px",
     maxHeight: "calc(100vh - 100px)", maxWidth: "calc(100vw - 40px)", zIndex: "2147483000", background: "#fff",
     borderRadius: "12px", overflow: "hidden", boxShadow: "0 10px 40px rgba(0,0,0,.3)" });
-  if (window.matchMedia && window.matchMedia("(max-width: 600px)").matches) {
-    // On a phone the panel takes the whole screen.
+  var phone = window.matchMedia && window.matchMedia("(max-width: 600px)").matches;
+  if (phone) {
+    // On a phone the panel takes the whole screen; it closes with its own
+    // button, so the launcher steps aside while it is open.
     css(panel, { right: "0", bottom: "0", width: "100vw", height: "100vh", maxHeight: "none", maxWidth: "none", borderRadius: "0" });
   }
   var frame = null;
@@ -50,6 +52,7 @@
       panel.appendChild(frame);
     }
     panel.hidden = false;
+    if (phone) launcher.style.display = "none";
     launcher.setAttribute("aria-expanded", "true");
     launcher.textContent = "Close chat";
     frame.focus();
@@ -57,6 +60,7 @@
   }
   function closePanel() {
     panel.hidden = true;
+    launcher.style.display = "";
     launcher.setAttribute("aria-expanded", "false");
     launcher.textContent = "Chat with us";
     launcher.focus();
