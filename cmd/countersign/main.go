@@ -40,7 +40,10 @@ func (e exitError) Error() string { return e.msg }
 const usage = `Countersign runs AI support agents and puts a human countersignature on risky tool calls.
 
 Usage:
-  countersign serve [--addr :8080] [--db countersign.db] [--policy FILE] [--demo]
+  countersign serve [--addr 127.0.0.1:8080] [--db countersign.db] [--policy FILE] [--demo]
+                    [--model offline|openai|anthropic] [--model-name M] [--model-base-url URL]
+                    [--model-api-key KEY] [--model-timeout 60s] [--customer-secret S]
+                    [--widget-origins O1,O2] [--trust-proxy]
   countersign user add --email E --role approver|supervisor|auditor|admin [--name N]   (password on stdin)
   countersign token create --email E                 (prints a new staff API token)
   countersign policy test [FILE] [--db ...]
