@@ -112,6 +112,7 @@ func (s *Server) auditPage(c echo.Context) error {
 			Tool: r.Tool, Args: truncate(args, 300), Decision: orDash(r.Decision), Rule: r.Rule, Reason: r.Reason, Status: r.Status, DecidedBy: r.DecidedBy})
 	}
 	v.ChainOK, v.ChainText = s.chainStatus(c)
+	v.ChainChecked = !strings.Contains(v.ChainText, "first verification running")
 	return render(c, http.StatusOK, views.Audit(v))
 }
 
@@ -133,7 +134,7 @@ func (s *Server) chainStatus(c echo.Context) (bool, string) {
 		go s.verifyChain()
 	}
 	if s.chainAt.IsZero() {
-		return true, "audit chain: verification running…"
+		return false, "audit chain: first verification running…"
 	}
 	return s.chainOK, s.chainText + " (checked " + s.chainAt.UTC().Format("15:04:05 UTC") + ")"
 }
