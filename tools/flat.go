@@ -190,3 +190,62 @@ func appendJSONFloat(dst []byte, f float64, bits int) []byte {
 	}
 	return dst
 }
+
+// fill sets the fields of a flat struct from a validated document, as
+// encoding/json would; it reports false for anything it would decode
+// differently (a number that does not fit, say), which then takes the
+// ordinary path and its error.
+func (fs *flatStruct) fill(dst reflect.Value, obj map[string]any) bool {
+	for _, f := range fs.fields {
+		raw, ok := obj[f.name]
+		if !ok || raw == nil {
+			continue
+		}
+		fv := dst.Field(f.index)
+		switch fv.Kind() {
+		case reflect.String:
+			s, ok := raw.(string)
+			if !ok {
+				return false
+			}
+			fv.SetString(s)
+		case reflect.Bool:
+			b, ok := raw.(bool)
+			if !ok {
+				return false
+			}
+			fv.SetBool(b)
+		case reflect.Float32, reflect.Float64:
+			n, ok := raw.(json.Number)
+			if !ok {
+				return false
+			}
+			x, err := strconv.ParseFloat(string(n), fv.Type().Bits())
+			if err != nil {
+				return false
+			}
+			fv.SetFloat(x)
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			n, ok := raw.(json.Number)
+			if !ok {
+				return false
+			}
+			x, err := strconv.ParseInt(string(n), 10, fv.Type().Bits())
+			if err != nil {
+				return false
+			}
+			fv.SetInt(x)
+		default:
+			n, ok := raw.(json.Number)
+			if !ok {
+				return false
+			}
+			x, err := strconv.ParseUint(string(n), 10, fv.Type().Bits())
+			if err != nil {
+				return false
+			}
+			fv.SetUint(x)
+		}
+	}
+	return true
+}

@@ -96,15 +96,21 @@ func (t *Tool) Normalize(raw []byte) (Normalized, error) {
 		sort.SliceStable(problems, func(i, j int) bool { return problems[i].Path < problems[j].Path })
 		return Normalized{}, &ArgsError{Tool: t.Name, Problems: dedupe(problems)}
 	}
-	valid := raw
-	if defaulted {
-		if valid, err = json.Marshal(obj); err != nil {
-			return Normalized{}, argsError(t.Name, rootPath, err.Error())
-		}
+	var value any
+	decoded := false
+	if t.flat != nil {
+		value, decoded = t.decodeFlat(t.flat, obj)
 	}
-	value, err := t.decode(valid)
-	if err != nil {
-		return Normalized{}, argsError(t.Name, rootPath, jsonProblem(err))
+	if !decoded {
+		valid := raw
+		if defaulted {
+			if valid, err = json.Marshal(obj); err != nil {
+				return Normalized{}, argsError(t.Name, rootPath, err.Error())
+			}
+		}
+		if value, err = t.decode(valid); err != nil {
+			return Normalized{}, argsError(t.Name, rootPath, jsonProblem(err))
+		}
 	}
 	var canonical []byte
 	var m map[string]any
