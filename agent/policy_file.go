@@ -93,10 +93,14 @@ type outcome struct {
 }
 
 type rule struct {
-	name    string
-	tool    string
-	risk    tools.Risk
-	when    cel.Program // nil: always
+	name string
+	tool string
+	risk tools.Risk
+	when cel.Program // nil: always
+	// cmp, when set, answers the condition directly for the commonest shape,
+	// a field compared with a number ("args.amount > 1000"); whenever its
+	// value is not a plain number it defers to the CEL program.
+	cmp     *comparison
 	outcome *outcome
 	spec    ruleSpec // as written, for people to read
 }
@@ -271,6 +275,63 @@ func (t *template) render(act *activation) string {
 	return b.String()
 }
 
+// comparison is a condition of the form <variable>.<field> <op> <number>.
+type comparison struct {
+	path  fieldPath
+	op    string
+	value float64
+}
+
+var comparisonRe = regexp.MustCompile(`^\s*(args|customer|run)\.([a-z_][a-z0-9_]*)\s*(<=|>=|<|>|==|!=)\s*(-?[0-9]+(?:\.[0-9]+)?)\s*$`)
+
+func parseComparison(expr string) *comparison {
+	m := comparisonRe.FindStringSubmatch(expr)
+	if m == nil {
+		return nil
+	}
+	v, err := strconv.ParseFloat(m[4], 64)
+	if err != nil {
+		return nil
+	}
+	return &comparison{path: fieldPath{variable: m[1], field: m[2]}, op: m[3], value: v}
+}
+
+// eval compares; ok is false when the value is not a number CEL would
+// compare the same way (missing, a string, a huge integer): CEL decides then.
+func (c *comparison) eval(act *activation) (match, ok bool) {
+	raw, found := c.path.value(act)
+	if !found {
+		return false, false
+	}
+	var x float64
+	switch v := raw.(type) {
+	case float64:
+		x = v
+	case int64:
+		if v > 1<<53 || v < -(1<<53) {
+			return false, false
+		}
+		x = float64(v)
+	default:
+		return false, false
+	}
+	switch c.op {
+	case "<":
+		return x < c.value, true
+	case "<=":
+		return x <= c.value, true
+	case ">":
+		return x > c.value, true
+	case ">=":
+		return x >= c.value, true
+	case "==":
+		return x == c.value, true
+	case "!=":
+		return x != c.value, true
+	}
+	return false, false
+}
+
 // LoadPolicy parses and compiles a policy file. The registry, when given,
 // lets it refuse rules that name unknown tools and normalize test arguments.
 func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePolicy, error) {
@@ -331,6 +392,7 @@ func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePoli
 				return nil, fmt.Errorf("%s: condition gives %s, it must give true or false", where, t)
 			}
 			r.when = prg
+			r.cmp = parseComparison(rs.When)
 		}
 		o, err := compileOutcome(rs.Outcome)
 		if err != nil {
@@ -413,6 +475,14 @@ func (p *FilePolicy) Decide(ctx context.Context, in Input) (Decision, error) {
 		}
 		if r.risk != "" && r.risk != in.Risk {
 			continue
+		}
+		if r.cmp != nil {
+			if match, ok := r.cmp.eval(act); ok {
+				if !match {
+					continue
+				}
+				return r.outcome.decision(r.name, p.version, act), nil
+			}
 		}
 		if r.when != nil {
 			out, _, err := r.when.Eval(act)
