@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,7 +41,8 @@ func BenchmarkGateCall(b *testing.B) {
 					}
 				}
 			} else {
-				b.SetParallelism((bc.callers + 1) / 2) // GOMAXPROCS=2 here: 8 x 2 = 16 goroutines
+				procs := runtime.GOMAXPROCS(0) // RunParallel starts parallelism x GOMAXPROCS goroutines
+				b.SetParallelism((bc.callers + procs - 1) / procs)
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						if out, err := e.gate.Call(ctx, req); err != nil || out.Status != "succeeded" {
