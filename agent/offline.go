@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools/shop"
 )
 
 // Offline is a deterministic support agent for the demo shop. It needs no
@@ -163,15 +164,6 @@ func understand(text string) (string, *ModelCall) {
 	return "Sorry, I didn't catch that. I can check an order (\"where is my order A1001?\"), list your orders, change a shipping address, cancel an order or help with a refund.", nil
 }
 
-type orderOut struct {
-	OrderID         string `json:"order_id"`
-	Status          string `json:"status"`
-	Items           string `json:"items"`
-	Total           string `json:"total"`
-	Refunded        string `json:"refunded"`
-	ShippingAddress string `json:"shipping_address"`
-}
-
 func statusPhrase(status string) string {
 	switch status {
 	case models.OrderProcessing:
@@ -208,7 +200,7 @@ func describeResult(r *ToolResult) string {
 	}
 	switch r.Tool {
 	case "get_order_status":
-		var o orderOut
+		var o shop.OrderView
 		_ = json.Unmarshal(r.Output, &o)
 		s := fmt.Sprintf("Order %s (%s, %s) %s.", o.OrderID, o.Items, o.Total, statusPhrase(o.Status))
 		if o.Refunded != "" && o.Refunded != "$0.00" {
@@ -217,7 +209,7 @@ func describeResult(r *ToolResult) string {
 		return s
 	case "list_orders":
 		var out struct {
-			Orders []orderOut `json:"orders"`
+			Orders []shop.OrderView `json:"orders"`
 		}
 		_ = json.Unmarshal(r.Output, &out)
 		if len(out.Orders) == 0 {
@@ -232,13 +224,13 @@ func describeResult(r *ToolResult) string {
 		}
 		return fmt.Sprintf("You have %d orders: %s.", len(out.Orders), strings.Join(parts, "; "))
 	case "update_shipping_address":
-		var o orderOut
+		var o shop.OrderView
 		_ = json.Unmarshal(r.Output, &o)
 		return fmt.Sprintf("Done: order %s will go to %s.", o.OrderID, o.ShippingAddress)
 	case "cancel_order":
 		var out struct {
-			Order    orderOut `json:"order"`
-			Refunded string   `json:"refunded"`
+			Order    shop.OrderView `json:"order"`
+			Refunded string         `json:"refunded"`
 		}
 		_ = json.Unmarshal(r.Output, &out)
 		if out.Refunded != "" {

@@ -110,6 +110,15 @@ func (s *Server) chatView(ctx context.Context, run *models.Run) (views.ChatView,
 	return v, nil
 }
 
+// freshChatView reads the run again (its status moves on) and builds the view.
+func (s *Server) freshChatView(ctx context.Context, runID string) (views.ChatView, error) {
+	run, err := s.cfg.Store.Run(ctx, runID)
+	if err != nil {
+		return views.ChatView{}, err
+	}
+	return s.chatView(ctx, run)
+}
+
 func (s *Server) chatPage(c echo.Context) error {
 	v, err := s.chatView(c.Request().Context(), s.chatRun(c))
 	if err != nil {
@@ -206,11 +215,7 @@ func (s *Server) chatMessage(c echo.Context) error {
 		return fail(statusForCode(agent.ErrorCode(err)), agent.ErrorMessage(err))
 	}
 	s.await(c, done)
-	fresh, err := s.cfg.Store.Run(ctx, run.ID)
-	if err != nil {
-		return err
-	}
-	v, err := s.chatView(ctx, fresh)
+	v, err := s.freshChatView(ctx, run.ID)
 	if err != nil {
 		return err
 	}
@@ -231,11 +236,7 @@ func (s *Server) chatEvents(c echo.Context) error {
 	w := startSSE(c)
 	ctx := c.Request().Context()
 	send := func() bool {
-		fresh, err := s.cfg.Store.Run(ctx, run.ID)
-		if err != nil {
-			return false
-		}
-		v, err := s.chatView(ctx, fresh)
+		v, err := s.freshChatView(ctx, run.ID)
 		if err != nil {
 			return false
 		}

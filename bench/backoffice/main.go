@@ -32,6 +32,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
@@ -127,7 +128,7 @@ func run(nCalls, nPending, nClients int, dir string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
 		}
-		fmt.Printf("  %-42s p50 %6.1f ms   p90 %6.1f ms\n", p.name, ms(d[len(d)/2]), ms(d[len(d)*9/10]))
+		fmt.Printf("  %-42s p50 %6.1f ms   p90 %6.1f ms\n", p.name, measure.MS(d[len(d)/2]), measure.MS(d[len(d)*9/10]))
 	}
 
 	fmt.Println("\nexport:")
@@ -151,8 +152,6 @@ func run(nCalls, nPending, nClients int, dir string) error {
 	fmt.Printf("\nlive updates: %d open queue streams\n", nClients)
 	return liveUpdates(ctx, srv.URL, client, gate, store, admin, nClients)
 }
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 var tools5 = []string{"get_order_status", "list_orders", "update_shipping_address", "cancel_order", "issue_refund"}
 
@@ -335,21 +334,9 @@ func timeGet(c *http.Client, u string, n int) ([]time.Duration, error) {
 	return out, nil
 }
 
-func rssMB() float64 {
-	b, _ := os.ReadFile("/proc/self/status")
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			var kb float64
-			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:")), "%f", &kb)
-			return kb / 1024
-		}
-	}
-	return 0
-}
-
 func liveUpdates(ctx context.Context, base string, signedIn *http.Client, gate *agent.Gate, store *models.Store, admin *models.Staff, n int) error {
 	runtime.GC()
-	before := rssMB()
+	before := measure.RSSMB()
 	var ms0 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	transport := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: 0}
@@ -399,7 +386,7 @@ func liveUpdates(ctx context.Context, base string, signedIn *http.Client, gate *
 	runtime.GC()
 	var ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms1)
-	after := rssMB()
+	after := measure.RSSMB()
 	fmt.Printf("  memory with %d streams open: RSS %.0f MB -> %.0f MB (+%.1f kB per stream), Go heap in use +%.1f MB\n",
 		n, before, after, (after-before)*1024/float64(n), float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse))/1e6)
 
@@ -428,6 +415,6 @@ func liveUpdates(ctx context.Context, base string, signedIn *http.Client, gate *
 		time.Sleep(200 * time.Millisecond) // let stragglers of this round drain
 	}
 	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
-	fmt.Printf("  decision to all %d streams having the new queue: median %.1f ms, worst %.1f ms (5 decisions)\n", n, ms(lats[len(lats)/2]), ms(lats[len(lats)-1]))
+	fmt.Printf("  decision to all %d streams having the new queue: median %.1f ms, worst %.1f ms (5 decisions)\n", n, measure.MS(lats[len(lats)/2]), measure.MS(lats[len(lats)-1]))
 	return nil
 }

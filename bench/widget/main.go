@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
@@ -130,7 +131,7 @@ func run(nStreams, nDecisions int) error {
 		return err
 	}
 	runtime.GC()
-	before := rssMB()
+	before := measure.RSSMB()
 	var ms0 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	ready := make(chan struct{}, nStreams)
@@ -177,7 +178,7 @@ func run(nStreams, nDecisions int) error {
 	runtime.GC()
 	var ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms1)
-	after := rssMB()
+	after := measure.RSSMB()
 	fmt.Printf("%d customer streams open: process RSS %.0f MB -> %.0f MB (+%.1f kB per stream, client and server in one process), Go heap in use +%.1f MB\n",
 		nStreams, before, after, (after-before)*1024/float64(nStreams), float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse))/1e6)
 
@@ -221,20 +222,6 @@ func run(nStreams, nDecisions int) error {
 	}
 	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
 	fmt.Printf("staff decision to the customer's stream carrying the outcome (%d decisions, %d streams open): p50 %.1f ms, p90 %.1f ms, max %.1f ms\n",
-		len(lats), nStreams, ms(lats[len(lats)/2]), ms(lats[len(lats)*9/10]), ms(lats[len(lats)-1]))
+		len(lats), nStreams, measure.MS(lats[len(lats)/2]), measure.MS(lats[len(lats)*9/10]), measure.MS(lats[len(lats)-1]))
 	return nil
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func rssMB() float64 {
-	b, _ := os.ReadFile("/proc/self/status")
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			var kb float64
-			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:")), "%f", &kb)
-			return kb / 1024
-		}
-	}
-	return 0
 }
