@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -59,11 +60,14 @@ func (tx *Tx) Audit(ev Event) error {
 }
 
 func (tx *Tx) loadChain() error {
-	var seq int64
-	var hash string
-	err := tx.queryRow(`SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`).Scan(&seq, &hash)
+	row, err := tx.queryRow(`SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`)
 	switch {
 	case err == nil:
+		seq, ok1 := row[0].(int64)
+		hash, ok2 := textValue(row[1])
+		if !ok1 || !ok2 {
+			return fmt.Errorf("read audit chain: unexpected head %v", row)
+		}
 		tx.chain = chainState{loaded: true, seq: seq, hash: hash}
 	case errors.Is(err, sql.ErrNoRows):
 		tx.chain = chainState{loaded: true}
@@ -71,6 +75,17 @@ func (tx *Tx) loadChain() error {
 		return fmt.Errorf("read audit chain: %w", err)
 	}
 	return nil
+}
+
+// textValue reads a TEXT column from the driver.
+func textValue(v driver.Value) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case []byte:
+		return string(x), true
+	}
+	return "", false
 }
 
 func (tx *Tx) saveChainHead() error {
@@ -89,29 +104,42 @@ func (tx *Tx) saveChainHead() error {
 // of the event, so that changing, removing or reordering any row breaks
 // every link after it.
 func eventHash(e AuditEvent) string {
-	var b bytes.Buffer
-	b.WriteString(e.PrevHash)
-	b.WriteByte('\n')
-	b.WriteString(`{"seq":`)
-	b.WriteString(strconv.FormatInt(e.Seq, 10))
-	b.WriteString(`,"at":`)
-	writeJSONString(&b, e.At.UTC().Format(time.RFC3339Nano))
-	b.WriteString(`,"actor":`)
-	writeJSONString(&b, e.Actor)
-	b.WriteString(`,"kind":`)
-	writeJSONString(&b, e.Kind)
-	b.WriteString(`,"subject":`)
-	writeJSONString(&b, e.Subject)
-	b.WriteString(`,"payload":`)
-	b.WriteString(e.Payload)
-	b.WriteByte('}')
-	sum := sha256.Sum256(b.Bytes())
+	// Built in a buffer on the stack for the usual event; the writer
+	// computes one of these for every state change.
+	var stack [1024]byte
+	b := append(stack[:0], e.PrevHash...)
+	b = append(b, '\n')
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendInt(b, e.Seq, 10)
+	b = append(b, `,"at":"`...)
+	b = e.At.UTC().AppendFormat(b, time.RFC3339Nano) // only digits, letters and punctuation: no escaping
+	b = append(b, `","actor":`...)
+	b = appendJSONString(b, e.Actor)
+	b = append(b, `,"kind":`...)
+	b = appendJSONString(b, e.Kind)
+	b = append(b, `,"subject":`...)
+	b = appendJSONString(b, e.Subject)
+	b = append(b, `,"payload":`...)
+	b = append(b, e.Payload...)
+	b = append(b, '}')
+	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
 
-func writeJSONString(b *bytes.Buffer, s string) {
-	enc, _ := json.Marshal(s)
-	b.Write(enc)
+// appendJSONString appends s as encoding/json writes it (HTML characters
+// escaped). Plain printable ASCII, the usual case, is copied as is; anything
+// else goes through encoding/json so the bytes are exactly the same.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			enc, _ := json.Marshal(s)
+			return append(b, enc...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // encodePayload encodes an event payload: maps come out with sorted keys,

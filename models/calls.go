@@ -114,11 +114,11 @@ func (tx *Tx) updateCall(set map[string]any, id string, from ...string) error {
 	for _, f := range from {
 		args = append(args, f)
 	}
-	res, err := tx.exec(q.String(), args...)
+	n, err := tx.exec(q.String(), args...)
 	if err != nil {
 		return fmt.Errorf("update tool call %s: %w", id, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
+	if n != 1 {
 		return ErrConflict
 	}
 	return nil

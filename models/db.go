@@ -34,6 +34,7 @@ type Store struct {
 	db     *gorm.DB // readers: a small pool, running in parallel thanks to WAL
 	wdb    *gorm.DB // the single writer connection, used only by the writer goroutine
 	writer *writer
+	ckpt   *checkpointer
 	// Now is the clock used for record timestamps; tests replace it.
 	Now func() time.Time
 }
@@ -53,7 +54,7 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	// SQLite has one writer at a time: give it one connection of its own, so
 	// its prepared statements stay warm, and let readers share a pool.
-	wdb, err := openPool(path, 1, 64<<10, false)
+	wdb, err := openPool(writerDriver, path, 1, 64<<10, false)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +62,7 @@ func Open(path string, opts Options) (*Store, error) {
 		closePool(wdb)
 		return nil, fmt.Errorf("migrate database %s: %w", path, err)
 	}
-	db, err := openPool(path, 8, 16<<10, true)
+	db, err := openPool(sqlite.DriverName, path, 8, 16<<10, true)
 	if err != nil {
 		closePool(wdb)
 		return nil, err
@@ -71,13 +72,22 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-
-	s.writer = newWriter(s, conn, opts.MaxBatch)
+	readers, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	s.ckpt = newCheckpointer(readers)
+	if s.writer, err = newWriter(s, conn, opts.MaxBatch); err != nil {
+		s.ckpt.close()
+		closePool(db)
+		closePool(wdb)
+		return nil, err
+	}
 	return s, nil
 }
 
-func openPool(path string, conns, cacheKiB int, prepare bool) (*gorm.DB, error) {
-	db, err := gorm.Open(sqlite.Open(sqliteDSN(path, cacheKiB)), &gorm.Config{
+func openPool(driver, path string, conns, cacheKiB int, prepare bool) (*gorm.DB, error) {
+	db, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: driver, DSN: sqliteDSN(path, cacheKiB)}), &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true,
 		PrepareStmt:            prepare,
@@ -133,6 +143,7 @@ func sqliteDSN(path string, cacheKiB int) string {
 // the database.
 func (s *Store) Close() error {
 	s.writer.close()
+	s.ckpt.close()
 	s.reads.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
 	return errors.Join(closePool(s.db), closePool(s.wdb))
 }

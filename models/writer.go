@@ -1,10 +1,13 @@
 package models
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -25,22 +28,18 @@ type Tx struct {
 // (what every database we target can store exactly).
 func (tx *Tx) Now() time.Time { return tx.now }
 
-// exec runs a statement through the writer's cache of prepared statements:
-// the hot path (recording calls and audit events) skips gorm's reflection
-// and SQLite's parser.
-func (tx *Tx) exec(query string, args ...any) (sql.Result, error) {
-	if stmt := tx.w.prepared(query); stmt != nil {
-		return tx.sql.Stmt(stmt).Exec(args...)
-	}
-	return tx.sql.Exec(query, args...)
+// exec runs a statement of the unit of work. It goes straight to the
+// driver connection (see writer.exec): the hot path, recording calls and
+// audit events, skips gorm's reflection, database/sql's per-statement
+// allocations and SQLite's parser.
+func (tx *Tx) exec(query string, args ...any) (rowsAffected int64, err error) {
+	return tx.w.exec(query, args)
 }
 
-// queryRow is exec for a query that returns one row.
-func (tx *Tx) queryRow(query string, args ...any) *sql.Row {
-	if stmt := tx.w.prepared(query); stmt != nil {
-		return tx.sql.Stmt(stmt).QueryRow(args...)
-	}
-	return tx.sql.QueryRow(query, args...)
+// queryRow is exec for a query that returns one row; it returns the row's
+// values, or sql.ErrNoRows.
+func (tx *Tx) queryRow(query string, args ...any) ([]driver.Value, error) {
+	return tx.w.queryRow(query, args)
 }
 
 type writeReq struct {
@@ -56,59 +55,160 @@ type writeReq struct {
 // instead of on the file lock is what turns many small commits into few.
 type writer struct {
 	store    *Store
-	conn     *sql.DB // one connection: the writer's prepared statements live on it
+	db       *sql.DB   // a pool of one connection
+	conn     *sql.Conn // that connection, held for the writer's life
 	reqs     chan *writeReq
 	maxBatch int
 	quit     chan struct{}
 	stopped  chan struct{}
 	once     sync.Once
-	// Prepared statements, only touched by the writer goroutine. A statement
-	// can only be prepared on the connection while no transaction holds it,
-	// so a new query runs unprepared once and is prepared after the commit.
-	stmts     map[string]*sql.Stmt
-	toPrepare map[string]bool
+
+	// Statements prepared on the driver connection, only touched by the
+	// writer goroutine (inside conn.Raw).
+	stmts map[string]driver.Stmt
+	// The statement handed to conn.Raw: kept here rather than captured by a
+	// closure so that running one allocates nothing.
+	cur    rawStatement
+	rawRun func(any) error
+}
+
+type rawStatement struct {
+	query    string
+	args     []any
+	named    []driver.NamedValue
+	query1   bool           // a query returning at most one row
+	row      []driver.Value // its values
+	affected int64
 }
 
 // maxPrepared bounds the statement cache.
 const maxPrepared = 200
 
-func newWriter(s *Store, conn *sql.DB, maxBatch int) *writer {
+func newWriter(s *Store, db *sql.DB, maxBatch int) (*writer, error) {
 	if maxBatch <= 0 {
 		maxBatch = 256
 	}
-	w := &writer{
-		store:     s,
-		conn:      conn,
-		reqs:      make(chan *writeReq),
-		maxBatch:  maxBatch,
-		quit:      make(chan struct{}),
-		stopped:   make(chan struct{}),
-		stmts:     map[string]*sql.Stmt{},
-		toPrepare: map[string]bool{},
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("open the writer's connection: %w", err)
 	}
+	w := &writer{
+		store:    s,
+		db:       db,
+		conn:     conn,
+		reqs:     make(chan *writeReq),
+		maxBatch: maxBatch,
+		quit:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+		stmts:    map[string]driver.Stmt{},
+	}
+	w.rawRun = w.runRaw
 	go w.loop()
-	return w
+	return w, nil
 }
 
-func (w *writer) prepared(query string) *sql.Stmt {
-	if s, ok := w.stmts[query]; ok {
-		return s
+// exec runs one statement on the writer's driver connection, inside the
+// transaction database/sql has open on that same connection.
+func (w *writer) exec(query string, args []any) (int64, error) {
+	w.cur.query, w.cur.args, w.cur.query1 = query, args, false
+	err := w.conn.Raw(w.rawRun)
+	n := w.cur.affected
+	w.cur.args, w.cur.affected = nil, 0
+	return n, err
+}
+
+func (w *writer) queryRow(query string, args []any) ([]driver.Value, error) {
+	w.cur.query, w.cur.args, w.cur.query1 = query, args, true
+	err := w.conn.Raw(w.rawRun)
+	row := w.cur.row
+	w.cur.args, w.cur.row = nil, nil
+	if err != nil {
+		return nil, err
 	}
-	if len(w.stmts)+len(w.toPrepare) < maxPrepared {
-		w.toPrepare[query] = true
+	if row == nil {
+		return nil, sql.ErrNoRows
 	}
+	return row, nil
+}
+
+func (w *writer) runRaw(dc any) error {
+	ctx := context.Background()
+	st, cached := w.stmts[w.cur.query]
+	if !cached {
+		var err error
+		st, err = dc.(driver.ConnPrepareContext).PrepareContext(ctx, w.cur.query)
+		if err != nil {
+			return err
+		}
+		if len(w.stmts) < maxPrepared {
+			w.stmts[w.cur.query] = st
+		} else {
+			defer st.Close()
+		}
+	}
+	named := w.cur.named[:0]
+	for i, a := range w.cur.args {
+		v, err := driverValue(a)
+		if err != nil {
+			return fmt.Errorf("argument %d: %w", i+1, err)
+		}
+		named = append(named, driver.NamedValue{Ordinal: i + 1, Value: v})
+	}
+	w.cur.named = named
+	defer clear(named) // let go of the values
+	if !w.cur.query1 {
+		res, err := st.(driver.StmtExecContext).ExecContext(ctx, named)
+		if err != nil {
+			return err
+		}
+		w.cur.affected, err = res.RowsAffected()
+		return err
+	}
+	rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, named)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	row := make([]driver.Value, len(rows.Columns()))
+	switch err := rows.Next(row); {
+	case err == io.EOF:
+		return nil
+	case err != nil:
+		return err
+	}
+	for i, v := range row {
+		if b, ok := v.([]byte); ok { // the driver may reuse its buffer
+			row[i] = bytes.Clone(b)
+		}
+	}
+	w.cur.row = row
 	return nil
 }
 
-// prepareNew prepares the statements first seen in the last transaction,
-// now that the connection is free.
-func (w *writer) prepareNew() {
-	for q := range w.toPrepare {
-		if s, err := w.conn.Prepare(q); err == nil {
-			w.stmts[q] = s
+// driverValue converts an argument the way database/sql would.
+func driverValue(v any) (driver.Value, error) {
+	switch x := v.(type) {
+	case nil, string, int64, float64, bool, []byte, time.Time:
+		return x, nil
+	case int:
+		return int64(x), nil
+	case *time.Time:
+		if x == nil {
+			return nil, nil
 		}
-		delete(w.toPrepare, q)
+		return *x, nil
 	}
+	return driver.DefaultParameterConverter.ConvertValue(v)
+}
+
+func (w *writer) closeStatements() {
+	w.conn.Raw(func(any) error {
+		for _, st := range w.stmts {
+			st.Close()
+		}
+		return nil
+	})
+	w.conn.Close()
 }
 
 // Write runs fn in a write transaction and returns once that transaction has
@@ -135,11 +235,7 @@ func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
 
 func (w *writer) loop() {
 	defer close(w.stopped)
-	defer func() {
-		for _, s := range w.stmts {
-			s.Close()
-		}
-	}()
+	defer w.closeStatements()
 	for {
 		select {
 		case r := <-w.reqs:
@@ -154,7 +250,7 @@ func (w *writer) loop() {
 				}
 			}
 			w.run(batch)
-			w.prepareNew()
+			w.store.ckpt.finish(w.conn)
 		case <-w.quit:
 			return
 		}
@@ -195,7 +291,7 @@ var errRetryWithSavepoints = errors.New("a unit failed: retry the batch with sav
 // attempt runs the batch in one transaction. Without savepoints, the first
 // failing unit aborts the attempt (unless it is the only unit).
 func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) error {
-	stx, err := w.conn.Begin() // BEGIN IMMEDIATE, see sqliteDSN
+	stx, err := w.conn.BeginTx(context.Background(), nil) // BEGIN IMMEDIATE, see sqliteDSN
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
@@ -250,6 +346,7 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 	if err := stx.Commit(); err != nil {
 		return abort(fmt.Errorf("commit: %w", err))
 	}
+	w.store.ckpt.committed()
 	return nil
 }
 
