@@ -135,9 +135,9 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	default:
 		return Outcome{}, internal(fmt.Errorf("verdict %q", d.Verdict), "the policy gave an unknown verdict")
 	}
-	payload, err := models.EncodePayload(map[string]any{"run_id": call.RunID, "tool": call.Tool, "args_hash": call.ArgsHash,
-		"verdict": d.Verdict, "rule": d.Rule, "reason": d.Reason, "policy_version": d.PolicyVersion,
-		"status": call.Status, "required_approvals": call.RequiredApprovals, "required_role": call.RequiredRole})
+	payload, err := models.EncodePayload(decisionEvent{RunID: call.RunID, Tool: call.Tool, ArgsHash: call.ArgsHash,
+		Verdict: d.Verdict, Rule: d.Rule, Reason: d.Reason, PolicyVersion: d.PolicyVersion,
+		Status: call.Status, RequiredApprovals: call.RequiredApprovals, RequiredRole: call.RequiredRole})
 	if err != nil {
 		return Outcome{}, internal(err, "the tool call could not be recorded")
 	}
@@ -163,6 +163,31 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 		return out, nil
 	}
 	return g.execute(ctx, call, req.CustomerName, tool, norm)
+}
+
+// decisionEvent is the payload of the audit event a decision writes. Its
+// fields are in alphabetical order, so it reads like every other payload
+// (maps are written with sorted keys).
+type decisionEvent struct {
+	ArgsHash          string  `json:"args_hash"`
+	PolicyVersion     string  `json:"policy_version"`
+	Reason            string  `json:"reason"`
+	RequiredApprovals int     `json:"required_approvals"`
+	RequiredRole      string  `json:"required_role"`
+	Rule              string  `json:"rule"`
+	RunID             string  `json:"run_id"`
+	Status            string  `json:"status"`
+	Tool              string  `json:"tool"`
+	Verdict           Verdict `json:"verdict"`
+}
+
+// outcomeEvent is the payload of the event that records how a call ran.
+type outcomeEvent struct {
+	Error      string `json:"error,omitempty"`
+	ResultHash string `json:"result_hash,omitempty"`
+	RunID      string `json:"run_id"`
+	Status     string `json:"status"`
+	Tool       string `json:"tool"`
 }
 
 func decisionEventKind(v Verdict) string {
@@ -232,7 +257,7 @@ func (g *Gate) toolNames() []string {
 func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName string, tool *tools.Tool, norm tools.Normalized) (Outcome, error) {
 	tc := tools.Call{ID: call.ID, IdempotencyKey: call.IdempotencyKey, RunID: call.RunID, CustomerID: call.CustomerID, CustomerName: customerName}
 	result, runErr := runTool(ctx, tool, tc, norm)
-	status, set := models.CallSucceeded, map[string]any{}
+	status := models.CallSucceeded
 	var encoded []byte
 	if runErr == nil {
 		var err error
@@ -241,7 +266,8 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 			runErr = fmt.Errorf("encode result: %w", err)
 		}
 	}
-	errForModel := ""
+	ev := outcomeEvent{RunID: call.RunID, Tool: call.Tool}
+	errForModel, errDetail := "", ""
 	if runErr != nil {
 		status = models.CallFailed
 		var refusal *tools.RefusalError
@@ -251,26 +277,21 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 			errForModel = "the tool failed unexpectedly; a team member has been told"
 			g.log.Error("tool failed", "tool", call.Tool, "call_id", call.ID, "err", runErr)
 		}
-		set["error"] = errForModel
-		set["error_detail"] = runErr.Error()
-	} else {
-		set["result"] = string(encoded)
-	}
-	fields := map[string]any{"run_id": call.RunID, "tool": call.Tool, "status": status}
-	if runErr != nil {
-		fields["error"] = errForModel
+		errDetail = runErr.Error()
+		ev.Error = errForModel
 	} else {
 		sum := sha256.Sum256(encoded)
-		fields["result_hash"] = hex.EncodeToString(sum[:])
+		ev.ResultHash = hex.EncodeToString(sum[:])
 	}
-	payload, err := models.EncodePayload(fields)
+	ev.Status = status
+	payload, err := models.EncodePayload(ev)
 	if err != nil {
 		return Outcome{}, internal(err, "the tool's result could not be recorded")
 	}
 	// The result must be recorded even if the caller gave up waiting.
 	wctx := context.WithoutCancel(ctx)
 	err = g.store.Write(wctx, func(tx *models.Tx) error {
-		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallExecuting}, To: status, Set: set}); err != nil {
+		if err := tx.FinishCall(call.ID, status, string(encoded), errForModel, errDetail); err != nil {
 			return err
 		}
 		return tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: "call." + status, Subject: call.ID, Payload: payload})

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -152,14 +153,26 @@ func encodePayload(v any) (string, error) {
 	case Payload:
 		return string(p), nil
 	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	p := payloadEncoders.Get().(*payloadEncoder)
+	defer payloadEncoders.Put(p)
+	p.buf.Reset()
+	if err := p.enc.Encode(v); err != nil {
 		return "", err
 	}
-	return string(bytes.TrimRight(out.Bytes(), "\n")), nil
+	return string(bytes.TrimRight(p.buf.Bytes(), "\n")), nil
 }
+
+type payloadEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var payloadEncoders = sync.Pool{New: func() any {
+	p := &payloadEncoder{}
+	p.enc = json.NewEncoder(&p.buf)
+	p.enc.SetEscapeHTML(false)
+	return p
+}}
 
 // Payload is an event payload encoded ahead of time, so that the encoding
 // happens on the caller's goroutine and not on the single writer's.

@@ -88,6 +88,25 @@ func (tx *Tx) ChangeCallStatus(ch CallChange) error {
 	return tx.updateCall(set, ch.ID, ch.From...)
 }
 
+// FinishCall records how an executing call ended: succeeded with its result
+// (JSON), or failed with an error for the model and one for staff. It is
+// ChangeCallStatus for the one change every allowed call makes, with a
+// statement that never changes shape.
+func (tx *Tx) FinishCall(id, status, result, errForModel, errDetail string) error {
+	if status != CallSucceeded && status != CallFailed {
+		return fmt.Errorf("finish tool call %s: %q is not an outcome", id, status)
+	}
+	n, err := tx.exec(`UPDATE tool_calls SET status = ?, result = ?, error = ?, error_detail = ?, updated_at = ?, finished_at = ?
+		WHERE id = ? AND status = ?`, status, result, errForModel, errDetail, tx.now, tx.now, id, CallExecuting)
+	if err != nil {
+		return fmt.Errorf("finish tool call %s: %w", id, err)
+	}
+	if n != 1 {
+		return ErrConflict
+	}
+	return nil
+}
+
 // updateCall sets columns of one call that is in one of the given statuses,
 // and insists that exactly one row changed.
 func (tx *Tx) updateCall(set map[string]any, id string, from ...string) error {
