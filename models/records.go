@@ -2,8 +2,6 @@ package models
 
 import (
 	"time"
-
-	"gorm.io/gorm"
 )
 
 // Run is one agent session with one customer on one channel.
@@ -153,9 +151,4 @@ type Refund struct {
 	Reason         string    `gorm:"size:500"`
 	IdempotencyKey string    `gorm:"size:80;uniqueIndex"`
 	CreatedAt      time.Time `gorm:"index:idx_refunds_customer_created,priority:2"`
-}
-
-func migrate(db *gorm.DB) error {
-	return db.AutoMigrate(&Run{}, &Turn{}, &ToolCall{}, &Approval{}, &AuditEvent{}, &AuditHead{},
-		&Customer{}, &Order{}, &Refund{}, &Staff{}, &Session{}, &APIToken{})
 }

@@ -1,0 +1,91 @@
+package models
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+func schemaOf(t *testing.T, db *gorm.DB, table string) (ddl string, indexes []string) {
+	t.Helper()
+	if err := db.Raw(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`, table).Scan(&ddl).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Raw(`SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL ORDER BY name`, table).
+		Scan(&indexes).Error; err != nil {
+		t.Fatal(err)
+	}
+	return ddl, indexes
+}
+
+// A database made before tool_calls was stored WITHOUT ROWID is rebuilt on
+// open, keeping every row, the approvals that point at them and the indexes.
+func TestOpenRebuildsAnOldToolCallsTable(t *testing.T) {
+	dir := t.TempDir()
+	fresh, err := Open(filepath.Join(dir, "fresh.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, wantIndexes := schemaOf(t, fresh.db, "tool_calls")
+	fresh.Close()
+
+	path := filepath.Join(dir, "old.db")
+	old, err := gorm.Open(sqlite.Open(sqliteDSN(path, 2048)), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.AutoMigrate(&Run{}, &Turn{}, &ToolCall{}, &Approval{}); err != nil { // the old way: a rowid table
+		t.Fatal(err)
+	}
+	if ddl, _ := schemaOf(t, old, "tool_calls"); strings.Contains(ddl, "WITHOUT ROWID") {
+		t.Fatal("the old schema should be a rowid table")
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(old.Create(&Run{ID: "run_1", Status: "active"}).Error)
+	must(old.Create(&ToolCall{ID: "call_1", RunID: "run_1", Tool: "issue_refund", Status: CallPending, Args: `{"amount":900}`}).Error)
+	must(old.Create(&ToolCall{ID: "call_2", RunID: "run_1", Tool: "get_order_status", Status: CallSucceeded, Result: `{"ok":true}`}).Error)
+	must(old.Create(&Approval{ToolCallID: "call_1", StaffID: "stf_1", Verdict: "approve"}).Error)
+	sqlDB, _ := old.DB()
+	sqlDB.Close()
+
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ddl, indexes := schemaOf(t, s.db, "tool_calls")
+	if !strings.Contains(ddl, "WITHOUT ROWID") {
+		t.Fatalf("tool_calls was not rebuilt: %s", ddl)
+	}
+	if !slices.Equal(indexes, wantIndexes) {
+		t.Errorf("indexes after the rebuild:\n%s\nwant:\n%s", strings.Join(indexes, "\n"), strings.Join(wantIndexes, "\n"))
+	}
+	ctx := context.Background()
+	c2, err := s.ToolCall(ctx, "call_2")
+	if err != nil || c2.Result != `{"ok":true}` || c2.Status != CallSucceeded {
+		t.Fatalf("call_2 after the rebuild: %+v, %v", c2, err)
+	}
+	if a, err := s.Approvals(ctx, "call_1"); err != nil || len(a) != 1 {
+		t.Fatalf("approvals of call_1: %v, %v", a, err)
+	}
+	// Foreign keys are on again: an approval of a call that does not exist is refused.
+	err = s.Write(ctx, func(tx *Tx) error { return tx.CreateApproval(&Approval{ToolCallID: "call_nope", Verdict: "approve"}) })
+	if err == nil {
+		t.Fatal("an approval of a missing call was accepted: foreign keys are off")
+	}
+	// And the rebuilt table takes new calls.
+	must(s.Write(ctx, func(tx *Tx) error {
+		return tx.CreateToolCall(&ToolCall{ID: "call_3", RunID: "run_1", Tool: "list_orders", Status: CallExecuting})
+	}))
+}
