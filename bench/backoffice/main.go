@@ -263,6 +263,7 @@ func plans(path string) error {
 		{"audit page", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE (tool_calls.created_at, tool_calls.id) < ('2026-01-01', 'x') ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
 		{"audit by tool", `SELECT tool_calls.* FROM tool_calls WHERE tool_calls.tool = 'cancel_order' ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
 		{"audit by customer", `SELECT tool_calls.* FROM tool_calls WHERE tool_calls.customer_id = 'cus_x' ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
+		{"audit by staff", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE (SELECT 1 FROM approvals a WHERE a.tool_call_id = tool_calls.id AND (a.staff_name LIKE '%Ben%' ESCAPE '\' OR a.staff_id = 'Ben') LIMIT 1) IS NOT NULL ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
 		{"run transcript calls", `SELECT * FROM tool_calls WHERE run_id = 'x' ORDER BY created_at, id`},
 	} {
 		rows, err := db.Query("EXPLAIN QUERY PLAN " + q.sql)
