@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,22 @@ func TestWidgetOriginsAreChecked(t *testing.T) {
 		if _, err := parseOrigins(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+func TestServeGivesTheGCMoreRoomUnlessGOGCIsSet(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	if tuneGC(func(string) string { return "50" }) {
+		t.Fatal("GOGC was set, yet serve changed the GC setting")
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GC percent %d after an explicit GOGC, want it left alone (100)", got)
+	}
+	if !tuneGC(func(string) string { return "" }) {
+		t.Fatal("without GOGC, serve did not set its own GC percent")
+	}
+	if got := debug.SetGCPercent(100); got != serverGCPercent {
+		t.Fatalf("GC percent %d, want %d", got, serverGCPercent)
 	}
 }
