@@ -23,7 +23,7 @@ func (s *Store) PendingActions(ctx context.Context, limit int) ([]ActionRow, err
 			(SELECT COUNT(DISTINCT a.staff_id) FROM approvals a
 			 WHERE a.tool_call_id = tool_calls.id AND a.verdict = 'approve' AND a.args_hash = tool_calls.args_hash) AS approvals`).
 		Joins("JOIN runs ON runs.id = tool_calls.run_id").
-		Where("tool_calls.status = ?", CallPending).
+		Where("tool_calls.status = ?", CallPending).Where(notSucceeded).
 		Order("tool_calls.created_at, tool_calls.id").Limit(limit).Scan(&rows).Error
 	return rows, err
 }
@@ -84,6 +84,9 @@ func (s *Store) auditQuery(ctx context.Context, q AuditQuery) *gorm.DB {
 	}
 	if q.Status != "" {
 		db = db.Where("tool_calls.status = ?", q.Status)
+		if q.Status != CallSucceeded {
+			db = db.Where(notSucceeded)
+		}
 	}
 	if q.Customer != "" {
 		db = db.Where("tool_calls.customer_id = ?", q.Customer)

@@ -185,10 +185,21 @@ func (s *Store) Approvals(ctx context.Context, callID string) ([]Approval, error
 	return out, err
 }
 
+// notSucceeded is added, as written, to a query for calls in a status other
+// than succeeded: the status index leaves succeeded calls out, and SQLite
+// (like PostgreSQL) only uses such a partial index when the query's own
+// terms show it cannot need the rows left out, which a bound parameter
+// cannot show.
+const notSucceeded = "tool_calls.status <> 'succeeded'"
+
 // CallsByStatus lists calls in a status, oldest first, at most limit of them.
 func (s *Store) CallsByStatus(ctx context.Context, status string, limit int) ([]ToolCall, error) {
 	var out []ToolCall
-	err := s.db.WithContext(ctx).Where("status = ?", status).Order("created_at, id").Limit(limit).Find(&out).Error
+	db := s.db.WithContext(ctx).Where("status = ?", status)
+	if status != CallSucceeded {
+		db = db.Where(notSucceeded)
+	}
+	err := db.Order("created_at, id").Limit(limit).Find(&out).Error
 	return out, err
 }
 
@@ -196,7 +207,7 @@ func (s *Store) CallsByStatus(ctx context.Context, status string, limit int) ([]
 func (s *Store) OverdueActionIDs(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	var ids []string
 	err := s.db.WithContext(ctx).Model(&ToolCall{}).
-		Where("status = ? AND expires_at IS NOT NULL AND expires_at <= ?", CallPending, now.UTC()).
+		Where("status = ? AND expires_at IS NOT NULL AND expires_at <= ?", CallPending, now.UTC()).Where(notSucceeded).
 		Order("expires_at").Limit(limit).Pluck("id", &ids).Error
 	return ids, err
 }

@@ -14,6 +14,9 @@ func migrate(db *gorm.DB) error {
 	if err := migrateToolCalls(db); err != nil {
 		return fmt.Errorf("tool_calls: %w", err)
 	}
+	if err := dropChangedIndexes(db); err != nil {
+		return err
+	}
 	return db.AutoMigrate(&Run{}, &Turn{}, &ToolCall{}, &Approval{}, &AuditEvent{}, &AuditHead{},
 		&Customer{}, &Order{}, &Refund{}, &Staff{}, &Session{}, &APIToken{})
 }
@@ -100,6 +103,21 @@ func rebuildToolCallsWithoutRowid(db *gorm.DB, ddl string) error {
 		}
 		return nil
 	})
+}
+
+// dropChangedIndexes drops indexes whose definition changed since a
+// database was made (gorm only creates missing indexes, by name); the
+// AutoMigrate that follows creates them as they are now.
+func dropChangedIndexes(db *gorm.DB) error {
+	// Before the status index left out succeeded calls it had no WHERE.
+	var ddl string
+	if err := db.Raw(`SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'idx_tool_calls_status_created'`).Scan(&ddl).Error; err != nil {
+		return err
+	}
+	if ddl != "" && !strings.Contains(strings.ToUpper(ddl), "WHERE") {
+		return db.Exec("DROP INDEX idx_tool_calls_status_created").Error
+	}
+	return nil
 }
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

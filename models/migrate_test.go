@@ -24,8 +24,9 @@ func schemaOf(t *testing.T, db *gorm.DB, table string) (ddl string, indexes []st
 	return ddl, indexes
 }
 
-// A database made before tool_calls was stored WITHOUT ROWID is rebuilt on
-// open, keeping every row, the approvals that point at them and the indexes.
+// A database made before tool_calls was stored WITHOUT ROWID, with a status
+// index over every call, is rebuilt on open, keeping every row and the
+// approvals that point at them, with today's indexes.
 func TestOpenRebuildsAnOldToolCallsTable(t *testing.T) {
 	dir := t.TempDir()
 	fresh, err := Open(filepath.Join(dir, "fresh.db"), Options{})
@@ -41,6 +42,13 @@ func TestOpenRebuildsAnOldToolCallsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := old.AutoMigrate(&Run{}, &Turn{}, &ToolCall{}, &Approval{}); err != nil { // the old way: a rowid table
+		t.Fatal(err)
+	}
+	// and a status index over every call.
+	if err := old.Exec("DROP INDEX idx_tool_calls_status_created").Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Exec("CREATE INDEX `idx_tool_calls_status_created` ON `tool_calls`(`status`,`created_at`,`id`)").Error; err != nil {
 		t.Fatal(err)
 	}
 	if ddl, _ := schemaOf(t, old, "tool_calls"); strings.Contains(ddl, "WITHOUT ROWID") {
@@ -88,4 +96,44 @@ func TestOpenRebuildsAnOldToolCallsTable(t *testing.T) {
 	must(s.Write(ctx, func(tx *Tx) error {
 		return tx.CreateToolCall(&ToolCall{ID: "call_3", RunID: "run_1", Tool: "list_orders", Status: CallExecuting})
 	}))
+}
+
+// The status index leaves succeeded calls out; the queries by status must
+// still be answered from it (they add notSucceeded for that).
+func TestQueriesByStatusUseThePartialIndex(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "plans.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	dry := func(db *gorm.DB) (string, []any) {
+		var rows []map[string]any
+		st := db.Session(&gorm.Session{DryRun: true}).Scan(&rows).Statement
+		return st.SQL.String(), st.Vars
+	}
+	plan := func(name string, sql string, vars []any) string {
+		var steps []struct {
+			ID, Parent, NotUsed int
+			Detail              string
+		}
+		if err := s.db.Raw("EXPLAIN QUERY PLAN "+sql, vars...).Scan(&steps).Error; err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var out []string
+		for _, st := range steps {
+			out = append(out, st.Detail)
+		}
+		return strings.Join(out, " | ")
+	}
+	for _, status := range []string{CallRejected, CallPending, CallFailed} {
+		sql, vars := dry(s.auditQuery(ctx, AuditQuery{Status: status}).Limit(51))
+		if p := plan("audit "+status, sql, vars); !strings.Contains(p, "idx_tool_calls_status_created") {
+			t.Errorf("audit filtered by %s does not use the status index: %s", status, p)
+		}
+	}
+	sql, vars := dry(s.db.Model(&ToolCall{}).Where("status = ?", CallPending).Where(notSucceeded).Order("created_at, id"))
+	if p := plan("pending", sql, vars); !strings.Contains(p, "idx_tool_calls_status_created") {
+		t.Errorf("pending calls do not use the status index: %s", p)
+	}
 }

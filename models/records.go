@@ -60,7 +60,11 @@ type ToolCall struct {
 	// staff edited them before approving; empty when never edited.
 	OriginalArgs string `gorm:"type:text"`
 
-	Status            string `gorm:"size:16;index:idx_tool_calls_status_created,priority:1"`
+	// The status index leaves out succeeded calls (the great majority, never
+	// looked up by status alone): an allowed call is one index entry while it
+	// runs and none after. Queries by another status say so with
+	// notSucceeded, so that the planner may use it.
+	Status            string `gorm:"size:16;index:idx_tool_calls_status_created,priority:1,where:status <> 'succeeded'"`
 	Decision          string `gorm:"size:16"`
 	Rule              string `gorm:"size:100"`
 	Reason            string `gorm:"type:text"`

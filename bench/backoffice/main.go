@@ -258,7 +258,7 @@ func plans(path string) error {
 	}
 	defer db.Close()
 	for _, q := range []struct{ name, sql string }{
-		{"queue", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE tool_calls.status = 'pending' ORDER BY tool_calls.created_at, tool_calls.id LIMIT 100`},
+		{"queue", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE tool_calls.status = 'pending' AND tool_calls.status <> 'succeeded' ORDER BY tool_calls.created_at, tool_calls.id LIMIT 100`},
 		{"queue approvals", `SELECT COUNT(DISTINCT a.staff_id) FROM approvals a WHERE a.tool_call_id = 'x' AND a.verdict = 'approve' AND a.args_hash = 'h'`},
 		{"audit page", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE (tool_calls.created_at, tool_calls.id) < ('2026-01-01', 'x') ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
 		{"audit by tool", `SELECT tool_calls.* FROM tool_calls WHERE tool_calls.tool = 'cancel_order' ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
