@@ -21,7 +21,7 @@ test: check
 bench:
 	go test -run XXX -bench . -benchtime 3s ./agent
 	cd bench/opa && go test -run XXX -bench . -benchtime 2s .
-	cd bench/ts-gate && npm ci --silent && node gate.bench.mjs
+	cd bench/ts-gate && npm ci --silent && node gate.bench.mjs && ARTICLE_LOG=1 node gate.bench.mjs >/dev/null
 
 fuzz:
 	go test ./tools -run XXX -fuzz FuzzNormalize -fuzztime 60s

@@ -1,8 +1,9 @@
 // The seed article's gate, in memory, transcribed from TypeScript to plain
 // JavaScript (types removed, logic unchanged), so its cost can be measured
 // on the same machine as Countersign's gate. The article logs every call
-// with console.log; logging is turned off here, as Countersign's in-memory
-// benchmark does no I/O either.
+// with console.log; logging is off by default, as Countersign's in-memory
+// benchmark does no I/O either. ARTICLE_LOG=1 turns the article's log line
+// back on (run it with stdout to /dev/null; results go to stderr).
 import { z } from "zod";
 
 const getOrderStatus = {
@@ -29,7 +30,10 @@ function policy(toolName, risk, args) {
 }
 
 let approvalQueue = [];
-function log(_entry) {}
+const articleLog = process.env.ARTICLE_LOG === "1";
+function log(entry) {
+  if (articleLog) console.log(JSON.stringify({ at: new Date().toISOString(), ...entry }));
+}
 
 async function executeToolCall(toolName, rawArgs) {
   const tool = tools.find((t) => t.name === toolName);
@@ -57,7 +61,7 @@ async function bench(name, toolName, json, n) {
     if (approvalQueue.length > 10000) approvalQueue = [];
   }
   const ns = Number(process.hrtime.bigint() - start) / n;
-  console.log(`${name}\t${ns.toFixed(0)} ns/op`);
+  console.error(`${name}${articleLog ? "+log" : ""}\t${ns.toFixed(0)} ns/op`);
 }
 
 await bench("ts-gate/read", "get_order_status", '{"orderId":"A1002"}', 300000);
