@@ -34,11 +34,15 @@ func init() {
 }
 
 const (
-	// checkpointEvery is the shortest time between two background
-	// checkpoints. Copying often costs the writer more (the copy and the
-	// writer's appends compete for the same files); 200 ms measured best
-	// among 20 ms, 200 ms and 1 s.
-	checkpointEvery = 200 * time.Millisecond
+	// checkpointEvery is the longest wait between two background
+	// checkpoints while commits arrive. Copying often costs the writer more
+	// (the copy and the writer's appends compete for the same files): 200 ms
+	// measured best among 20 ms, 200 ms and 1 s at full load. When the log
+	// grows fast the wait is shortened so that about walPagesStep pages come
+	// in between two looks, down to checkpointEveryMin.
+	checkpointEvery    = 200 * time.Millisecond
+	checkpointEveryMin = 10 * time.Millisecond
+	walPagesStep       = 1000
 	// walPagesLimit is the length of the log (in pages, 16 MiB) past which
 	// the writer completes a checkpoint itself, so that the log starts over.
 	walPagesLimit = 4000
@@ -74,45 +78,70 @@ func (c *checkpointer) committed() {
 
 func (c *checkpointer) loop() {
 	defer close(c.stopped)
+	prevPages, prevAt := 0, time.Now()
+	rate := 0.0 // pages per second the log grew at, last time it was seen growing
 	for {
 		select {
 		case <-c.wake:
 		case <-c.quit:
 			return
 		}
-		c.checkpoint(c.db)
-		// Let commits gather before the next copy.
+		// While the writer finishes a long log (a checkpoint here would only
+		// get in its way), or after a failed try: look again soon.
+		wait := checkpointEveryMin
+		if !c.long.Load() {
+			if pages := c.checkpoint(c.db); pages >= 0 {
+				now := time.Now()
+				if pages > prevPages { // (a log that started over says nothing of the rate)
+					rate = float64(pages-prevPages) / now.Sub(prevAt).Seconds()
+				}
+				wait = nextWait(rate)
+				prevPages, prevAt = pages, now
+			}
+		}
 		select {
-		case <-time.After(checkpointEvery):
+		case <-time.After(wait):
 		case <-c.quit:
 			return
 		}
 	}
 }
 
+// nextWait is how long to let commits gather before the next checkpoint:
+// checkpointEvery, or less when the log grows at rate pages a second, so that
+// about walPagesStep pages come in meanwhile.
+func nextWait(rate float64) time.Duration {
+	if rate <= 0 {
+		return checkpointEvery
+	}
+	wait := time.Duration(walPagesStep / rate * float64(time.Second))
+	return min(max(wait, checkpointEveryMin), checkpointEvery)
+}
+
 // checkpoint copies what it can of the log into the database file without
-// waiting for anyone, and reports whether the whole log is now copied.
-func (c *checkpointer) checkpoint(db rowQuerier) (complete bool) {
+// waiting for anyone, notes whether the log is still long and returns its
+// length in pages (-1 when the checkpoint could not run).
+func (c *checkpointer) checkpoint(db rowQuerier) int {
 	var busy, logPages, copied int
 	if err := db.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logPages, &copied); err != nil {
 		// Another checkpoint is running, or the database is closing: the
 		// next commit will ask again.
-		return false
+		return -1
 	}
-	complete = busy == 0 && logPages == copied
-	c.long.Store(logPages >= walPagesLimit && !complete)
-	return complete
+	c.long.Store(logPages >= walPagesLimit)
+	return logPages
 }
 
-// finish is run by the writer between batches when the log is long: with no
-// write in progress a checkpoint can copy everything, and the writer's next
-// transaction starts the log over.
+// finish is run by the writer between batches while the log is long. With
+// no write in progress a checkpoint can copy everything; SQLite then starts
+// the log over at the writer's next commit, provided no reader still reads an
+// older snapshot at that moment. So the writer tries after every batch until
+// the log is actually short again (as SQLite's own automatic checkpoint
+// does after every commit past its limit); each try copies only the pages
+// written since the one before.
 func (c *checkpointer) finish(writerConn rowQuerier) {
-	if !c.long.Load() {
-		return
-	}
-	if c.checkpoint(writerConn) {
-		c.long.Store(false)
+	if c.long.Load() {
+		c.checkpoint(writerConn)
 	}
 }
 
