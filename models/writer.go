@@ -18,7 +18,6 @@ import (
 // commits together with its audit events, or not at all.
 type Tx struct {
 	db    *gorm.DB // gorm on the same transaction, for queries off the hot path
-	sql   *sql.Tx
 	w     *writer
 	chain chainState
 	now   time.Time
@@ -55,8 +54,7 @@ type writeReq struct {
 // instead of on the file lock is what turns many small commits into few.
 type writer struct {
 	store    *Store
-	db       *sql.DB   // a pool of one connection
-	conn     *sql.Conn // that connection, held for the writer's life
+	conn     *sql.Conn // the one connection of the writer's pool, held for the writer's life
 	reqs     chan *writeReq
 	maxBatch int
 	quit     chan struct{}
@@ -94,7 +92,6 @@ func newWriter(s *Store, db *sql.DB, maxBatch int) (*writer, error) {
 	}
 	w := &writer{
 		store:    s,
-		db:       db,
 		conn:     conn,
 		reqs:     make(chan *writeReq),
 		maxBatch: maxBatch,
@@ -297,7 +294,7 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 	}
 	gtx := w.store.wdb.Session(&gorm.Session{NewDB: true})
 	gtx.Statement.ConnPool = stx
-	tx := &Tx{db: gtx, sql: stx, w: w}
+	tx := &Tx{db: gtx, w: w}
 	abort := func(err error) error {
 		stx.Rollback()
 		return err
