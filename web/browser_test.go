@@ -2,10 +2,12 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,22 +37,69 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// newBrowser starts a headless Chromium; each person is a separate browser
-// context (own cookies) in it.
+// The package's browser tests share one headless Chromium, started on first
+// use and stopped by TestMain; each person is a separate browser context (own
+// cookies, own tabs) in it. Chromium now and then dies while starting on these
+// shared machines (seen once in CI: a crash 0.3 s into the start, before any
+// page was opened), so the start is tried three times; a browser that dies
+// during a test still fails that test.
+var shared struct {
+	once    sync.Once
+	browser context.Context
+	stop    func()
+	err     error
+}
+
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	browser, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(cancel)
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("start chromium: %v", err)
+	path := chromiumPath(t)
+	shared.once.Do(func() {
+		for attempt := 1; attempt <= 3; attempt++ {
+			browser, stop, err := startChromium(path)
+			if err == nil {
+				shared.browser, shared.stop, shared.err = browser, stop, nil
+				return
+			}
+			shared.err = fmt.Errorf("attempt %d: %w", attempt, err)
+			fmt.Fprintf(os.Stderr, "chromium did not start (%v)\n", shared.err)
+			time.Sleep(time.Second)
+		}
+	})
+	if shared.err != nil {
+		t.Fatalf("start chromium: %v", shared.err)
 	}
-	return browser
+	return shared.browser
+}
+
+func startChromium(path string) (context.Context, func(), error) {
+	dir, err := os.MkdirTemp("", "countersign-chromium-")
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.UserDataDir(dir), chromedp.WindowSize(1280, 900))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	browser, cancel := chromedp.NewContext(alloc)
+	stop := func() {
+		cancel()
+		cancelAlloc()
+		_ = os.RemoveAll(dir)
+	}
+	if err := chromedp.Do(browser); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return browser, stop, nil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.stop != nil {
+		shared.stop()
+	}
+	os.Exit(code)
 }
 
 func person(t *testing.T, browser context.Context) context.Context {
