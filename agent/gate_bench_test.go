@@ -32,6 +32,7 @@ func BenchmarkGateCall(b *testing.B) {
 			req := agent.CallRequest{RunID: run, CustomerID: "cus_alice", Tool: "get_order_status", Args: []byte(`{"order_id":"A1002"}`)}
 			ctx := context.Background()
 			b.ReportAllocs()
+			before := e.store.WriterStats()
 			b.ResetTimer()
 			start := time.Now()
 			if bc.callers == 1 {
@@ -53,6 +54,8 @@ func BenchmarkGateCall(b *testing.B) {
 				})
 			}
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+			after := e.store.WriterStats()
+			b.ReportMetric(float64(after.Units-before.Units)/float64(after.Commits-before.Commits), "units/commit")
 		})
 	}
 }

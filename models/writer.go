@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -68,6 +69,20 @@ type writer struct {
 	// closure so that running one allocates nothing.
 	cur    rawStatement
 	rawRun func(any) error
+
+	commits, units atomic.Int64
+}
+
+// WriterStats counts the writer's committed transactions and the units of
+// work they carried: units per commit is how well group commit is working.
+type WriterStats struct {
+	Commits int64
+	Units   int64
+}
+
+// WriterStats reports what the writer has committed since the store opened.
+func (s *Store) WriterStats() WriterStats {
+	return WriterStats{Commits: s.writer.commits.Load(), Units: s.writer.units.Load()}
 }
 
 type rawStatement struct {
@@ -344,6 +359,8 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 		return abort(fmt.Errorf("commit: %w", err))
 	}
 	w.store.ckpt.committed()
+	w.commits.Add(1)
+	w.units.Add(int64(ran))
 	return nil
 }
 
