@@ -10,7 +10,7 @@ RUN CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o /out/countersign ./cmd/
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --home /data countersign \
+    && useradd --uid 10001 --user-group --no-create-home --home-dir /data --shell /usr/sbin/nologin countersign \
     && mkdir -p /data && chown countersign /data
 COPY --from=build /out/countersign /usr/local/bin/countersign
 USER countersign
