@@ -69,8 +69,11 @@ type AuditRow struct {
 
 func (s *Store) auditQuery(ctx context.Context, q AuditQuery) *gorm.DB {
 	db := s.db.WithContext(ctx).Table("tool_calls").
+		// string_agg with ORDER BY reads the same in SQLite (3.44 and later)
+		// and PostgreSQL, and lists the verdicts in the order they were given.
 		Select(`tool_calls.*, runs.customer_name AS customer_name,
-			(SELECT GROUP_CONCAT(a.staff_name || ' (' || a.verdict || ')', ', ') FROM approvals a WHERE a.tool_call_id = tool_calls.id) AS decided_by`).
+			(SELECT string_agg(a.staff_name || ' (' || a.verdict || ')', ', ' ORDER BY a.created_at, a.id)
+				FROM approvals a WHERE a.tool_call_id = tool_calls.id) AS decided_by`).
 		Joins("JOIN runs ON runs.id = tool_calls.run_id")
 	if q.Tool != "" {
 		db = db.Where("tool_calls.tool = ?", q.Tool)
