@@ -1,0 +1,61 @@
+package web_test
+
+import (
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/countersign/countersign/agent"
+)
+
+// An approver on a phone can read the queue and an action and reach the
+// Approve and Reject buttons without the page scrolling sideways.
+func TestBrowserBackOfficeOnAPhone(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleSupervisor, "sam@x.test", "Sam Supervisor")
+	ctx := person(t, newBrowser(t))
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch)); err != nil {
+		t.Fatal(err)
+	}
+	action := a.pendingRefund("it arrived broken")
+	signInBrowser(t, ctx, a.srv.URL, "sam@x.test")
+
+	fits := func(page string) {
+		t.Helper()
+		size, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`[document.documentElement.scrollWidth, screen.width]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size[0] > size[1]+1 {
+			t.Errorf("%s is %v px wide on a %v px screen: it scrolls sideways", page, size[0], size[1])
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`[data-action-id="`+action.ID+`"]`))); err != nil {
+		t.Fatal(err)
+	}
+	fits("the queue")
+	screenshot(t, ctx, "phone-queue")
+
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(a.srv.URL+"/actions/"+action.ID),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=args]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fits("the action page")
+	screenshot(t, ctx, "phone-action")
+	for _, button := range []string{`[data-testid=approve]`, `[data-testid=edit-toggle]`} {
+		inside, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const r = document.querySelector('`+button+`').getBoundingClientRect(); return r.width > 0 && r.left >= 0 && r.right <= screen.width; })()`))
+		if err != nil || !inside {
+			t.Errorf("%s is not within the screen (%v)", button, err)
+		}
+	}
+
+	for _, p := range []string{"/audit", "/runs", "/policy", "/tools"} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(a.srv.URL+p), chromedp.WaitVisible(chromedp.CSS(`main`))); err != nil {
+			t.Fatal(err)
+		}
+		fits(p)
+		screenshot(t, ctx, "phone-"+p[1:])
+	}
+}
