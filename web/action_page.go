@@ -52,6 +52,7 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	if call.Args == "" {
 		v.Args = call.RawArgs
 	}
+	v.Changes = argChanges(call.OriginalArgs, call.Args)
 	if call.ExpiresAt != nil {
 		v.ExpiresAt = rfc3339(*call.ExpiresAt)
 	}

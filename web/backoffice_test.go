@@ -276,6 +276,12 @@ func TestEditAndApproveInTheBrowserForm(t *testing.T) {
 	if !strings.Contains(page, `&#34;amount&#34;: 450`) || !strings.Contains(page, `&#34;amount&#34;: 900`) || !strings.Contains(page, "with edited arguments") {
 		t.Fatalf("the page does not show original and edited arguments:\n%.3000s", page)
 	}
+	// What changed is listed by field: the amount, not the untouched order.
+	changes := between(page, `data-testid="arg-changes"`, `</table>`)
+	if !strings.Contains(changes, `data-field="amount"`) || !strings.Contains(changes, "<code>900</code>") || !strings.Contains(changes, "<code>450</code>") ||
+		strings.Contains(changes, `data-field="order_id"`) || strings.Contains(changes, `data-field="reason"`) {
+		t.Fatalf("changes: %s", changes)
+	}
 }
 
 func TestStaffAPI(t *testing.T) {
@@ -465,4 +471,17 @@ func TestSessionsEndAfterIdleAndAbsoluteTimeouts(t *testing.T) {
 	if res, _ := busy.get("/queue"); res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("session older than the absolute timeout still open: %d", res.StatusCode)
 	}
+}
+
+// between returns the part of s from the first start to the end after it.
+func between(s, start, end string) string {
+	i := strings.Index(s, start)
+	if i < 0 {
+		return ""
+	}
+	s = s[i:]
+	if j := strings.Index(s, end); j >= 0 {
+		return s[:j]
+	}
+	return s
 }

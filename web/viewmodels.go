@@ -24,6 +24,47 @@ func prettyJSON(s string) string {
 	return b.String()
 }
 
+// argChanges lists the arguments whose values differ between what the model
+// asked for and what is in force after an edit, by top-level field.
+func argChanges(original, current string) []views.ArgChange {
+	if original == "" || current == "" {
+		return nil
+	}
+	var was, now map[string]json.RawMessage
+	if json.Unmarshal([]byte(original), &was) != nil || json.Unmarshal([]byte(current), &now) != nil {
+		return nil
+	}
+	fields := make([]string, 0, len(was)+len(now))
+	for k := range was {
+		fields = append(fields, k)
+	}
+	for k := range now {
+		if _, ok := was[k]; !ok {
+			fields = append(fields, k)
+		}
+	}
+	sort.Strings(fields)
+	var out []views.ArgChange
+	for _, k := range fields {
+		a, b := compactJSON(was[k]), compactJSON(now[k])
+		if a != b {
+			out = append(out, views.ArgChange{Field: k, Was: a, Now: b})
+		}
+	}
+	return out
+}
+
+func compactJSON(v json.RawMessage) string {
+	if v == nil {
+		return "(not set)"
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, v); err != nil {
+		return string(v)
+	}
+	return b.String()
+}
+
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 func clock(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
