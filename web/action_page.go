@@ -2,6 +2,8 @@ package web
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -53,6 +55,11 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 		v.Args = call.RawArgs
 	}
 	v.Changes = argChanges(call.OriginalArgs, call.Args)
+	if call.OriginalArgs != "" {
+		if v.EditDecision, err = s.editDecision(ctx, call.ID); err != nil {
+			return views.ActionView{}, nil, err
+		}
+	}
 	if call.ExpiresAt != nil {
 		v.ExpiresAt = rfc3339(*call.ExpiresAt)
 	}
@@ -64,6 +71,34 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 		v.Fields = editFields(tool.Schema, call.Args, nil)
 	}
 	return v, call, nil
+}
+
+// editDecision tells what the policy said of the latest edit of a call's
+// arguments, from the audit event the edit recorded.
+func (s *Server) editDecision(ctx context.Context, callID string) (string, error) {
+	events, err := s.cfg.Store.AuditEventsFor(ctx, callID)
+	if err != nil {
+		return "", err
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Kind != "action.edited" {
+			continue
+		}
+		var p struct {
+			Verdict string `json:"edit_verdict"`
+			Rule    string `json:"edit_rule"`
+			Reason  string `json:"edit_reason"`
+		}
+		if json.Unmarshal([]byte(events[i].Payload), &p) != nil || p.Verdict == "" {
+			return "", nil
+		}
+		out := p.Verdict + " · " + p.Rule
+		if p.Reason != "" {
+			out += ": " + p.Reason
+		}
+		return out, nil
+	}
+	return "", nil
 }
 
 func (s *Server) actionPage(c echo.Context) error {

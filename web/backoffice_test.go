@@ -282,6 +282,9 @@ func TestEditAndApproveInTheBrowserForm(t *testing.T) {
 		strings.Contains(changes, `data-field="order_id"`) || strings.Contains(changes, `data-field="reason"`) {
 		t.Fatalf("changes: %s", changes)
 	}
+	if d := between(page, `data-testid="edit-decision"`, `</p>`); !strings.Contains(d, "needs_approval · refund-needs-approval: Refund of $450.00") {
+		t.Fatalf("the policy's word on the edit: %q", d)
+	}
 }
 
 func TestStaffAPI(t *testing.T) {
