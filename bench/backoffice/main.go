@@ -123,6 +123,7 @@ func run(nCalls, nPending, nClients int, dir string) error {
 		{"/audit filtered (tool=cancel_order)", "/audit?tool=cancel_order"},
 		{"/audit filtered (status=rejected, deep)", "/audit?status=rejected&after=" + url.QueryEscape(deep)},
 		{"/audit filtered by staff (Ben)", "/audit?staff=Ben"},
+		{"/audit text in arguments, a rare match (q=A123456)", "/audit?q=A123456"},
 	} {
 		d, err := timeGet(client, srv.URL+p.path, 20)
 		if err != nil {
