@@ -430,6 +430,14 @@ func TestAuditFiltersPagesAndExports(t *testing.T) {
 	if n := strings.Count(byText, `data-testid="audit-row"`); n != 50 {
 		t.Fatalf("text filter: %d rows", n)
 	}
+	// Narrowed by a tool, the text search needs no warning; alone, it says
+	// it reads every call.
+	if strings.Contains(byText, `data-testid="text-search-hint"`) {
+		t.Fatal("a narrowed text search shows the slow-search hint")
+	}
+	if _, alone := b.get("/audit?q=B2001"); !strings.Contains(alone, `data-testid="text-search-hint"`) {
+		t.Fatal("a text search alone does not say it reads every call")
+	}
 	if res, _ := b.get("/audit?decision=maybe"); res.StatusCode != 400 {
 		t.Fatalf("bad filter: %d", res.StatusCode)
 	}
