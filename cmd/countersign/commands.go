@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign/agent"
 
@@ -63,7 +65,7 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	store, err := models.Open(cfg.DB, models.Options{})
+	store, err := openExisting(cfg.DB)
 	if err != nil {
 		return err
 	}
@@ -77,6 +79,62 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return exitError{code: 1}
 	}
 	fmt.Fprintf(stdout, "audit chain intact: %d events\n", rep.Events)
+	return nil
+}
+
+// openExisting opens a database that must already be there: verifying or
+// backing up a mistyped path must not create an empty database and report
+// on that.
+func openExisting(path string) (*models.Store, error) {
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no database at %s (give its path with --db)", path)
+		}
+		return nil, err
+	}
+	return models.Open(path, models.Options{})
+}
+
+// cmdBackup writes a consistent copy of the database while the server may be
+// running, then opens the copy and verifies its audit chain.
+func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cfg := newFlagSet("backup", stderr)
+	to := fs.String("to", "", "the new file to write the copy to")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *to == "" {
+		return usageError("backup needs --to FILE")
+	}
+	store, err := openExisting(cfg.DB)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	start := time.Now()
+	if err := store.Backup(ctx, *to); err != nil {
+		return err
+	}
+	took := time.Since(start).Round(time.Millisecond)
+	backup, err := models.Open(*to, models.Options{})
+	if err != nil {
+		return fmt.Errorf("the backup at %s does not open: %w", *to, err)
+	}
+	defer backup.Close()
+	rep, err := backup.VerifyAuditChain(ctx)
+	if err != nil {
+		return fmt.Errorf("check the backup at %s: %w", *to, err)
+	}
+	size := int64(0)
+	if fi, err := os.Stat(*to); err == nil {
+		size = fi.Size()
+	}
+	fmt.Fprintf(stdout, "backed up %s to %s (%.1f MB) in %s\n", cfg.DB, *to, float64(size)/1e6, took)
+	if !rep.OK {
+		fmt.Fprintf(stdout, "the copy's audit chain is BROKEN at sequence %d: %s\n", rep.BadSeq, rep.Problem)
+		return exitError{code: 1}
+	}
+	fmt.Fprintf(stdout, "the copy's audit chain is intact: %d events\n", rep.Events)
 	return nil
 }
 

@@ -48,6 +48,7 @@ Usage:
   countersign token create --email E                 (prints a new staff API token)
   countersign policy test [FILE] [--db ...]
   countersign audit verify [--db ...]
+  countersign backup --to FILE [--db ...]            (a consistent copy, safe while serve runs)
 
 Every flag can also be set as COUNTERSIGN_<FLAG> in the environment
 (for example COUNTERSIGN_DB=/data/countersign.db).
@@ -81,6 +82,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return usageError("audit takes one command: verify")
 		}
 		return cmdAuditVerify(ctx, args[2:], stdout, stderr)
+	case "backup":
+		return cmdBackup(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/countersign/countersign/models"
 )
 
 func runCmd(t *testing.T, args ...string) (string, int) {
@@ -166,5 +168,54 @@ func TestServeGivesTheGCMoreRoomUnlessGOGCIsSet(t *testing.T) {
 	}
 	if got := debug.SetGCPercent(100); got != serverGCPercent {
 		t.Fatalf("GC percent %d, want %d", got, serverGCPercent)
+	}
+}
+
+func TestBackupCommand(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "cs.db")
+	s, err := models.Open(db, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SeedDemoShop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	copyPath := filepath.Join(dir, "backup.db")
+	out, code := runCmd(t, "backup", "--db", db, "--to", copyPath)
+	if code != 0 || !strings.Contains(out, "the copy's audit chain is intact: 1 events") {
+		t.Fatalf("backup: code %d\n%s", code, out)
+	}
+	// The copy is a working database: the demo shop is in it.
+	out, code = runCmd(t, "audit", "verify", "--db", copyPath)
+	if code != 0 || !strings.Contains(out, "intact: 1 events") {
+		t.Fatalf("verify the copy: code %d\n%s", code, out)
+	}
+	c, err := models.Open(copyPath, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Customer(context.Background(), "cus_alice"); err != nil {
+		t.Fatalf("the copy lacks the demo customer: %v", err)
+	}
+	c.Close()
+
+	if out, code := runCmd(t, "backup", "--db", db, "--to", copyPath); code != 1 || !strings.Contains(out, "already exists") {
+		t.Fatalf("backup over an existing file: code %d\n%s", code, out)
+	}
+	if out, code := runCmd(t, "backup", "--db", db); code != 2 || !strings.Contains(out, "backup needs --to FILE") {
+		t.Fatalf("backup without --to: code %d\n%s", code, out)
+	}
+	// A mistyped database path is an error, not a new empty database.
+	missing := filepath.Join(dir, "typo.db")
+	for _, args := range [][]string{{"backup", "--db", missing, "--to", filepath.Join(dir, "x.db")}, {"audit", "verify", "--db", missing}} {
+		if out, code := runCmd(t, args...); code != 1 || !strings.Contains(out, "no database at "+missing) {
+			t.Fatalf("%v: code %d\n%s", args, code, out)
+		}
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("the mistyped path was created: %v", err)
 	}
 }
