@@ -89,13 +89,26 @@ func (s *Server) auditPage(c echo.Context) error {
 		return err
 	}
 	q.Limit = AuditPageSize + 1
-	rows, err := s.cfg.Store.AuditCalls(c.Request().Context(), q)
-	if err != nil {
-		return err
+	ctx := c.Request().Context()
+	if q.Text != "" {
+		// A text search reads calls until it has a page of matches: with a
+		// rare match and a long history, that is the whole history.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.AuditSearchTimeout)
+		defer cancel()
 	}
 	v := views.AuditView{Filter: f, Query: filterQuery(f), Decisions: auditDecisions, Statuses: auditStatuses}
 	for _, t := range s.cfg.Gate.Tools().All() {
 		v.Tools = append(v.Tools, t.Name)
+	}
+	rows, err := s.cfg.Store.AuditCalls(ctx, q)
+	if err != nil {
+		if q.Text == "" || ctx.Err() == nil || c.Request().Context().Err() != nil {
+			return err
+		}
+		v.SearchStopped = fmt.Sprintf("The search read for %s without finding a page of matches, and stopped. Choose a tool, a customer or dates to narrow it.",
+			s.cfg.AuditSearchTimeout.Round(time.Second))
+		rows = nil
 	}
 	if len(rows) > AuditPageSize {
 		last := rows[AuditPageSize-1]

@@ -15,6 +15,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/web"
 )
 
 const password = "correct horse battery staple"
@@ -495,4 +496,21 @@ func between(s, start, end string) string {
 		return s[:j]
 	}
 	return s
+}
+
+// A text search that runs past its time budget stops with a message that
+// says how to narrow it, instead of holding the page.
+func TestAuditTextSearchStopsAtItsBudget(t *testing.T) {
+	a := newAppWith(t, func(c *web.Config) { c.AuditSearchTimeout = time.Nanosecond })
+	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
+	a.pendingRefund("it broke")
+	b := a.signIn("aud@x.test")
+	res, page := b.get("/audit?q=A1002")
+	if res.StatusCode != 200 || !strings.Contains(page, `data-testid="search-stopped"`) || strings.Contains(page, `data-testid="audit-row"`) {
+		t.Fatalf("a search past its budget: %d\n%.3000s", res.StatusCode, page)
+	}
+	// Other filters have no budget.
+	if _, page := b.get("/audit?tool=issue_refund"); strings.Contains(page, "search-stopped") || !strings.Contains(page, `data-testid="audit-row"`) {
+		t.Fatalf("a filter without text:\n%.3000s", page)
+	}
 }

@@ -36,6 +36,9 @@ type Config struct {
 	// ReplyWait is how long a request that starts model work waits for the
 	// reply before answering with the run as it stands.
 	ReplyWait time.Duration
+	// AuditSearchTimeout bounds an audit page whose filter searches text
+	// in the arguments (a scan over the calls); default 15 s.
+	AuditSearchTimeout time.Duration
 }
 
 // BodyLimit caps every request body.
@@ -60,6 +63,9 @@ type Server struct {
 
 // New builds the server with its middleware and routes.
 func New(cfg Config) *Server {
+	if cfg.AuditSearchTimeout == 0 {
+		cfg.AuditSearchTimeout = 15 * time.Second
+	}
 	if cfg.ReplyWait == 0 {
 		cfg.ReplyWait = 20 * time.Second
 	}
