@@ -25,8 +25,8 @@ type staffCtx struct {
 	cookie string
 }
 
-func sessionCookieName(r *http.Request) string {
-	if r.TLS != nil {
+func (s *Server) sessionCookieName(r *http.Request) string {
+	if s.overTLS(r) {
 		return "__Host-cs_session"
 	}
 	return "cs_session"
@@ -38,7 +38,7 @@ func (s *Server) loadStaff(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		info := views.RequestInfo{Path: r.URL.Path}
-		if ck, err := r.Cookie(sessionCookieName(r)); err == nil && ck.Value != "" {
+		if ck, err := r.Cookie(s.sessionCookieName(r)); err == nil && ck.Value != "" {
 			if sess, st, err := s.cfg.Accounts.Session(r.Context(), ck.Value); err == nil {
 				ctx := context.WithValue(r.Context(), staffCtxKey{}, &staffCtx{staff: st, sess: sess, cookie: ck.Value})
 				info.StaffName, info.StaffRole, info.CSRF = st.Name, st.Role, sess.CSRFToken
@@ -172,7 +172,7 @@ func (s *Server) loginPage(c echo.Context) error {
 func (s *Server) login(c echo.Context) error {
 	// No session yet, so no CSRF token: refuse cross-site posts by origin.
 	if o := c.Request().Header.Get("Origin"); o != "" && o != "null" {
-		if u, err := url.Parse(o); err != nil || u.Host != c.Request().Host {
+		if u, err := url.Parse(o); err != nil || u.Host != s.publicHost(c.Request()) {
 			return agent.Errorf(agent.CodeForbidden, "sign in from Countersign's own page")
 		}
 	}
@@ -189,7 +189,7 @@ func (s *Server) login(c echo.Context) error {
 		return fail(statusForCode(agent.ErrorCode(err)), agent.ErrorMessage(err))
 	}
 	// A new session id at every sign-in: a planted cookie never becomes valid.
-	if ck, err := c.Cookie(sessionCookieName(c.Request())); err == nil && ck.Value != "" {
+	if ck, err := c.Cookie(s.sessionCookieName(c.Request())); err == nil && ck.Value != "" {
 		_ = s.cfg.Store.DeleteSession(c.Request().Context(), agent.HashToken(ck.Value), "system")
 	}
 	cookie, err := s.cfg.Accounts.StartSession(c.Request().Context(), st)
@@ -202,8 +202,8 @@ func (s *Server) login(c echo.Context) error {
 
 func (s *Server) setSessionCookie(c echo.Context, value string, maxAge int) {
 	r := c.Request()
-	c.SetCookie(&http.Cookie{Name: sessionCookieName(r), Value: value, Path: "/", MaxAge: maxAge,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode})
+	c.SetCookie(&http.Cookie{Name: s.sessionCookieName(r), Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, Secure: s.overTLS(r), SameSite: http.SameSiteLaxMode})
 }
 
 func (s *Server) logout(c echo.Context) error {

@@ -84,7 +84,7 @@ func (s *Server) chatRun(c echo.Context) *models.Run {
 
 func (s *Server) setChatCookie(c echo.Context, token string) {
 	ck := &http.Cookie{Name: chatCookie, Value: token, Path: "/chat", MaxAge: 30 * 24 * 3600, HttpOnly: true, SameSite: http.SameSiteLaxMode}
-	if c.Request().TLS != nil {
+	if s.overTLS(c.Request()) {
 		// Inside a shop's page the frame is a third party: the cookie must
 		// be SameSite=None, and is partitioned per shop site (CHIPS).
 		ck.Secure, ck.SameSite, ck.Partitioned = true, http.SameSiteNoneMode, true
@@ -129,7 +129,7 @@ func (s *Server) chatPage(c echo.Context) error {
 
 // chatIdentity tells the frame who the customer token names.
 func (s *Server) chatIdentity(c echo.Context) error {
-	if err := sameOriginHTMX(c); err != nil {
+	if err := s.sameOriginHTMX(c); err != nil {
 		return err
 	}
 	return render(c, http.StatusOK, views.ChatIdentity(s.identityFor(c.FormValue("customer_token"))))
@@ -153,14 +153,14 @@ func (s *Server) identityFor(token string) views.ChatIdentityView {
 // sameOriginHTMX refuses chat posts that did not come from the chat frame
 // itself: a cross-site form cannot send the HX-Request header, and browsers
 // name the origin of every fetch.
-func sameOriginHTMX(c echo.Context) error {
+func (s *Server) sameOriginHTMX(c echo.Context) error {
 	r := c.Request()
 	if r.Header.Get("HX-Request") != "true" {
 		return agent.Errorf(agent.CodeForbidden, "send messages from the chat window")
 	}
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
-		if err != nil || u.Host != r.Host {
+		if err != nil || u.Host != s.publicHost(r) {
 			return agent.Errorf(agent.CodeForbidden, "send messages from the chat window")
 		}
 	}
@@ -170,7 +170,7 @@ func sameOriginHTMX(c echo.Context) error {
 // chatMessage posts a message, starting a run when there is none yet (or
 // when the customer token names someone else than the run's customer).
 func (s *Server) chatMessage(c echo.Context) error {
-	if err := sameOriginHTMX(c); err != nil {
+	if err := s.sameOriginHTMX(c); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()

@@ -29,9 +29,11 @@ type Config struct {
 	WidgetOrigins []string
 	// DemoSecret signs demo customer tokens for /demo; empty without --demo.
 	DemoSecret string
-	// TrustProxy takes the client address from X-Forwarded-For (set it only
-	// behind a proxy that sets that header); otherwise the connection's
-	// address counts, so rate limits cannot be dodged with a header.
+	// TrustProxy takes the client address from X-Forwarded-For, and whether
+	// the browser used HTTPS and which host it asked for from
+	// X-Forwarded-Proto and X-Forwarded-Host (set it only behind a proxy that
+	// sets those headers); otherwise the connection counts, so neither rate
+	// limits nor cookie and origin checks can be steered with a header.
 	TrustProxy bool
 	// ReplyWait is how long a request that starts model work waits for the
 	// reply before answering with the run as it stands.
@@ -39,6 +41,38 @@ type Config struct {
 	// AuditSearchTimeout bounds an audit page whose filter searches text
 	// in the arguments (a scan over the calls); default 15 s.
 	AuditSearchTimeout time.Duration
+}
+
+// overTLS tells whether the browser reached Countersign over HTTPS: directly,
+// or through a proxy trusted with --trust-proxy that says so in
+// X-Forwarded-Proto (a proxy that ends TLS talks plain HTTP to us). Cookies
+// are Secure, and the chat cookie works inside a shop's page, only then.
+func (s *Server) overTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	return s.cfg.TrustProxy && strings.EqualFold(lastForwarded(r.Header.Get("X-Forwarded-Proto")), "https")
+}
+
+// publicHost is the host the browser asked for, which the Origin of its
+// posts must name: the Host header, or a trusted proxy's X-Forwarded-Host.
+func (s *Server) publicHost(r *http.Request) string {
+	if s.cfg.TrustProxy {
+		if h := lastForwarded(r.Header.Get("X-Forwarded-Host")); h != "" {
+			return h
+		}
+	}
+	return r.Host
+}
+
+// lastForwarded is the last of a comma-separated forwarding header's values:
+// the one our own proxy set (what comes before it came from further away,
+// perhaps from the client itself).
+func lastForwarded(v string) string {
+	if i := strings.LastIndexByte(v, ','); i >= 0 {
+		v = v[i+1:]
+	}
+	return strings.TrimSpace(v)
 }
 
 // BodyLimit caps every request body.

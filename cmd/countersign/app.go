@@ -333,7 +333,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.Demo, "demo", false, "seed the demo shop (idempotent)")
 	fs.StringVar(&cfg.CustomerSecret, "customer-secret", "", "HS256 secret shops sign customer tokens with")
 	fs.StringVar(&cfg.WidgetOrigins, "widget-origins", "", "origins allowed to embed the chat widget, comma separated")
-	fs.BoolVar(&cfg.TrustProxy, "trust-proxy", false, "take client addresses from X-Forwarded-For (only behind a proxy that sets it)")
+	fs.BoolVar(&cfg.TrustProxy, "trust-proxy", false, "behind a reverse proxy: take the client address, scheme and host from X-Forwarded-For/-Proto/-Host (only if the proxy sets them)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
