@@ -35,6 +35,13 @@ func newApp(t *testing.T) *app { return newAppWith(t, nil) }
 
 func newAppWith(t *testing.T, configure func(*web.Config)) *app {
 	t.Helper()
+	return newAppServer(t, configure, false)
+}
+
+// newAppServer is newAppWith, served over TLS (httptest's self-signed
+// certificate for 127.0.0.1) when tls is set.
+func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
+	t.Helper()
 	store, err := models.Open(filepath.Join(t.TempDir(), "cs.db"), models.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +68,12 @@ func newAppWith(t *testing.T, configure func(*web.Config)) *app {
 	gate.OnActionChange = ws.Hub().Changed
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	go ws.Hub().Run(hubCtx)
-	srv := httptest.NewServer(ws.Handler())
+	srv := httptest.NewUnstartedServer(ws.Handler())
+	if tls {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(func() {
 		stopHub()
 		srv.CloseClientConnections()
@@ -96,7 +108,7 @@ func (a *app) do(method, path, bearer, body string) apiResp {
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := a.srv.Client().Do(req)
 	if err != nil {
 		a.t.Fatal(err)
 	}

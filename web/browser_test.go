@@ -79,6 +79,10 @@ func startChromium(path string) (context.Context, func(), error) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		// The widget's cross-site test serves a shop at https://shop.test and
+		// Countersign at https://127.0.0.1, both with httptest's self-signed
+		// certificate.
+		chromedp.Flag("host-resolver-rules", "MAP shop.test 127.0.0.1"), chromedp.Flag("ignore-certificate-errors", true),
 		chromedp.UserDataDir(dir), chromedp.WindowSize(1280, 900))
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	browser, cancel := chromedp.NewContext(alloc)
