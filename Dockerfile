@@ -19,6 +19,8 @@ VOLUME ["/data"]
 ENV COUNTERSIGN_DB=/data/countersign.db \
     COUNTERSIGN_ADDR=0.0.0.0:8080
 EXPOSE 8080
-HEALTHCHECK --interval=30s --timeout=3s --start-period=10s CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
+# Plain HTTP, or HTTPS when started with --tls-cert/--tls-key (the
+# certificate names the public host, not 127.0.0.1, hence -k).
+HEALTHCHECK --interval=30s --timeout=3s --start-period=10s CMD curl -fsS http://127.0.0.1:8080/healthz || curl -fsSk https://127.0.0.1:8080/healthz || exit 1
 ENTRYPOINT ["countersign"]
 CMD ["serve"]

@@ -126,6 +126,14 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	a.server = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return a.baseCtx },
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		certs, err := loadCertFiles(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			a.runner.Close()
+			return fail(err)
+		}
+		a.server.TLSConfig = certs.tlsConfig()
+	}
 	return a, nil
 }
 
@@ -249,9 +257,19 @@ func (a *App) Run(ctx context.Context) error {
 	go a.sweep(bg)
 	go a.hub.Run(bg)
 	a.log.Info("countersign listening", "addr", a.Addr(), "db", a.cfg.DB, "policy_version", a.gate.Policy().Version()[:12])
-	fmt.Fprintf(a.stdout, "Countersign is running at http://%s (health: /healthz)\n", displayAddr(a.Addr()))
+	scheme := "http"
+	if a.server.TLSConfig != nil {
+		scheme = "https"
+	}
+	fmt.Fprintf(a.stdout, "Countersign is running at %s://%s (health: /healthz)\n", scheme, displayAddr(a.Addr()))
 	errc := make(chan error, 1)
-	go func() { errc <- a.server.Serve(a.listener) }()
+	go func() {
+		if a.server.TLSConfig != nil {
+			errc <- a.server.ServeTLS(a.listener, "", "") // certificates from TLSConfig
+			return
+		}
+		errc <- a.server.Serve(a.listener)
+	}()
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
@@ -333,6 +351,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.Demo, "demo", false, "seed the demo shop (idempotent)")
 	fs.StringVar(&cfg.CustomerSecret, "customer-secret", "", "HS256 secret shops sign customer tokens with")
 	fs.StringVar(&cfg.WidgetOrigins, "widget-origins", "", "origins allowed to embed the chat widget, comma separated")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM, chain included); renewals are picked up without a restart")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "the certificate's private key (PEM)")
 	fs.BoolVar(&cfg.TrustProxy, "trust-proxy", false, "behind a reverse proxy: take the client address, scheme and host from X-Forwarded-For/-Proto/-Host (only if the proxy sets them)")
 	if err := parse(fs, args); err != nil {
 		return err

@@ -24,6 +24,8 @@ type config struct {
 	CustomerSecret string
 	WidgetOrigins  string
 	TrustProxy     bool
+	TLSCert        string
+	TLSKey         string
 }
 
 func newFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *config) {
