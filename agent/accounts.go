@@ -144,6 +144,23 @@ func (a *Accounts) CreateAPIToken(ctx context.Context, email string, by Actor) (
 	return token, nil
 }
 
+// RevokeAPIToken ends a staff API token at once (a leaked one, say) without
+// touching the account or its other tokens; it returns the account's email.
+func (a *Accounts) RevokeAPIToken(ctx context.Context, token string, by Actor) (string, error) {
+	staffID, err := a.store.RevokeAPIToken(ctx, HashToken(strings.TrimSpace(token)), by.String())
+	if errors.Is(err, models.ErrNotFound) {
+		return "", Errorf(CodeNotFound, "no such staff API token (already revoked, or never issued here)")
+	}
+	if err != nil {
+		return "", internal(err, "could not revoke the token")
+	}
+	st, err := a.store.StaffByID(ctx, staffID)
+	if err != nil {
+		return staffID, nil
+	}
+	return st.Email, nil
+}
+
 // StaffForToken finds who a staff API token belongs to.
 func (a *Accounts) StaffForToken(ctx context.Context, token string) (*models.Staff, error) {
 	st, err := a.store.StaffByTokenHash(ctx, HashToken(token))

@@ -179,6 +179,23 @@ func (s *Store) CreateAPIToken(ctx context.Context, t *APIToken, actor string) e
 	})
 }
 
+// RevokeAPIToken deletes the staff API token with this hash, with its audit
+// event; it returns the account the token acted as, or ErrNotFound.
+func (s *Store) RevokeAPIToken(ctx context.Context, hash, actor string) (staffID string, err error) {
+	err = s.Write(ctx, func(tx *Tx) error {
+		var t APIToken
+		if err := tx.db.Take(&t, "token_hash = ?", hash).Error; err != nil {
+			return notFound(err)
+		}
+		if err := tx.db.Delete(&APIToken{}, "id = ?", t.ID).Error; err != nil {
+			return err
+		}
+		staffID = t.StaffID
+		return tx.Audit(Event{Actor: actor, Kind: "staff.token_revoked", Subject: t.StaffID, Payload: map[string]any{"token_id": t.ID}})
+	})
+	return staffID, err
+}
+
 // StaffByTokenHash finds the account a staff API token belongs to.
 func (s *Store) StaffByTokenHash(ctx context.Context, hash string) (*Staff, error) {
 	var t APIToken

@@ -138,6 +138,34 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
+// cmdTokenRevoke ends a staff API token read from stdin (so it never sits in
+// the shell history or the process list).
+func cmdTokenRevoke(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs, cfg := newFlagSet("token revoke", stderr)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	token := strings.TrimSpace(line)
+	if token == "" {
+		return usageError("token revoke reads the token from stdin")
+	}
+	store, err := openExisting(cfg.DB)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	email, err := agent.NewAccounts(store).RevokeAPIToken(ctx, token, agent.Actor{ID: "cli", Name: "command line"})
+	if err != nil {
+		return errors.New(agent.ErrorMessage(err))
+	}
+	fmt.Fprintf(stdout, "revoked a staff API token of %s\n", email)
+	return nil
+}
+
 // cmdUserAdd creates a staff account; the password is read from stdin so it
 // never appears in the shell history or the process list.
 func cmdUserAdd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {

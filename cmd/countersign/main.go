@@ -46,6 +46,7 @@ Usage:
                     [--widget-origins O1,O2] [--trust-proxy] [--tls-cert FILE --tls-key FILE]
   countersign user add --email E --role approver|supervisor|auditor|admin [--name N]   (password on stdin)
   countersign token create --email E                 (prints a new staff API token)
+  countersign token revoke                           (the token on stdin)
   countersign policy test [FILE] [--db ...]
   countersign audit verify [--db ...]
   countersign backup --to FILE [--db ...]            (a consistent copy, safe while serve runs)
@@ -73,10 +74,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return cmdUserAdd(ctx, args[2:], stdin, stdout, stderr)
 	case "token":
-		if len(args) < 2 || args[1] != "create" {
-			return usageError("token takes one command: create")
+		switch {
+		case len(args) >= 2 && args[1] == "create":
+			return cmdTokenCreate(ctx, args[2:], stdout, stderr)
+		case len(args) >= 2 && args[1] == "revoke":
+			return cmdTokenRevoke(ctx, args[2:], stdin, stdout, stderr)
 		}
-		return cmdTokenCreate(ctx, args[2:], stdout, stderr)
+		return usageError("token takes a command: create or revoke")
 	case "audit":
 		if len(args) < 2 || args[1] != "verify" {
 			return usageError("audit takes one command: verify")

@@ -16,6 +16,7 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
 )
 
@@ -217,5 +218,73 @@ func TestBackupCommand(t *testing.T) {
 	}
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Fatalf("the mistyped path was created: %v", err)
+	}
+}
+
+func runCmdIn(t *testing.T, stdin string, args ...string) (string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	code := 0
+	if err != nil {
+		var ex exitError
+		code = 1
+		if errors.As(err, &ex) {
+			code = ex.code
+		}
+		out.WriteString(err.Error())
+	}
+	return out.String() + errb.String(), code
+}
+
+// A leaked staff API token can be ended alone, without disabling its owner.
+func TestTokenRevoke(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "cs.db")
+	if out, code := runCmdIn(t, "a long enough password\n", "user", "add", "--db", db, "--email", "ops@x.test", "--role", "admin"); code != 0 {
+		t.Fatalf("user add: %d %s", code, out)
+	}
+	first, code := runCmd(t, "token", "create", "--db", db, "--email", "ops@x.test")
+	second, code2 := runCmd(t, "token", "create", "--db", db, "--email", "ops@x.test")
+	if code != 0 || code2 != 0 {
+		t.Fatalf("token create: %s %s", first, second)
+	}
+	first, second = strings.TrimSpace(first), strings.TrimSpace(second)
+
+	if out, code := runCmdIn(t, first+"\n", "token", "revoke", "--db", db); code != 0 || !strings.Contains(out, "revoked a staff API token of ops@x.test") {
+		t.Fatalf("revoke: %d %s", code, out)
+	}
+	if out, code := runCmdIn(t, first+"\n", "token", "revoke", "--db", db); code != 1 || !strings.Contains(out, "no such staff API token") {
+		t.Fatalf("revoke twice: %d %s", code, out)
+	}
+	if out, code := runCmdIn(t, "", "token", "revoke", "--db", db); code != 2 || !strings.Contains(out, "reads the token from stdin") {
+		t.Fatalf("revoke without a token: %d %s", code, out)
+	}
+
+	s, err := models.Open(db, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	accounts := agent.NewAccounts(s)
+	if _, err := accounts.StaffForToken(context.Background(), first); err == nil {
+		t.Fatal("the revoked token still works")
+	}
+	st, err := accounts.StaffForToken(context.Background(), second)
+	if err != nil || st.Email != "ops@x.test" {
+		t.Fatalf("the other token: %v", err)
+	}
+	rep, err := s.VerifyAuditChain(context.Background())
+	if err != nil || !rep.OK {
+		t.Fatalf("chain: %+v %v", rep, err)
+	}
+	events, err := s.AuditEventsFor(context.Background(), st.ID)
+	revoked := 0
+	for _, e := range events {
+		if e.Kind == "staff.token_revoked" {
+			revoked++
+		}
+	}
+	if err != nil || revoked != 1 {
+		t.Fatalf("revocations in the audit log: %d %v", revoked, err)
 	}
 }
