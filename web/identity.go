@@ -13,12 +13,23 @@ import (
 // CustomerVerifier checks the customer tokens a shop's backend signs: HS256
 // JWTs with sub (the customer id), name and exp.
 type CustomerVerifier struct {
-	secret []byte
+	secret   []byte
+	previous [][]byte
 }
 
-// NewCustomerVerifier builds a verifier; with no secret every token is refused.
-func NewCustomerVerifier(secret string) *CustomerVerifier {
-	return &CustomerVerifier{secret: []byte(secret)}
+// NewCustomerVerifier builds a verifier; with no secret every token is
+// refused. Tokens signed with a previous secret are still accepted, so a
+// shop can rotate its secret without signing every customer out: start with
+// the new secret and the old one as previous, move the shop's backend to the
+// new one, then drop the old.
+func NewCustomerVerifier(secret string, previous ...string) *CustomerVerifier {
+	v := &CustomerVerifier{secret: []byte(secret)}
+	for _, p := range previous {
+		if p != "" {
+			v.previous = append(v.previous, []byte(p))
+		}
+	}
+	return v
 }
 
 // Customer is who a valid token names.
@@ -39,8 +50,15 @@ func (v *CustomerVerifier) Verify(token string) (Customer, error) {
 		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "this server accepts no customer tokens (no customer secret is configured)")
 	}
 	var claims customerClaims
-	_, err := jwt.ParseWithClaims(strings.TrimSpace(token), &claims, func(*jwt.Token) (any, error) { return v.secret, nil },
-		jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired(), jwt.WithLeeway(30*time.Second))
+	var err error
+	for _, secret := range append([][]byte{v.secret}, v.previous...) {
+		claims = customerClaims{}
+		_, err = jwt.ParseWithClaims(strings.TrimSpace(token), &claims, func(*jwt.Token) (any, error) { return secret, nil },
+			jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired(), jwt.WithLeeway(30*time.Second))
+		if !errors.Is(err, jwt.ErrTokenSignatureInvalid) {
+			break // signed with this secret (valid or not otherwise)
+		}
+	}
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token has expired: sign the customer in again")

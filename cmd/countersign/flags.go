@@ -22,10 +22,12 @@ type config struct {
 	ModelTimeout   time.Duration
 	Demo           bool
 	CustomerSecret string
-	WidgetOrigins  string
-	TrustProxy     bool
-	TLSCert        string
-	TLSKey         string
+	// CustomerSecretPrevious still verifies tokens during a rotation.
+	CustomerSecretPrevious string
+	WidgetOrigins          string
+	TrustProxy             bool
+	TLSCert                string
+	TLSKey                 string
 }
 
 func newFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *config) {

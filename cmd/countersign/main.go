@@ -42,7 +42,7 @@ const usage = `Countersign runs AI support agents and puts a human countersignat
 Usage:
   countersign serve [--addr 127.0.0.1:8080] [--db countersign.db] [--policy FILE] [--demo]
                     [--model offline|openai|anthropic] [--model-name M] [--model-base-url URL]
-                    [--model-api-key KEY] [--model-timeout 60s] [--customer-secret S]
+                    [--model-api-key KEY] [--model-timeout 60s] [--customer-secret S [--customer-secret-previous S]]
                     [--widget-origins O1,O2] [--trust-proxy] [--tls-cert FILE --tls-key FILE]
   countersign user add --email E --role approver|supervisor|auditor|admin [--name N]   (password on stdin)
   countersign token create --email E                 (prints a new staff API token)
