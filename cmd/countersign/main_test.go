@@ -20,10 +20,10 @@ import (
 	"github.com/countersign/countersign/models"
 )
 
-func runCmd(t *testing.T, args ...string) (string, int) {
+func runCmdIn(t *testing.T, stdin string, args ...string) (string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	err := run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	err := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
 	code := 0
 	if err != nil {
 		var ex exitError
@@ -34,6 +34,11 @@ func runCmd(t *testing.T, args ...string) (string, int) {
 		out.WriteString(err.Error())
 	}
 	return out.String() + errb.String(), code
+}
+
+func runCmd(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	return runCmdIn(t, "", args...)
 }
 
 func TestPolicyTestCommand(t *testing.T) {
@@ -219,22 +224,6 @@ func TestBackupCommand(t *testing.T) {
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Fatalf("the mistyped path was created: %v", err)
 	}
-}
-
-func runCmdIn(t *testing.T, stdin string, args ...string) (string, int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	err := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
-	code := 0
-	if err != nil {
-		var ex exitError
-		code = 1
-		if errors.As(err, &ex) {
-			code = ex.code
-		}
-		out.WriteString(err.Error())
-	}
-	return out.String() + errb.String(), code
 }
 
 // A leaked staff API token can be ended alone, without disabling its owner.
