@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/models"
@@ -21,7 +22,7 @@ import (
 type Gate struct {
 	store  *models.Store
 	tools  *tools.Registry
-	policy Policy
+	policy atomic.Pointer[Policy] // swapped whole when the policy is reloaded
 	log    *slog.Logger
 
 	// OnSettled, when set, is called after a call that waited for approval
@@ -45,11 +46,19 @@ func NewGate(store *models.Store, registry *tools.Registry, policy Policy, log *
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Gate{store: store, tools: registry, policy: policy, log: log}
+	g := &Gate{store: store, tools: registry, log: log}
+	g.policy.Store(&policy)
+	return g
 }
 
 // Policy returns the policy in force.
-func (g *Gate) Policy() Policy { return g.policy }
+func (g *Gate) Policy() Policy { return *g.policy.Load() }
+
+// SetPolicy puts a new policy in force for every decision from now on. Calls
+// already decided keep the decision, rule and policy version they recorded;
+// an edit to a pending action is decided by the policy in force when it is
+// made.
+func (g *Gate) SetPolicy(p Policy) { g.policy.Store(&p) }
 
 // Tools returns the registry of tools.
 func (g *Gate) Tools() *tools.Registry { return g.tools }
@@ -101,7 +110,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	if err != nil {
 		return g.recordInvalid(ctx, req, tool.Risk, err.Error())
 	}
-	d, err := g.policy.Decide(ctx, Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map, Facts: g.facts(req)})
+	d, err := g.Policy().Decide(ctx, Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map, Facts: g.facts(req)})
 	if err != nil {
 		return Outcome{}, internal(err, "the policy could not decide")
 	}

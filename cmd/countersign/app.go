@@ -12,8 +12,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/countersign/countersign/agent"
@@ -40,6 +43,8 @@ type App struct {
 	stdout   io.Writer
 	stopBg   context.CancelFunc
 	bgDone   chan struct{}
+	registry *tools.Registry
+	reloadMu sync.Mutex
 }
 
 // NewApp opens the database, loads and tests the policy, seeds the demo
@@ -67,6 +72,7 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		return fail(fmt.Errorf("the policy %s fails %d of its tests (run `countersign policy test` to see them); refusing to start", policy.Source, len(failed)))
 	}
 	a.gate = agent.NewGate(store, registry, policy, log)
+	a.registry = registry
 	if cfg.Demo {
 		n, err := store.SeedDemoShop(ctx)
 		if err != nil {
@@ -254,6 +260,10 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopBg, a.bgDone = stop, make(chan struct{})
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go a.reloadOnHangup(bg, hup)
 	go a.sweep(bg)
 	go a.hub.Run(bg)
 	a.log.Info("countersign listening", "addr", a.Addr(), "db", a.cfg.DB, "policy_version", a.gate.Policy().Version()[:12])
@@ -282,6 +292,53 @@ func (a *App) Run(ctx context.Context) error {
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return a.server.Shutdown(shutdown)
+}
+
+// reloadOnHangup reloads the policy file on SIGHUP.
+func (a *App) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := a.ReloadPolicy(ctx); err != nil {
+				a.log.Error("policy not reloaded; the previous one stays in force", "err", err)
+			}
+		}
+	}
+}
+
+// ReloadPolicy reads the policy file again and, if it loads and passes its
+// own tests, puts it in force, with an audit event naming both versions.
+// Otherwise the policy in force stays, and the error says why.
+func (a *App) ReloadPolicy(ctx context.Context) error {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	if a.cfg.Policy == "" {
+		return errors.New("serve runs the built-in policy (no --policy file): there is nothing to reload")
+	}
+	next, err := loadPolicy(a.cfg.Policy, a.registry)
+	if err != nil {
+		return err
+	}
+	if failed := failingTests(next.RunTests(ctx)); len(failed) > 0 {
+		return fmt.Errorf("the policy %s fails %d of its tests (run `countersign policy test` to see them)", next.Source, len(failed))
+	}
+	prev := a.gate.Policy().Version()
+	if next.Version() == prev {
+		a.log.Info("policy unchanged", "policy_version", prev[:12])
+		return nil
+	}
+	err = a.store.Write(ctx, func(tx *models.Tx) error {
+		return tx.Audit(models.Event{Actor: "system", Kind: "policy.reloaded", Subject: next.Version(),
+			Payload: map[string]any{"file": a.cfg.Policy, "from_version": prev, "to_version": next.Version()}})
+	})
+	if err != nil {
+		return fmt.Errorf("record the policy change: %w", err)
+	}
+	a.gate.SetPolicy(next)
+	a.log.Info("policy reloaded", "from_version", prev[:12], "to_version", next.Version()[:12])
+	return nil
 }
 
 func displayAddr(addr string) string {

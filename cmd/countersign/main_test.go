@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -275,5 +276,87 @@ func TestTokenRevoke(t *testing.T) {
 	}
 	if err != nil || revoked != 1 {
 		t.Fatalf("revocations in the audit log: %d %v", revoked, err)
+	}
+}
+
+// A changed policy file is put in force by ReloadPolicy (SIGHUP in serve)
+// when it passes its tests, with an audit event; a failing one is refused
+// and the policy in force stays.
+func TestPolicyReload(t *testing.T) {
+	dir := t.TempDir()
+	policyPath := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policyPath, agent.DefaultPolicyYAML, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	app, err := NewApp(ctx, config{Addr: "127.0.0.1:0", DB: filepath.Join(dir, "cs.db"), Policy: policyPath}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		app.Close()
+	}()
+	health := func() string {
+		t.Helper()
+		res, err := http.Get("http://" + app.Addr() + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return string(body)
+	}
+	first := app.gate.Policy().Version()
+	if !strings.Contains(health(), first) {
+		t.Fatal("healthz does not name the policy in force")
+	}
+
+	// Reads now need approval: a different policy that passes its own test.
+	changed := []byte(`defaults:
+  read: {decision: needs_approval, reason: reads need a person today}
+  low_write: {decision: allow, reason: fine}
+  high_write: {decision: needs_approval, reason: a person decides}
+tests:
+  - name: reads need a person
+    tool: get_order_status
+    args: {order_id: A1001}
+    expect: needs_approval
+`)
+	os.WriteFile(policyPath, changed, 0o600)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil { // as an operator would
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for app.gate.Policy().Version() == first && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	second := app.gate.Policy().Version()
+	if second == first || !strings.Contains(health(), second) {
+		t.Fatalf("SIGHUP did not put the new policy in force (%s)", second[:12])
+	}
+
+	// A policy whose tests fail is refused; the second one stays.
+	os.WriteFile(policyPath, append(changed, []byte(`  - name: wrong on purpose
+    tool: get_order_status
+    args: {order_id: A1001}
+    expect: allow
+`)...), 0o600)
+	if err := app.ReloadPolicy(ctx); err == nil || !strings.Contains(err.Error(), "fails 1 of its tests") {
+		t.Fatalf("failing policy: %v", err)
+	}
+	if app.gate.Policy().Version() != second {
+		t.Fatal("a failing policy was put in force")
+	}
+	rep, err := app.store.VerifyAuditChain(ctx)
+	events, err2 := app.store.AuditEventsFor(ctx, second)
+	if err != nil || err2 != nil || !rep.OK || len(events) != 1 || events[0].Kind != "policy.reloaded" {
+		t.Fatalf("audit: %+v %v %v %+v", rep, err, err2, events)
 	}
 }
