@@ -194,40 +194,61 @@ type ChainReport struct {
 	Problem string
 }
 
+var errStopWalk = errors.New("stop walking the chain")
+
+// EachAuditEvent hands every audit event to fn in sequence order, reading a
+// page at a time; fn's error stops the walk and is returned.
+func (s *Store) EachAuditEvent(ctx context.Context, fn func(*AuditEvent) error) error {
+	const page = 2000
+	from := int64(0)
+	for {
+		var rows []AuditEvent
+		if err := s.db.WithContext(ctx).Where("seq > ?", from).Order("seq").Limit(page).Find(&rows).Error; err != nil {
+			return fmt.Errorf("read audit events: %w", err)
+		}
+		for i := range rows {
+			if err := fn(&rows[i]); err != nil {
+				return err
+			}
+			from = rows[i].Seq
+		}
+		if len(rows) < page {
+			return nil
+		}
+	}
+}
+
 // VerifyAuditChain walks the whole chain in order and reports the first link
 // that was changed, removed or reordered.
 func (s *Store) VerifyAuditChain(ctx context.Context) (ChainReport, error) {
 	var rep ChainReport
 	prevHash := ""
 	expected := int64(1)
-	const page = 2000
-	for {
-		var rows []AuditEvent
-		if err := s.db.WithContext(ctx).Where("seq >= ?", expected).Order("seq").Limit(page).Find(&rows).Error; err != nil {
-			return rep, fmt.Errorf("read audit events: %w", err)
+	err := s.EachAuditEvent(ctx, func(e *AuditEvent) error {
+		switch {
+		case e.Seq != expected:
+			rep.BadSeq, rep.Problem = expected, fmt.Sprintf("event %d is missing (next present is %d)", expected, e.Seq)
+		case e.PrevHash != prevHash:
+			rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d does not link to the event before it", e.Seq)
+		case eventHash(*e) != e.Hash:
+			rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d was altered (its hash does not match its content)", e.Seq)
 		}
-		for _, e := range rows {
-			switch {
-			case e.Seq != expected:
-				rep.BadSeq, rep.Problem = expected, fmt.Sprintf("event %d is missing (next present is %d)", expected, e.Seq)
-			case e.PrevHash != prevHash:
-				rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d does not link to the event before it", e.Seq)
-			case eventHash(e) != e.Hash:
-				rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d was altered (its hash does not match its content)", e.Seq)
-			}
-			if rep.Problem != "" {
-				return rep, nil
-			}
-			rep.Events++
-			prevHash = e.Hash
-			expected++
+		if rep.Problem != "" {
+			return errStopWalk
 		}
-		if len(rows) < page {
-			break
-		}
+		rep.Events++
+		prevHash = e.Hash
+		expected++
+		return nil
+	})
+	if errors.Is(err, errStopWalk) {
+		return rep, nil
+	}
+	if err != nil {
+		return rep, err
 	}
 	var head AuditHead
-	err := s.db.WithContext(ctx).Take(&head, 1).Error
+	err = s.db.WithContext(ctx).Take(&head, 1).Error
 	switch {
 	case errors.Is(notFound(err), ErrNotFound):
 		if rep.Events > 0 {

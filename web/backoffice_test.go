@@ -117,7 +117,7 @@ func TestEveryRouteChecksTheRole(t *testing.T) {
 	action := a.pendingRefund("it broke")
 	browsers := map[string]*browser{"anonymous": a.browser(), "approver": a.signIn("ann@x.test"), "supervisor": a.signIn("sam@x.test"),
 		"auditor": a.signIn("aud@x.test"), "admin": a.signIn("ada@x.test")}
-	pages := []string{"/queue", "/actions/" + action.ID, "/runs", "/runs/" + action.RunID, "/audit", "/audit/export.csv", "/audit/export.jsonl", "/policy", "/tools"}
+	pages := []string{"/queue", "/actions/" + action.ID, "/runs", "/runs/" + action.RunID, "/audit", "/audit/export.csv", "/audit/export.jsonl", "/audit/chain.jsonl", "/policy", "/tools"}
 	for who, b := range browsers {
 		for _, p := range pages {
 			res, _ := b.get(p)

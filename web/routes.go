@@ -35,6 +35,7 @@ func (s *Server) routes() {
 	e.GET("/runs", s.runsPage, staff...)
 	e.GET("/runs/:id", s.runPage, staff...)
 	e.GET("/audit", s.auditPage, staff...)
+	e.GET("/audit/chain.jsonl", s.auditChainExport, staff...)
 	e.GET("/audit/export.:format", s.auditExport, staff...)
 	e.GET("/policy", s.policyPage, staff...)
 	e.GET("/tools", s.toolsPage, staff...)
