@@ -161,6 +161,22 @@ func (a *Accounts) RevokeAPIToken(ctx context.Context, token string, by Actor) (
 	return st.Email, nil
 }
 
+// RevokeStaffTokens ends every staff API token of an account (admins only),
+// leaving the account and its sessions alone.
+func (a *Accounts) RevokeStaffTokens(ctx context.Context, staffID string, by Actor) (int64, error) {
+	if by.Role != RoleAdmin {
+		return 0, Errorf(CodeForbidden, "only an admin can revoke another account's tokens")
+	}
+	if _, err := a.store.StaffByID(ctx, staffID); err != nil {
+		return 0, Errorf(CodeNotFound, "no such account")
+	}
+	n, err := a.store.RevokeStaffTokens(ctx, staffID, by.String())
+	if err != nil {
+		return 0, internal(err, "could not revoke the tokens")
+	}
+	return n, nil
+}
+
 // StaffForToken finds who a staff API token belongs to.
 func (a *Accounts) StaffForToken(ctx context.Context, token string) (*models.Staff, error) {
 	st, err := a.store.StaffByTokenHash(ctx, HashToken(token))

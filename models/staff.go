@@ -196,6 +196,40 @@ func (s *Store) RevokeAPIToken(ctx context.Context, hash, actor string) (staffID
 	return staffID, err
 }
 
+// APITokenCounts tells how many staff API tokens each account has.
+func (s *Store) APITokenCounts(ctx context.Context) (map[string]int, error) {
+	var rows []struct {
+		StaffID string
+		N       int
+	}
+	if err := s.db.WithContext(ctx).Model(&APIToken{}).Select("staff_id, count(*) AS n").Group("staff_id").Scan(&rows).Error; err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(rows))
+	for _, r := range rows {
+		out[r.StaffID] = r.N
+	}
+	return out, nil
+}
+
+// RevokeStaffTokens deletes every staff API token of an account, with one
+// audit event; it returns how many there were.
+func (s *Store) RevokeStaffTokens(ctx context.Context, staffID, actor string) (int64, error) {
+	var n int64
+	err := s.Write(ctx, func(tx *Tx) error {
+		res := tx.db.Where("staff_id = ?", staffID).Delete(&APIToken{})
+		if res.Error != nil {
+			return res.Error
+		}
+		n = res.RowsAffected
+		if n == 0 {
+			return nil
+		}
+		return tx.Audit(Event{Actor: actor, Kind: "staff.tokens_revoked", Subject: staffID, Payload: map[string]any{"count": n}})
+	})
+	return n, err
+}
+
 // StaffByTokenHash finds the account a staff API token belongs to.
 func (s *Store) StaffByTokenHash(ctx context.Context, hash string) (*Staff, error) {
 	var t APIToken

@@ -49,15 +49,21 @@ func (s *Server) staffView(c echo.Context) (views.StaffView, error) {
 	if err != nil {
 		return views.StaffView{}, err
 	}
+	tokens, err := s.cfg.Store.APITokenCounts(c.Request().Context())
+	if err != nil {
+		return views.StaffView{}, err
+	}
 	me := currentStaff(c).staff.ID
 	v := views.StaffView{Roles: roleNames, NewRole: string(agent.RoleApprover)}
 	for _, st := range all {
-		v.Rows = append(v.Rows, views.StaffRow{ID: st.ID, Email: st.Email, Name: st.Name, Role: st.Role, Disabled: st.Disabled, Self: st.ID == me})
+		v.Rows = append(v.Rows, views.StaffRow{ID: st.ID, Email: st.Email, Name: st.Name, Role: st.Role, Disabled: st.Disabled, Self: st.ID == me,
+			Tokens: tokens[st.ID]})
 	}
 	return v, nil
 }
 
-var staffFlash = map[string]string{"added": "Account added.", "role": "Role changed; their open sessions were ended.", "disabled": "Account disabled; their sessions and API tokens were ended at once.", "enabled": "Account enabled."}
+var staffFlash = map[string]string{"added": "Account added.", "role": "Role changed; their open sessions were ended.", "disabled": "Account disabled; their sessions and API tokens were ended at once.", "enabled": "Account enabled.",
+	"tokens": "Their staff API tokens were revoked; the account and its sessions are unchanged."}
 
 func (s *Server) staffPage(c echo.Context) error {
 	v, err := s.staffView(c)
@@ -83,6 +89,13 @@ func (s *Server) staffAdd(c echo.Context) error {
 		return render(c, statusForCode(agent.ErrorCode(err)), views.StaffPage(v))
 	}
 	return c.Redirect(http.StatusSeeOther, "/staff?done=added")
+}
+
+func (s *Server) staffRevokeTokens(c echo.Context) error {
+	if _, err := s.cfg.Accounts.RevokeStaffTokens(c.Request().Context(), c.Param("id"), agent.ActorOf(currentStaff(c).staff)); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/staff?done=tokens")
 }
 
 func (s *Server) staffRole(c echo.Context) error {

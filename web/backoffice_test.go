@@ -151,6 +151,7 @@ func TestEveryRouteChecksTheRole(t *testing.T) {
 		{"/staff", url.Values{"email": {"new@x.test"}, "name": {"New"}, "role": {"auditor"}, "password": {password}}, map[string]bool{"admin": true}},
 		{"/staff/" + annID + "/role", url.Values{"role": {"admin"}}, map[string]bool{"admin": true}},
 		{"/staff/" + annID + "/disabled", url.Values{"disabled": {"true"}}, map[string]bool{"admin": true}},
+		{"/staff/" + annID + "/tokens/revoke", url.Values{}, map[string]bool{"admin": true}},
 	}
 	for _, p := range posts {
 		for _, who := range []string{"anonymous", "auditor", "approver", "supervisor", "admin"} {
@@ -512,5 +513,39 @@ func TestAuditTextSearchStopsAtItsBudget(t *testing.T) {
 	// Other filters have no budget.
 	if _, page := b.get("/audit?tool=issue_refund"); strings.Contains(page, "search-stopped") || !strings.Contains(page, `data-testid="audit-row"`) {
 		t.Fatalf("a filter without text:\n%.3000s", page)
+	}
+}
+
+// An admin ends someone's staff API tokens from the staff page without
+// disabling them: the tokens stop working, the person's session does not.
+func TestAdminRevokesStaffTokens(t *testing.T) {
+	a := newApp(t)
+	ann := a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(agent.RoleAdmin, "ada@x.test", "Ada")
+	tok, err := a.accounts.CreateAPIToken(context.Background(), "ann@x.test", agent.Actor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	annBrowser := a.signIn("ann@x.test")
+	admin := a.signIn("ada@x.test")
+	_, page := admin.get("/staff")
+	if !strings.Contains(page, `action="/staff/`+ann.ID+`/tokens/revoke"`) {
+		t.Fatalf("the staff page offers no revoke for Ann's token:\n%.3000s", page)
+	}
+	if r := a.do("GET", "/api/v1/actions?status=pending", tok, ""); r.Status != 200 {
+		t.Fatalf("token before: %d", r.Status)
+	}
+	res, _ := admin.post("/staff/"+ann.ID+"/tokens/revoke", url.Values{"csrf": {admin.csrf}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", res.StatusCode)
+	}
+	if r := a.do("GET", "/api/v1/actions?status=pending", tok, ""); r.Status != http.StatusUnauthorized {
+		t.Fatalf("token after: %d", r.Status)
+	}
+	if res, _ := annBrowser.get("/queue"); res.StatusCode != 200 {
+		t.Fatalf("Ann's session ended too: %d", res.StatusCode)
+	}
+	if _, page := admin.get("/staff?done=tokens"); !strings.Contains(page, "API tokens were revoked") {
+		t.Fatal("no confirmation")
 	}
 }

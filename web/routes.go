@@ -50,6 +50,7 @@ func (s *Server) routes() {
 	e.POST("/staff", s.staffAdd, admins...)
 	e.POST("/staff/:id/role", s.staffRole, admins...)
 	e.POST("/staff/:id/disabled", s.staffDisabled, admins...)
+	e.POST("/staff/:id/tokens/revoke", s.staffRevokeTokens, admins...)
 
 	e.GET("/widget.js", s.widgetJS)
 	e.GET("/demo", s.demoPage)
