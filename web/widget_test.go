@@ -40,7 +40,8 @@ func widgetApp(t *testing.T) (*app, *string, *httptest.Server) {
 	return a, tok, shop
 }
 
-func openWidget(t *testing.T, ctx context.Context, shopURL string) chromedp.QueryOption {
+// clickLauncher loads the shop's page and opens the widget's panel.
+func clickLauncher(t *testing.T, ctx context.Context, shopURL string) {
 	t.Helper()
 	err := chromedp.Do(ctx,
 		chromedp.Navigate(shopURL),
@@ -51,6 +52,11 @@ func openWidget(t *testing.T, ctx context.Context, shopURL string) chromedp.Quer
 	if err != nil {
 		t.Fatalf("open the widget: %v", err)
 	}
+}
+
+func openWidget(t *testing.T, ctx context.Context, shopURL string) chromedp.QueryOption {
+	t.Helper()
+	clickLauncher(t, ctx, shopURL)
 	nodes, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSS(`iframe[data-countersign=frame]`)))
 	if err != nil || len(nodes) == 0 {
 		t.Fatalf("no chat frame: %v", err)

@@ -88,15 +88,7 @@ func inTarget(*chromedp.Selector) {}
 // earlier load.
 func openCrossSiteWidget(t *testing.T, ctx context.Context, shopURL, csURL string, skip target.ID) (context.Context, target.ID) {
 	t.Helper()
-	err := chromedp.Do(ctx,
-		chromedp.Navigate(shopURL),
-		chromedp.WaitVisible(chromedp.CSS(`[data-countersign=launcher]`)),
-		chromedp.Click(chromedp.CSS(`[data-countersign=launcher]`)),
-		chromedp.WaitVisible(chromedp.CSS(`iframe[data-countersign=frame]`)),
-	)
-	if err != nil {
-		t.Fatalf("open the widget: %v", err)
-	}
+	clickLauncher(t, ctx, shopURL)
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		infos, err := chromedp.Targets(ctx)

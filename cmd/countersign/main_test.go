@@ -288,21 +288,8 @@ func TestPolicyReload(t *testing.T) {
 	if err := os.WriteFile(policyPath, agent.DefaultPolicyYAML, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	app, err := NewApp(ctx, config{Addr: "127.0.0.1:0", DB: filepath.Join(dir, "cs.db"), Policy: policyPath}, io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-		app.Close()
-	}()
+	ctx := context.Background()
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: filepath.Join(dir, "cs.db"), Policy: policyPath}, io.Discard)
 	health := func() string {
 		t.Helper()
 		res, err := http.Get("http://" + app.Addr() + "/healthz")

@@ -16,9 +16,52 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
+
+// serveApp starts an App on a free port and stops it when the test ends.
+func serveApp(t *testing.T, cfg config, stdout io.Writer) *App {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	app, err := NewApp(ctx, cfg, stdout, io.Discard)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := app.Listen(); err != nil {
+		cancel()
+		app.Close()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		app.Close()
+	})
+	return app
+}
+
+// lockedBuffer is an io.Writer the app's goroutines and the test may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 // writeCert writes a self-signed certificate for 127.0.0.1 and its key.
 func writeCert(t *testing.T, dir, name string) (certPath, keyPath string) {
@@ -49,22 +92,8 @@ func writeCert(t *testing.T, dir, name string) (certPath, keyPath string) {
 func TestServeOverTLS(t *testing.T) {
 	dir := t.TempDir()
 	certPath, keyPath := writeCert(t, dir, "first")
-	ctx, cancel := context.WithCancel(context.Background())
-	var out strings.Builder
-	app, err := NewApp(ctx, config{Addr: "127.0.0.1:0", DB: filepath.Join(dir, "cs.db"), TLSCert: certPath, TLSKey: keyPath}, &out, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-		app.Close()
-	}()
+	out := &lockedBuffer{}
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: filepath.Join(dir, "cs.db"), TLSCert: certPath, TLSKey: keyPath}, out)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	base := "https://" + app.Addr()
 	res, err := client.Get(base + "/healthz")
