@@ -82,9 +82,10 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	return nil
 }
 
-// openExisting opens a database that must already be there: verifying or
-// backing up a mistyped path must not create an empty database and report
-// on that.
+// openExisting opens a database that must already be there: verifying,
+// backing up or issuing a token against a mistyped path must not create an
+// empty database and report on that. (Only `user add` and `serve` create
+// one.)
 func openExisting(path string) (*models.Store, error) {
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -207,7 +208,7 @@ func cmdTokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *email == "" {
 		return usageError("token create needs --email")
 	}
-	store, err := models.Open(cfg.DB, models.Options{})
+	store, err := openExisting(cfg.DB)
 	if err != nil {
 		return err
 	}

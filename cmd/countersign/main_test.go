@@ -217,7 +217,8 @@ func TestBackupCommand(t *testing.T) {
 	}
 	// A mistyped database path is an error, not a new empty database.
 	missing := filepath.Join(dir, "typo.db")
-	for _, args := range [][]string{{"backup", "--db", missing, "--to", filepath.Join(dir, "x.db")}, {"audit", "verify", "--db", missing}} {
+	for _, args := range [][]string{{"backup", "--db", missing, "--to", filepath.Join(dir, "x.db")}, {"audit", "verify", "--db", missing},
+		{"token", "create", "--db", missing, "--email", "ops@x.test"}} {
 		if out, code := runCmd(t, args...); code != 1 || !strings.Contains(out, "no database at "+missing) {
 			t.Fatalf("%v: code %d\n%s", args, code, out)
 		}
