@@ -6,11 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/labstack/echo/v4"
-	"golang.org/x/time/rate"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
@@ -124,42 +121,36 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// loginLimiter allows a few attempts per minute per client address and per
-// email, so passwords cannot be guessed at speed.
-type loginLimiter struct {
-	mu      sync.Mutex
-	byKey   map[string]*rate.Limiter
-	cleaned time.Time
-}
-
-func newLoginLimiter() *loginLimiter { return &loginLimiter{byKey: map[string]*rate.Limiter{}} }
-
-func (l *loginLimiter) allow(keys ...string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if time.Since(l.cleaned) > 10*time.Minute {
-		l.byKey = map[string]*rate.Limiter{} // forget old clients
-		l.cleaned = time.Now()
-	}
-	ok := true
-	for _, k := range keys {
-		lim := l.byKey[k]
-		if lim == nil {
-			lim = rate.NewLimiter(rate.Every(12*time.Second), 5) // 5 at once, then 5 a minute
-			l.byKey[k] = lim
-		}
-		if !lim.Allow() {
-			ok = false
-		}
-	}
-	return ok
-}
+// safeNext is where to go after signing in: a path on this site, or the
+// queue. Browsers drop tabs and newlines from a Location and read a
+// backslash as a slash, so "/\t/evil.example" would leave the site: any
+// control character or backslash is refused, and what is kept is rebuilt
+// from its parsed path and query, so it cannot name another host.
+// maxEmailLength is the longest email address there can be (RFC 5321).
+const maxEmailLength = 254
 
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/queue"
+	const home = "/queue"
+	if next == "" || len(next) > 2048 {
+		return home
 	}
-	return next
+	for _, r := range next {
+		if r < 0x20 || r == 0x7f || r == '\\' {
+			return home
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return home
+	}
+	p := u.EscapedPath()
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
+		return home
+	}
+	if u.RawQuery != "" {
+		p += "?" + u.RawQuery
+	}
+	return p
 }
 
 func (s *Server) loginPage(c echo.Context) error {
@@ -171,8 +162,10 @@ func (s *Server) loginPage(c echo.Context) error {
 
 func (s *Server) login(c echo.Context) error {
 	// No session yet, so no CSRF token: refuse cross-site posts by origin.
-	if o := c.Request().Header.Get("Origin"); o != "" && o != "null" {
-		if u, err := url.Parse(o); err != nil || u.Host != s.publicHost(c.Request()) {
+	// "Origin: null" comes from sandboxed frames and data: pages, which
+	// have no business signing anyone in.
+	if o := c.Request().Header.Get("Origin"); o != "" {
+		if u, err := url.Parse(o); o == "null" || err != nil || u.Host != s.publicHost(c.Request()) {
 			return agent.Errorf(agent.CodeForbidden, "sign in from Countersign's own page")
 		}
 	}
@@ -181,7 +174,13 @@ func (s *Server) login(c echo.Context) error {
 	fail := func(status int, msg string) error {
 		return render(c, status, views.Login(views.LoginView{Email: email, Next: next, Error: msg}))
 	}
-	if !s.logins.allow("ip:"+c.RealIP(), "email:"+strings.ToLower(email)) {
+	if len(email) > maxEmailLength {
+		email = ""
+		return fail(http.StatusBadRequest, "That is not a staff email address.")
+	}
+	// Per address first, then per address and account: failures from other
+	// addresses never lock an account out of a sign-in from a new one.
+	if !s.loginIP.allow(c.RealIP()) || !s.loginAccount.allow(c.RealIP()+"\x00"+strings.ToLower(email)) {
 		return fail(http.StatusTooManyRequests, "Too many attempts. Wait a minute and try again.")
 	}
 	st, err := s.cfg.Accounts.Authenticate(c.Request().Context(), email, c.FormValue("password"))

@@ -7,11 +7,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"golang.org/x/time/rate"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
@@ -24,33 +22,6 @@ import (
 // shop site over TLS); it never appears in a URL or a log line.
 
 const chatCookie = "cs_chat"
-
-// chatLimiter limits messages per client address and per run.
-type chatLimiter struct {
-	mu      sync.Mutex
-	byKey   map[string]*rate.Limiter
-	cleaned time.Time
-	every   time.Duration
-	burst   int
-}
-
-func newChatLimiter(every time.Duration, burst int) *chatLimiter {
-	return &chatLimiter{byKey: map[string]*rate.Limiter{}, every: every, burst: burst}
-}
-
-func (l *chatLimiter) allow(key string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if time.Since(l.cleaned) > 30*time.Minute {
-		l.byKey, l.cleaned = map[string]*rate.Limiter{}, time.Now()
-	}
-	lim := l.byKey[key]
-	if lim == nil {
-		lim = rate.NewLimiter(rate.Every(l.every), l.burst)
-		l.byKey[key] = lim
-	}
-	return lim.Allow()
-}
 
 // chatHeaders lets the chat frame be embedded by the configured shop
 // origins, and nobody else.

@@ -83,10 +83,10 @@ type Server struct {
 	echo   *echo.Echo
 	cfg    Config
 	hub    *QueueHub
-	logins *loginLimiter
-
-	chatIP       *chatLimiter
-	chatRunLimit *chatLimiter
+	// Sign-in attempts per client address, and per address and account.
+	loginIP, loginAccount *limiter
+	// Messages per client address and per conversation (chat and runs API).
+	chatIP, chatRunLimit *limiter
 
 	chainMu      sync.Mutex
 	chainRunning bool
@@ -115,9 +115,11 @@ func New(cfg Config) *Server {
 	if cfg.TrustProxy {
 		e.IPExtractor = echo.ExtractIPFromXFFHeader()
 	}
-	s := &Server{echo: e, cfg: cfg, logins: newLoginLimiter(),
-		chatIP:       newChatLimiter(3*time.Second, 20), // 20 at once, then 20 a minute per address
-		chatRunLimit: newChatLimiter(4*time.Second, 8)}  // 8 at once, then 15 a minute per conversation
+	s := &Server{echo: e, cfg: cfg,
+		loginIP:      newLimiter(3*time.Second, 20, 0),  // 20 at once, then 20 a minute per address (an office shares one)
+		loginAccount: newLimiter(12*time.Second, 5, 0), // 5 at once, then 5 a minute per address and account
+		chatIP:       newLimiter(3*time.Second, 20, 0), // 20 at once, then 20 a minute per address
+		chatRunLimit: newLimiter(4*time.Second, 8, 0)}  // 8 at once, then 15 a minute per conversation
 	s.hub = NewQueueHub(s.renderQueueRows, cfg.Log)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
