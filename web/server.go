@@ -80,9 +80,9 @@ const BodyLimit = "64K"
 
 // Server is the HTTP side of Countersign.
 type Server struct {
-	echo   *echo.Echo
-	cfg    Config
-	hub    *QueueHub
+	echo *echo.Echo
+	cfg  Config
+	hub  *QueueHub
 	// Sign-in attempts per client address, and per address and account.
 	loginIP, loginAccount *limiter
 	// Messages per client address and per conversation (chat and runs API).
@@ -116,7 +116,7 @@ func New(cfg Config) *Server {
 		e.IPExtractor = echo.ExtractIPFromXFFHeader()
 	}
 	s := &Server{echo: e, cfg: cfg,
-		loginIP:      newLimiter(3*time.Second, 20, 0),  // 20 at once, then 20 a minute per address (an office shares one)
+		loginIP:      newLimiter(3*time.Second, 20, 0), // 20 at once, then 20 a minute per address (an office shares one)
 		loginAccount: newLimiter(12*time.Second, 5, 0), // 5 at once, then 5 a minute per address and account
 		chatIP:       newLimiter(3*time.Second, 20, 0), // 20 at once, then 20 a minute per address
 		chatRunLimit: newLimiter(4*time.Second, 8, 0)}  // 8 at once, then 15 a minute per conversation
