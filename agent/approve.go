@@ -68,7 +68,8 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 				return ApproveResult{}, internal(err, "could not read the action's run")
 			}
 			editDecision, err = g.Policy().Decide(ctx, Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map,
-				Facts: g.facts(CallRequest{RunID: run.ID, CustomerID: run.CustomerID, CustomerName: run.CustomerName, Channel: run.Channel})})
+				Facts: &gateFacts{store: g.store, exclude: current.ID,
+					req: CallRequest{RunID: run.ID, CustomerID: run.CustomerID, CustomerName: run.CustomerName, Channel: run.Channel}}})
 			if err != nil {
 				return ApproveResult{}, internal(err, "the policy could not decide on the edit")
 			}

@@ -25,6 +25,9 @@ type Gate struct {
 	policy atomic.Pointer[Policy] // swapped whole when the policy is reloaded
 	log    *slog.Logger
 
+	// Limits bound how many actions one run or customer may have waiting.
+	Limits Limits
+
 	// OnSettled, when set, is called after a call that waited for approval
 	// reaches its end (executed, rejected, expired or cancelled). The run loop
 	// uses it to resume the paused run.
@@ -110,60 +113,84 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	if err != nil {
 		return g.recordInvalid(ctx, req, tool.Risk, err.Error())
 	}
-	d, err := g.Policy().Decide(ctx, Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map, Facts: g.facts(req)})
+	if tool.HasCheck() {
+		cerr := tool.Check(ctx, tools.Call{RunID: req.RunID, CustomerID: req.CustomerID, CustomerName: req.CustomerName}, norm)
+		var refusal *tools.RefusalError
+		switch {
+		case errors.As(cerr, &refusal):
+			// It cannot succeed: the model is told why, and no person is asked.
+			return g.recordInvalid(ctx, req, tool.Risk, refusal.Message)
+		case cerr != nil:
+			g.log.Warn("tool check failed; deciding without it", "tool", tool.Name, "err", cerr)
+		}
+	}
+	policy := g.Policy()
+	in := Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map}
+	facts := &gateFacts{store: g.store, req: req}
+	in.Facts = facts
+	d, err := policy.Decide(ctx, in)
 	if err != nil {
 		return Outcome{}, internal(err, "the policy could not decide")
 	}
 	call := &models.ToolCall{
-		ID:            models.NewID("call"),
-		RunID:         req.RunID,
-		CustomerID:    req.CustomerID,
-		TurnID:        req.TurnID,
-		ModelCallID:   req.ModelCallID,
-		Tool:          tool.Name,
-		Risk:          string(tool.Risk),
-		RawArgs:       rawForRecord(req.Args),
-		Args:          string(norm.JSON),
-		ArgsHash:      norm.Hash,
-		Decision:      string(d.Verdict),
-		Rule:          d.Rule,
-		Reason:        d.Reason,
-		PolicyVersion: d.PolicyVersion,
+		ID:          models.NewID("call"),
+		RunID:       req.RunID,
+		CustomerID:  req.CustomerID,
+		TurnID:      req.TurnID,
+		ModelCallID: req.ModelCallID,
+		Tool:        tool.Name,
+		Risk:        string(tool.Risk),
+		RawArgs:     rawForRecord(req.Args),
+		Args:        string(norm.JSON),
+		ArgsHash:    norm.Hash,
 	}
 	call.IdempotencyKey = IdempotencyKey(call.ID)
-	switch d.Verdict {
-	case Allow:
-		call.Status = models.CallExecuting // recorded as started: a crash from here on is reconciled
-	case Deny:
-		call.Status = models.CallDenied
-		call.Error = d.Reason
-	case NeedsApproval:
-		call.Status = models.CallPending
-		call.RequiredApprovals = max(d.Approvals, 1)
-		call.RequiredRole = string(d.Role)
-	default:
-		return Outcome{}, internal(fmt.Errorf("verdict %q", d.Verdict), "the policy gave an unknown verdict")
-	}
-	payload, err := models.EncodePayload(decisionEvent{RunID: call.RunID, Tool: call.Tool, ArgsHash: call.ArgsHash,
-		Verdict: d.Verdict, Rule: d.Rule, Reason: d.Reason, PolicyVersion: d.PolicyVersion,
-		Status: call.Status, RequiredApprovals: call.RequiredApprovals, RequiredRole: call.RequiredRole})
+	first, err := prepareDecision(call, d)
 	if err != nil {
-		return Outcome{}, internal(err, "the tool call could not be recorded")
+		return Outcome{}, err
 	}
-	kind := "call." + decisionEventKind(d.Verdict)
+	// A decision that read earlier calls (totals, counts) is made again in
+	// the transaction that records this call, where every earlier call is
+	// visible, so concurrent calls cannot all slip under one threshold; so
+	// is the count of actions already waiting for a person.
+	var rec recordedDecision
 	err = g.store.Write(ctx, func(tx *models.Tx) error {
-		if d.Verdict == NeedsApproval && d.Expires > 0 {
-			at := tx.Now().Add(d.Expires)
+		rec = first
+		if facts.used || d.Verdict == NeedsApproval {
+			in.Facts = &txFacts{tx: tx, gateFacts: gateFacts{store: g.store, req: req}}
+			again, err := policy.Decide(ctx, in)
+			if err != nil {
+				return internal(err, "the policy could not decide")
+			}
+			if again.Verdict == NeedsApproval {
+				if again, err = g.limitPending(tx, req, again); err != nil {
+					return err
+				}
+			}
+			if !again.same(d) {
+				if rec, err = prepareDecision(call, again); err != nil {
+					return err
+				}
+			}
+		}
+		rec.apply(call)
+		if rec.decision.Verdict == NeedsApproval && rec.decision.Expires > 0 {
+			at := tx.Now().Add(rec.decision.Expires)
 			call.ExpiresAt = &at
 		}
 		if err := tx.CreateToolCall(call); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: "model", Kind: kind, Subject: call.ID, Payload: payload})
+		return tx.Audit(models.Event{Actor: "model", Kind: rec.kind, Subject: call.ID, Payload: rec.payload})
 	})
 	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return Outcome{}, e
+		}
 		return Outcome{}, internal(err, "the tool call could not be recorded")
 	}
+	d = rec.decision
 	out := Outcome{CallID: call.ID, Status: call.Status, Decision: d, Error: call.Error}
 	if d.Verdict == NeedsApproval {
 		g.actionChanged(call.ID)
@@ -172,6 +199,98 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 		return out, nil
 	}
 	return g.execute(ctx, call, req.CustomerName, tool, norm)
+}
+
+// recordedDecision is a decision turned into what the call row and its
+// audit event record.
+type recordedDecision struct {
+	decision Decision
+	status   string
+	errText  string
+	kind     string
+	payload  models.Payload
+}
+
+func prepareDecision(call *models.ToolCall, d Decision) (recordedDecision, error) {
+	rec := recordedDecision{decision: d, kind: "call." + decisionEventKind(d.Verdict)}
+	required := 0
+	switch d.Verdict {
+	case Allow:
+		rec.status = models.CallExecuting // recorded as started: a crash from here on is reconciled
+	case Deny:
+		rec.status, rec.errText = models.CallDenied, d.Reason
+	case NeedsApproval:
+		rec.status = models.CallPending
+		required = max(d.Approvals, 1)
+	default:
+		return rec, internal(fmt.Errorf("verdict %q", d.Verdict), "the policy gave an unknown verdict")
+	}
+	payload, err := models.EncodePayload(decisionEvent{RunID: call.RunID, Tool: call.Tool, ArgsHash: call.ArgsHash,
+		Verdict: d.Verdict, Rule: d.Rule, Reason: d.Reason, PolicyVersion: d.PolicyVersion,
+		Status: rec.status, RequiredApprovals: required, RequiredRole: string(d.Role)})
+	if err != nil {
+		return rec, internal(err, "the tool call could not be recorded")
+	}
+	rec.payload = payload
+	return rec, nil
+}
+
+func (rec recordedDecision) apply(call *models.ToolCall) {
+	d := rec.decision
+	call.Decision, call.Rule, call.Reason, call.PolicyVersion = string(d.Verdict), d.Rule, d.Reason, d.PolicyVersion
+	call.Status, call.Error = rec.status, rec.errText
+	call.RequiredApprovals, call.RequiredRole, call.ExpiresAt = 0, "", nil
+	if d.Verdict == NeedsApproval {
+		call.RequiredApprovals, call.RequiredRole = max(d.Approvals, 1), string(d.Role)
+	}
+}
+
+func (d Decision) same(o Decision) bool { return d == o }
+
+// limitPending turns a needs_approval decision into a refusal when the run
+// or the customer already has as many actions waiting as the gate allows:
+// nobody can bury the queue, and the model is told to wait.
+func (g *Gate) limitPending(tx *models.Tx, req CallRequest, d Decision) (Decision, error) {
+	inRun, forCustomer, err := tx.PendingActionCounts(req.RunID, req.CustomerID)
+	if err != nil {
+		return d, err
+	}
+	deny := func(rule, reason string) Decision {
+		return Decision{Verdict: Deny, Rule: rule, Reason: reason, PolicyVersion: d.PolicyVersion}
+	}
+	if n := g.Limits.pendingPerRun(); inRun >= int64(n) {
+		return deny("limit:pending_per_run", fmt.Sprintf("this conversation already has %d requests waiting for a team member; "+
+			"do not ask again: tell the customer they will hear back once those are decided", inRun)), nil
+	}
+	if n := g.Limits.pendingPerCustomer(); req.CustomerID != "" && forCustomer >= int64(n) {
+		return deny("limit:pending_per_customer", fmt.Sprintf("this customer already has %d requests waiting for a team member; "+
+			"do not ask again: tell the customer they will hear back once those are decided", forCustomer)), nil
+	}
+	return d, nil
+}
+
+// Limits bound what one conversation or customer can put in front of
+// people. Zero values take the defaults.
+type Limits struct {
+	// MaxPendingPerRun is how many actions one run may have waiting (3).
+	MaxPendingPerRun int
+	// MaxPendingPerCustomer is how many one signed-in customer may have
+	// waiting across their runs (10).
+	MaxPendingPerCustomer int
+}
+
+func (l Limits) pendingPerRun() int {
+	if l.MaxPendingPerRun > 0 {
+		return l.MaxPendingPerRun
+	}
+	return 3
+}
+
+func (l Limits) pendingPerCustomer() int {
+	if l.MaxPendingPerCustomer > 0 {
+		return l.MaxPendingPerCustomer
+	}
+	return 10
 }
 
 // decisionEvent is the payload of the audit event a decision writes. Its
@@ -207,6 +326,19 @@ func decisionEventKind(v Verdict) string {
 		return "denied"
 	}
 	return "pending"
+}
+
+// Refuse records a call as invalid without deciding it, with the reason
+// the model is told: the run loop uses it for calls past a turn's limit.
+func (g *Gate) Refuse(ctx context.Context, req CallRequest, reason string) (Outcome, error) {
+	if req.RunID == "" {
+		return Outcome{}, Errorf(CodeInvalid, "a tool call needs a run")
+	}
+	risk := tools.Risk("")
+	if tool, ok := g.tools.Get(req.Tool); ok {
+		risk = tool.Risk
+	}
+	return g.recordInvalid(ctx, req, risk, reason)
 }
 
 func (g *Gate) recordInvalid(ctx context.Context, req CallRequest, risk tools.Risk, msg string) (Outcome, error) {
@@ -330,15 +462,19 @@ func (g *Gate) customerName(ctx context.Context, runID string) string {
 	return ""
 }
 
-// gateFacts loads what the policy asks about, once per call.
+// gateFacts loads what the policy asks about, once per call, and notes
+// that it was asked: such a decision depends on earlier calls.
 type gateFacts struct {
 	store *models.Store
 	req   CallRequest
+	used  bool
+	// exclude leaves a call out of totals: an edited action is not counted
+	// against itself.
+	exclude string
 }
 
-func (g *Gate) facts(req CallRequest) Facts { return gateFacts{store: g.store, req: req} }
-
-func (f gateFacts) Customer(ctx context.Context) (CustomerFacts, error) {
+func (f *gateFacts) Customer(ctx context.Context) (CustomerFacts, error) {
+	f.used = true
 	c := CustomerFacts{ID: f.req.CustomerID, Name: f.req.CustomerName, SignedIn: f.req.CustomerID != "", Attributes: f.req.CustomerAttributes}
 	if c.ID == "" {
 		return c, nil
@@ -351,15 +487,44 @@ func (f gateFacts) Customer(ctx context.Context) (CustomerFacts, error) {
 	return c, nil
 }
 
-func (f gateFacts) Run(ctx context.Context) (RunFacts, error) {
-	r := RunFacts{ID: f.req.RunID, Channel: f.req.Channel}
+func (f *gateFacts) Run(ctx context.Context) (RunFacts, error) {
+	f.used = true
 	counts, err := f.store.RunCallCounts(ctx, f.req.RunID)
-	if err != nil {
-		return r, err
-	}
-	r.CallsByTool = counts
+	return f.runFacts(counts), err
+}
+
+func (f *gateFacts) runFacts(counts map[string]int64) RunFacts {
+	r := RunFacts{ID: f.req.RunID, Channel: f.req.Channel, CallsByTool: counts}
 	for _, n := range counts {
 		r.Calls += n
 	}
-	return r, nil
+	return r
+}
+
+func (f *gateFacts) Total(ctx context.Context, q TotalQuery) (float64, error) {
+	f.used = true
+	return f.store.SumCallArgs(ctx, f.totalQuery(q, f.store.Now()))
+}
+
+func (f *gateFacts) totalQuery(q TotalQuery, now time.Time) models.CallTotal {
+	t := models.CallTotal{Tool: q.Tool, Field: q.Field, Same: q.Same, CustomerID: f.req.CustomerID, RunID: f.req.RunID, ExcludeID: f.exclude}
+	if q.Within > 0 {
+		t.Since = now.Add(-q.Within)
+	}
+	return t
+}
+
+// txFacts reads earlier calls inside the transaction that records the call.
+type txFacts struct {
+	gateFacts
+	tx *models.Tx
+}
+
+func (f *txFacts) Run(context.Context) (RunFacts, error) {
+	counts, err := f.tx.RunCallCounts(f.req.RunID)
+	return f.runFacts(counts), err
+}
+
+func (f *txFacts) Total(_ context.Context, q TotalQuery) (float64, error) {
+	return f.tx.SumCallArgs(f.totalQuery(q, f.tx.Now()))
 }

@@ -381,7 +381,7 @@ func TestToolsOnlyReachTheRunsCustomer(t *testing.T) {
 	e := newEnv(t)
 	run := e.newRun("cus_alice", "Alice")
 	out := e.call(run, "cus_alice", "issue_refund", `{"order_id":"B2001","amount":20}`)
-	if out.Status != models.CallFailed || !strings.Contains(out.Error, "not found for this customer") {
+	if out.Status != models.CallInvalid || !strings.Contains(out.Error, "not found for this customer") {
 		t.Fatalf("refund on another customer's order: %+v", out)
 	}
 	if e.order("B2001").RefundedCents != 0 {
@@ -389,7 +389,7 @@ func TestToolsOnlyReachTheRunsCustomer(t *testing.T) {
 	}
 	anon := e.newRun("", "")
 	out = e.call(anon, "", "get_order_status", `{"order_id":"A1001"}`)
-	if out.Status != models.CallFailed || !strings.Contains(out.Error, "signed-in customer") {
+	if out.Status != models.CallInvalid || !strings.Contains(out.Error, "signed-in customer") {
 		t.Fatalf("anonymous lookup: %+v", out)
 	}
 }
@@ -401,9 +401,29 @@ func TestRefundNeverExceedsWhatIsLeft(t *testing.T) {
 	if out.Status != models.CallSucceeded {
 		t.Fatalf("first refund: %+v", out)
 	}
+	// The tool's check refuses it before any decision: nobody is asked.
 	out = e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1003","amount":20}`)
-	if out.Status != models.CallFailed || !strings.Contains(out.Error, "only $10.00 of order A1003 is left") {
+	if out.Status != models.CallInvalid || !strings.Contains(out.Error, "only $10.00 of order A1003 is left") {
 		t.Fatalf("over-refund: %+v", out)
+	}
+	// Two actions that each fit, approved one after the other: the second
+	// fails when it runs, and nothing is refunded twice.
+	e = newEnv(t)
+	run = e.newRun("cus_alice", "Alice")
+	a := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1002","amount":900}`)
+	b := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1002","amount":100}`)
+	if a.Status != models.CallPending || b.Status != models.CallPending {
+		t.Fatalf("two refunds on A1002: %s, %s", a.Status, b.Status)
+	}
+	if _, err := e.gate.Approve(context.Background(), a.CallID, approver1, agent.ApproveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.gate.Approve(context.Background(), b.CallID, approver1, agent.ApproveRequest{})
+	if err != nil || res.Outcome == nil || res.Outcome.Status != models.CallFailed || !strings.Contains(res.Outcome.Error, "only $50.00 of order A1002 is left") {
+		t.Fatalf("second approval: %+v %v", res.Outcome, err)
+	}
+	if got := e.order("A1002").RefundedCents; got != 90000 {
+		t.Fatalf("A1002 refunded %d cents", got)
 	}
 }
 
@@ -418,7 +438,7 @@ func TestCustomerRefundedOver500GoesToApproval(t *testing.T) {
 	if out.Status != models.CallPending || out.Decision.Rule != "refund-customer-over-500-in-24h" {
 		t.Fatalf("$10 after $600 today: %+v", out)
 	}
-	if !strings.Contains(out.Decision.Reason, "already refunded $600.00") {
+	if !strings.Contains(out.Decision.Reason, "would come to $610.00") {
 		t.Fatalf("reason %q", out.Decision.Reason)
 	}
 	e.clock.Advance(25 * time.Hour)

@@ -20,17 +20,23 @@ type Offline struct{}
 
 var (
 	reOrderID = regexp.MustCompile(`(?i)\b([a-z][0-9]{4,10})\b`)
-	reAmount  = regexp.MustCompile(`(?i)(?:\$\s?([0-9][0-9,]*(?:\.[0-9]{1,2})?))|(?:\b([0-9][0-9,]*(?:\.[0-9]{1,2})?)\s*(?:dollars|usd|bucks)\b)`)
+	// An amount with what is around it: a sign before or after the $, and
+	// whatever digits, commas and dots follow, so that parseAmount can
+	// refuse what it cannot read rather than keep part of it.
+	reAmount  = regexp.MustCompile(`(?i)(?:(-|\bminus\s+)?\s?\$\s?(-)?([0-9][0-9.,]*))|(?:(-|\bminus\s+)?\b([0-9][0-9.,]*)\s*(?:dollars|usd|bucks)\b)`)
+	reMoney   = regexp.MustCompile(`^(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]{1,2})?$`)
 	reBecause = regexp.MustCompile(`(?i)\b(?:because|as|since)\s+(.+)$`)
 	reAddress = regexp.MustCompile(`(?i)\b(?:send|ship|deliver|change\s+(?:the\s+)?(?:shipping\s+)?address\s+(?:of|for)|update\s+(?:the\s+)?address\s+(?:of|for))\b.*?\bto\s+(.+)$`)
-	reSplit   = regexp.MustCompile(`[.!?;\n]+\s*`)
-	reGreet   = regexp.MustCompile(`(?i)^\s*(hi|hello|hey|good\s+(morning|afternoon|evening)|howdy)\b`)
-	reThanks  = regexp.MustCompile(`(?i)\b(thanks|thank you|cheers)\b`)
-	reList    = regexp.MustCompile(`(?i)\b(my orders|list (my )?orders|what (are|were) my orders|which orders|orders do i have|what did i order|all (of )?my orders)\b`)
-	reStatus  = regexp.MustCompile(`(?i)\b(where|status|track|tracking|arrive|arrived|when will|shipped|delivered|how is)\b`)
-	reRefund  = regexp.MustCompile(`(?i)\b(refund|money back|reimburse)`)
-	reCancel  = regexp.MustCompile(`(?i)\bcancel`)
-	reIntent  = regexp.MustCompile(`(?i)\b(refund|cancel|send|ship|deliver|where|what|status|track|change|update|list)\b`)
+	// A sentence ends at a full stop followed by a space (or the end), so
+	// "$45.50" stays whole.
+	reSplit  = regexp.MustCompile(`[!?;\n]+\s*|\.+(?:\s+|$)`)
+	reGreet  = regexp.MustCompile(`(?i)^\s*(hi|hello|hey|good\s+(morning|afternoon|evening)|howdy)\b`)
+	reThanks = regexp.MustCompile(`(?i)\b(thanks|thank you|cheers)\b`)
+	reList   = regexp.MustCompile(`(?i)\b(my orders|list (my )?orders|what (are|were) my orders|which orders|orders do i have|what did i order|all (of )?my orders)\b`)
+	reStatus = regexp.MustCompile(`(?i)\b(where|status|track|tracking|arrive|arrived|when will|shipped|delivered|how is)\b`)
+	reRefund = regexp.MustCompile(`(?i)\b(refund|money back|reimburse)`)
+	reCancel = regexp.MustCompile(`(?i)\bcancel`)
+	reIntent = regexp.MustCompile(`(?i)\b(refund|cancel|send|ship|deliver|where|what|status|track|change|update|list)\b`)
 )
 
 // Next implements Model.
@@ -107,6 +113,44 @@ func splitRequests(text string) []string {
 	return out
 }
 
+type amountProblem int
+
+const (
+	amountOK amountProblem = iota
+	amountMissing
+	amountNegative
+	amountMalformed
+)
+
+// parseAmount reads the dollar amount of a request. A minus sign is never
+// dropped, and "$12.345" or "$1,2,3" is not read as something else.
+func parseAmount(text string) (float64, amountProblem) {
+	m := reAmount.FindStringSubmatch(text)
+	if m == nil {
+		return 0, amountMissing
+	}
+	negative := m[1] != "" || m[2] != "" || m[4] != ""
+	num := m[3]
+	if num == "" {
+		num = m[5]
+	}
+	num = strings.TrimRight(num, ".,") // the end of a sentence or a list
+	if negative {
+		return 0, amountNegative
+	}
+	if !reMoney.MatchString(num) {
+		return 0, amountMalformed
+	}
+	amount, err := strconv.ParseFloat(strings.ReplaceAll(num, ",", ""), 64)
+	if err != nil {
+		return 0, amountMalformed
+	}
+	if amount <= 0 {
+		return 0, amountNegative
+	}
+	return amount, amountOK
+}
+
 func call(tool string, args map[string]any) *ModelCall {
 	b, _ := json.Marshal(args)
 	return &ModelCall{Tool: tool, Args: b}
@@ -123,17 +167,14 @@ func understand(text string) (string, *ModelCall) {
 		if orderID == "" {
 			return "Which order should the refund go to? Please give the order number (for example A1001).", nil
 		}
-		m := reAmount.FindStringSubmatch(text)
-		if m == nil {
+		amount, problem := parseAmount(text)
+		switch problem {
+		case amountMissing:
 			return fmt.Sprintf("How much should I refund on order %s?", orderID), nil
-		}
-		num := m[1]
-		if num == "" {
-			num = m[2]
-		}
-		amount, err := strconv.ParseFloat(strings.ReplaceAll(num, ",", ""), 64)
-		if err != nil {
-			return fmt.Sprintf("How much should I refund on order %s?", orderID), nil
+		case amountNegative:
+			return fmt.Sprintf("A refund must be more than $0.00. How much should I refund on order %s?", orderID), nil
+		case amountMalformed:
+			return fmt.Sprintf("I couldn't read that amount. How much should I refund on order %s? Write it like $45.50.", orderID), nil
 		}
 		args := map[string]any{"order_id": orderID, "amount": amount}
 		if r := reBecause.FindStringSubmatch(text); r != nil {

@@ -49,11 +49,28 @@ type RunFacts struct {
 	CallsByTool map[string]int64
 }
 
+// TotalQuery asks for the sum of one numeric argument over the earlier
+// calls of a tool that are done, running or waiting for a person (failed,
+// refused, rejected, expired and cancelled ones do not count), for the same
+// customer (the same run when the customer is anonymous). A policy file
+// declares them under totals:.
+type TotalQuery struct {
+	Name  string // as the policy names it: totals.<name>
+	Tool  string
+	Field string
+	// Same holds arguments an earlier call must share with this one
+	// (order_id: "A1002"); empty: every earlier call of the tool.
+	Same map[string]any
+	// Within only counts calls this recent; 0: all of them.
+	Within time.Duration
+}
+
 // Facts loads customer and run facts on demand: a rule that does not ask
 // about the customer costs no query.
 type Facts interface {
 	Customer(ctx context.Context) (CustomerFacts, error)
 	Run(ctx context.Context) (RunFacts, error)
+	Total(ctx context.Context, q TotalQuery) (float64, error)
 }
 
 // Input is everything a policy decides on.
@@ -76,7 +93,11 @@ type Policy interface {
 type StaticFacts struct {
 	C CustomerFacts
 	R RunFacts
+	T map[string]float64 // totals by name
 }
+
+// Total returns the fixed total of that name (0 when not given).
+func (f StaticFacts) Total(_ context.Context, q TotalQuery) (float64, error) { return f.T[q.Name], nil }
 
 // Customer returns the fixed customer facts.
 func (f StaticFacts) Customer(context.Context) (CustomerFacts, error) { return f.C, nil }

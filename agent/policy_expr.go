@@ -40,6 +40,7 @@ func mustCELEnv() *cel.Env {
 		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("customer", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("run", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("totals", cel.MapType(cel.StringType, cel.DoubleType)),
 		cel.CrossTypeNumericComparisons(true),
 		cel.Function("money",
 			cel.Overload("money_double", []*cel.Type{cel.DoubleType}, cel.StringType, cel.UnaryBinding(money)),
@@ -90,7 +91,7 @@ type fieldPath struct {
 
 var (
 	placeholder = regexp.MustCompile(`\{\{(.*?)\}\}`)
-	plainPath   = regexp.MustCompile(`^(money\()?\s*(tool|risk|args|customer|run)(?:\.([a-z_][a-z0-9_]*))?\s*(\))?$`)
+	plainPath   = regexp.MustCompile(`^(money\()?\s*(tool|risk|args|customer|run|totals)(?:\.([a-z_][a-z0-9_]*))?\s*(\))?$`)
 )
 
 func parsePath(expr string) *fieldPath {
@@ -190,7 +191,7 @@ type comparison struct {
 	value float64
 }
 
-var comparisonRe = regexp.MustCompile(`^\s*(args|customer|run)\.([a-z_][a-z0-9_]*)\s*(<=|>=|<|>|==|!=)\s*(-?[0-9]+(?:\.[0-9]+)?)\s*$`)
+var comparisonRe = regexp.MustCompile(`^\s*(args|customer|run|totals)\.([a-z_][a-z0-9_]*)\s*(<=|>=|<|>|==|!=)\s*(-?[0-9]+(?:\.[0-9]+)?)\s*$`)
 
 func parseComparison(expr string) *comparison {
 	m := comparisonRe.FindStringSubmatch(expr)

@@ -33,6 +33,7 @@ type FilePolicy struct {
 	defaults map[tools.Risk]*outcome
 	defSpecs map[tools.Risk]outcomeSpec
 	tests    []policyTest
+	totals   []*total
 	registry *tools.Registry
 }
 
@@ -69,13 +70,15 @@ type testSpec struct {
 		Calls       int64            `yaml:"calls"`
 		CallsByTool map[string]int64 `yaml:"calls_by_tool"`
 	} `yaml:"run"`
-	Expect    string `yaml:"expect"`
-	Rule      string `yaml:"rule"`
-	Approvals int    `yaml:"approvals"`
-	Role      string `yaml:"role"`
+	Totals    map[string]float64 `yaml:"totals"`
+	Expect    string             `yaml:"expect"`
+	Rule      string             `yaml:"rule"`
+	Approvals int                `yaml:"approvals"`
+	Role      string             `yaml:"role"`
 }
 
 type fileSpec struct {
+	Totals   map[string]totalSpec   `yaml:"totals"`
 	Defaults map[string]outcomeSpec `yaml:"defaults"`
 	Rules    []ruleSpec             `yaml:"rules"`
 	Tests    []testSpec             `yaml:"tests"`
@@ -113,6 +116,7 @@ func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePoli
 	if err := yaml.UnmarshalWithOptions(data, &spec, yaml.Strict()); err != nil {
 		return nil, fmt.Errorf("policy %s: %s", source, yaml.FormatError(err, false, true))
 	}
+	var err error
 	sum := sha256.Sum256(data)
 	p := &FilePolicy{Source: source, version: hex.EncodeToString(sum[:]), registry: registry,
 		defaults: map[tools.Risk]*outcome{}}
@@ -127,6 +131,9 @@ func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePoli
 			return nil, fmt.Errorf("policy %s: defaults: %q is not a risk level (read, low_write, high_write)", source, risk)
 		}
 		builtin[tools.Risk(risk)] = os
+	}
+	if p.totals, err = compileTotals(spec.Totals, registry); err != nil {
+		return nil, fmt.Errorf("policy %s: %w", source, err)
 	}
 	p.defSpecs = builtin
 	for risk, os := range builtin {
@@ -243,6 +250,7 @@ func (p *FilePolicy) Version() string { return p.version }
 // cannot be evaluated sends the call to a human rather than guessing.
 func (p *FilePolicy) Decide(ctx context.Context, in Input) (Decision, error) {
 	act := newActivation(ctx, in)
+	act.totals = p.totals
 	for _, r := range p.rules {
 		if r.tool != "" && r.tool != in.Tool {
 			continue
@@ -291,6 +299,8 @@ type activation struct {
 	in       Input
 	customer any
 	run      any
+	totals   []*total
+	sums     any
 }
 
 var emptyArgs = map[string]any{}
@@ -321,6 +331,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			a.run = a.loadRun()
 		}
 		return a.run, true
+	case "totals":
+		if a.sums == nil {
+			a.sums = a.loadTotals()
+		}
+		return a.sums, true
 	}
 	return nil, false
 }

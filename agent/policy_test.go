@@ -48,15 +48,18 @@ func TestDefaultPolicyDecisions(t *testing.T) {
 		{"$50 is the limit", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 50.0}, 0, agent.Allow, "small-refund", 0, "", ""},
 		{"$50.01 is over it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 50.01}, 0, agent.NeedsApproval, "refund-needs-approval", 1, "", ""},
 		{"over $1,000 two people", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1000.01}, 0, agent.NeedsApproval, "refund-over-1000-two-person", 2, agent.RoleSupervisor, "$1,000.01"},
-		{"refunded $500.01 today", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 500.01, agent.NeedsApproval, "refund-customer-over-500-in-24h", 1, "", "already refunded $500.01"},
-		{"refunded exactly $500 today", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 500, agent.Allow, "small-refund", 0, "", ""},
+		{"refunded $500.01 today", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 500.01, agent.NeedsApproval, "refund-customer-over-500-in-24h", 1, "", "would come to $501.01"},
+		{"refunded $500 today, $1 more passes it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 500, agent.NeedsApproval, "refund-customer-over-500-in-24h", 1, "", "would come to $501.00"},
+		{"refunded $499 today, $1 more reaches it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 499, agent.Allow, "small-refund", 0, "", ""},
+		{"$20 on an order refunded $990: over $1,000 on the order", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 20.0, "order_id": "A1"}, 0, agent.NeedsApproval, "refund-over-1000-two-person", 2, agent.RoleSupervisor, "would come to $1,010.00"},
 		{"low write", "update_shipping_address", tools.RiskLowWrite, map[string]any{}, 0, agent.Allow, "default:low_write", 0, "", ""},
 		{"other high write", "cancel_order", tools.RiskHighWrite, map[string]any{}, 0, agent.NeedsApproval, "default:high_write", 1, "", "High-risk tool: cancel_order"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d, err := p.Decide(context.Background(), agent.Input{Tool: c.tool, Risk: c.risk, Args: c.args,
-				Facts: agent.StaticFacts{C: agent.CustomerFacts{ID: "cus_alice", SignedIn: true, Refunded24h: c.refunded}}})
+				Facts: agent.StaticFacts{C: agent.CustomerFacts{ID: "cus_alice", SignedIn: true},
+					T: map[string]float64{"refunded_24h": c.refunded, "refunded_on_order": orderTotal(c.args)}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,4 +215,13 @@ func BenchmarkGateInMemory(b *testing.B) {
 			}
 		})
 	}
+}
+
+// orderTotal is what the test cases say an order was already refunded:
+// order A1 had $990.
+func orderTotal(args map[string]any) float64 {
+	if args["order_id"] == "A1" {
+		return 990
+	}
+	return 0
 }

@@ -64,6 +64,7 @@ func (p *FilePolicy) runTest(ctx context.Context, ts testSpec) PolicyTestResult 
 	if r := ts.Run; r != nil {
 		facts.R = RunFacts{Channel: r.Channel, Calls: r.Calls, CallsByTool: r.CallsByTool}
 	}
+	facts.T = ts.Totals
 	in.Facts = facts
 	d, err := p.Decide(ctx, in)
 	if err != nil {

@@ -45,6 +45,9 @@ type Runner struct {
 	MaxStepsPerMessage int
 	// MaxTurnsPerRun caps a run's transcript.
 	MaxTurnsPerRun int
+	// MaxCallsPerTurn caps the tool calls of one model turn; the rest are
+	// refused, and the model told so.
+	MaxCallsPerTurn int
 	// ModelTimeout bounds one model call.
 	ModelTimeout time.Duration
 	// OnEvent, when set, hears every new turn and status change.
@@ -69,7 +72,7 @@ func NewRunner(store *models.Store, gate *Gate, model Model, log *slog.Logger) *
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	r := &Runner{store: store, gate: gate, model: model, log: log, System: DefaultSystemPrompt,
-		MaxStepsPerMessage: 8, MaxTurnsPerRun: 400, ModelTimeout: 60 * time.Second,
+		MaxStepsPerMessage: 8, MaxTurnsPerRun: 400, MaxCallsPerTurn: 8, ModelTimeout: 60 * time.Second,
 		bg: bg, cancel: cancel, locks: map[string]*runLock{}}
 	gate.OnSettled = func(_ context.Context, call *models.ToolCall) {
 		if call.RunID != "" {

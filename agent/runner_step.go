@@ -102,12 +102,20 @@ func (r *Runner) settleTurn(ctx context.Context, run *models.Run, turn *models.T
 	}
 	// Calls asked for but not yet through the gate (the first time, or
 	// after a crash between the model's reply and the gate).
-	for _, mc := range requested {
+	for i, mc := range requested {
 		if byModelID[mc.ID] != nil {
 			continue
 		}
-		if _, err := r.gate.Call(ctx, CallRequest{RunID: run.ID, CustomerID: run.CustomerID, CustomerName: run.CustomerName,
-			Channel: run.Channel, TurnID: turn.ID, ModelCallID: mc.ID, Tool: mc.Tool, Args: mc.Args}); err != nil {
+		req := CallRequest{RunID: run.ID, CustomerID: run.CustomerID, CustomerName: run.CustomerName,
+			Channel: run.Channel, TurnID: turn.ID, ModelCallID: mc.ID, Tool: mc.Tool, Args: mc.Args}
+		var err error
+		if i >= r.MaxCallsPerTurn {
+			_, err = r.gate.Refuse(ctx, req, fmt.Sprintf("not done: one reply may make at most %d tool calls; "+
+				"finish these, then ask for the rest in a later reply if the customer still needs them", r.MaxCallsPerTurn))
+		} else {
+			_, err = r.gate.Call(ctx, req)
+		}
+		if err != nil {
 			return false, false, err
 		}
 		progressed = true

@@ -272,7 +272,7 @@ func TestCompromisedModelCannotEscapeTheGate(t *testing.T) {
 	if err != nil || len(calls) != 5 {
 		t.Fatalf("%d calls recorded: %v", len(calls), err)
 	}
-	want := map[string]string{"a": models.CallFailed, "b": models.CallInvalid, "c": models.CallInvalid, "d": models.CallInvalid, "e": models.CallFailed}
+	want := map[string]string{"a": models.CallInvalid, "b": models.CallInvalid, "c": models.CallInvalid, "d": models.CallInvalid, "e": models.CallFailed}
 	for _, c := range calls {
 		if c.Status != want[c.ModelCallID] {
 			t.Errorf("call %s (%s %s) is %s, want %s: %s", c.ModelCallID, c.Tool, c.RawArgs, c.Status, want[c.ModelCallID], c.Error)

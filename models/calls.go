@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // Tool call statuses (see DESIGN.md for the lifecycle).
@@ -214,12 +216,16 @@ func (s *Store) OverdueActionIDs(ctx context.Context, now time.Time, limit int) 
 
 // RunCallCounts counts the calls recorded so far in a run, by tool.
 func (s *Store) RunCallCounts(ctx context.Context, runID string) (map[string]int64, error) {
+	return runCallCounts(s.db.WithContext(ctx), runID)
+}
+
+func runCallCounts(db *gorm.DB, runID string) (map[string]int64, error) {
 	type row struct {
 		Tool  string
 		Count int64
 	}
 	var rows []row
-	err := s.db.WithContext(ctx).Model(&ToolCall{}).Select("tool, count(*) AS count").
+	err := db.Model(&ToolCall{}).Select("tool, count(*) AS count").
 		Where("run_id = ?", runID).Group("tool").Scan(&rows).Error
 	if err != nil {
 		return nil, err

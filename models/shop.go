@@ -132,8 +132,8 @@ func (s *Store) UpdateShippingAddress(ctx context.Context, ch ShopChange, addres
 		if err != nil {
 			return err
 		}
-		if o.Status != OrderProcessing {
-			return fmt.Errorf("%w: order %s is already %s, so its address can no longer change", ErrRefused, o.ID, o.Status)
+		if err := o.CanChangeAddress(); err != nil {
+			return err
 		}
 		if o.ShippingAddress != address {
 			if err := tx.db.Model(o).Updates(map[string]any{"shipping_address": address, "updated_at": tx.now}).Error; err != nil {
@@ -162,8 +162,8 @@ func (s *Store) CancelOrder(ctx context.Context, ch ShopChange, reason string) (
 			refund, _ = tx.refundByKey(ch.IdempotencyKey)
 			return nil // a retried cancellation is a success, not a second refund
 		}
-		if o.Status != OrderProcessing {
-			return fmt.Errorf("%w: order %s has already %s and can no longer be cancelled", ErrRefused, o.ID, pastTense(o.Status))
+		if err := o.CanCancel(); err != nil {
+			return err
 		}
 		if err := tx.db.Model(o).Updates(map[string]any{"status": OrderCancelled, "updated_at": tx.now}).Error; err != nil {
 			return err
@@ -180,6 +180,45 @@ func (s *Store) CancelOrder(ctx context.Context, ch ShopChange, reason string) (
 			Payload: map[string]any{"reason": reason, "idempotency_key": ch.IdempotencyKey}})
 	})
 	return order, refund, err
+}
+
+// The shop's rules, as pure functions: the tools' read-only checks ask them
+// before a call is decided, and the writes ask them again in their
+// transaction. Each refusal wraps ErrRefused and is safe to show the model.
+
+// CanChangeAddress says whether the order's address may still change.
+func (o *Order) CanChangeAddress() error {
+	if o.Status != OrderProcessing {
+		return fmt.Errorf("%w: order %s is already %s, so its address can no longer change", ErrRefused, o.ID, o.Status)
+	}
+	return nil
+}
+
+// CanCancel says whether the order may still be cancelled.
+func (o *Order) CanCancel() error {
+	if o.Status == OrderCancelled {
+		return fmt.Errorf("%w: order %s is already cancelled", ErrRefused, o.ID)
+	}
+	if o.Status != OrderProcessing {
+		return fmt.Errorf("%w: order %s has already %s and can no longer be cancelled", ErrRefused, o.ID, pastTense(o.Status))
+	}
+	return nil
+}
+
+// CanRefund says whether amountCents may be refunded on the order: never
+// more than is left, never on a cancelled order.
+func (o *Order) CanRefund(amountCents int64) error {
+	if o.Status == OrderCancelled {
+		return fmt.Errorf("%w: order %s was cancelled and has been refunded already", ErrRefused, o.ID)
+	}
+	if amountCents <= 0 {
+		return fmt.Errorf("%w: a refund must be more than $0.00", ErrRefused)
+	}
+	if left := o.TotalCents - o.RefundedCents; amountCents > left {
+		return fmt.Errorf("%w: only %s of order %s is left to refund (asked for %s)", ErrRefused,
+			FormatCents(left), o.ID, FormatCents(amountCents))
+	}
+	return nil
 }
 
 func pastTense(status string) string {
@@ -203,13 +242,8 @@ func (s *Store) RefundOrder(ctx context.Context, ch ShopChange, amountCents int6
 			order, refund = o, prior
 			return nil
 		}
-		if o.Status == OrderCancelled {
-			return fmt.Errorf("%w: order %s was cancelled and has been refunded already", ErrRefused, o.ID)
-		}
-		left := o.TotalCents - o.RefundedCents
-		if amountCents > left {
-			return fmt.Errorf("%w: only %s of order %s is left to refund (asked for %s)", ErrRefused,
-				FormatCents(left), o.ID, FormatCents(amountCents))
+		if err := o.CanRefund(amountCents); err != nil {
+			return err
 		}
 		refund, err = tx.refund(o, amountCents, reason, ch.IdempotencyKey)
 		if err != nil {

@@ -47,6 +47,12 @@ type Definition[In any] struct {
 	// are left for a human to reconcile.
 	Idempotent bool
 	Run        func(ctx context.Context, call Call, in In) (any, error)
+	// Check, when set, says before the call is decided whether it could
+	// succeed now (the order is the customer's, there is enough left to
+	// refund). It only reads. A RefusalError it returns is told to the model
+	// and the call is never decided or queued: a person is never asked to
+	// approve what cannot work. Run still enforces its rules when it runs.
+	Check func(ctx context.Context, call Call, in In) error
 }
 
 // Tool is a registered, type-erased tool.
@@ -66,8 +72,9 @@ type Tool struct {
 	decodeFlat func(fs *flatStruct, obj map[string]any) (any, bool)
 	// flat is set when the input struct has only scalar fields declared in
 	// JSON-name order: its plain encoding is then already canonical.
-	flat *flatStruct
-	run  RunFunc
+	flat  *flatStruct
+	run   RunFunc
+	check func(ctx context.Context, call Call, in any) error
 }
 
 var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
@@ -119,6 +126,16 @@ func New[In any](def Definition[In]) (*Tool, error) {
 		}
 	}
 	run := def.Run
+	var check func(ctx context.Context, call Call, in any) error
+	if def.Check != nil {
+		check = func(ctx context.Context, call Call, in any) error {
+			typed, ok := in.(In)
+			if !ok {
+				return errors.New("internal error: input of the wrong type")
+			}
+			return def.Check(ctx, call, typed)
+		}
+	}
 	return &Tool{
 		Name:        def.Name,
 		Description: def.Description,
@@ -150,6 +167,7 @@ func New[In any](def Definition[In]) (*Tool, error) {
 			}
 			return run(ctx, call, typed)
 		},
+		check: check,
 	}, nil
 }
 
@@ -165,6 +183,18 @@ func MustNew[In any](def Definition[In]) *Tool {
 // Run runs the tool on normalized arguments.
 func (t *Tool) Run(ctx context.Context, call Call, args Normalized) (any, error) {
 	return t.run(ctx, call, args.Value)
+}
+
+// HasCheck reports whether the tool checks its calls before they are decided.
+func (t *Tool) HasCheck() bool { return t.check != nil }
+
+// Check runs the tool's read-only check on normalized arguments; nil when
+// the tool has none or the call could succeed.
+func (t *Tool) Check(ctx context.Context, call Call, args Normalized) error {
+	if t.check == nil {
+		return nil
+	}
+	return t.check(ctx, call, args.Value)
 }
 
 // RefusalError is a failure the tool's own rules decided (not enough left to

@@ -76,12 +76,30 @@ func Tools(st Store) []*tools.Tool {
 		return models.ShopChange{CustomerID: call.CustomerID, OrderID: orderID,
 			IdempotencyKey: call.IdempotencyKey, Actor: "tool:" + call.ID}
 	}
+	// order finds the customer's order for a check, or says why not.
+	order := func(ctx context.Context, call tools.Call, orderID string) (*models.Order, error) {
+		if call.CustomerID == "" {
+			return nil, errNeedsCustomer
+		}
+		o, err := st.CustomerOrder(ctx, call.CustomerID, orderID)
+		if errors.Is(err, models.ErrNotFound) {
+			return nil, tools.Refuse("order %s was not found for this customer", orderID)
+		}
+		return o, err
+	}
+	needsCustomer := func(call tools.Call) error {
+		if call.CustomerID == "" {
+			return errNeedsCustomer
+		}
+		return nil
+	}
 	return []*tools.Tool{
 		tools.MustNew(tools.Definition[OrderRef]{
 			Name:        "get_order_status",
 			Description: "Look up the status, items, total and shipping address of one of the customer's orders.",
 			Risk:        tools.RiskRead,
 			Idempotent:  true,
+			Check:       func(_ context.Context, call tools.Call, _ OrderRef) error { return needsCustomer(call) },
 			Run: func(ctx context.Context, call tools.Call, in OrderRef) (any, error) {
 				if call.CustomerID == "" {
 					return nil, errNeedsCustomer
@@ -101,6 +119,7 @@ func Tools(st Store) []*tools.Tool {
 			Description: "List the customer's orders, newest first.",
 			Risk:        tools.RiskRead,
 			Idempotent:  true,
+			Check:       func(_ context.Context, call tools.Call, _ ListOrdersInput) error { return needsCustomer(call) },
 			Run: func(ctx context.Context, call tools.Call, _ ListOrdersInput) (any, error) {
 				if call.CustomerID == "" {
 					return nil, errNeedsCustomer
@@ -121,6 +140,13 @@ func Tools(st Store) []*tools.Tool {
 			Description: "Change the shipping address of an order that has not shipped yet.",
 			Risk:        tools.RiskLowWrite,
 			Idempotent:  true,
+			Check: func(ctx context.Context, call tools.Call, in AddressInput) error {
+				o, err := order(ctx, call, in.OrderID)
+				if err != nil {
+					return shopError(err)
+				}
+				return shopError(o.CanChangeAddress())
+			},
 			Run: func(ctx context.Context, call tools.Call, in AddressInput) (any, error) {
 				if call.CustomerID == "" {
 					return nil, errNeedsCustomer
@@ -137,6 +163,13 @@ func Tools(st Store) []*tools.Tool {
 			Description: "Cancel an order that has not shipped yet; what was paid is refunded in full.",
 			Risk:        tools.RiskHighWrite,
 			Idempotent:  true, // the idempotency key makes a second run a no-op
+			Check: func(ctx context.Context, call tools.Call, in CancelInput) error {
+				o, err := order(ctx, call, in.OrderID)
+				if err != nil {
+					return shopError(err)
+				}
+				return shopError(o.CanCancel())
+			},
 			Run: func(ctx context.Context, call tools.Call, in CancelInput) (any, error) {
 				if call.CustomerID == "" {
 					return nil, errNeedsCustomer
@@ -157,6 +190,13 @@ func Tools(st Store) []*tools.Tool {
 			Description: "Refund part or all of an order, in US dollars. Never more than is left to refund on that order.",
 			Risk:        tools.RiskHighWrite,
 			Idempotent:  true, // the idempotency key makes a second run return the first refund
+			Check: func(ctx context.Context, call tools.Call, in RefundInput) error {
+				o, err := order(ctx, call, in.OrderID)
+				if err != nil {
+					return shopError(err)
+				}
+				return shopError(o.CanRefund(int64(math.Round(in.Amount * 100))))
+			},
 			Run: func(ctx context.Context, call tools.Call, in RefundInput) (any, error) {
 				if call.CustomerID == "" {
 					return nil, errNeedsCustomer
@@ -174,6 +214,10 @@ func Tools(st Store) []*tools.Tool {
 }
 
 func shopError(err error) error {
+	var refusal *tools.RefusalError
+	if err == nil || errors.As(err, &refusal) {
+		return err
+	}
 	if errors.Is(err, models.ErrRefused) {
 		return tools.Refuse("%s", strings.TrimPrefix(err.Error(), models.ErrRefused.Error()+": "))
 	}

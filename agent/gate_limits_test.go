@@ -1,0 +1,168 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
+)
+
+// $1,000 then $500 on one order must need what $1,500 at once needs: two
+// approvers, one a supervisor. So must a second refund while the first is
+// still waiting.
+func TestSplitRefundNeedsTheSameApprovalsAsTheWhole(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	whole := e.call(e.newRun("cus_bob", "Bob"), "cus_bob", "issue_refund", `{"order_id":"B2001","amount":1500}`)
+	if whole.Decision.Rule != "refund-over-1000-two-person" || whole.Decision.Approvals != 2 || whole.Decision.Role != agent.RoleSupervisor {
+		t.Fatalf("$1,500 at once: %+v", whole.Decision)
+	}
+	if err := e.gate.Reject(ctx, whole.CallID, supervisor, "testing the split"); err != nil {
+		t.Fatal(err)
+	}
+
+	run := e.newRun("cus_bob", "Bob")
+	first := e.call(run, "cus_bob", "issue_refund", `{"order_id":"B2001","amount":1000}`)
+	if first.Status != models.CallPending || first.Decision.Approvals != 1 {
+		t.Fatalf("$1,000: %+v", first)
+	}
+	// While the $1,000 waits, $500 more on the order is judged with it.
+	second := e.call(run, "cus_bob", "issue_refund", `{"order_id":"B2001","amount":500}`)
+	if second.Decision.Rule != "refund-over-1000-two-person" || second.Decision.Approvals != 2 || second.Decision.Role != agent.RoleSupervisor {
+		t.Fatalf("$500 while $1,000 waits: %+v", second.Decision)
+	}
+	if !strings.Contains(second.Decision.Reason, "$1,500.00") {
+		t.Fatalf("reason %q", second.Decision.Reason)
+	}
+	// And once the $1,000 has run, the same.
+	if _, err := e.gate.Approve(ctx, first.CallID, approver1, agent.ApproveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.gate.Reject(ctx, second.CallID, supervisor, "again"); err != nil {
+		t.Fatal(err)
+	}
+	third := e.call(run, "cus_bob", "issue_refund", `{"order_id":"B2001","amount":500}`)
+	if third.Decision.Rule != "refund-over-1000-two-person" || third.Decision.Approvals != 2 {
+		t.Fatalf("$500 after $1,000 refunded: %+v", third.Decision)
+	}
+	res, err := e.gate.Approve(ctx, third.CallID, approver1, agent.ApproveRequest{})
+	if err != nil || res.Final {
+		t.Fatalf("one approver finished a split two-person refund: %+v %v", res, err)
+	}
+	if got := e.order("B2001").RefundedCents; got != 100000 {
+		t.Fatalf("B2001 refunded %d cents, want only the first $1,000", got)
+	}
+}
+
+// Nineteen $50 refunds asked for at the same moment must stop where
+// nineteen in a row do: $500 a day goes through without a person.
+func TestConcurrentSmallRefundsStopAtTheDailyLimit(t *testing.T) {
+	e := newEnv(t)
+	var wg sync.WaitGroup
+	outs := make([]agent.Outcome, 19)
+	for i := range outs {
+		run := e.newRun("cus_bob", "Bob")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := e.gate.Call(context.Background(), agent.CallRequest{RunID: run, CustomerID: "cus_bob", Channel: "test",
+				Tool: "issue_refund", Args: []byte(`{"order_id":"B2001","amount":50}`)})
+			if err != nil {
+				t.Error(err)
+			}
+			outs[i] = out
+		}()
+	}
+	wg.Wait()
+	allowed := 0
+	for _, o := range outs {
+		if o.Decision.Verdict == agent.Allow {
+			allowed++
+		}
+	}
+	if allowed != 10 {
+		t.Errorf("%d of 19 concurrent $50 refunds went through with no person, want 10 ($500)", allowed)
+	}
+	if got := e.order("B2001").RefundedCents; got != 50000 {
+		t.Errorf("B2001 refunded %d cents without a person, want 50000", got)
+	}
+}
+
+// One run, or one customer, cannot put more than a few actions in front of
+// people; the model is told to wait.
+func TestPendingActionsPerRunAndPerCustomerAreLimited(t *testing.T) {
+	e := newEnv(t)
+	e.gate.Limits = agent.Limits{MaxPendingPerRun: 3, MaxPendingPerCustomer: 4}
+	run := e.newRun("cus_bob", "Bob")
+	for i := 0; i < 3; i++ {
+		if out := e.call(run, "cus_bob", "cancel_order", `{"order_id":"B2001"}`); out.Status != models.CallInvalid && out.Status != models.CallPending {
+			t.Fatalf("call %d: %+v", i, out)
+		}
+	}
+	// B2001 is delivered, so cancelling it is refused before a person sees it.
+	for i := 0; i < 3; i++ {
+		if out := e.call(run, "cus_bob", "issue_refund", fmt.Sprintf(`{"order_id":"B2001","amount":%d}`, 60+i)); out.Status != models.CallPending {
+			t.Fatalf("refund %d: %+v", i, out)
+		}
+	}
+	out := e.call(run, "cus_bob", "issue_refund", `{"order_id":"B2001","amount":70}`)
+	if out.Status != models.CallDenied || out.Decision.Rule != "limit:pending_per_run" || !strings.Contains(out.Error, "3 requests waiting") {
+		t.Fatalf("a fourth waiting action in one run: %+v", out)
+	}
+	other := e.newRun("cus_bob", "Bob")
+	if out := e.call(other, "cus_bob", "issue_refund", `{"order_id":"B2001","amount":71}`); out.Status != models.CallPending {
+		t.Fatalf("the customer's fourth: %+v", out)
+	}
+	out = e.call(other, "cus_bob", "issue_refund", `{"order_id":"B2001","amount":72}`)
+	if out.Status != models.CallDenied || out.Decision.Rule != "limit:pending_per_customer" {
+		t.Fatalf("the customer's fifth: %+v", out)
+	}
+	pending, err := e.store.CallsByStatus(context.Background(), models.CallPending, 100)
+	if err != nil || len(pending) != 4 {
+		t.Fatalf("%d actions wait, want 4 (%v)", len(pending), err)
+	}
+}
+
+// What cannot succeed never reaches a person: an anonymous run, another
+// customer's order, more than is left.
+func TestCallsThatCannotSucceedAreNeverQueued(t *testing.T) {
+	e := newEnv(t)
+	anon := e.newRun("", "")
+	for _, c := range []struct{ run, customer, args, want string }{
+		{anon, "", `{"order_id":"A1001","amount":100}`, "signed-in customer"},
+		{e.newRun("cus_alice", "Alice"), "cus_alice", `{"order_id":"B2001","amount":100}`, "not found for this customer"},
+		{e.newRun("cus_alice", "Alice"), "cus_alice", `{"order_id":"A1001","amount":500}`, "only $120.00 of order A1001 is left"},
+	} {
+		out := e.call(c.run, c.customer, "issue_refund", c.args)
+		if out.Status != models.CallInvalid || !strings.Contains(out.Error, c.want) {
+			t.Errorf("%s: %+v", c.args, out)
+		}
+	}
+	if pending, _ := e.store.CallsByStatus(context.Background(), models.CallPending, 10); len(pending) != 0 {
+		t.Fatalf("%d impossible calls reached the queue", len(pending))
+	}
+}
+
+// One message with 180 refund requests: the model's turn is cut to the
+// per-turn limit, the run to its pending limit, and the queue stays short.
+func TestOneMessageCannotFloodTheQueue(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(agent.Offline{})
+	run := e.start(r, "cus_bob", "Bob", strings.Repeat("refund $100 on B2001. ", 180))
+	e.waitRun(run, models.RunPaused)
+	calls, err := e.store.RunCalls(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]int{}
+	for _, c := range calls {
+		by[c.Status]++
+	}
+	if len(calls) != 180 || by[models.CallPending] != 3 || by[models.CallInvalid] != 180-8 || by[models.CallDenied] != 5 {
+		t.Fatalf("180 requests in one message: %v", by)
+	}
+}

@@ -1,0 +1,44 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/models"
+)
+
+func TestOfflineModelReadsAmountsOrRefusesThem(t *testing.T) {
+	for _, tc := range []struct {
+		msg    string
+		amount float64 // 0: no call
+		reply  string
+	}{
+		{"refund $45.50 on A1001", 45.5, ""},
+		{"refund $1,200 on A1001.", 1200, ""},
+		{"refund 30 dollars on A1001", 30, ""},
+		{"refund -$50 on A1001", 0, "more than $0.00"},
+		{"refund $-50 on A1001", 0, "more than $0.00"},
+		{"refund minus 30 dollars on A1001", 0, "more than $0.00"},
+		{"refund $0 on A1001", 0, "more than $0.00"},
+		{"refund $12.345 on A1001", 0, "couldn't read that amount"},
+		{"refund $1,2,3 on A1001", 0, "couldn't read that amount"},
+		{"refund some money on A1001", 0, "How much should I refund"},
+	} {
+		r, err := Offline{}.Next(context.Background(), ModelRequest{Turns: []ModelTurn{{Role: models.RoleCustomer, Text: tc.msg}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.amount == 0 {
+			if len(r.Calls) != 0 || !strings.Contains(r.Text, tc.reply) {
+				t.Errorf("%q: calls %d, reply %q", tc.msg, len(r.Calls), r.Text)
+			}
+			continue
+		}
+		var args struct{ Amount float64 }
+		if len(r.Calls) != 1 || json.Unmarshal(r.Calls[0].Args, &args) != nil || args.Amount != tc.amount {
+			t.Errorf("%q: %+v", tc.msg, r)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// What the gate asks of its own record of earlier calls when it decides:
+// totals of an argument and how many actions wait for a person. Each query
+// exists twice, on the store (a first, cheap decision) and on a unit of
+// work (the decision that counts, made in the transaction that records the
+// call, so concurrent calls see each other).
+
+// CallTotal sums a numeric argument over earlier calls.
+type CallTotal struct {
+	Tool  string
+	Field string // a top-level argument name (checked by the policy at load)
+	// Same: arguments the earlier calls must share (strings, numbers, bools).
+	Same map[string]any
+	// CustomerID scopes the sum; when empty, RunID does (anonymous runs).
+	CustomerID, RunID string
+	Since             time.Time // zero: all time
+	ExcludeID         string    // a call left out (the action being edited)
+}
+
+// liveCallStatuses are the calls that did, may yet, or may have happened.
+var liveCallStatuses = []string{CallPending, CallApproved, CallExecuting, CallSucceeded, CallUnknown}
+
+func sumCallArgs(db *gorm.DB, q CallTotal) (float64, error) {
+	db = db.Model(&ToolCall{}).Select("COALESCE(SUM(CAST(json_extract(args, ?) AS REAL)), 0)", "$."+q.Field).
+		Where("tool = ? AND status IN ?", q.Tool, liveCallStatuses)
+	if q.CustomerID != "" {
+		db = db.Where("customer_id = ?", q.CustomerID)
+	} else {
+		db = db.Where("run_id = ? AND customer_id = ''", q.RunID)
+	}
+	if q.ExcludeID != "" {
+		db = db.Where("id <> ?", q.ExcludeID)
+	}
+	if !q.Since.IsZero() {
+		db = db.Where("created_at >= ?", q.Since.UTC())
+	}
+	for field, v := range q.Same {
+		switch x := v.(type) {
+		case bool: // json_extract gives 1 or 0
+			if x {
+				v = 1
+			} else {
+				v = 0
+			}
+		case string, float64, int64, int:
+		default:
+			return 0, fmt.Errorf("total of %s: argument %s is not a plain value", q.Field, field)
+		}
+		db = db.Where("json_extract(args, ?) = ?", "$."+field, v)
+	}
+	var total float64
+	err := db.Scan(&total).Error
+	return total, err
+}
+
+// SumCallArgs sums an argument over earlier live calls (see CallTotal).
+func (s *Store) SumCallArgs(ctx context.Context, q CallTotal) (float64, error) {
+	return sumCallArgs(s.db.WithContext(ctx), q)
+}
+
+// SumCallArgs is Store.SumCallArgs inside the unit of work.
+func (tx *Tx) SumCallArgs(q CallTotal) (float64, error) {
+	return sumCallArgs(tx.db, q)
+}
+
+// RunCallCounts is Store.RunCallCounts inside the unit of work.
+func (tx *Tx) RunCallCounts(runID string) (map[string]int64, error) {
+	return runCallCounts(tx.db, runID)
+}
+
+// PendingActionCounts counts the actions waiting for a person in a run and,
+// when customerID is set, for that customer.
+func (tx *Tx) PendingActionCounts(runID, customerID string) (inRun, forCustomer int64, err error) {
+	base := func() *gorm.DB {
+		return tx.db.Model(&ToolCall{}).Where("status = ?", CallPending).Where(notSucceeded)
+	}
+	if err := base().Where("run_id = ?", runID).Count(&inRun).Error; err != nil {
+		return 0, 0, err
+	}
+	if customerID != "" {
+		if err := base().Where("customer_id = ?", customerID).Count(&forCustomer).Error; err != nil {
+			return 0, 0, err
+		}
+	}
+	return inRun, forCustomer, nil
+}
