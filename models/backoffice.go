@@ -15,17 +15,70 @@ type ActionRow struct {
 	Approvals    int // distinct approvals of the arguments now in force
 }
 
-// PendingActions lists pending actions, oldest first.
-func (s *Store) PendingActions(ctx context.Context, limit int) ([]ActionRow, error) {
+// ActionFilter narrows the queue. Zero values match everything.
+type ActionFilter struct {
+	Tool string
+	// Customer matches a customer id exactly, or a name's beginning.
+	Customer string
+	// MinAmount and MaxAmount bound the call's amount argument, in dollars.
+	MinAmount, MaxAmount *float64
+	Offset, Limit        int
+}
+
+func (s *Store) pendingQuery(ctx context.Context, f ActionFilter) *gorm.DB {
+	q := s.db.WithContext(ctx).Table("tool_calls").
+		Joins("JOIN runs ON runs.id = tool_calls.run_id").
+		Where("tool_calls.status = ?", CallPending).Where(notSucceeded)
+	if f.Tool != "" {
+		q = q.Where("tool_calls.tool = ?", f.Tool)
+	}
+	if c := strings.TrimSpace(f.Customer); c != "" {
+		q = q.Where("(tool_calls.customer_id = ? OR runs.customer_name LIKE ? ESCAPE '\\')", c, escapeLike(c)+"%")
+	}
+	if f.MinAmount != nil {
+		q = q.Where("CAST(json_extract(tool_calls.args, '$.amount') AS REAL) >= ?", *f.MinAmount)
+	}
+	if f.MaxAmount != nil {
+		q = q.Where("CAST(json_extract(tool_calls.args, '$.amount') AS REAL) <= ?", *f.MaxAmount)
+	}
+	return q
+}
+
+// PendingActions lists pending actions that match, oldest first, one page.
+func (s *Store) PendingActions(ctx context.Context, f ActionFilter) ([]ActionRow, error) {
 	var rows []ActionRow
-	err := s.db.WithContext(ctx).Table("tool_calls").
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	err := s.pendingQuery(ctx, f).
 		Select(`tool_calls.*, runs.customer_name AS customer_name,
 			(SELECT COUNT(DISTINCT a.staff_id) FROM approvals a
 			 WHERE a.tool_call_id = tool_calls.id AND a.verdict = 'approve' AND a.args_hash = tool_calls.args_hash) AS approvals`).
-		Joins("JOIN runs ON runs.id = tool_calls.run_id").
-		Where("tool_calls.status = ?", CallPending).Where(notSucceeded).
-		Order("tool_calls.created_at, tool_calls.id").Limit(limit).Scan(&rows).Error
+		Order("tool_calls.created_at, tool_calls.id").Offset(f.Offset).Limit(f.Limit).Scan(&rows).Error
 	return rows, err
+}
+
+// CountPendingActions counts the pending actions that match (paging ignored).
+func (s *Store) CountPendingActions(ctx context.Context, f ActionFilter) (int64, error) {
+	var n int64
+	err := s.pendingQuery(ctx, f).Count(&n).Error
+	return n, err
+}
+
+// PendingActionsByTool counts every pending action by tool.
+func (s *Store) PendingActionsByTool(ctx context.Context) (map[string]int64, error) {
+	type row struct {
+		Tool  string
+		Count int64
+	}
+	var rows []row
+	err := s.db.WithContext(ctx).Model(&ToolCall{}).Select("tool, count(*) AS count").
+		Where("status = ?", CallPending).Where(notSucceeded).Group("tool").Scan(&rows).Error
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.Tool] = r.Count
+	}
+	return out, err
 }
 
 // RunRow is a run with its number of turns.

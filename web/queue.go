@@ -4,58 +4,168 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/views"
 )
 
-// QueueLimit caps the rows of the queue page.
-const QueueLimit = 500
+// QueuePageSize is how many actions one queue page shows.
+const QueuePageSize = 50
 
-func (s *Server) queueRows(ctx context.Context) ([]views.ActionRow, error) {
-	rows, err := s.cfg.Store.PendingActions(ctx, QueueLimit)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]views.ActionRow, len(rows))
-	for i := range rows {
-		out[i] = actionRowView(&rows[i])
-	}
-	return out, nil
+// queueQuery is a queue page's filter and page, read from the query string.
+type queueQuery struct {
+	form   views.QueueFilter
+	filter models.ActionFilter
+	page   int
+	err    string
 }
 
-// renderQueueRows renders the rows once for every open queue stream.
-func (s *Server) renderQueueRows(ctx context.Context) ([]byte, error) {
-	rows, err := s.queueRows(ctx)
+func parseQueueQuery(q url.Values) queueQuery {
+	qq := queueQuery{page: 1}
+	qq.form = views.QueueFilter{Tool: clip(q.Get("tool"), 100), Customer: clip(strings.TrimSpace(q.Get("customer")), 200),
+		MinAmount: clip(strings.TrimSpace(q.Get("min_amount")), 20), MaxAmount: clip(strings.TrimSpace(q.Get("max_amount")), 20)}
+	qq.filter = models.ActionFilter{Tool: qq.form.Tool, Customer: qq.form.Customer}
+	amount := func(label, s string) *float64 {
+		if s == "" {
+			return nil
+		}
+		f, err := strconv.ParseFloat(strings.TrimPrefix(strings.ReplaceAll(s, ",", ""), "$"), 64)
+		if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+			qq.err = fmt.Sprintf("The amount %s “%s” is not a number of dollars; write it like 45.50. It was left out of the filter.", label, s)
+			return nil
+		}
+		return &f
+	}
+	qq.filter.MinAmount = amount("from", qq.form.MinAmount)
+	qq.filter.MaxAmount = amount("to", qq.form.MaxAmount)
+	if p, err := strconv.Atoi(q.Get("page")); err == nil && p > 1 && p < 1_000_000 {
+		qq.page = p
+	}
+	qq.filter.Offset, qq.filter.Limit = (qq.page-1)*QueuePageSize, QueuePageSize
+	return qq
+}
+
+// isDefault tells the first page with no filter: the view every queue
+// stream shares.
+func (qq queueQuery) isDefault() bool {
+	return qq.page == 1 && qq.form == views.QueueFilter{}
+}
+
+// values is the query string of the filter, with a page.
+func (qq queueQuery) values(page int) url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{"tool": qq.form.Tool, "customer": qq.form.Customer, "min_amount": qq.form.MinAmount, "max_amount": qq.form.MaxAmount} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if page > 1 {
+		v.Set("page", strconv.Itoa(page))
+	}
+	return v
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return strings.ToValidUTF8(s[:n], "")
+	}
+	return s
+}
+
+func (s *Server) queueView(ctx context.Context, qq queueQuery) (views.QueueView, error) {
+	st := s.cfg.Store
+	v := views.QueueView{Filter: qq.form, Filtered: qq.form != views.QueueFilter{}, Error: qq.err, Query: qq.values(qq.page).Encode()}
+	byTool, err := st.PendingActionsByTool(ctx)
+	if err != nil {
+		return v, err
+	}
+	for _, t := range s.cfg.Gate.Tools().All() {
+		v.ToolCounts = append(v.ToolCounts, views.ToolCount{Tool: t.Name, Count: byTool[t.Name]})
+	}
+	for _, n := range byTool {
+		v.Total += n
+	}
+	v.Matching = v.Total
+	if v.Filtered {
+		if v.Matching, err = st.CountPendingActions(ctx, qq.filter); err != nil {
+			return v, err
+		}
+	}
+	rows, err := st.PendingActions(ctx, qq.filter)
+	if err != nil {
+		return v, err
+	}
+	v.Rows = make([]views.ActionRow, len(rows))
+	for i := range rows {
+		v.Rows[i] = actionRowView(&rows[i])
+	}
+	if len(rows) > 0 {
+		v.From, v.To = qq.filter.Offset+1, qq.filter.Offset+len(rows)
+	}
+	if qq.page > 1 {
+		v.PrevURL = "/queue?" + qq.values(qq.page-1).Encode()
+	}
+	if int64(qq.filter.Offset+len(rows)) < v.Matching {
+		v.NextURL = "/queue?" + qq.values(qq.page+1).Encode()
+	}
+	return v, nil
+}
+
+func (s *Server) renderQueueBody(ctx context.Context, qq queueQuery) ([]byte, error) {
+	v, err := s.queueView(ctx, qq)
 	if err != nil {
 		return nil, err
 	}
 	var b bytes.Buffer
-	if err := views.QueueRows(rows).Render(ctx, &b); err != nil {
+	if err := views.QueueBody(v).Render(ctx, &b); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
 }
 
+// renderQueueRows renders the shared view once for every open queue stream.
+func (s *Server) renderQueueRows(ctx context.Context) ([]byte, error) {
+	return s.renderQueueBody(ctx, parseQueueQuery(nil))
+}
+
 func (s *Server) queuePage(c echo.Context) error {
-	rows, err := s.queueRows(c.Request().Context())
+	v, err := s.queueView(c.Request().Context(), parseQueueQuery(c.QueryParams()))
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.Queue(views.QueueView{Rows: rows}))
+	return render(c, http.StatusOK, views.Queue(v))
 }
 
 // queueEvents streams the queue rows whenever an action changes.
+//
+// The first page with no filter is rendered once for every stream; a
+// filtered or later page renders its own view when the queue changes.
 func (s *Server) queueEvents(c echo.Context) error {
 	ch, stop := s.hub.SubscribeQueue()
 	defer stop()
+	qq := parseQueueQuery(c.QueryParams())
+	own := func(shared []byte) []byte {
+		if qq.isDefault() {
+			return shared
+		}
+		html, err := s.renderQueueBody(c.Request().Context(), qq)
+		if err != nil {
+			return nil
+		}
+		return html
+	}
 	w := startSSE(c)
 	ctx := c.Request().Context()
 	// A fresh render first: the page may be older than the stream.
-	if html, err := s.renderQueueRows(ctx); err == nil {
+	if html, err := s.renderQueueBody(ctx, qq); err == nil {
 		if _, err := w.Write(sseData("queue", html)); err != nil {
 			return nil
 		}
@@ -65,7 +175,11 @@ func (s *Server) queueEvents(c echo.Context) error {
 	defer heartbeat.Stop()
 	for {
 		select {
-		case html := <-ch:
+		case shared := <-ch:
+			html := own(shared)
+			if html == nil {
+				continue
+			}
 			if _, err := w.Write(sseData("queue", html)); err != nil {
 				return nil
 			}

@@ -394,7 +394,7 @@ func liveUpdates(ctx context.Context, base string, signedIn *http.Client, gate *
 
 	var lats []time.Duration
 	for round := 0; round < 5; round++ {
-		pend, err := store.PendingActions(ctx, 1)
+		pend, err := store.PendingActions(ctx, models.ActionFilter{Limit: 1})
 		if err != nil || len(pend) == 0 {
 			return fmt.Errorf("no pending action: %v", err)
 		}

@@ -187,7 +187,7 @@ func run(nStreams, nDecisions int) error {
 		return err
 	}
 	var lats []time.Duration
-	pending, err := store.PendingActions(ctx, nDecisions)
+	pending, err := store.PendingActions(ctx, models.ActionFilter{Limit: nDecisions})
 	if err != nil || len(pending) != nDecisions {
 		return fmt.Errorf("%d pending actions, want %d: %v", len(pending), nDecisions, err)
 	}
