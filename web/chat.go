@@ -264,7 +264,14 @@ func drain(ch <-chan agent.RunEvent, wait time.Duration) {
 
 // demoPage plays a shop's site: it signs a demo customer's token on the
 // server, as a shop's backend would, and embeds the widget.
+//
+// It exists only with --demo, signs with a secret of its own (never the
+// shop's), and only for the demo customers; with a shop's customer secret
+// set it is off unless the operator turns it on with --demo-page.
 func (s *Server) demoPage(c echo.Context) error {
+	if s.cfg.DemoSecret == "" {
+		return agent.Errorf(agent.CodeNotFound, "there is no demo shop on this server")
+	}
 	as := c.QueryParam("as")
 	v := views.DemoView{As: as}
 	for _, cu := range models.DemoCustomers {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,31 @@ import (
 type CustomerVerifier struct {
 	secret   []byte
 	previous [][]byte
+
+	// MaxLifetime refuses tokens meant to live longer (from iat, or from
+	// now when there is none, to exp); 0 takes DefaultTokenMaxLifetime.
+	MaxLifetime time.Duration
+	// Issuer and Audience, when set, must be the token's iss and be in its aud.
+	Issuer, Audience string
+
+	// demo is the /demo page's own secret: tokens it signs are accepted
+	// only for the demo customers, never for a shop's real ones.
+	demo    []byte
+	demoIDs map[string]bool
+}
+
+// DefaultTokenMaxLifetime is the longest a customer token may be meant to
+// live unless configured otherwise.
+const DefaultTokenMaxLifetime = 24 * time.Hour
+
+// AcceptDemo makes the verifier accept tokens signed with the demo page's
+// secret, for the given customer ids only.
+func (v *CustomerVerifier) AcceptDemo(secret string, ids ...string) {
+	v.demo = []byte(secret)
+	v.demoIDs = map[string]bool{}
+	for _, id := range ids {
+		v.demoIDs[id] = true
+	}
 }
 
 // NewCustomerVerifier builds a verifier; with no secret every token is
@@ -46,26 +72,58 @@ type customerClaims struct {
 // Verify returns the customer a token names, or an unauthorized error that
 // says what is wrong with it. A bad token is never treated as anonymous.
 func (v *CustomerVerifier) Verify(token string) (Customer, error) {
-	if len(v.secret) == 0 {
+	if len(v.secret) == 0 && len(v.demo) == 0 {
 		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "this server accepts no customer tokens (no customer secret is configured)")
+	}
+	opts := []jwt.ParserOption{jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired(), jwt.WithLeeway(30 * time.Second)}
+	if v.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(v.Issuer))
+	}
+	if v.Audience != "" {
+		opts = append(opts, jwt.WithAudience(v.Audience))
 	}
 	var claims customerClaims
 	var err error
-	for _, secret := range append([][]byte{v.secret}, v.previous...) {
+	signedByDemo := false
+	secrets := append([][]byte{v.secret}, v.previous...)
+	if len(v.demo) > 0 {
+		secrets = append(secrets, v.demo)
+	}
+	for i, secret := range secrets {
+		if len(secret) == 0 {
+			continue
+		}
 		claims = customerClaims{}
-		_, err = jwt.ParseWithClaims(strings.TrimSpace(token), &claims, func(*jwt.Token) (any, error) { return secret, nil },
-			jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired(), jwt.WithLeeway(30*time.Second))
+		_, err = jwt.ParseWithClaims(strings.TrimSpace(token), &claims, func(*jwt.Token) (any, error) { return secret, nil }, opts...)
 		if !errors.Is(err, jwt.ErrTokenSignatureInvalid) {
+			signedByDemo = len(v.demo) > 0 && i == len(secrets)-1
 			break // signed with this secret (valid or not otherwise)
 		}
 	}
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token has expired: sign the customer in again")
+	case err != nil && !errors.Is(err, jwt.ErrTokenSignatureInvalid) && v.Issuer != "" && claims.Issuer != v.Issuer:
+		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token was issued by someone this server does not trust (iss)")
+	case err != nil && !errors.Is(err, jwt.ErrTokenSignatureInvalid) && v.Audience != "" && !slices.Contains(claims.Audience, v.Audience):
+		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token is not meant for this server (aud)")
 	case err != nil:
 		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token is not valid")
 	case claims.Subject == "" || len(claims.Subject) > 64:
 		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token has no usable customer id (sub)")
+	case signedByDemo && !v.demoIDs[claims.Subject]:
+		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token is not valid")
+	}
+	maxLife := v.MaxLifetime
+	if maxLife <= 0 {
+		maxLife = DefaultTokenMaxLifetime
+	}
+	from := time.Now()
+	if claims.IssuedAt != nil {
+		from = claims.IssuedAt.Time
+	}
+	if claims.ExpiresAt.Sub(from) > maxLife+30*time.Second {
+		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token is meant to live longer than this server allows (%s): sign customer tokens for less time", maxLife)
 	}
 	name := claims.Name
 	if len([]rune(name)) > 200 {

@@ -27,7 +27,9 @@ type Config struct {
 	Accounts  *agent.Accounts
 	// WidgetOrigins may embed the chat frame (frame-ancestors).
 	WidgetOrigins []string
-	// DemoSecret signs demo customer tokens for /demo; empty without --demo.
+	// DemoSecret signs demo customer tokens for /demo, and is never the
+	// shop's customer secret; empty: no demo page. Customers must accept
+	// it for the demo customers (CustomerVerifier.AcceptDemo).
 	DemoSecret string
 	// TrustProxy takes the client address from X-Forwarded-For, and whether
 	// the browser used HTTPS and which host it asked for from

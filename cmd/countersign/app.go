@@ -103,10 +103,25 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	} else if n > 0 {
 		log.Info("resuming runs", "count", n)
 	}
-	secret := cfg.CustomerSecret
-	if secret == "" && cfg.Demo {
-		secret = randomSecret()
-		log.Info("no customer secret given: --demo made one for this process (demo customer tokens only)")
+	// /demo signs tokens with a secret of its own, valid for the demo
+	// customers only: it never signs as the shop. With the shop's secret
+	// set, the page is off unless --demo-page asks for it.
+	customers := web.NewCustomerVerifier(cfg.CustomerSecret, cfg.CustomerSecretPrevious)
+	customers.MaxLifetime, customers.Issuer, customers.Audience = cfg.CustomerTokenMaxAge, cfg.CustomerTokenIssuer, cfg.CustomerTokenAudience
+	demoSecret := ""
+	switch {
+	case cfg.Demo && (cfg.CustomerSecret == "" || cfg.DemoPage):
+		demoSecret = randomSecret()
+		var ids []string
+		for _, c := range models.DemoCustomers {
+			ids = append(ids, c.ID)
+		}
+		customers.AcceptDemo(demoSecret, ids...)
+		if cfg.CustomerSecret == "" {
+			log.Info("no customer secret given: only the demo page's customers can sign in to the chat")
+		}
+	case cfg.Demo:
+		log.Info("the demo page is off because a customer secret is set (--demo-page shows it)")
 	}
 	a.accounts = agent.NewAccounts(store)
 	if cfg.Demo {
@@ -120,12 +135,8 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		a.runner.Close()
 		return fail(err)
 	}
-	demoSecret := ""
-	if cfg.Demo {
-		demoSecret = secret
-	}
 	srv := web.New(web.Config{Log: log, Gate: a.gate, Runner: a.runner, Store: store, Broker: a.broker,
-		Customers: web.NewCustomerVerifier(secret, cfg.CustomerSecretPrevious), Accounts: a.accounts, WidgetOrigins: origins, DemoSecret: demoSecret, TrustProxy: cfg.TrustProxy})
+		Customers: customers, Accounts: a.accounts, WidgetOrigins: origins, DemoSecret: demoSecret, TrustProxy: cfg.TrustProxy})
 	a.hub = srv.Hub()
 	a.gate.OnActionChange = a.hub.Changed
 	a.baseCtx, a.stopReqs = context.WithCancel(context.Background())
@@ -408,6 +419,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.Demo, "demo", false, "seed the demo shop (idempotent)")
 	fs.StringVar(&cfg.CustomerSecret, "customer-secret", "", "HS256 secret shops sign customer tokens with")
 	fs.StringVar(&cfg.CustomerSecretPrevious, "customer-secret-previous", "", "during a rotation: the old secret, whose tokens are still accepted")
+	fs.BoolVar(&cfg.DemoPage, "demo-page", false, "with --demo and a customer secret: show /demo anyway (it signs with a secret of its own, for the demo customers only)")
+	fs.DurationVar(&cfg.CustomerTokenMaxAge, "customer-token-max-age", web.DefaultTokenMaxLifetime, "refuse customer tokens meant to live longer (exp minus iat)")
+	fs.StringVar(&cfg.CustomerTokenIssuer, "customer-token-issuer", "", "when set, customer tokens must carry this iss")
+	fs.StringVar(&cfg.CustomerTokenAudience, "customer-token-audience", "", "when set, customer tokens must carry this aud")
 	fs.StringVar(&cfg.WidgetOrigins, "widget-origins", "", "origins allowed to embed the chat widget, comma separated")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM, chain included); renewals are picked up without a restart")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "the certificate's private key (PEM)")

@@ -24,10 +24,16 @@ type config struct {
 	CustomerSecret string
 	// CustomerSecretPrevious still verifies tokens during a rotation.
 	CustomerSecretPrevious string
-	WidgetOrigins          string
-	TrustProxy             bool
-	TLSCert                string
-	TLSKey                 string
+	// DemoPage shows /demo even though a shop's customer secret is set.
+	DemoPage bool
+	// Limits of the customer tokens shops sign.
+	CustomerTokenMaxAge   time.Duration
+	CustomerTokenIssuer   string
+	CustomerTokenAudience string
+	WidgetOrigins         string
+	TrustProxy            bool
+	TLSCert               string
+	TLSKey                string
 }
 
 func newFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *config) {

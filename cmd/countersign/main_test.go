@@ -44,7 +44,7 @@ func runCmd(t *testing.T, args ...string) (string, int) {
 
 func TestPolicyTestCommand(t *testing.T) {
 	out, code := runCmd(t, "policy", "test")
-	if code != 0 || !strings.Contains(out, "8 passed, 0 failed") {
+	if code != 0 || !strings.Contains(out, "11 passed, 0 failed") {
 		t.Fatalf("default policy: code %d\n%s", code, out)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
