@@ -123,10 +123,15 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 		if err != nil {
 			return err
 		}
+		// An approval from an account disabled since no longer counts.
+		disabled, err := tx.DisabledStaff(approverIDs(prior))
+		if err != nil {
+			return err
+		}
 		approvers := map[string]bool{}
 		qualified := actor.Role.AtLeast(role)
 		for _, a := range prior {
-			if a.Verdict != "approve" || a.ArgsHash != call.ArgsHash {
+			if a.Verdict != "approve" || a.ArgsHash != call.ArgsHash || disabled[a.StaffID] {
 				continue // approvals of other arguments do not count for these
 			}
 			approvers[a.StaffID] = true
@@ -242,6 +247,9 @@ func (g *Gate) Cancel(ctx context.Context, actionID string, actor Actor, reason 
 		}
 		if call.Status != models.CallPending {
 			return alreadyDecided(call)
+		}
+		if actor != System && !actor.Role.AtLeast(Role(call.RequiredRole)) {
+			return Errorf(CodeForbidden, "this action needs a %s to decide it", call.RequiredRole)
 		}
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallPending}, To: models.CallCancelled,
 			Set: map[string]any{"error": "cancelled: " + reason}}); err != nil {
@@ -396,6 +404,14 @@ func (g *Gate) settled(ctx context.Context, callID string) {
 		return
 	}
 	g.OnSettled(ctx, call)
+}
+
+func approverIDs(as []models.Approval) []string {
+	ids := make([]string, 0, len(as))
+	for _, a := range as {
+		ids = append(ids, a.StaffID)
+	}
+	return ids
 }
 
 func alreadyDecided(call *models.ToolCall) error {

@@ -166,3 +166,59 @@ func TestOneMessageCannotFloodTheQueue(t *testing.T) {
 		t.Fatalf("180 requests in one message: %v", by)
 	}
 }
+
+// An approval given by someone whose account is disabled before the action
+// completes no longer counts toward it.
+func TestApprovalsOfDisabledAccountsNoLongerCount(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	accounts := agent.NewAccounts(e.store)
+	add := func(email string, role agent.Role) agent.Actor {
+		st, err := accounts.AddStaff(ctx, email, email, role, "correct horse battery staple", agent.System)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return agent.ActorOf(st)
+	}
+	ann, ben, sue := add("ann@x.test", agent.RoleApprover), add("ben@x.test", agent.RoleApprover), add("sue@x.test", agent.RoleSupervisor)
+	admin := add("ada@x.test", agent.RoleAdmin)
+	out := e.call(e.newRun("cus_bob", "Bob"), "cus_bob", "issue_refund", `{"order_id":"B2001","amount":1200}`)
+	if res, err := e.gate.Approve(ctx, out.CallID, ann, agent.ApproveRequest{}); err != nil || res.Approvals != 1 {
+		t.Fatalf("Ann: %+v %v", res, err)
+	}
+	if err := accounts.SetDisabled(ctx, ann.ID, true, admin); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.gate.Approve(ctx, out.CallID, sue, agent.ApproveRequest{})
+	if err != nil || res.Final || res.Approvals != 1 {
+		t.Fatalf("Sue after Ann was disabled: %+v %v (Ann's approval still counted)", res, err)
+	}
+	if res, err = e.gate.Approve(ctx, out.CallID, ben, agent.ApproveRequest{}); err != nil || !res.Final {
+		t.Fatalf("Ben: %+v %v", res, err)
+	}
+}
+
+// Closing a conversation cancels its actions, so only someone who could
+// reject each of them may close it.
+func TestClosingARunNeedsTheAuthorityToRejectItsActions(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(agent.Offline{})
+	run := e.start(r, "cus_bob", "Bob", "refund $1200 on order B2001")
+	e.waitRun(run, models.RunPaused)
+	action := e.pendingAction(run)
+	if err := r.CloseRun(context.Background(), run, approver1, ""); agent.ErrorCode(err) != agent.CodeForbidden {
+		t.Fatalf("an approver closes a run with a supervisor's action: %v", err)
+	}
+	if err := e.gate.Cancel(context.Background(), action.ID, approver1, "no"); agent.ErrorCode(err) != agent.CodeForbidden {
+		t.Fatalf("an approver cancels a supervisor's action: %v", err)
+	}
+	if c := e.callRecord(action.ID); c.Status != models.CallPending {
+		t.Fatalf("the action is %s", c.Status)
+	}
+	if err := r.CloseRun(context.Background(), run, supervisor, "duplicate"); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.callRecord(action.ID); c.Status != models.CallCancelled {
+		t.Fatalf("after a supervisor closed it the action is %s", c.Status)
+	}
+}

@@ -245,6 +245,13 @@ func (r *Runner) CloseRun(ctx context.Context, runID string, actor Actor, reason
 	if run.Status == models.RunClosed {
 		return Errorf(CodeConflict, "this conversation is already closed")
 	}
+	// Closing cancels its waiting actions: only someone who could reject
+	// each of them may do that.
+	for _, c := range calls {
+		if c.Status == models.CallPending && !actor.Role.AtLeast(Role(c.RequiredRole)) {
+			return Errorf(CodeForbidden, "this conversation has an action only a %s can decide (%s); ask one to close it", c.RequiredRole, c.Tool)
+		}
+	}
 	// Close first, so that cancelling the actions does not wake the run.
 	err = r.store.Write(ctx, func(tx *models.Tx) error {
 		if _, err := tx.SetRunStatus(runID, models.RunClosed, ""); err != nil {

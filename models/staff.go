@@ -41,6 +41,21 @@ type APIToken struct {
 	LastUsedAt *time.Time
 }
 
+// DisabledStaff tells which of the accounts are disabled, inside the unit
+// of work (ids that are not accounts are not disabled).
+func (tx *Tx) DisabledStaff(ids []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var disabled []string
+	err := tx.db.Model(&Staff{}).Where("id IN ? AND disabled", ids).Pluck("id", &disabled).Error
+	for _, id := range disabled {
+		out[id] = true
+	}
+	return out, err
+}
+
 // ErrEmailTaken is returned when an email already has an account.
 var ErrEmailTaken = errors.New("email taken")
 
