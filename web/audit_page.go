@@ -222,6 +222,7 @@ type chainLine struct {
 // outside Countersign and checking without it.
 func (s *Server) auditChainExport(c echo.Context) error {
 	w := c.Response()
+	allowLongWrite(c)
 	w.Header().Set(echo.HeaderContentType, "application/x-ndjson")
 	w.Header().Set(echo.HeaderContentDisposition, `attachment; filename="countersign-audit-chain-`+time.Now().UTC().Format("20060102-150405")+`.jsonl"`)
 	w.WriteHeader(http.StatusOK)
@@ -253,6 +254,7 @@ func (s *Server) auditExport(c echo.Context) error {
 	}
 	format := c.Param("format")
 	w := c.Response()
+	allowLongWrite(c)
 	name := "countersign-audit-" + time.Now().UTC().Format("20060102-150405")
 	switch format {
 	case "csv":

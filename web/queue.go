@@ -203,14 +203,3 @@ func keepAlive(w *echo.Response) bool {
 	w.Flush()
 	return true
 }
-
-// startSSE writes the headers of an event stream.
-func startSSE(c echo.Context) *echo.Response {
-	w := c.Response()
-	w.Header().Set(echo.HeaderContentType, "text/event-stream")
-	w.Header().Set(echo.HeaderCacheControl, "no-store")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	w.Flush()
-	return w
-}

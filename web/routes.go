@@ -29,9 +29,9 @@ func (s *Server) routes() {
 	admins := []echo.MiddlewareFunc{s.requireRole(adminsOnly...), s.checkCSRF}
 
 	e.GET("/queue", s.queuePage, staff...)
-	e.GET("/queue/events", s.queueEvents, staff...)
+	e.GET("/queue/events", s.queueEvents, append(staff, s.limitStreams)...)
 	e.GET("/actions/:id", s.actionPage, staff...)
-	e.GET("/actions/:id/events", s.actionEvents, staff...)
+	e.GET("/actions/:id/events", s.actionEvents, append(staff, s.limitStreams)...)
 	e.GET("/runs", s.runsPage, staff...)
 	e.GET("/runs/:id", s.runPage, staff...)
 	e.GET("/audit", s.auditPage, staff...)
@@ -55,7 +55,7 @@ func (s *Server) routes() {
 	e.GET("/widget.js", s.widgetJS)
 	e.GET("/demo", s.demoPage)
 	e.GET("/chat", s.chatPage, s.chatHeaders)
-	e.GET("/chat/events", s.chatEvents, s.chatHeaders)
+	e.GET("/chat/events", s.chatEvents, s.chatHeaders, s.limitStreams)
 	e.POST("/chat/messages", s.chatMessage, s.chatHeaders)
 	e.POST("/chat/identity", s.chatIdentity, s.chatHeaders)
 
@@ -69,5 +69,5 @@ func (s *Server) routes() {
 	run := api.Group("/runs/:id", s.requireRunToken)
 	run.GET("", s.runGet)
 	run.POST("/messages", s.runMessage)
-	run.GET("/events", s.runEvents)
+	run.GET("/events", s.runEvents, s.limitStreams)
 }

@@ -40,6 +40,9 @@ type Config struct {
 	// ReplyWait is how long a request that starts model work waits for the
 	// reply before answering with the run as it stands.
 	ReplyWait time.Duration
+	// MaxStreams and MaxStreamsPerAddress cap open event streams; 0 takes
+	// the defaults.
+	MaxStreams, MaxStreamsPerAddress int
 	// AuditSearchTimeout bounds an audit page whose filter searches text
 	// in the arguments (a scan over the calls); default 15 s.
 	AuditSearchTimeout time.Duration
@@ -89,6 +92,8 @@ type Server struct {
 	loginIP, loginAccount *limiter
 	// Messages per client address and per conversation (chat and runs API).
 	chatIP, chatRunLimit *limiter
+	// Open event streams, in all and per address.
+	streams *streamCounter
 
 	chainMu      sync.Mutex
 	chainRunning bool
@@ -101,6 +106,12 @@ type Server struct {
 func New(cfg Config) *Server {
 	if cfg.AuditSearchTimeout == 0 {
 		cfg.AuditSearchTimeout = 15 * time.Second
+	}
+	if cfg.MaxStreams == 0 {
+		cfg.MaxStreams = MaxStreams
+	}
+	if cfg.MaxStreamsPerAddress == 0 {
+		cfg.MaxStreamsPerAddress = MaxStreamsPerAddress
 	}
 	if cfg.ReplyWait == 0 {
 		cfg.ReplyWait = 20 * time.Second
@@ -121,7 +132,8 @@ func New(cfg Config) *Server {
 		loginIP:      newLimiter(3*time.Second, 20, 0), // 20 at once, then 20 a minute per address (an office shares one)
 		loginAccount: newLimiter(12*time.Second, 5, 0), // 5 at once, then 5 a minute per address and account
 		chatIP:       newLimiter(3*time.Second, 20, 0), // 20 at once, then 20 a minute per address
-		chatRunLimit: newLimiter(4*time.Second, 8, 0)}  // 8 at once, then 15 a minute per conversation
+		chatRunLimit: newLimiter(4*time.Second, 8, 0),  // 8 at once, then 15 a minute per conversation
+		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress)}
 	s.hub = NewQueueHub(s.renderQueueRows, cfg.Log)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())

@@ -140,7 +140,11 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	a.hub = srv.Hub()
 	a.gate.OnActionChange = a.hub.Changed
 	a.baseCtx, a.stopReqs = context.WithCancel(context.Background())
+	// Slow or stuck clients are cut off; event streams and exports lift
+	// the read and write limits for themselves (web.startSSE).
 	a.server = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: orDefault(cfg.ReadTimeout, 30*time.Second), WriteTimeout: orDefault(cfg.WriteTimeout, 90*time.Second),
+		IdleTimeout: orDefault(cfg.IdleTimeout, 2*time.Minute),
 		BaseContext: func(net.Listener) context.Context { return a.baseCtx },
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	if cfg.TLSCert != "" || cfg.TLSKey != "" {
@@ -152,6 +156,13 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		a.server.TLSConfig = certs.tlsConfig()
 	}
 	return a, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 // demoStaff are the accounts --demo creates, one per role.

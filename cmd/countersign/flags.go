@@ -31,9 +31,11 @@ type config struct {
 	CustomerTokenIssuer   string
 	CustomerTokenAudience string
 	WidgetOrigins         string
-	TrustProxy            bool
-	TLSCert               string
-	TLSKey                string
+	// The HTTP server's timeouts; zero takes the defaults (tests shorten them).
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	TrustProxy                             bool
+	TLSCert                                string
+	TLSKey                                 string
 }
 
 func newFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *config) {
