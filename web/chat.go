@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/agent"
@@ -53,6 +54,14 @@ func (s *Server) chatRun(c echo.Context) *models.Run {
 	return run
 }
 
+func (s *Server) clearChatCookie(c echo.Context) {
+	ck := &http.Cookie{Name: chatCookie, Value: "", Path: "/chat", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode}
+	if s.overTLS(c.Request()) {
+		ck.Secure, ck.SameSite, ck.Partitioned = true, http.SameSiteNoneMode, true
+	}
+	c.SetCookie(ck)
+}
+
 func (s *Server) setChatCookie(c echo.Context, token string) {
 	ck := &http.Cookie{Name: chatCookie, Value: token, Path: "/chat", MaxAge: 30 * 24 * 3600, HttpOnly: true, SameSite: http.SameSiteLaxMode}
 	if s.overTLS(c.Request()) {
@@ -90,35 +99,52 @@ func (s *Server) freshChatView(ctx context.Context, runID string) (views.ChatVie
 	return s.chatView(ctx, run)
 }
 
+// chatPage is the frame. It shows no stored conversation: that waits until
+// the frame says who is signed in (chatIdentity).
 func (s *Server) chatPage(c echo.Context) error {
-	v, err := s.chatView(c.Request().Context(), s.chatRun(c))
-	if err != nil {
-		return err
-	}
-	return render(c, http.StatusOK, views.ChatPage(v))
+	return render(c, http.StatusOK, views.ChatPage(views.ChatView{}))
 }
 
-// chatIdentity tells the frame who the customer token names.
+// chatIdentity tells the frame who the customer token names and, when the
+// browser's conversation is that customer's (or a guest's, for a guest),
+// hands it over; another customer's conversation is forgotten by this
+// browser, so whoever is signed in now starts afresh.
 func (s *Server) chatIdentity(c echo.Context) error {
 	if err := s.sameOriginHTMX(c); err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.ChatIdentity(s.identityFor(c.FormValue("customer_token"))))
+	ctx := c.Request().Context()
+	cust, idv := s.identityFor(c.FormValue("customer_token"))
+	conv := views.ChatView{}
+	if run := s.chatRun(c); run != nil {
+		if run.CustomerID == cust.ID {
+			v, err := s.chatView(ctx, run)
+			if err != nil {
+				return err
+			}
+			v.Grant = s.chatGrant(run.ID, run.CustomerID, time.Now())
+			conv = v
+		} else {
+			s.clearChatCookie(c)
+		}
+	}
+	conv.OOB = true
+	return render(c, http.StatusOK, templ.Join(views.ChatIdentity(idv), views.ChatConversation(conv)))
 }
 
-func (s *Server) identityFor(token string) views.ChatIdentityView {
+func (s *Server) identityFor(token string) (Customer, views.ChatIdentityView) {
 	if strings.TrimSpace(token) == "" {
-		return views.ChatIdentityView{Anonymous: true}
+		return Customer{}, views.ChatIdentityView{Anonymous: true}
 	}
 	cust, err := s.cfg.Customers.Verify(token)
 	if err != nil {
-		return views.ChatIdentityView{Anonymous: true, Problem: strings.TrimSuffix(agent.ErrorMessage(err), ": sign the customer in again")}
+		return Customer{}, views.ChatIdentityView{Anonymous: true, Problem: strings.TrimSuffix(agent.ErrorMessage(err), ": sign the customer in again")}
 	}
 	name := cust.Name
 	if name == "" {
 		name = cust.ID
 	}
-	return views.ChatIdentityView{Name: name}
+	return cust, views.ChatIdentityView{Name: name}
 }
 
 // sameOriginHTMX refuses chat posts that did not come from the chat frame
@@ -151,6 +177,9 @@ func (s *Server) chatMessage(c echo.Context) error {
 		v, err := s.chatView(ctx, run)
 		if err != nil {
 			return err
+		}
+		if run != nil {
+			v.Grant = s.chatGrant(run.ID, run.CustomerID, time.Now())
 		}
 		v.Error = msg
 		return render(c, status, views.ChatConversation(v))
@@ -190,13 +219,14 @@ func (s *Server) chatMessage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	v.Grant = s.chatGrant(run.ID, run.CustomerID, time.Now())
 	return render(c, http.StatusOK, views.ChatConversation(v))
 }
 
 // chatEvents streams the conversation to the frame as it changes.
 func (s *Server) chatEvents(c echo.Context) error {
 	run := s.chatRun(c)
-	if run == nil {
+	if run == nil || !s.validChatGrant(c.QueryParam("g"), run.ID, run.CustomerID, time.Now()) {
 		return agent.Errorf(agent.CodeNotFound, "no conversation yet")
 	}
 	sub, ok := s.cfg.Broker.Subscribe(run.ID, MaxStreamsPerRun)

@@ -40,6 +40,10 @@ type Config struct {
 	// ReplyWait is how long a request that starts model work waits for the
 	// reply before answering with the run as it stands.
 	ReplyWait time.Duration
+	// ChatGrantSeed, when set, makes the chat frames' grants valid across
+	// restarts and instances (the app derives it from the customer secret);
+	// empty: a key of this process.
+	ChatGrantSeed []byte
 	// MaxStreams and MaxStreamsPerAddress cap open event streams; 0 takes
 	// the defaults.
 	MaxStreams, MaxStreamsPerAddress int
@@ -94,6 +98,8 @@ type Server struct {
 	chatIP, chatRunLimit *limiter
 	// Open event streams, in all and per address.
 	streams *streamCounter
+	// grantKey signs chat grants (chat_grant.go).
+	grantKey []byte
 
 	chainMu      sync.Mutex
 	chainRunning bool
@@ -133,7 +139,8 @@ func New(cfg Config) *Server {
 		loginAccount: newLimiter(12*time.Second, 5, 0), // 5 at once, then 5 a minute per address and account
 		chatIP:       newLimiter(3*time.Second, 20, 0), // 20 at once, then 20 a minute per address
 		chatRunLimit: newLimiter(4*time.Second, 8, 0),  // 8 at once, then 15 a minute per conversation
-		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress)}
+		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
+		grantKey:     newGrantKey(cfg.ChatGrantSeed)}
 	s.hub = NewQueueHub(s.renderQueueRows, cfg.Log)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
