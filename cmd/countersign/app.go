@@ -136,7 +136,7 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		return fail(err)
 	}
 	srv := web.New(web.Config{Log: log, Gate: a.gate, Runner: a.runner, Store: store, Broker: a.broker,
-		Customers: customers, Accounts: a.accounts, WidgetOrigins: origins, DemoSecret: demoSecret, TrustProxy: cfg.TrustProxy})
+		Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), Accounts: a.accounts, WidgetOrigins: origins, DemoSecret: demoSecret, TrustProxy: cfg.TrustProxy})
 	a.hub = srv.Hub()
 	a.gate.OnActionChange = a.hub.Changed
 	a.baseCtx, a.stopReqs = context.WithCancel(context.Background())
