@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -45,6 +46,8 @@ type App struct {
 	bgDone   chan struct{}
 	registry *tools.Registry
 	reloadMu sync.Mutex
+	// auditKey signs checkpoints of the audit chain; nil: none are taken.
+	auditKey ed25519.PrivateKey
 }
 
 // NewApp opens the database, loads and tests the policy, seeds the demo
@@ -59,6 +62,9 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	fail := func(err error) (*App, error) {
 		store.Close()
 		return nil, err
+	}
+	if a.auditKey, err = loadAnchor(cfg); err != nil {
+		return fail(err)
 	}
 	registry, err := tools.NewRegistry(shop.Tools(store)...)
 	if err != nil {
@@ -286,6 +292,7 @@ func (a *App) Run(ctx context.Context) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	go a.reloadOnHangup(bg, hup)
+	a.checkpoint(bg) // the head as this process finds it
 	go a.sweep(bg)
 	go a.hub.Run(bg)
 	a.log.Info("countersign listening", "addr", a.Addr(), "db", a.cfg.DB, "policy_version", a.gate.Policy().Version()[:12])
@@ -378,10 +385,14 @@ func (a *App) sweep(ctx context.Context) {
 	defer close(a.bgDone)
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
+	anchor := time.NewTicker(orDefault(a.cfg.CheckpointEvery, time.Hour))
+	defer anchor.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-anchor.C:
+			a.checkpoint(ctx)
 		case <-t.C:
 			if n, err := a.gate.ExpireOverdueActions(ctx); err != nil {
 				a.log.Error("expiry sweep failed", "err", err)
@@ -399,6 +410,7 @@ func (a *App) Close() error {
 		<-a.bgDone
 	}
 	a.runner.Close()
+	a.checkpoint(context.Background()) // the head as this process leaves it
 	return a.store.Close()
 }
 
@@ -437,6 +449,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.WidgetOrigins, "widget-origins", "", "origins allowed to embed the chat widget, comma separated")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM, chain included); renewals are picked up without a restart")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "the certificate's private key (PEM)")
+	cfg.anchorFlags(fs)
+	fs.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", time.Hour, "how often to write an audit checkpoint (when the chain has grown)")
 	fs.BoolVar(&cfg.TrustProxy, "trust-proxy", false, "behind a reverse proxy: take the client address, scheme and host from X-Forwarded-For/-Proto/-Host (only if the proxy sets them)")
 	if err := parse(fs, args); err != nil {
 		return err

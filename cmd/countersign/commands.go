@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/audit"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
@@ -59,11 +61,26 @@ func cmdPolicyTest(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return nil
 }
 
-// cmdAuditVerify walks the audit chain; exit 1 names the first bad link.
+// cmdAuditVerify walks the audit chain, checks it against the signed
+// checkpoints when given, and checks that the call, approval and outcome
+// rows agree with the events that recorded them. Exit 1 names the first
+// problem.
 func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, cfg := newFlagSet("audit verify", stderr)
+	fs.StringVar(&cfg.Checkpoints, "checkpoints", "", "directory of signed checkpoints the chain must still hold")
+	fs.StringVar(&cfg.AuditPublicKey, "audit-public-key", "", "the public key that signed them (PEM file or text; the private key file works too)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	var pub ed25519.PublicKey
+	if cfg.Checkpoints != "" {
+		if cfg.AuditPublicKey == "" {
+			return usageError("--checkpoints needs --audit-public-key: checkpoints are only worth the key that checks them")
+		}
+		var err error
+		if pub, err = audit.LoadPublicKey(cfg.AuditPublicKey); err != nil {
+			return err
+		}
 	}
 	store, err := openExisting(cfg.DB)
 	if err != nil {
@@ -79,6 +96,34 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return exitError{code: 1}
 	}
 	fmt.Fprintf(stdout, "audit chain intact: %d events\n", rep.Events)
+	if pub != nil {
+		anchors, err := audit.VerifyAnchors(ctx, store, cfg.Checkpoints, pub, rep.Events)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !anchors.OK && anchors.BadSeq > 0:
+			fmt.Fprintf(stdout, "audit chain BROKEN at sequence %d: %s\n", anchors.BadSeq, anchors.Problem)
+			return exitError{code: 1}
+		case !anchors.OK:
+			fmt.Fprintf(stdout, "audit checkpoints UNUSABLE: %s\n", anchors.Problem)
+			return exitError{code: 1}
+		case anchors.Checkpoints == 0:
+			fmt.Fprintf(stdout, "audit checkpoints MISSING: %s holds none, so nothing outside the database vouches for the chain\n", cfg.Checkpoints)
+			return exitError{code: 1}
+		}
+		fmt.Fprintf(stdout, "audit chain holds all %d checkpoints (the newest: event %d, taken %s)\n",
+			anchors.Checkpoints, anchors.Latest.Seq, anchors.Latest.At.Format(time.RFC3339))
+	}
+	records, err := audit.VerifyRecords(ctx, store)
+	if err != nil {
+		return err
+	}
+	if !records.OK {
+		fmt.Fprintf(stdout, "records DISAGREE with the audit chain: call %s: %s\n", records.CallID, records.Problem)
+		return exitError{code: 1}
+	}
+	fmt.Fprintf(stdout, "records agree with the audit chain: %d calls, %d verdicts\n", records.Calls, records.Approvals)
 	return nil
 }
 

@@ -31,6 +31,10 @@ type config struct {
 	CustomerTokenIssuer   string
 	CustomerTokenAudience string
 	WidgetOrigins         string
+	// Audit checkpoints: the signing key, where they go, how often, and the
+	// public key that verifies them.
+	AuditKey, AuditPublicKey, Checkpoints string
+	CheckpointEvery                       time.Duration
 	// The HTTP server's timeouts; zero takes the defaults (tests shorten them).
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	TrustProxy                             bool

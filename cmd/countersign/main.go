@@ -44,11 +44,15 @@ Usage:
                     [--model offline|openai|anthropic] [--model-name M] [--model-base-url URL]
                     [--model-api-key KEY] [--model-timeout 60s] [--customer-secret S [--customer-secret-previous S]]
                     [--widget-origins O1,O2] [--trust-proxy] [--tls-cert FILE --tls-key FILE]
+                    [--demo-page] [--customer-token-max-age 24h] [--customer-token-issuer I] [--customer-token-audience A]
+                    [--audit-key FILE --checkpoints DIR [--checkpoint-every 1h]]
   countersign user add --email E --role approver|supervisor|auditor|admin [--name N]   (password on stdin)
   countersign token create --email E                 (prints a new staff API token)
   countersign token revoke                           (the token on stdin)
   countersign policy test [FILE] [--db ...]
-  countersign audit verify [--db ...]
+  countersign audit verify [--db ...] [--checkpoints DIR --audit-public-key FILE]
+  countersign audit checkpoint --audit-key FILE --checkpoints DIR [--db ...]
+  countersign audit keygen --out FILE                (an Ed25519 key for checkpoints, FILE.pub beside it)
   countersign backup --to FILE [--db ...]            (a consistent copy, safe while serve runs)
 
 Every flag can also be set as COUNTERSIGN_<FLAG> in the environment
@@ -82,10 +86,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return usageError("token takes a command: create or revoke")
 	case "audit":
-		if len(args) < 2 || args[1] != "verify" {
-			return usageError("audit takes one command: verify")
+		switch {
+		case len(args) >= 2 && args[1] == "verify":
+			return cmdAuditVerify(ctx, args[2:], stdout, stderr)
+		case len(args) >= 2 && args[1] == "checkpoint":
+			return cmdAuditCheckpoint(ctx, args[2:], stdout, stderr)
+		case len(args) >= 2 && args[1] == "keygen":
+			return cmdAuditKeygen(ctx, args[2:], stdout, stderr)
 		}
-		return cmdAuditVerify(ctx, args[2:], stdout, stderr)
+		return usageError("audit takes a command: verify, checkpoint or keygen")
 	case "backup":
 		return cmdBackup(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":

@@ -1,0 +1,144 @@
+package audit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/countersign/countersign/models"
+)
+
+// RecordsReport says whether the call rows agree with the audit events.
+type RecordsReport struct {
+	OK        bool
+	Calls     int64
+	Approvals int64
+	// CallID and Problem name the first disagreement.
+	CallID  string
+	Problem string
+}
+
+// expected is what a call's events say its row must hold.
+type expected struct {
+	status     string
+	argsHash   string
+	resultHash string // set by the last outcome event that recorded one
+	approvals  int
+	created    bool
+}
+
+var errStop = errors.New("stop")
+
+// VerifyRecords replays each call's audit events and compares what they
+// say with the row: its status, its arguments' hash, its result's hash and
+// its number of verdicts. A row changed without an event, an event whose
+// row is gone, or an approval added or removed behind the gate's back shows.
+func VerifyRecords(ctx context.Context, store *models.Store) (RecordsReport, error) {
+	var rep RecordsReport
+	err := store.EachCallRecord(ctx, func(r *models.CallRecord) error {
+		if problem := checkRecord(r); problem != "" {
+			rep.CallID, rep.Problem = r.ID, problem
+			return errStop
+		}
+		rep.Calls++
+		rep.Approvals += int64(len(r.Approvals))
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		return rep, nil
+	}
+	if err != nil {
+		return rep, err
+	}
+	rep.OK = true
+	return rep, nil
+}
+
+func checkRecord(r *models.CallRecord) string {
+	if r.Call == nil {
+		return "the audit records this call but its row is gone"
+	}
+	if len(r.Events) == 0 {
+		return "the call has a row but no audit event ever recorded it"
+	}
+	exp, problem := replay(r.Events)
+	if problem != "" {
+		return problem
+	}
+	c := r.Call
+	switch {
+	case c.Status != exp.status:
+		return fmt.Sprintf("the row says %s but its audit events say %s", c.Status, exp.status)
+	case c.ArgsHash != exp.argsHash:
+		return "the row's arguments are not the ones its audit events recorded"
+	case exp.resultHash != "" && hashOf(c.Result) != exp.resultHash:
+		return "the row's result is not the one its audit events recorded"
+	case len(r.Approvals) != exp.approvals:
+		return fmt.Sprintf("the call has %d approval rows but its audit events record %d verdicts", len(r.Approvals), exp.approvals)
+	}
+	for _, a := range r.Approvals {
+		if a.Verdict != "approve" && a.Verdict != "reject" {
+			return fmt.Sprintf("approval %d has the verdict %q", a.ID, a.Verdict)
+		}
+	}
+	return ""
+}
+
+func hashOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// replay reads a call's events in order. The kinds and payloads are those
+// the gate writes (agent/gate.go, agent/approve.go).
+func replay(events []models.AuditEvent) (expected, string) {
+	var exp expected
+	for _, e := range events {
+		var p struct {
+			Status     string `json:"status"`
+			ArgsHash   string `json:"args_hash"`
+			ToArgsHash string `json:"to_args_hash"`
+			ResultHash string `json:"result_hash"`
+		}
+		if err := json.Unmarshal([]byte(e.Payload), &p); err != nil {
+			return exp, fmt.Sprintf("audit event %d has a payload that is not JSON", e.Seq)
+		}
+		switch e.Kind {
+		case "call.invalid":
+			exp.created, exp.status = true, models.CallInvalid
+		case "call.allowed", "call.denied", "call.pending":
+			exp.created, exp.status, exp.argsHash = true, p.Status, p.ArgsHash
+		case "action.edited":
+			exp.argsHash = p.ToArgsHash
+		case "action.approval_added":
+			exp.approvals++
+		case "action.approved":
+			exp.approvals++
+			exp.status = models.CallApproved
+		case "action.rejected":
+			exp.approvals++
+			exp.status = models.CallRejected
+		case "action.expired":
+			exp.status = models.CallExpired
+		case "action.cancelled":
+			exp.status = models.CallCancelled
+		case "call.executing":
+			exp.status = models.CallExecuting
+		case "call.succeeded", "call.failed":
+			exp.status, exp.resultHash = p.Status, p.ResultHash
+		case "call.unknown":
+			exp.status = models.CallUnknown
+		case "call.reconciled":
+			exp.status, exp.resultHash = p.Status, ""
+		default:
+			return exp, fmt.Sprintf("audit event %d has a kind (%s) no call event has", e.Seq, e.Kind)
+		}
+		if !exp.created {
+			return exp, fmt.Sprintf("audit event %d (%s) comes before the event that recorded the call", e.Seq, e.Kind)
+		}
+	}
+	return exp, ""
+}
