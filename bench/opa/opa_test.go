@@ -23,7 +23,7 @@ type decisionCase struct {
 	tool     string
 	risk     tools.Risk
 	args     map[string]any
-	refunded float64
+	refunded float64 // totals.refunded_24h; the order's total is the same
 }
 
 var cases = []decisionCase{
@@ -32,6 +32,8 @@ var cases = []decisionCase{
 	{"refund900", "issue_refund", tools.RiskHighWrite, map[string]any{"order_id": "A1002", "amount": 900.0}, 0},
 	{"refund1200", "issue_refund", tools.RiskHighWrite, map[string]any{"order_id": "B2001", "amount": 1200.0}, 0},
 	{"refund10-after-600", "issue_refund", tools.RiskHighWrite, map[string]any{"order_id": "A1001", "amount": 10.0}, 600},
+	{"refund500-after-600", "issue_refund", tools.RiskHighWrite, map[string]any{"order_id": "A1001", "amount": 500.0}, 600},
+	{"refund20-after-470", "issue_refund", tools.RiskHighWrite, map[string]any{"order_id": "A1001", "amount": 20.0}, 470},
 	{"cancel", "cancel_order", tools.RiskHighWrite, map[string]any{"order_id": "A1003"}, 0},
 }
 
@@ -57,12 +59,14 @@ func opaQuery(tb testing.TB) rego.PreparedEvalQuery {
 
 func (c decisionCase) input() agent.Input {
 	return agent.Input{Tool: c.tool, Risk: c.risk, Args: c.args,
-		Facts: agent.StaticFacts{C: agent.CustomerFacts{ID: "cus_alice", SignedIn: true, Refunded24h: c.refunded}}}
+		Facts: agent.StaticFacts{C: agent.CustomerFacts{ID: "cus_alice", SignedIn: true},
+			T: map[string]float64{"refunded_24h": c.refunded, "refunded_on_order": c.refunded}}}
 }
 
 func (c decisionCase) opaInput() map[string]any {
 	return map[string]any{"tool": c.tool, "risk": string(c.risk), "args": c.args,
-		"customer": map[string]any{"id": "cus_alice", "signed_in": true, "refunded_24h": c.refunded}}
+		"customer": map[string]any{"id": "cus_alice", "signed_in": true},
+		"totals":   map[string]any{"refunded_24h": c.refunded, "refunded_on_order": c.refunded}}
 }
 
 // The two policies must agree, or the comparison means nothing.
