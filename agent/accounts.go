@@ -25,12 +25,29 @@ type Accounts struct {
 	IdleTimeout     time.Duration
 	AbsoluteTimeout time.Duration
 	dummyHash       string
+	// hashing lets a few password hashes run at once: each argon2id costs
+	// 64 MiB, so a flood of sign-ins waits here instead of taking memory.
+	hashing chan struct{}
 }
+
+// MaxConcurrentHashes is how many password hashes run at once.
+const MaxConcurrentHashes = 2
 
 // NewAccounts builds the accounts service.
 func NewAccounts(store *models.Store) *Accounts {
 	dummy, _ := argon2id.CreateHash("countersign-dummy-password", argon2id.DefaultParams)
-	return &Accounts{store: store, IdleTimeout: 2 * time.Hour, AbsoluteTimeout: 12 * time.Hour, dummyHash: dummy}
+	return &Accounts{store: store, IdleTimeout: 2 * time.Hour, AbsoluteTimeout: 12 * time.Hour, dummyHash: dummy,
+		hashing: make(chan struct{}, MaxConcurrentHashes)}
+}
+
+// hashSlot waits for a turn to hash a password.
+func (a *Accounts) hashSlot(ctx context.Context) (release func(), err error) {
+	select {
+	case a.hashing <- struct{}{}:
+		return func() { <-a.hashing }, nil
+	case <-ctx.Done():
+		return nil, Errorf(CodeUnauthorized, "the sign-in took too long; try again")
+	}
 }
 
 // ActorOf is how a staff member appears to the gate.
@@ -54,7 +71,12 @@ func (a *Accounts) AddStaff(ctx context.Context, email, name string, role Role, 
 	if name == "" {
 		name = strings.Split(email, "@")[0]
 	}
+	release, err := a.hashSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
 	hash, err := argon2id.CreateHash(password, argon2id.DefaultParams)
+	release()
 	if err != nil {
 		return nil, internal(err, "could not hash the password")
 	}
@@ -76,7 +98,12 @@ func (a *Accounts) Authenticate(ctx context.Context, email, password string) (*m
 	if err == nil {
 		hash = st.PasswordHash
 	}
+	release, serr := a.hashSlot(ctx)
+	if serr != nil {
+		return nil, serr
+	}
 	ok, herr := argon2id.ComparePasswordAndHash(password, hash)
+	release()
 	if err != nil || herr != nil || !ok {
 		return nil, Errorf(CodeUnauthorized, "wrong email or password")
 	}

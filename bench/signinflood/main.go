@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -23,14 +24,20 @@ import (
 
 func main() {
 	bin := flag.String("bin", "/tmp/countersign", "the countersign binary")
-	n := flag.Int("n", 16000, "sign-in posts per phase")
+	n := flag.Int("n", 16000, "sign-in posts with huge emails")
+	m := flag.Int("m", 3000, "sign-in posts in each phase that reaches password hashing")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "signinflood")
 	if err != nil {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	const addr = "127.0.0.1:18093"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
 	cmd := exec.Command(*bin, "serve", "--demo", "--trust-proxy", "--addr", addr, "--db", filepath.Join(dir, "cs.db"))
 	cmd.Stdout, cmd.Stderr = nil, nil
 	if err := cmd.Start(); err != nil {
@@ -48,7 +55,14 @@ func main() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	rss := func() float64 {
+		select {
+		case <-exited:
+			panic("the server is gone")
+		default:
+		}
 		f, _ := os.Open(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
 		defer f.Close()
 		sc := bufio.NewScanner(f)
@@ -61,7 +75,7 @@ func main() {
 		}
 		return 0
 	}
-	flood := func(name string, email func(i int) string, from func(i int) string) {
+	flood := func(name string, n int, email func(i int) string, from func(i int) string) {
 		before := rss()
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -85,18 +99,20 @@ func main() {
 				}
 			}()
 		}
-		for i := 0; i < *n; i++ {
+		for i := 0; i < n; i++ {
 			jobs <- i
 		}
 		close(jobs)
 		wg.Wait()
-		fmt.Printf("%-58s %6d posts in %5.1f s  RSS %6.1f -> %6.1f MB\n", name, *n, time.Since(start).Seconds(), before, rss())
+		fmt.Printf("%-58s %6d posts in %5.1f s  RSS %6.1f -> %6.1f MB\n", name, n, time.Since(start).Seconds(), before, rss())
 	}
 	long := strings.Repeat("x", 60000)
-	flood("60 KB emails, one address", func(i int) string { return fmt.Sprintf("%d%s@x.test", i, long) }, func(int) string { return "198.51.100.1" })
+	flood("60 KB emails, one address", *n, func(i int) string { return fmt.Sprintf("%d%s@x.test", i, long) }, func(int) string { return "198.51.100.1" })
 	pad := strings.Repeat("y", 230)
-	flood("250-byte emails, a new address each (limiter keys)", func(i int) string { return fmt.Sprintf("%d%s@x.test", i, pad) },
-		func(i int) string { return fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255) })
-	flood("250-byte emails, a new address each, again", func(i int) string { return fmt.Sprintf("b%d%s@x.test", i, pad) },
-		func(i int) string { return fmt.Sprintf("10.%d.%d.%d", 128+(i>>16&127), i>>8&255, i&255) })
+	// Forwarded addresses are only header text (the documentation prefix
+	// 2001:db8::/32); every request goes to the server on loopback.
+	flood("250-byte emails, a new address each", *m, func(i int) string { return fmt.Sprintf("%d%s@x.test", i, pad) },
+		func(i int) string { return fmt.Sprintf("2001:db8::1:%x", i) })
+	flood("250-byte emails, a new address each, again", *m, func(i int) string { return fmt.Sprintf("b%d%s@x.test", i, pad) },
+		func(i int) string { return fmt.Sprintf("2001:db8::2:%x", i) })
 }

@@ -1,0 +1,66 @@
+package agent_test
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/agent"
+)
+
+// Each password hash takes 64 MiB. Sixteen sign-in attempts at once must
+// not take sixteen times that: they wait their turn.
+func TestSignInFloodsDoNotTakeMemoryPerAttempt(t *testing.T) {
+	e := newEnv(t)
+	accounts := agent.NewAccounts(e.store)
+	if _, err := accounts.AddStaff(context.Background(), "ann@x.test", "Ann", agent.RoleApprover, "correct horse battery staple", agent.System); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	base := m.HeapInuse
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			email := "ann@x.test"
+			if i%2 == 1 {
+				email = "nobody@x.test" // unknown emails hash too
+			}
+			if _, err := accounts.Authenticate(context.Background(), email, "wrong password!!"); agent.ErrorCode(err) != agent.CodeUnauthorized {
+				t.Errorf("attempt %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	grown := int64(peak.Load()) - int64(base)
+	if grown > 6*64<<20 {
+		t.Fatalf("16 concurrent sign-ins grew the heap by %d MiB (one hash is 64 MiB; %d run at once)", grown>>20, agent.MaxConcurrentHashes)
+	}
+	t.Logf("heap grew by %d MiB at most", grown>>20)
+}
