@@ -80,6 +80,13 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 		}
 	}
 
+	// What cannot work is not approved: the tool's own read-only check runs
+	// on the arguments that would run (edited or not), before anything is
+	// recorded.
+	if err := g.checkBeforeApproval(ctx, tool, current, edit); err != nil {
+		return ApproveResult{}, err
+	}
+
 	var res ApproveResult
 	var expired bool
 	err = g.store.Write(ctx, func(tx *models.Tx) error {
@@ -183,6 +190,31 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 	}
 	res.Outcome = &out
 	return res, nil
+}
+
+func (g *Gate) checkBeforeApproval(ctx context.Context, tool *tools.Tool, call *models.ToolCall, edit *tools.Normalized) error {
+	if !tool.HasCheck() || call.Status != models.CallPending {
+		return nil
+	}
+	args := edit
+	if args == nil {
+		norm, err := tool.Normalize([]byte(call.Args))
+		if err != nil {
+			return nil // the approval path reports it
+		}
+		args = &norm
+	}
+	err := tool.Check(ctx, tools.Call{ID: call.ID, RunID: call.RunID, CustomerID: call.CustomerID, CustomerName: g.customerName(ctx, call.RunID)}, *args)
+	var refusal *tools.RefusalError
+	switch {
+	case errors.As(err, &refusal) && edit != nil:
+		return &Error{Code: CodeInvalid, Message: "the edited call cannot work: " + refusal.Message, Err: err}
+	case errors.As(err, &refusal):
+		return Errorf(CodeConflict, "this call can no longer work: %s. Reject it with that reason, or edit it", refusal.Message)
+	case err != nil:
+		g.log.Warn("tool check failed; approving without it", "tool", tool.Name, "err", err)
+	}
+	return nil
 }
 
 // Reject refuses an action with a reason, which is what the model is told.

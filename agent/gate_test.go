@@ -406,8 +406,9 @@ func TestRefundNeverExceedsWhatIsLeft(t *testing.T) {
 	if out.Status != models.CallInvalid || !strings.Contains(out.Error, "only $10.00 of order A1003 is left") {
 		t.Fatalf("over-refund: %+v", out)
 	}
-	// Two actions that each fit, approved one after the other: the second
-	// fails when it runs, and nothing is refunded twice.
+	// Two actions that each fit when asked for, approved one after the
+	// other: the second can no longer work, so its approval is refused with
+	// the reason (nothing runs), and it stays for a person to reject or edit.
 	e = newEnv(t)
 	run = e.newRun("cus_alice", "Alice")
 	a := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1002","amount":900}`)
@@ -418,11 +419,23 @@ func TestRefundNeverExceedsWhatIsLeft(t *testing.T) {
 	if _, err := e.gate.Approve(context.Background(), a.CallID, approver1, agent.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.gate.Approve(context.Background(), b.CallID, approver1, agent.ApproveRequest{})
-	if err != nil || res.Outcome == nil || res.Outcome.Status != models.CallFailed || !strings.Contains(res.Outcome.Error, "only $50.00 of order A1002 is left") {
-		t.Fatalf("second approval: %+v %v", res.Outcome, err)
+	_, err := e.gate.Approve(context.Background(), b.CallID, approver1, agent.ApproveRequest{})
+	if agent.ErrorCode(err) != agent.CodeConflict || !strings.Contains(agent.ErrorMessage(err), "only $50.00 of order A1002 is left") {
+		t.Fatalf("second approval: %v", err)
 	}
-	if got := e.order("A1002").RefundedCents; got != 90000 {
+	if c := e.callRecord(b.CallID); c.Status != models.CallPending {
+		t.Fatalf("the second action is %s", c.Status)
+	}
+	// Edited to what is left, it goes through.
+	res, err := e.gate.Approve(context.Background(), b.CallID, approver1, agent.ApproveRequest{Args: []byte(`{"order_id":"A1002","amount":60}`)})
+	if agent.ErrorCode(err) != agent.CodeInvalid || !strings.Contains(agent.ErrorMessage(err), "the edited call cannot work") {
+		t.Fatalf("an edit to more than is left: %+v %v", res, err)
+	}
+	res, err = e.gate.Approve(context.Background(), b.CallID, approver1, agent.ApproveRequest{Args: []byte(`{"order_id":"A1002","amount":50}`)})
+	if err != nil || res.Outcome == nil || res.Outcome.Status != models.CallSucceeded {
+		t.Fatalf("an edit to what is left: %+v %v", res, err)
+	}
+	if got := e.order("A1002").RefundedCents; got != 95000 {
 		t.Fatalf("A1002 refunded %d cents", got)
 	}
 }

@@ -43,6 +43,20 @@
       window.location = rows[i].dataset.rowLink;
     }
   });
+  // A page answering a failed post shows its own address, so a reload
+  // does not post again.
+  var canonical = document.body.dataset.canonical;
+  if (canonical && canonical !== location.pathname) history.replaceState(null, "", canonical);
+  // When an action is decided elsewhere, its forms stop offering a decision.
+  document.addEventListener("htmx:afterSwap", function (e) {
+    var st = document.getElementById("action-status");
+    if (!st || st.dataset.pending !== "false") return;
+    document.querySelectorAll(".decide button, .decide input, .decide textarea, .decide summary").forEach(function (el) {
+      el.disabled = true;
+      el.setAttribute("aria-disabled", "true");
+    });
+    document.querySelectorAll(".decide details").forEach(function (d) { d.open = false; });
+  });
   document.addEventListener("htmx:afterSwap", tick);
   tick();
   setInterval(tick, 1000);

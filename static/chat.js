@@ -9,10 +9,10 @@
   function identify() {
     htmx.ajax("POST", "/chat/identity", { target: "#identity", swap: "innerHTML", values: { customer_token: tokenField.value } });
   }
+  // The conversation box is what scrolls (the log inside it grows).
   function scrollDown() {
-    var log = document.getElementById("chat-log");
-    if (log) log.scrollTop = log.scrollHeight;
-    window.scrollTo(0, document.body.scrollHeight);
+    var box = document.getElementById("conversation");
+    if (box) box.scrollTop = box.scrollHeight;
   }
 
   window.addEventListener("message", function (e) {
@@ -45,16 +45,24 @@
   document.addEventListener("keydown", function (e) {
     if (e.key === "Escape" && embedded) window.parent.postMessage({ type: "countersign:close" }, "*");
   });
+  function fromChatForm(e) {
+    var cfg = e.detail.requestConfig;
+    return (cfg && cfg.elt && cfg.elt.id === "chat-form") || (e.detail.elt && e.detail.elt.id === "chat-form");
+  }
   document.addEventListener("htmx:afterRequest", function (e) {
-    if (e.detail.elt && e.detail.elt.id === "chat-form" && e.detail.successful) {
+    // Cleared only when the message went through (an error response is
+    // swapped in as if it had succeeded, so ask the status).
+    if (fromChatForm(e) && e.detail.xhr && e.detail.xhr.status < 400) {
       input.value = "";
       input.focus();
     }
   });
-  // Errors (a rate limit, a message too long) come back as a conversation
-  // with the reason in it: show it instead of dropping it.
+  // Errors (a rate limit, a message too long) come back as the conversation
+  // with the reason in it, in its alert region: show it instead of dropping
+  // it, and keep what the customer typed. (The swap's elt is its target, the
+  // conversation; the form is the request's elt.)
   document.addEventListener("htmx:beforeSwap", function (e) {
-    if (e.detail.xhr.status >= 400 && e.detail.xhr.status < 500 && e.detail.elt.id === "chat-form") {
+    if (fromChatForm(e) && e.detail.xhr.status >= 400 && e.detail.xhr.status < 500) {
       e.detail.shouldSwap = true;
       e.detail.isError = false;
     }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -18,10 +19,30 @@ import (
 )
 
 var doneMessages = map[string]string{
-	"reconciled":     "Recorded. The audit log keeps your note.",
-	"approved":       "Approved. The call ran and the customer's conversation has resumed.",
-	"approval_added": "Your approval is recorded. The action needs another person's approval before it runs.",
-	"rejected":       "Rejected. The assistant will tell the customer, with your reason.",
+	"reconciled": "Recorded. The audit log keeps your note.",
+	"rejected":   "Rejected. The assistant will tell the customer, with your reason.",
+}
+
+// approvalOutcome says what an approval led to, from the call as it is now:
+// a page never announces a success that did not happen.
+func approvalOutcome(call *models.ToolCall, approvals int) (ok, bad string) {
+	switch call.Status {
+	case models.CallPending:
+		msg := fmt.Sprintf("Your approval is recorded: %d of %d. The action runs once ", approvals, call.RequiredApprovals)
+		if call.RequiredRole != "" {
+			return msg + "enough people, one of them a " + call.RequiredRole + ", have approved it.", ""
+		}
+		return msg + "another person approves it.", ""
+	case models.CallApproved, models.CallExecuting:
+		return "Approved. The call is running; this page shows its outcome when you reload.", ""
+	case models.CallSucceeded:
+		return "Approved. The call ran and the customer's conversation has resumed.", ""
+	case models.CallFailed:
+		return "", "Approved, but the call failed: " + strings.TrimSuffix(call.Error, ".") + ". The customer's assistant has been told."
+	case models.CallUnknown:
+		return "", "Approved, but whether the call ran is unknown: the system stopped while it ran. A supervisor must check the real system and record what happened below."
+	}
+	return "", "This action was " + call.Status + " before your approval took effect."
 }
 
 func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *models.ToolCall, error) {
@@ -51,6 +72,21 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 		Customer: customerLabel(run.CustomerID, run.CustomerName), Args: prettyJSON(call.Args), OriginalArgs: prettyJSON(call.OriginalArgs),
 		Required: call.RequiredApprovals, RequiredRole: call.RequiredRole, Result: prettyJSON(call.Result), Error: call.Error,
 		Turns: turnsView(turns, calls), Flash: doneMessages[c.QueryParam("done")]}
+	current := 0
+	me := ""
+	if sc := currentStaff(c); sc != nil {
+		me = sc.staff.ID
+	}
+	for _, a := range approvals {
+		if a.Verdict == "approve" && a.ArgsHash == call.ArgsHash {
+			current++
+			v.ApprovedByMe = v.ApprovedByMe || a.StaffID == me
+		}
+	}
+	v.ApprovalsSoFar = current
+	if done := c.QueryParam("done"); done == "approved" || done == "approval_added" {
+		v.Flash, v.FlashError = approvalOutcome(call, current)
+	}
 	if call.Args == "" {
 		v.Args = call.RawArgs
 	}
@@ -164,7 +200,7 @@ func (s *Server) actionReject(c echo.Context) error {
 		if verr != nil {
 			return verr
 		}
-		v.FlashError, v.RejectReason = agent.ErrorMessage(err), c.FormValue("reason")
+		v.FlashError, v.RejectReason = sentence(agent.ErrorMessage(err)), c.FormValue("reason")
 		return render(c, statusForCode(code), views.Action(v))
 	}
 	return c.Redirect(http.StatusSeeOther, "/actions/"+id+"?done=rejected")
@@ -175,7 +211,10 @@ func (s *Server) actionRerender(c echo.Context, id string, status int, msg strin
 	if err != nil {
 		return err
 	}
-	v.FlashError, v.EditOpen = msg, editOpen
+	v.FlashError, v.EditOpen = sentence(msg), editOpen
+	if editOpen && status == http.StatusBadRequest && len(fieldErrs) == 0 {
+		v.EditError = sentence(msg)
+	}
 	if tool, ok := s.cfg.Gate.Tools().Get(call.Tool); ok && editOpen {
 		// Keep what the person typed.
 		typed := map[string]any{}

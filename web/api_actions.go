@@ -146,7 +146,17 @@ func (s *Server) apiApprove(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"action": a, "final": res.Final})
+	// The outcome as it happened: an approval that ran a failing call is
+	// not reported as a success.
+	var outcome map[string]any
+	if res.Outcome != nil {
+		outcome = map[string]any{"status": res.Outcome.Status}
+		if res.Outcome.Error != "" {
+			outcome["error"] = res.Outcome.Error
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"action": a, "final": res.Final, "outcome": outcome,
+		"approvals": res.Approvals, "required": res.Required})
 }
 
 type apiRejectRequest struct {

@@ -212,7 +212,7 @@ func (s *Server) chatMessage(c echo.Context) error {
 		if agent.ErrorCode(err) == agent.CodeInternal {
 			return err
 		}
-		return fail(statusForCode(agent.ErrorCode(err)), agent.ErrorMessage(err))
+		return fail(statusForCode(agent.ErrorCode(err)), sentence(agent.ErrorMessage(err)))
 	}
 	s.await(c, done)
 	v, err := s.freshChatView(ctx, run.ID)

@@ -186,7 +186,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		_ = c.JSON(status, map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
 		return
 	}
-	_ = render(c, status, views.ErrorPage(views.ErrorView{Status: status, Title: http.StatusText(status), Message: msg}))
+	_ = render(c, status, views.ErrorPage(views.ErrorView{Status: status, Title: http.StatusText(status), Message: sentence(msg)}))
 }
 
 func statusForCode(c agent.Code) int {

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/views"
@@ -219,4 +222,20 @@ func argsFromForm(schema json.RawMessage, value func(string) string) ([]byte, ma
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// sentence makes an error message read as a sentence in a banner: a capital
+// first letter and a full stop. Messages are written in lower case so that
+// they can also follow "could not …" in logs and the API.
+func sentence(msg string) string {
+	msg = strings.TrimSpace(msg)
+	if msg == "" {
+		return msg
+	}
+	r, n := utf8.DecodeRuneInString(msg)
+	msg = string(unicode.ToUpper(r)) + msg[n:]
+	if !strings.HasSuffix(msg, ".") && !strings.HasSuffix(msg, "?") && !strings.HasSuffix(msg, "!") {
+		msg += "."
+	}
+	return msg
 }

@@ -1,0 +1,34 @@
+package web
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/models"
+)
+
+// What the approver is told after approving follows the call as it is:
+// never "the call ran" when it failed or nobody knows.
+func TestApprovalOutcomeSaysWhatHappened(t *testing.T) {
+	for _, tc := range []struct {
+		call     models.ToolCall
+		ok, bad  string
+		approved int
+	}{
+		{models.ToolCall{Status: models.CallSucceeded}, "The call ran", "", 1},
+		{models.ToolCall{Status: models.CallFailed, Error: "only $60.00 of order A1003 is left to refund (asked for $100.00)"}, "",
+			"Approved, but the call failed: only $60.00 of order A1003 is left to refund (asked for $100.00). The customer's assistant has been told.", 1},
+		{models.ToolCall{Status: models.CallUnknown}, "", "whether the call ran is unknown", 1},
+		{models.ToolCall{Status: models.CallPending, RequiredApprovals: 2, RequiredRole: "supervisor"}, "1 of 2", "", 1},
+		{models.ToolCall{Status: models.CallExecuting}, "is running", "", 1},
+		{models.ToolCall{Status: models.CallExpired}, "", "This action was expired", 0},
+	} {
+		ok, bad := approvalOutcome(&tc.call, tc.approved)
+		if (tc.ok == "") != (ok == "") || !strings.Contains(ok, tc.ok) || (tc.bad == "") != (bad == "") || !strings.Contains(bad, tc.bad) {
+			t.Errorf("%s: ok %q bad %q", tc.call.Status, ok, bad)
+		}
+	}
+	if s := sentence("the note is longer than 1000 characters"); s != "The note is longer than 1000 characters." {
+		t.Errorf("sentence: %q", s)
+	}
+}
