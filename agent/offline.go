@@ -235,6 +235,9 @@ func describeResult(r *ToolResult) string {
 	case models.CallUnknown:
 		return fmt.Sprintf("I'm not sure whether %s went through; a team member will check and get back to you.", requestNoun(r))
 	case models.CallInvalid:
+		if strings.Contains(r.Error, "signed-in customer") {
+			return "Please sign in to the shop first; then I can look after your orders here."
+		}
 		return "I couldn't do that: " + ensureStop(r.Error)
 	default:
 		return "That didn't work: " + ensureStop(r.Error)
@@ -293,7 +296,6 @@ func requestNoun(r *ToolResult) string {
 	d := describeRequest(r.Tool, string(r.Args))
 	d = strings.TrimPrefix(d, "your ")
 	d = strings.Replace(d, "refund request of", "refund of", 1)
-	d = strings.Replace(d, "request to cancel", "cancelling", 1)
 	return "the " + d
 }
 

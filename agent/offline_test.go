@@ -42,3 +42,21 @@ func TestOfflineModelReadsAmountsOrRefusesThem(t *testing.T) {
 		}
 	}
 }
+
+// What the offline model says is said to the customer: no "the customer",
+// no broken phrases.
+func TestOfflineModelSpeaksToTheCustomer(t *testing.T) {
+	for _, tc := range []struct {
+		r    ToolResult
+		want string
+	}{
+		{ToolResult{Tool: "cancel_order", Args: []byte(`{"order_id":"A1003"}`), Status: models.CallRejected, Error: "rejected by staff: already packed"},
+			"a team member declined the request to cancel order A1003. Their reason: already packed."},
+		{ToolResult{Tool: "get_order_status", Status: models.CallInvalid, Error: "this needs a signed-in customer: ask the customer to sign in to the shop first"},
+			"Please sign in to the shop first"},
+	} {
+		if got := describeResult(&tc.r); !strings.Contains(got, tc.want) || strings.Contains(got, "the customer") {
+			t.Errorf("%s %s: %q", tc.r.Tool, tc.r.Status, got)
+		}
+	}
+}

@@ -350,7 +350,7 @@ func TestAnonymousRunIsToldToSignIn(t *testing.T) {
 	r := e.runner(agent.Offline{})
 	run := e.start(r, "", "", "where is A1001?")
 	e.waitRun(run, models.RunWaiting)
-	if got := e.lastText(run, "assistant"); !strings.Contains(got, "signed-in customer") {
+	if got := e.lastText(run, "assistant"); !strings.Contains(got, "Please sign in to the shop first") {
 		t.Fatalf("reply %q", got)
 	}
 }

@@ -32,3 +32,10 @@ func TestApprovalOutcomeSaysWhatHappened(t *testing.T) {
 		t.Errorf("sentence: %q", s)
 	}
 }
+
+func TestStaffNeverSeeARegularExpression(t *testing.T) {
+	got := staffWords(`"a1002" does not match the pattern ^[A-Z][0-9]+$`)
+	if strings.Contains(got, "^[A-Z]") || !strings.HasPrefix(got, `"a1002" is not in the form`) {
+		t.Fatalf("%q", got)
+	}
+}

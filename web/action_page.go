@@ -171,7 +171,7 @@ func (s *Server) actionApprove(c echo.Context) error {
 		if errors.As(err, &ae) {
 			errs := map[string]string{}
 			for _, p := range ae.Problems {
-				errs[strings.SplitN(p.Path, ".", 2)[0]] = p.Message
+				errs[strings.SplitN(p.Path, ".", 2)[0]] = staffWords(p.Message)
 			}
 			return s.actionRerender(c, id, http.StatusBadRequest, agent.ErrorMessage(err), errs, true)
 		}
@@ -186,6 +186,15 @@ func (s *Server) actionApprove(c echo.Context) error {
 		done = "approved"
 	}
 	return c.Redirect(http.StatusSeeOther, "/actions/"+id+"?done="+done)
+}
+
+// staffWords rewrites a validation message for a person: a regular
+// expression means nothing to an approver (the model is still shown it).
+func staffWords(msg string) string {
+	if got, _, ok := strings.Cut(msg, " does not match the pattern "); ok {
+		return sentence(got + " is not in the form this field takes (see the hint under it)")
+	}
+	return sentence(msg)
 }
 
 func (s *Server) actionReject(c echo.Context) error {

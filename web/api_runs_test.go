@@ -194,7 +194,7 @@ func TestBadCustomerTokensAreRefusedNotDowngraded(t *testing.T) {
 	}
 	// No token at all: an anonymous run, told to sign in for order help.
 	r := a.do("POST", "/api/v1/runs", "", `{"message":"where is A1001?"}`)
-	if r.Status != 201 || r.Body["run"].(map[string]any)["customer_id"] != "" || !strings.Contains(lastTurn(r, "assistant"), "signed-in customer") {
+	if r.Status != 201 || r.Body["run"].(map[string]any)["customer_id"] != "" || !strings.Contains(lastTurn(r, "assistant"), "Please sign in to the shop first") {
 		t.Fatalf("anonymous: %d %s", r.Status, r.Raw)
 	}
 }

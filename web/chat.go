@@ -138,7 +138,12 @@ func (s *Server) identityFor(token string) (Customer, views.ChatIdentityView) {
 	}
 	cust, err := s.cfg.Customers.Verify(token)
 	if err != nil {
-		return Customer{}, views.ChatIdentityView{Anonymous: true, Problem: strings.TrimSuffix(agent.ErrorMessage(err), ": sign the customer in again")}
+		// Said to the customer, about their own sign-in.
+		problem := "your sign-in to the shop could not be checked"
+		if strings.Contains(agent.ErrorMessage(err), "expired") {
+			problem = "your sign-in to the shop has expired"
+		}
+		return Customer{}, views.ChatIdentityView{Anonymous: true, Problem: problem}
 	}
 	name := cust.Name
 	if name == "" {
