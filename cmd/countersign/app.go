@@ -46,6 +46,8 @@ type App struct {
 	bgDone   chan struct{}
 	registry *tools.Registry
 	reloadMu sync.Mutex
+	// demoPage: /demo is served.
+	demoPage bool
 	// auditKey signs checkpoints of the audit chain; nil: none are taken.
 	auditKey ed25519.PrivateKey
 }
@@ -141,6 +143,7 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		a.runner.Close()
 		return fail(err)
 	}
+	a.demoPage = demoSecret != ""
 	srv := web.New(web.Config{Log: log, Gate: a.gate, Runner: a.runner, Store: store, Broker: a.broker,
 		Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), Accounts: a.accounts, WidgetOrigins: origins, DemoSecret: demoSecret, TrustProxy: cfg.TrustProxy})
 	a.hub = srv.Hub()
@@ -300,7 +303,12 @@ func (a *App) Run(ctx context.Context) error {
 	if a.server.TLSConfig != nil {
 		scheme = "https"
 	}
-	fmt.Fprintf(a.stdout, "Countersign is running at %s://%s (health: /healthz)\n", scheme, displayAddr(a.Addr()))
+	base := scheme + "://" + displayAddr(a.Addr())
+	fmt.Fprintf(a.stdout, "Countersign is running at %s (health: /healthz)\n", base)
+	fmt.Fprintf(a.stdout, "  back office: %s/login\n", base)
+	if a.demoPage {
+		fmt.Fprintf(a.stdout, "  demo shop:   %s/demo (chat as Alice, ask for a $900 refund, approve it in the queue)\n", base)
+	}
 	errc := make(chan error, 1)
 	go func() {
 		if a.server.TLSConfig != nil {
