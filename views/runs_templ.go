@@ -102,7 +102,7 @@ func Runs(v RunsView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "</select></label> <button type=\"submit\">Filter</button></form><div class=\"scroll-x\"><table class=\"list\" data-testid=\"runs\"><thead><tr><th>Run</th><th>Status</th><th>Customer</th><th>Channel</th><th>Turns</th><th>Last activity</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "</select></label> <button type=\"submit\">Filter</button></form><div class=\"scroll-x\" tabindex=\"0\" role=\"region\" aria-label=\"Runs (scrolls sideways)\"><table class=\"list\" data-testid=\"runs\"><thead><tr><th>Run</th><th>Status</th><th>Customer</th><th>Channel</th><th>Turns</th><th>Last activity</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

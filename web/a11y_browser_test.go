@@ -1,0 +1,94 @@
+package web_test
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/countersign/countersign/agent"
+)
+
+//go:embed testdata/axe/axe.min.js
+var axeSource string
+
+type axeViolation struct {
+	ID      string   `json:"id"`
+	Impact  string   `json:"impact"`
+	Help    string   `json:"help"`
+	Targets []string `json:"targets"`
+}
+
+// axeCheck runs axe-core on the page as it is and returns its violations.
+func axeCheck(t *testing.T, ctx context.Context) []axeViolation {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](axeSource+";true")); err != nil {
+		t.Fatalf("load axe: %v", err)
+	}
+	out, err := chromedp.Run(ctx, chromedp.Evaluate[string](`axe.run(document, {resultTypes: ["violations"]}).then(r => JSON.stringify(r.violations.map(v =>
+		({id: v.id, impact: v.impact, help: v.help, targets: v.nodes.slice(0, 3).map(n => n.target.join(" "))}))))`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("run axe: %v", err)
+	}
+	var vs []axeViolation
+	if err := json.Unmarshal([]byte(out), &vs); err != nil {
+		t.Fatal(err)
+	}
+	return vs
+}
+
+// Every page people use passes axe-core with no violation: the back office
+// in each state, the sign-in page, the demo shop and the chat frame.
+func TestBrowserEveryPagePassesAxe(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleAdmin, "ada@x.test", "Ada Admin")
+	a.staff(agent.RoleApprover, "ann@x.test", "Ann Approver")
+	browser := newBrowser(t)
+	guest, ada := person(t, browser), person(t, browser)
+	pending := a.pendingRefund("it arrived broken")
+	decided := a.pendingRefund("the box was empty")
+	if _, err := a.gate.Approve(context.Background(), decided.ID, agent.Actor{ID: "stf_x", Name: "X", Role: agent.RoleSupervisor}, agent.ApproveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	pages := []struct {
+		who         context.Context
+		path, ready string
+		shot        string
+	}{
+		{guest, "/login", "input[name=email]", "login"},
+		{guest, "/demo?as=cus_alice", "[data-countersign=launcher]", "demo-page"},
+		{guest, "/chat", "[data-testid=chat-input]", "chat-frame"},
+		{ada, "/queue", "[data-testid=queue-row]", "queue-rows"},
+		{ada, "/actions/" + pending.ID, "[data-testid=approve]", "action-pending"},
+		{ada, "/actions/" + decided.ID, "[data-testid=action-status]", "action-decided"},
+		{ada, "/runs", "main", "runs"},
+		{ada, "/runs/" + pending.RunID, "main", "run"},
+		{ada, "/audit", "[data-testid=audit]", "audit-list"},
+		{ada, "/policy", "main", "policy"},
+		{ada, "/tools", "main", "tools"},
+		{ada, "/staff", "main", "staff"},
+	}
+	signInBrowser(t, ada, a.srv.URL, "ada@x.test")
+	// Desktop, then a phone: axe on each, and a screenshot of each for
+	// people to look at (test artefacts).
+	for _, screen := range []struct {
+		name string
+		set  chromedp.Action[chromedp.Void]
+	}{
+		{"desktop", chromedp.EmulateViewport(1280, 900)},
+		{"phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch)},
+	} {
+		for _, p := range pages {
+			if err := chromedp.Do(p.who, screen.set, chromedp.Navigate(a.srv.URL+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready))); err != nil {
+				t.Fatalf("%s on a %s: %v", p.path, screen.name, err)
+			}
+			for _, v := range axeCheck(t, p.who) {
+				t.Errorf("%s on a %s: %s (%s): %s at %s", p.path, screen.name, v.ID, v.Impact, v.Help, strings.Join(v.Targets, " | "))
+			}
+			screenshot(t, p.who, "page-"+p.shot+"-"+screen.name)
+		}
+	}
+}
