@@ -106,7 +106,10 @@ func (s *Store) ListRuns(ctx context.Context, status string, afterUpdated time.T
 // AuditQuery filters the audit list.
 type AuditQuery struct {
 	Tool, Decision, Status, Staff, Customer, Text string
-	From, To                                      time.Time // zero: open
+	// DecisionsOnly leaves out allowed reads: what a person or a rule
+	// actually decided.
+	DecisionsOnly bool
+	From, To      time.Time // zero: open
 	// Keyset cursor: rows strictly older than this (created_at, id).
 	BeforeCreated time.Time
 	BeforeID      string
@@ -130,6 +133,9 @@ func (s *Store) auditQuery(ctx context.Context, q AuditQuery) *gorm.DB {
 		Joins("JOIN runs ON runs.id = tool_calls.run_id")
 	if q.Tool != "" {
 		db = db.Where("tool_calls.tool = ?", q.Tool)
+	}
+	if q.DecisionsOnly {
+		db = db.Where("NOT (tool_calls.decision = 'allow' AND tool_calls.risk = 'read')")
 	}
 	if q.Decision != "" {
 		if q.Decision == "none" {

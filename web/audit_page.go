@@ -26,12 +26,15 @@ var (
 		models.CallExpired, models.CallCancelled, models.CallExecuting, models.CallSucceeded, models.CallFailed, models.CallUnknown}
 )
 
-// auditFilter reads and checks the filter from the query string.
-func auditFilter(c echo.Context) (views.AuditFilter, models.AuditQuery, error) {
-	f := views.AuditFilter{Tool: c.QueryParam("tool"), Decision: c.QueryParam("decision"), Status: c.QueryParam("status"),
-		Staff: strings.TrimSpace(c.QueryParam("staff")), Customer: strings.TrimSpace(c.QueryParam("customer")),
-		From: c.QueryParam("from"), To: c.QueryParam("to"), Text: c.QueryParam("q")}
-	q := models.AuditQuery{Tool: f.Tool, Decision: f.Decision, Status: f.Status, Staff: f.Staff, Customer: f.Customer, Text: f.Text}
+// auditFilter reads and checks the filter from the query string. A field
+// that cannot be read is an invalid error (exports answer 400); the page
+// says so and shows the rest (auditPage).
+func auditFilter(qs url.Values) (views.AuditFilter, models.AuditQuery, error) {
+	f := views.AuditFilter{Tool: qs.Get("tool"), Decision: qs.Get("decision"), Status: qs.Get("status"),
+		Staff: strings.TrimSpace(qs.Get("staff")), Customer: strings.TrimSpace(qs.Get("customer")),
+		From: qs.Get("from"), To: qs.Get("to"), Text: qs.Get("q"), DecisionsOnly: qs.Get("only") == "decisions"}
+	q := models.AuditQuery{Tool: f.Tool, Decision: f.Decision, Status: f.Status, Staff: f.Staff, Customer: f.Customer, Text: f.Text,
+		DecisionsOnly: f.DecisionsOnly}
 	if f.Decision != "" && !contains(auditDecisions, f.Decision) {
 		return f, q, agent.Errorf(agent.CodeInvalid, "unknown decision %q", f.Decision)
 	}
@@ -48,11 +51,11 @@ func auditFilter(c echo.Context) (views.AuditFilter, models.AuditQuery, error) {
 		}
 		t, err := time.Parse("2006-01-02", d.s)
 		if err != nil {
-			return f, q, agent.Errorf(agent.CodeInvalid, "dates are YYYY-MM-DD, not %q", d.s)
+			return f, q, agent.Errorf(agent.CodeInvalid, "“%s” is not a date: pick one in the calendar, or write it as 2026-11-30", d.s)
 		}
 		*d.dst = t.Add(d.add) // "to" includes the whole day
 	}
-	if cur := c.QueryParam("after"); cur != "" {
+	if cur := qs.Get("after"); cur != "" {
 		ts, id, ok := strings.Cut(cur, "|")
 		t, err := time.Parse(time.RFC3339Nano, ts)
 		if !ok || err != nil {
@@ -80,12 +83,32 @@ func filterQuery(f views.AuditFilter) string {
 			v.Set(k, val)
 		}
 	}
+	if f.DecisionsOnly {
+		v.Set("only", "decisions")
+	}
 	return v.Encode()
 }
 
 func (s *Server) auditPage(c echo.Context) error {
-	f, q, err := auditFilter(c)
-	if err != nil {
+	f, q, err := auditFilter(c.QueryParams())
+	filterError := ""
+	if agent.ErrorCode(err) == agent.CodeInvalid {
+		// Say what is wrong, keep what was typed in the form, and show the
+		// calls without the parts that could not be read.
+		filterError = sentence(agent.ErrorMessage(err))
+		typed := f
+		rest := url.Values{}
+		for k, v := range c.QueryParams() {
+			rest[k] = v
+		}
+		for _, k := range []string{"from", "to", "decision", "status", "after"} {
+			rest.Del(k)
+		}
+		if f, q, err = auditFilter(rest); err != nil {
+			return err
+		}
+		f.From, f.To = typed.From, typed.To
+	} else if err != nil {
 		return err
 	}
 	q.Limit = AuditPageSize + 1
@@ -97,7 +120,7 @@ func (s *Server) auditPage(c echo.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.AuditSearchTimeout)
 		defer cancel()
 	}
-	v := views.AuditView{Filter: f, Query: filterQuery(f), Decisions: auditDecisions, Statuses: auditStatuses}
+	v := views.AuditView{Filter: f, Query: filterQuery(f), Decisions: auditDecisions, Statuses: auditStatuses, FilterError: filterError}
 	for _, t := range s.cfg.Gate.Tools().All() {
 		v.Tools = append(v.Tools, t.Name)
 	}
@@ -248,7 +271,7 @@ func (s *Server) auditChainExport(c echo.Context) error {
 
 // auditExport streams the filtered set as CSV or JSON Lines.
 func (s *Server) auditExport(c echo.Context) error {
-	_, q, err := auditFilter(c)
+	_, q, err := auditFilter(c.QueryParams())
 	if err != nil {
 		return err
 	}

@@ -440,8 +440,17 @@ func TestAuditFiltersPagesAndExports(t *testing.T) {
 	if _, alone := b.get("/audit?q=B2001"); !strings.Contains(alone, `data-testid="text-search-hint"`) {
 		t.Fatal("a text search alone does not say it reads every call")
 	}
-	if res, _ := b.get("/audit?decision=maybe"); res.StatusCode != 400 {
-		t.Fatalf("bad filter: %d", res.StatusCode)
+	// A filter that cannot be read is said on the page, in words, with the
+	// rest of the filter applied; an export refuses it.
+	if res, page := b.get("/audit?decision=maybe&tool=issue_refund"); res.StatusCode != 200 || !strings.Contains(page, `Unknown decision &#34;maybe&#34;.`) ||
+		strings.Count(page, `data-testid="audit-row"`) != 1 {
+		t.Fatalf("bad decision: %d %s", res.StatusCode, between(page, `data-testid="filter-error"`, "</p>"))
+	}
+	if res, page := b.get("/audit?from=30/11/2026"); res.StatusCode != 200 || !strings.Contains(page, "is not a date: pick one in the calendar") {
+		t.Fatalf("bad date: %d", res.StatusCode)
+	}
+	if res, _ := b.get("/audit/export.csv?from=yesterday"); res.StatusCode != 400 {
+		t.Fatalf("an export with a bad date: %d", res.StatusCode)
 	}
 	res, csvBody := b.get("/audit/export.csv?tool=issue_refund")
 	lines := strings.Split(strings.TrimSpace(csvBody), "\n")
@@ -456,6 +465,16 @@ func TestAuditFiltersPagesAndExports(t *testing.T) {
 	var first map[string]any
 	if err := json.Unmarshal([]byte(rows[0]), &first); err != nil || first["tool"] != "issue_refund" || first["policy_version"] == "" {
 		t.Fatalf("jsonl row %v %v", first, err)
+	}
+	if out, err := a.gate.Call(context.Background(), agent.CallRequest{RunID: a.run("cus_alice", "Alice"), CustomerID: "cus_alice", Channel: "test",
+		Tool: "get_order_status", Args: []byte(`{"order_id":"A1001"}`)}); err != nil || out.Status != "succeeded" {
+		t.Fatalf("a read: %+v %v", out, err)
+	}
+	_, all := b.get("/audit")
+	_, only := b.get("/audit?only=decisions")
+	if !strings.Contains(all, "<code>get_order_status</code>") || strings.Contains(only, "<code>get_order_status</code>") ||
+		!strings.Contains(only, "<code>issue_refund</code>") {
+		t.Fatal("decisions only should hide the allowed read and keep the refund")
 	}
 }
 

@@ -88,3 +88,16 @@ func TestSignInNeverRedirectsToAnotherHost(t *testing.T) {
 		}
 	}
 }
+
+// After a wrong password the cursor waits in the password field, the email
+// kept.
+func TestWrongPasswordFocusesThePassword(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	_, page := a.browser().post("/login", url.Values{"email": {"ann@x.test"}, "password": {"wrong password!"}})
+	pw := between(page, `<input type="password"`, ">")
+	email := between(page, `<input type="email"`, ">")
+	if !strings.Contains(pw, "autofocus") || strings.Contains(email, "autofocus") || !strings.Contains(email, `value="ann@x.test"`) {
+		t.Fatalf("email %q password %q", email, pw)
+	}
+}
