@@ -85,13 +85,16 @@ func (s *Store) PendingActionsByTool(ctx context.Context) (map[string]int64, err
 type RunRow struct {
 	Run
 	Turns int64
+	// FirstMessage is the start of what the customer wrote first.
+	FirstMessage string
 }
 
 // ListRuns lists runs, most recently active first, after a cursor
 // (updated_at|id of the last row of the previous page).
 func (s *Store) ListRuns(ctx context.Context, status string, afterUpdated time.Time, afterID string, limit int) ([]RunRow, error) {
 	q := s.db.WithContext(ctx).Table("runs").
-		Select("runs.*, (SELECT COUNT(*) FROM turns WHERE turns.run_id = runs.id) AS turns")
+		Select(`runs.*, (SELECT COUNT(*) FROM turns WHERE turns.run_id = runs.id) AS turns,
+			(SELECT substr(t.text, 1, 200) FROM turns t WHERE t.run_id = runs.id AND t.role = 'customer' ORDER BY t.seq LIMIT 1) AS first_message`)
 	if status != "" {
 		q = q.Where("status = ?", status)
 	}

@@ -82,3 +82,15 @@ func TestQueueCountsPagesAndFilters(t *testing.T) {
 		t.Fatal("the tool filter should count the waiting actions of each tool")
 	}
 }
+
+// The runs list says what each conversation is about, in words.
+func TestRunsListShowsTheFirstMessage(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
+	a.pendingRefund("it arrived <broken>")
+	_, page := a.signIn("aud@x.test").get("/runs")
+	link := between(page, `data-testid="run-link">`, "</a>")
+	if !strings.Contains(link, "refund $900 on order A1002 because it arrived &lt;broken&gt;") {
+		t.Fatalf("the run's link reads %q", link)
+	}
+}

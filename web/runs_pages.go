@@ -45,8 +45,12 @@ func (s *Server) runsPage(c echo.Context) error {
 		rows = rows[:page]
 	}
 	for _, r := range rows {
+		first := truncate(strings.Join(strings.Fields(r.FirstMessage), " "), 80)
+		if first == "" {
+			first = "(no message yet)"
+		}
 		v.Rows = append(v.Rows, views.RunRow{ID: r.ID, Status: r.Status, Customer: customerLabel(r.CustomerID, r.CustomerName),
-			Channel: r.Channel, UpdatedAt: rfc3339(r.UpdatedAt), Turns: r.Turns})
+			Channel: r.Channel, UpdatedAt: rfc3339(r.UpdatedAt), Turns: r.Turns, FirstMessage: first})
 	}
 	return render(c, http.StatusOK, views.Runs(v))
 }
