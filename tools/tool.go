@@ -42,7 +42,10 @@ type Call struct {
 type Definition[In any] struct {
 	Name        string
 	Description string
-	Risk        Risk
+	// Summary says in words what a call asks for, from its arguments
+	// ("Refund {amount:money} on order {order_id}"; see summary.go).
+	Summary string
+	Risk    Risk
 	// Idempotent tools may be run again after a crash mid-execution; others
 	// are left for a human to reconcile.
 	Idempotent bool
@@ -53,12 +56,21 @@ type Definition[In any] struct {
 	// and the call is never decided or queued: a person is never asked to
 	// approve what cannot work. Run still enforces its rules when it runs.
 	Check func(ctx context.Context, call Call, in In) error
+	// Review, when set, tells an approver what to know about a call (the
+	// order it is about: items, total, refunded so far). It only reads.
+	Review func(ctx context.Context, call Call, in In) ([]Fact, error)
+}
+
+// Fact is one line of what an approver should know about a call.
+type Fact struct {
+	Label, Value string
 }
 
 // Tool is a registered, type-erased tool.
 type Tool struct {
 	Name        string
 	Description string
+	Summary     string
 	Risk        Risk
 	Idempotent  bool
 	// Schema is the JSON Schema of the input, exactly as a model is shown it.
@@ -72,9 +84,10 @@ type Tool struct {
 	decodeFlat func(fs *flatStruct, obj map[string]any) (any, bool)
 	// flat is set when the input struct has only scalar fields declared in
 	// JSON-name order: its plain encoding is then already canonical.
-	flat  *flatStruct
-	run   RunFunc
-	check func(ctx context.Context, call Call, in any) error
+	flat   *flatStruct
+	run    RunFunc
+	check  func(ctx context.Context, call Call, in any) error
+	review func(ctx context.Context, call Call, in any) ([]Fact, error)
 }
 
 var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
@@ -136,9 +149,20 @@ func New[In any](def Definition[In]) (*Tool, error) {
 			return def.Check(ctx, call, typed)
 		}
 	}
+	var review func(ctx context.Context, call Call, in any) ([]Fact, error)
+	if def.Review != nil {
+		review = func(ctx context.Context, call Call, in any) ([]Fact, error) {
+			typed, ok := in.(In)
+			if !ok {
+				return nil, errors.New("internal error: input of the wrong type")
+			}
+			return def.Review(ctx, call, typed)
+		}
+	}
 	return &Tool{
 		Name:        def.Name,
 		Description: def.Description,
+		Summary:     def.Summary,
 		Risk:        def.Risk,
 		Idempotent:  def.Idempotent,
 		Schema:      schemaJSON,
@@ -167,7 +191,8 @@ func New[In any](def Definition[In]) (*Tool, error) {
 			}
 			return run(ctx, call, typed)
 		},
-		check: check,
+		check:  check,
+		review: review,
 	}, nil
 }
 
@@ -195,6 +220,19 @@ func (t *Tool) Check(ctx context.Context, call Call, args Normalized) error {
 		return nil
 	}
 	return t.check(ctx, call, args.Value)
+}
+
+// ReviewContext is what an approver should know about a call whose
+// normalized arguments are args (JSON); nothing when the tool says nothing.
+func (t *Tool) ReviewContext(ctx context.Context, call Call, args string) ([]Fact, error) {
+	if t.review == nil {
+		return nil, nil
+	}
+	norm, err := t.Normalize([]byte(args))
+	if err != nil {
+		return nil, err
+	}
+	return t.review(ctx, call, norm.Value)
 }
 
 // RefusalError is a failure the tool's own rules decided (not enough left to

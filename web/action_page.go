@@ -105,6 +105,28 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	}
 	if tool, ok := s.cfg.Gate.Tools().Get(call.Tool); ok {
 		v.Fields = editFields(tool.Schema, call.Args, nil)
+		v.Summary = tool.Summarize(call.Args)
+		if facts, err := tool.ReviewContext(ctx, tools.Call{ID: call.ID, RunID: call.RunID, CustomerID: call.CustomerID, CustomerName: run.CustomerName}, call.Args); err == nil {
+			for _, f := range facts {
+				v.Context = append(v.Context, views.ContextFact{Label: f.Label, Value: f.Value})
+			}
+		} else {
+			s.cfg.Log.Warn("review context", "tool", call.Tool, "err", err)
+		}
+	} else {
+		v.Summary = call.Tool
+	}
+	if !v.Pending || v.ApprovedByMe {
+		next, err := s.cfg.Store.PendingActions(ctx, models.ActionFilter{Limit: 2})
+		if err != nil {
+			return views.ActionView{}, nil, err
+		}
+		for _, n := range next {
+			if n.ID != call.ID {
+				v.NextID = n.ID
+				break
+			}
+		}
 	}
 	return v, call, nil
 }

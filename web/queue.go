@@ -105,7 +105,7 @@ func (s *Server) queueView(ctx context.Context, qq queueQuery) (views.QueueView,
 	}
 	v.Rows = make([]views.ActionRow, len(rows))
 	for i := range rows {
-		v.Rows[i] = actionRowView(&rows[i])
+		v.Rows[i] = actionRowView(&rows[i], s.summary(rows[i].Tool, rows[i].Args))
 	}
 	if len(rows) > 0 {
 		v.From, v.To = qq.filter.Offset+1, qq.filter.Offset+len(rows)
@@ -117,6 +117,14 @@ func (s *Server) queueView(ctx context.Context, qq queueQuery) (views.QueueView,
 		v.NextURL = "/queue?" + qq.values(qq.page+1).Encode()
 	}
 	return v, nil
+}
+
+// summary is what a call asks for, in words (the tool's summary).
+func (s *Server) summary(tool, args string) string {
+	if t, ok := s.cfg.Gate.Tools().Get(tool); ok {
+		return t.Summarize(args)
+	}
+	return tool
 }
 
 func (s *Server) renderQueueBody(ctx context.Context, qq queueQuery) ([]byte, error) {

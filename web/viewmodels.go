@@ -93,8 +93,12 @@ func customerLabel(id, name string) string {
 	return name + " (" + id + ")"
 }
 
-func actionRowView(r *models.ActionRow) views.ActionRow {
-	v := views.ActionRow{ID: r.ID, Tool: r.Tool, Risk: r.Risk, Reason: r.Reason, Customer: customerLabel(r.CustomerID, r.CustomerName),
+func actionRowView(r *models.ActionRow, summary string) views.ActionRow {
+	name := r.CustomerName
+	if name == "" {
+		name = customerLabel(r.CustomerID, "")
+	}
+	v := views.ActionRow{ID: r.ID, Tool: r.Tool, Risk: r.Risk, Reason: r.Reason, Customer: name, CustomerID: r.CustomerID, Summary: summary,
 		Amount: amountOf(r.Args), CreatedAt: rfc3339(r.CreatedAt), Approvals: r.Approvals, Required: r.RequiredApprovals, RequiredRole: r.RequiredRole}
 	if r.ExpiresAt != nil {
 		v.ExpiresAt = rfc3339(*r.ExpiresAt)
@@ -130,9 +134,31 @@ func turnsView(turns []models.Turn, calls []models.ToolCall) []views.TurnView {
 }
 
 type schemaProp struct {
-	Type        string   `json:"type"`
-	Description string   `json:"description"`
-	MultipleOf  *float64 `json:"multipleOf"`
+	Type             string   `json:"type"`
+	Title            string   `json:"title"`
+	Description      string   `json:"description"`
+	MultipleOf       *float64 `json:"multipleOf"`
+	Minimum          *float64 `json:"minimum"`
+	ExclusiveMinimum *float64 `json:"exclusiveMinimum"`
+	Maximum          *float64 `json:"maximum"`
+}
+
+// fieldLabel is what a person reads beside an input: the schema's title, or
+// the argument's name in words ("order_id" reads "Order ID").
+func fieldLabel(name string, p schemaProp) string {
+	if p.Title != "" {
+		return p.Title
+	}
+	words := strings.Split(name, "_")
+	for i, w := range words {
+		switch {
+		case w == "id" || w == "url":
+			words[i] = strings.ToUpper(w)
+		case i == 0 && w != "":
+			words[i] = strings.ToUpper(w[:1]) + w[1:]
+		}
+	}
+	return strings.Join(words, " ")
 }
 
 type schemaDoc struct {
@@ -159,7 +185,7 @@ func editFields(schema json.RawMessage, args string, errs map[string]string) []v
 	var out []views.FieldView
 	for _, n := range names {
 		p := doc.Properties[n]
-		f := views.FieldView{Name: n, Label: n, Type: "text", Required: required[n], Description: p.Description, Error: errs[n]}
+		f := views.FieldView{Name: n, Label: fieldLabel(n, p), Type: "text", Required: required[n], Description: p.Description, Error: errs[n]}
 		switch p.Type {
 		case "number", "integer":
 			f.Type, f.Step = "number", "any"
@@ -167,6 +193,19 @@ func editFields(schema json.RawMessage, args string, errs map[string]string) []v
 				f.Step = "1"
 			} else if p.MultipleOf != nil {
 				f.Step = strconv.FormatFloat(*p.MultipleOf, 'f', -1, 64)
+			}
+			num := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+			switch {
+			case p.Minimum != nil:
+				f.Min = num(*p.Minimum)
+			case p.ExclusiveMinimum != nil && p.MultipleOf != nil:
+				f.Min = num(*p.ExclusiveMinimum + *p.MultipleOf)
+			}
+			if p.Maximum != nil {
+				f.Max = num(*p.Maximum)
+			}
+			if strings.Contains(strings.ToLower(p.Description), "dollars") {
+				f.Currency = "$"
 			}
 		}
 		if v, ok := current[n]; ok {

@@ -87,6 +87,25 @@ func Tools(st Store) []*tools.Tool {
 		}
 		return o, err
 	}
+	// orderFacts tells an approver about the order a call is about.
+	orderFacts := func(ctx context.Context, call tools.Call, orderID string) ([]tools.Fact, error) {
+		o, err := order(ctx, call, orderID)
+		var refusal *tools.RefusalError
+		if errors.As(err, &refusal) {
+			return []tools.Fact{{Label: "Order", Value: refusal.Message}}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []tools.Fact{
+			{Label: "Order", Value: fmt.Sprintf("%s: %s", o.ID, o.Items)},
+			{Label: "Status", Value: o.Status},
+			{Label: "Total", Value: models.FormatCents(o.TotalCents)},
+			{Label: "Refunded so far", Value: models.FormatCents(o.RefundedCents)},
+			{Label: "Left to refund", Value: models.FormatCents(o.TotalCents - o.RefundedCents)},
+			{Label: "Ships to", Value: o.ShippingAddress},
+		}, nil
+	}
 	needsCustomer := func(call tools.Call) error {
 		if call.CustomerID == "" {
 			return errNeedsCustomer
@@ -96,6 +115,7 @@ func Tools(st Store) []*tools.Tool {
 	return []*tools.Tool{
 		tools.MustNew(tools.Definition[OrderRef]{
 			Name:        "get_order_status",
+			Summary:     "Order {order_id}",
 			Description: "Look up the status, items, total and shipping address of one of the customer's orders.",
 			Risk:        tools.RiskRead,
 			Idempotent:  true,
@@ -116,6 +136,7 @@ func Tools(st Store) []*tools.Tool {
 		}),
 		tools.MustNew(tools.Definition[ListOrdersInput]{
 			Name:        "list_orders",
+			Summary:     "The customer's orders",
 			Description: "List the customer's orders, newest first.",
 			Risk:        tools.RiskRead,
 			Idempotent:  true,
@@ -137,9 +158,13 @@ func Tools(st Store) []*tools.Tool {
 		}),
 		tools.MustNew(tools.Definition[AddressInput]{
 			Name:        "update_shipping_address",
+			Summary:     "New address for order {order_id}: {address}",
 			Description: "Change the shipping address of an order that has not shipped yet.",
 			Risk:        tools.RiskLowWrite,
 			Idempotent:  true,
+			Review: func(ctx context.Context, call tools.Call, in AddressInput) ([]tools.Fact, error) {
+				return orderFacts(ctx, call, in.OrderID)
+			},
 			Check: func(ctx context.Context, call tools.Call, in AddressInput) error {
 				o, err := order(ctx, call, in.OrderID)
 				if err != nil {
@@ -160,9 +185,13 @@ func Tools(st Store) []*tools.Tool {
 		}),
 		tools.MustNew(tools.Definition[CancelInput]{
 			Name:        "cancel_order",
+			Summary:     "Cancel order {order_id}",
 			Description: "Cancel an order that has not shipped yet; what was paid is refunded in full.",
 			Risk:        tools.RiskHighWrite,
 			Idempotent:  true, // the idempotency key makes a second run a no-op
+			Review: func(ctx context.Context, call tools.Call, in CancelInput) ([]tools.Fact, error) {
+				return orderFacts(ctx, call, in.OrderID)
+			},
 			Check: func(ctx context.Context, call tools.Call, in CancelInput) error {
 				o, err := order(ctx, call, in.OrderID)
 				if err != nil {
@@ -187,9 +216,13 @@ func Tools(st Store) []*tools.Tool {
 		}),
 		tools.MustNew(tools.Definition[RefundInput]{
 			Name:        "issue_refund",
+			Summary:     "Refund {amount:money} on order {order_id}",
 			Description: "Refund part or all of an order, in US dollars. Never more than is left to refund on that order.",
 			Risk:        tools.RiskHighWrite,
 			Idempotent:  true, // the idempotency key makes a second run return the first refund
+			Review: func(ctx context.Context, call tools.Call, in RefundInput) ([]tools.Fact, error) {
+				return orderFacts(ctx, call, in.OrderID)
+			},
 			Check: func(ctx context.Context, call tools.Call, in RefundInput) error {
 				o, err := order(ctx, call, in.OrderID)
 				if err != nil {

@@ -1,0 +1,51 @@
+package tools
+
+import (
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// A summary is the one line that says what a call asks for, in words, for
+// approvers and customers: "Refund {amount:money} on order {order_id}".
+// {field} takes a top-level argument as written; {field:money} formats a
+// number as dollars ($1,200.00). A missing argument reads "?".
+
+var (
+	placeholder = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(:money)?\}`)
+	dollars     = message.NewPrinter(language.English)
+)
+
+// Summarize fills the tool's summary with the call's arguments (JSON); with
+// no summary it is the tool's name.
+func (t *Tool) Summarize(args string) string {
+	if t.Summary == "" {
+		return t.Name
+	}
+	var m map[string]any
+	_ = json.Unmarshal([]byte(args), &m)
+	return placeholder.ReplaceAllStringFunc(t.Summary, func(ph string) string {
+		parts := placeholder.FindStringSubmatch(ph)
+		v, ok := m[parts[1]]
+		if !ok || v == nil {
+			return "?"
+		}
+		if parts[2] == ":money" {
+			if f, ok := v.(float64); ok {
+				return dollars.Sprintf("$%.2f", f)
+			}
+		}
+		switch x := v.(type) {
+		case string:
+			return strings.Join(strings.Fields(x), " ")
+		case float64:
+			return strconv.FormatFloat(x, 'f', -1, 64)
+		}
+		b, _ := json.Marshal(v)
+		return string(b)
+	})
+}

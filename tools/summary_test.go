@@ -1,0 +1,30 @@
+package tools_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/countersign/countersign/tools"
+)
+
+func TestSummarySaysWhatACallAsks(t *testing.T) {
+	type in struct {
+		Amount  float64 `json:"amount"`
+		OrderID string  `json:"order_id"`
+	}
+	tool := tools.MustNew(tools.Definition[in]{Name: "issue_refund", Summary: "Refund {amount:money} on order {order_id}{missing}",
+		Risk: tools.RiskHighWrite, Run: func(context.Context, tools.Call, in) (any, error) { return nil, nil }})
+	for args, want := range map[string]string{
+		`{"amount":1200,"order_id":"B2001"}`:  "Refund $1,200.00 on order B2001?",
+		`{"amount":9.5,"order_id":"A1\n001"}`: "Refund $9.50 on order A1 001?",
+		`{}`:                                  "Refund ? on order ??",
+	} {
+		if got := tool.Summarize(args); got != want {
+			t.Errorf("%s: %q, want %q", args, got, want)
+		}
+	}
+	tool.Summary = ""
+	if got := tool.Summarize(`{}`); got != "issue_refund" {
+		t.Errorf("no summary: %q", got)
+	}
+}

@@ -1,0 +1,44 @@
+package web_test
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/agent"
+)
+
+// The approver reads what is asked in words, what to know about the order,
+// where the approvals stand, and can go on to the next action.
+func TestActionPageGivesTheApproverWhatTheyNeed(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	first := a.pendingRefund("it arrived broken")
+	two := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":1200}`)
+	b := a.signIn("ann@x.test")
+
+	_, page := b.get("/actions/" + first.ID)
+	for _, want := range []string{
+		`<h1 data-testid="action-summary">Refund $900.00 on order A1002</h1>`,
+		`<dt>Order</dt><dd>A1002: Espresso machine</dd>`, `<dt>Left to refund</dt><dd>$950.00</dd>`,
+		`0 of 1 so far`,
+		`>Amount <span class="with-unit"><span aria-hidden="true">$</span><input type="number" name="arg.amount" value="900" step="0.01" min="0.01" max="5000"`,
+		`>Order ID <input type="text" name="arg.order_id"`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the action page lacks %s", want)
+		}
+	}
+	res, _ := b.post("/actions/"+two.CallID+"/approve", url.Values{"csrf": {b.csrf}})
+	_, page = b.get(res.Header.Get("Location"))
+	if !strings.Contains(page, "1 of 2 — waiting for a supervisor") {
+		t.Errorf("the two-person action does not say it waits for a supervisor")
+	}
+	if !strings.Contains(page, `href="/actions/`+first.ID+`" data-testid="next-in-queue"`) {
+		t.Errorf("no link to the next action in the queue")
+	}
+	_, queue := b.get("/queue")
+	if !strings.Contains(queue, `data-testid="queue-subject">Refund $1,200.00 on order B2001</a>`) || !strings.Contains(queue, `<span title="cus_bob">Bob</span>`) {
+		t.Errorf("the queue row does not say what is asked, or who asks")
+	}
+}
