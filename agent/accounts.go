@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/mail"
 	"strings"
 	"time"
@@ -58,14 +59,19 @@ func ActorOf(st *models.Staff) Actor {
 // AddStaff creates an account with an argon2id password hash.
 func (a *Accounts) AddStaff(ctx context.Context, email, name string, role Role, password string, by Actor) (*models.Staff, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
+	// Every problem at once, so a form is fixed in one go.
+	var problems []string
 	if addr, err := mail.ParseAddress(email); err != nil || addr.Address != email {
-		return nil, Errorf(CodeInvalid, "%q is not an email address", email)
+		problems = append(problems, fmt.Sprintf("%q is not an email address", email))
 	}
 	if !role.Valid() {
-		return nil, Errorf(CodeInvalid, "role %q: use approver, supervisor, auditor or admin", role)
+		problems = append(problems, fmt.Sprintf("role %q: use approver, supervisor, auditor or admin", role))
 	}
 	if len([]rune(password)) < MinPasswordLength {
-		return nil, Errorf(CodeInvalid, "the password must be at least %d characters", MinPasswordLength)
+		problems = append(problems, fmt.Sprintf("the password must be at least %d characters", MinPasswordLength))
+	}
+	if len(problems) > 0 {
+		return nil, Errorf(CodeInvalid, "%s", strings.Join(problems, "; "))
 	}
 	name = strings.TrimSpace(name)
 	if name == "" {

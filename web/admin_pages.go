@@ -85,7 +85,7 @@ func (s *Server) staffAdd(c echo.Context) error {
 		if verr != nil {
 			return verr
 		}
-		v.FlashError, v.NewEmail, v.NewName, v.NewRole = agent.ErrorMessage(err), c.FormValue("email"), c.FormValue("name"), c.FormValue("role")
+		v.FlashError, v.NewEmail, v.NewName, v.NewRole = sentence(agent.ErrorMessage(err)), c.FormValue("email"), c.FormValue("name"), c.FormValue("role")
 		return render(c, statusForCode(agent.ErrorCode(err)), views.StaffPage(v))
 	}
 	return c.Redirect(http.StatusSeeOther, "/staff?done=added")

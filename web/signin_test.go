@@ -101,3 +101,16 @@ func TestWrongPasswordFocusesThePassword(t *testing.T) {
 		t.Fatalf("email %q password %q", email, pw)
 	}
 }
+
+// A staff form with several mistakes says all of them at once.
+func TestAddStaffSaysEveryProblemAtOnce(t *testing.T) {
+	a := newApp(t)
+	a.staff(agent.RoleAdmin, "ada@x.test", "Ada")
+	b := a.signIn("ada@x.test")
+	res, page := b.post("/staff", url.Values{"csrf": {b.csrf}, "email": {"not-an-email"}, "name": {"Zed"}, "role": {"boss"}, "password": {"short"}})
+	msg := between(page, `class="flash error" role="alert">`, "</p>")
+	if res.StatusCode != 400 || !strings.Contains(msg, "is not an email address") || !strings.Contains(msg, "use approver, supervisor") ||
+		!strings.Contains(msg, "at least 12 characters.") {
+		t.Fatalf("%d %q", res.StatusCode, msg)
+	}
+}
