@@ -167,7 +167,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 					return err
 				}
 			}
-			if !again.same(d) {
+			if again != d {
 				if rec, err = prepareDecision(call, again); err != nil {
 					return err
 				}
@@ -244,8 +244,6 @@ func (rec recordedDecision) apply(call *models.ToolCall) {
 		call.RequiredApprovals, call.RequiredRole = max(d.Approvals, 1), string(d.Role)
 	}
 }
-
-func (d Decision) same(o Decision) bool { return d == o }
 
 // limitPending turns a needs_approval decision into a refusal when the run
 // or the customer already has as many actions waiting as the gate allows:

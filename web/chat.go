@@ -54,16 +54,13 @@ func (s *Server) chatRun(c echo.Context) *models.Run {
 	return run
 }
 
-func (s *Server) clearChatCookie(c echo.Context) {
-	ck := &http.Cookie{Name: chatCookie, Value: "", Path: "/chat", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode}
-	if s.overTLS(c.Request()) {
-		ck.Secure, ck.SameSite, ck.Partitioned = true, http.SameSiteNoneMode, true
-	}
-	c.SetCookie(ck)
-}
-
+// setChatCookie keeps the run token for 30 days; an empty token forgets it.
 func (s *Server) setChatCookie(c echo.Context, token string) {
-	ck := &http.Cookie{Name: chatCookie, Value: token, Path: "/chat", MaxAge: 30 * 24 * 3600, HttpOnly: true, SameSite: http.SameSiteLaxMode}
+	maxAge := 30 * 24 * 3600
+	if token == "" {
+		maxAge = -1
+	}
+	ck := &http.Cookie{Name: chatCookie, Value: token, Path: "/chat", MaxAge: maxAge, HttpOnly: true, SameSite: http.SameSiteLaxMode}
 	if s.overTLS(c.Request()) {
 		// Inside a shop's page the frame is a third party: the cookie must
 		// be SameSite=None, and is partitioned per shop site (CHIPS).
@@ -125,7 +122,7 @@ func (s *Server) chatIdentity(c echo.Context) error {
 			v.Grant = s.chatGrant(run.ID, run.CustomerID, time.Now())
 			conv = v
 		} else {
-			s.clearChatCookie(c)
+			s.setChatCookie(c, "")
 		}
 	}
 	conv.OOB = true
