@@ -58,6 +58,18 @@ func (s *Store) PendingActions(ctx context.Context, f ActionFilter) ([]ActionRow
 	return rows, err
 }
 
+// RecentCustomerCalls lists a customer's latest calls other than one, newest
+// first, leaving out reads: what an approver should know they asked before.
+func (s *Store) RecentCustomerCalls(ctx context.Context, customerID, exceptID string, limit int) ([]ToolCall, error) {
+	var out []ToolCall
+	if customerID == "" {
+		return out, nil
+	}
+	err := s.db.WithContext(ctx).Where("customer_id = ? AND id <> ? AND risk <> 'read'", customerID, exceptID).
+		Order("created_at DESC, id DESC").Limit(limit).Find(&out).Error
+	return out, err
+}
+
 // CountPendingActions counts the pending actions that match (paging ignored).
 func (s *Store) CountPendingActions(ctx context.Context, f ActionFilter) (int64, error) {
 	var n int64

@@ -37,6 +37,13 @@ func TestActionPageGivesTheApproverWhatTheyNeed(t *testing.T) {
 	if !strings.Contains(page, `href="/actions/`+first.ID+`" data-testid="next-in-queue"`) {
 		t.Errorf("no link to the next action in the queue")
 	}
+	// Alice's second request shows her first one beside it.
+	second := a.refund(first.RunID, "cus_alice", `{"order_id":"A1001","amount":100}`)
+	_, page = b.get("/actions/" + second.CallID)
+	recent := between(page, `data-testid="recent-calls"`, "</ul>")
+	if !strings.Contains(recent, "Refund $900.00 on order A1002") || !strings.Contains(recent, "pending") {
+		t.Errorf("the customer's recent requests: %q", recent)
+	}
 	_, queue := b.get("/queue")
 	if !strings.Contains(queue, `data-testid="queue-subject">Refund $1,200.00 on order B2001</a>`) || !strings.Contains(queue, `<span title="cus_bob">Bob</span>`) {
 		t.Errorf("the queue row does not say what is asked, or who asks")

@@ -116,6 +116,14 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	} else {
 		v.Summary = call.Tool
 	}
+	recent, err := s.cfg.Store.RecentCustomerCalls(ctx, call.CustomerID, call.ID, 5)
+	if err != nil {
+		return views.ActionView{}, nil, err
+	}
+	for i := range recent {
+		r := &recent[i]
+		v.Recent = append(v.Recent, views.RecentCall{ID: r.ID, Summary: s.summary(r.Tool, r.Args), Status: r.Status, At: clock(r.CreatedAt)})
+	}
 	if !v.Pending || v.ApprovedByMe {
 		next, err := s.cfg.Store.PendingActions(ctx, models.ActionFilter{Limit: 2})
 		if err != nil {
