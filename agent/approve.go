@@ -135,26 +135,16 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 		if err != nil {
 			return err
 		}
-		approvers := map[string]bool{}
-		qualified := actor.Role.AtLeast(role)
+		var votes []Vote
 		for _, a := range prior {
 			if a.Verdict != "approve" || a.ArgsHash != call.ArgsHash || disabled[a.StaffID] {
 				continue // approvals of other arguments do not count for these
 			}
-			approvers[a.StaffID] = true
-			if Role(a.StaffRole).AtLeast(role) {
-				qualified = true
-			}
+			votes = append(votes, Vote{StaffID: a.StaffID, Role: Role(a.StaffRole)})
 		}
-		if approvers[actor.ID] {
-			return Errorf(CodeConflict, "you have already approved this action; it needs another person's approval")
-		}
-		count := len(approvers) + 1
-		if !actor.Role.AtLeast(role) && (required == 1 || (count >= required && !qualified)) {
-			if required == 1 {
-				return Errorf(CodeForbidden, "this action needs a %s to decide it", role)
-			}
-			return Errorf(CodeForbidden, "the last approval of this action must come from a %s", role)
+		count, met, err := AddVote(votes, Vote{StaffID: actor.ID, Role: actor.Role}, required, role)
+		if err != nil {
+			return err
 		}
 		if err := tx.CreateApproval(&models.Approval{ToolCallID: call.ID, StaffID: actor.ID, StaffName: actor.Name,
 			StaffRole: string(actor.Role), Verdict: "approve", Note: note, Args: call.Args, ArgsHash: call.ArgsHash,
@@ -162,7 +152,7 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 			return err
 		}
 		res.Approvals, res.Required = count, required
-		if count < required || !qualified {
+		if !met {
 			return tx.Audit(models.Event{Actor: actor.String(), Kind: "action.approval_added", Subject: call.ID,
 				Payload: map[string]any{"args_hash": call.ArgsHash, "approvals": count, "required": required, "note": note}})
 		}

@@ -1,0 +1,38 @@
+package agent
+
+// Vote is one person's approval of the arguments in force.
+type Vote struct {
+	StaffID string
+	Role    Role
+}
+
+// AddVote is the quorum rule as a pure function: what one more approval
+// (next) does to an action that needs `required` distinct approvers, at
+// least one of them holding `role` (empty: any deciding role). It returns
+// how many distinct people will have approved and whether that completes
+// the action, or why the approval cannot be given: the same person twice,
+// or a last approval that would leave the action without its role.
+func AddVote(prior []Vote, next Vote, required int, role Role) (count int, met bool, err error) {
+	seen := map[string]bool{}
+	qualified := next.Role.AtLeast(role)
+	for _, v := range prior {
+		if seen[v.StaffID] {
+			continue
+		}
+		seen[v.StaffID] = true
+		if v.Role.AtLeast(role) {
+			qualified = true
+		}
+	}
+	if seen[next.StaffID] {
+		return len(seen), false, Errorf(CodeConflict, "you have already approved this action; it needs another person's approval")
+	}
+	count = len(seen) + 1
+	if !next.Role.AtLeast(role) && (required <= 1 || (count >= required && !qualified)) {
+		if required <= 1 {
+			return len(seen), false, Errorf(CodeForbidden, "this action needs a %s to decide it", role)
+		}
+		return len(seen), false, Errorf(CodeForbidden, "the last approval of this action must come from a %s", role)
+	}
+	return count, count >= required && qualified, nil
+}

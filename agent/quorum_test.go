@@ -1,0 +1,47 @@
+package agent_test
+
+import (
+	"testing"
+
+	"github.com/countersign/countersign/agent"
+)
+
+func TestQuorum(t *testing.T) {
+	ann := agent.Vote{StaffID: "ann", Role: agent.RoleApprover}
+	ben := agent.Vote{StaffID: "ben", Role: agent.RoleApprover}
+	sue := agent.Vote{StaffID: "sue", Role: agent.RoleSupervisor}
+	ada := agent.Vote{StaffID: "ada", Role: agent.RoleAdmin}
+	for _, tc := range []struct {
+		name     string
+		prior    []agent.Vote
+		next     agent.Vote
+		required int
+		role     agent.Role
+		count    int
+		met      bool
+		code     agent.Code // "" when the vote is given
+	}{
+		{"one approver is enough for one", nil, ann, 1, "", 1, true, ""},
+		{"the first of two", nil, ann, 2, "", 1, false, ""},
+		{"the second of two", []agent.Vote{ann}, ben, 2, "", 2, true, ""},
+		{"the same person twice", []agent.Vote{ann}, ann, 2, "", 1, false, agent.CodeConflict},
+		{"a duplicate earlier vote counts once", []agent.Vote{ann, ann}, ben, 2, "", 2, true, ""},
+		{"an approver alone cannot meet a supervisor's action", nil, ann, 1, agent.RoleSupervisor, 0, false, agent.CodeForbidden},
+		{"a supervisor can", nil, sue, 1, agent.RoleSupervisor, 1, true, ""},
+		{"an admin has a supervisor's authority", nil, ada, 1, agent.RoleSupervisor, 1, true, ""},
+		{"an approver may go first of two with a supervisor", nil, ann, 2, agent.RoleSupervisor, 1, false, ""},
+		{"a supervisor completes it", []agent.Vote{ann}, sue, 2, agent.RoleSupervisor, 2, true, ""},
+		{"a supervisor first, an approver completes it", []agent.Vote{sue}, ann, 2, agent.RoleSupervisor, 2, true, ""},
+		{"two approvers cannot complete a supervisor's pair", []agent.Vote{ann}, ben, 2, agent.RoleSupervisor, 1, false, agent.CodeForbidden},
+		{"an auditor decides nothing", nil, agent.Vote{StaffID: "aud", Role: agent.RoleAuditor}, 1, "", 0, false, agent.CodeForbidden},
+	} {
+		count, met, err := agent.AddVote(tc.prior, tc.next, tc.required, tc.role)
+		if agent.ErrorCode(err) != tc.code && !(tc.code == "" && err == nil) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.code)
+			continue
+		}
+		if err == nil && (count != tc.count || met != tc.met) {
+			t.Errorf("%s: %d approvals, met %v; want %d, %v", tc.name, count, met, tc.count, tc.met)
+		}
+	}
+}
