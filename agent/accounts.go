@@ -13,6 +13,7 @@ import (
 	"github.com/alexedwards/argon2id"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
 )
 
 // MinPasswordLength is the shortest password an account may have.
@@ -86,7 +87,7 @@ func (a *Accounts) AddStaff(ctx context.Context, email, name string, role Role, 
 	if err != nil {
 		return nil, internal(err, "could not hash the password")
 	}
-	st := &models.Staff{ID: models.NewID("stf"), Email: email, Name: truncateRunes(name, 200), Role: string(role), PasswordHash: hash}
+	st := &models.Staff{ID: models.NewID("stf"), Email: email, Name: tools.Truncate(name, 200), Role: string(role), PasswordHash: hash}
 	if err := a.store.CreateStaff(ctx, st, by.String()); err != nil {
 		if errors.Is(err, models.ErrEmailTaken) {
 			return nil, Errorf(CodeConflict, "%s already has an account", email)

@@ -442,7 +442,7 @@ func alreadyDecided(call *models.ToolCall) error {
 
 func (g *Gate) lookupError(err error, id string) error {
 	if errors.Is(err, models.ErrNotFound) {
-		return Errorf(CodeNotFound, "action %s was not found", truncateRunes(id, 64))
+		return Errorf(CodeNotFound, "action %s was not found", tools.Truncate(id, 64))
 	}
 	return internal(err, "could not read the action")
 }
@@ -453,7 +453,7 @@ func (g *Gate) writeError(err error, id string) error {
 	case errors.As(err, &e):
 		return e
 	case errors.Is(err, models.ErrNotFound):
-		return Errorf(CodeNotFound, "action %s was not found", truncateRunes(id, 64))
+		return Errorf(CodeNotFound, "action %s was not found", tools.Truncate(id, 64))
 	case errors.Is(err, models.ErrConflict):
 		return Errorf(CodeConflict, "this action was already decided")
 	}

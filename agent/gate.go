@@ -107,7 +107,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	tool, ok := g.tools.Get(req.Tool)
 	if !ok {
 		return g.recordInvalid(ctx, req, "", fmt.Sprintf("there is no tool named %q; the tools are: %s",
-			truncateRunes(req.Tool, 64), strings.Join(g.toolNames(), ", ")))
+			tools.Truncate(req.Tool, 64), strings.Join(g.toolNames(), ", ")))
 	}
 	norm, err := tool.Normalize(req.Args)
 	if err != nil {
@@ -346,7 +346,7 @@ func (g *Gate) recordInvalid(ctx context.Context, req CallRequest, risk tools.Ri
 		CustomerID:  req.CustomerID,
 		TurnID:      req.TurnID,
 		ModelCallID: req.ModelCallID,
-		Tool:        truncateRunes(req.Tool, 100),
+		Tool:        tools.Truncate(req.Tool, 100),
 		Risk:        string(risk),
 		RawArgs:     rawForRecord(req.Args),
 		Status:      models.CallInvalid,
@@ -373,14 +373,6 @@ func rawForRecord(raw []byte) string {
 		return string(raw[:tools.MaxArgsBytes]) + "…(cut)"
 	}
 	return string(raw)
-}
-
-func truncateRunes(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }
 
 func (g *Gate) toolNames() []string {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 )
 
@@ -178,7 +179,7 @@ func understand(text string) (string, *ModelCall) {
 		}
 		args := map[string]any{"order_id": orderID, "amount": amount}
 		if r := reBecause.FindStringSubmatch(text); r != nil {
-			args["reason"] = truncateRunes(strings.TrimSpace(r[1]), 400)
+			args["reason"] = tools.Truncate(strings.TrimSpace(r[1]), 400)
 		}
 		return "", call("issue_refund", args)
 	case reCancel.MatchString(text):
@@ -187,12 +188,12 @@ func understand(text string) (string, *ModelCall) {
 		}
 		args := map[string]any{"order_id": orderID}
 		if r := reBecause.FindStringSubmatch(text); r != nil {
-			args["reason"] = truncateRunes(strings.TrimSpace(r[1]), 400)
+			args["reason"] = tools.Truncate(strings.TrimSpace(r[1]), 400)
 		}
 		return "", call("cancel_order", args)
 	case reAddress.MatchString(text) && orderID != "":
 		addr := strings.TrimSpace(reAddress.FindStringSubmatch(text)[1])
-		return "", call("update_shipping_address", map[string]any{"order_id": orderID, "address": truncateRunes(addr, 300)})
+		return "", call("update_shipping_address", map[string]any{"order_id": orderID, "address": tools.Truncate(addr, 300)})
 	case reList.MatchString(text):
 		return "", call("list_orders", map[string]any{})
 	case orderID != "" && (reStatus.MatchString(text) || len(strings.Fields(text)) <= 4):

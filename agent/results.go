@@ -33,8 +33,8 @@ func ToolResultText(c *models.ToolCall) string {
 	return "Still waiting for a decision on this call."
 }
 
-// settled reports whether a call has reached an end.
-func settled(status string) bool {
+// callFinished reports whether a call has reached an end.
+func callFinished(status string) bool {
 	switch status {
 	case models.CallPending, models.CallApproved, models.CallExecuting, models.CallAllowed:
 		return false

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
 )
 
 // One step of a run: the model's reply, the gate's decisions on its calls,
@@ -125,7 +126,7 @@ func (r *Runner) settleTurn(ctx context.Context, run *models.Run, turn *models.T
 	}
 	var pending []models.ToolCall
 	for _, mc := range requested {
-		if c := byModelID[mc.ID]; !settled(c.Status) {
+		if c := byModelID[mc.ID]; !callFinished(c.Status) {
 			pending = append(pending, *c)
 		}
 	}
@@ -229,7 +230,7 @@ func (r *Runner) fail(ctx context.Context, run *models.Run, reason string) error
 	if err := r.appendTurn(ctx, notice); err != nil {
 		return err
 	}
-	return r.setStatus(ctx, run, models.RunFailed, truncateRunes(reason, 2000))
+	return r.setStatus(ctx, run, models.RunFailed, tools.Truncate(reason, 2000))
 }
 
 func (r *Runner) emit(ev RunEvent) {

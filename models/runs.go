@@ -101,13 +101,6 @@ func (s *Store) RunCalls(ctx context.Context, runID string) ([]ToolCall, error) 
 	return out, err
 }
 
-// TurnCalls lists the tool calls an assistant turn asked for.
-func (s *Store) TurnCalls(ctx context.Context, runID string, turnID int64) ([]ToolCall, error) {
-	var out []ToolCall
-	err := s.db.WithContext(ctx).Where("run_id = ? AND turn_id = ?", runID, turnID).Order("created_at, id").Find(&out).Error
-	return out, err
-}
-
 // RunsInStatus lists the ids of runs in one of the statuses.
 func (s *Store) RunsInStatus(ctx context.Context, statuses ...string) ([]string, error) {
 	var ids []string

@@ -65,15 +65,6 @@ func (s *Store) SeedDemoShop(ctx context.Context) (created int, err error) {
 	return created, err
 }
 
-// Customer reads one customer.
-func (s *Store) Customer(ctx context.Context, id string) (*Customer, error) {
-	var c Customer
-	if err := s.db.WithContext(ctx).Take(&c, "id = ?", id).Error; err != nil {
-		return nil, notFound(err)
-	}
-	return &c, nil
-}
-
 // CustomerOrder reads an order only if it belongs to the customer, so a tool
 // can never reach another customer's order.
 func (s *Store) CustomerOrder(ctx context.Context, customerID, orderID string) (*Order, error) {

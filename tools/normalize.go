@@ -252,7 +252,7 @@ func collectProblems(ve *validator.ValidationError, out *[]Problem) {
 	case *kind.MaxLength:
 		*out = append(*out, Problem{path, fmt.Sprintf("must be at most %d characters, got %d", k.Want, k.Got)})
 	case *kind.Pattern:
-		*out = append(*out, Problem{path, fmt.Sprintf("%q does not match the pattern %s", truncate(k.Got, 40), k.Want)})
+		*out = append(*out, Problem{path, fmt.Sprintf("%q does not match the pattern %s", Truncate(k.Got, 40), k.Want)})
 	case *kind.Enum:
 		want := make([]string, len(k.Want))
 		for i, w := range k.Want {
@@ -284,7 +284,9 @@ func ratString(r *big.Rat) string {
 	return fmt.Sprintf("%g", f)
 }
 
-func truncate(s string, n int) string {
+// Truncate keeps the first n characters of s (never splitting one), with
+// "…" when it cut something: the one truncation every layer uses.
+func Truncate(s string, n int) string {
 	if len([]rune(s)) <= n {
 		return s
 	}

@@ -49,7 +49,7 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	ctx := c.Request().Context()
 	call, err := s.cfg.Store.ToolCall(ctx, id)
 	if err != nil {
-		return views.ActionView{}, nil, agent.Errorf(agent.CodeNotFound, "action %s was not found", truncate(id, 64))
+		return views.ActionView{}, nil, agent.Errorf(agent.CodeNotFound, "action %s was not found", tools.Truncate(id, 64))
 	}
 	run, err := s.cfg.Store.Run(ctx, call.RunID)
 	if err != nil {
@@ -184,7 +184,7 @@ func (s *Server) actionApprove(c echo.Context) error {
 	if c.FormValue("edit") == "1" {
 		call, err := s.cfg.Store.ToolCall(c.Request().Context(), id)
 		if err != nil {
-			return agent.Errorf(agent.CodeNotFound, "action %s was not found", truncate(id, 64))
+			return agent.Errorf(agent.CodeNotFound, "action %s was not found", tools.Truncate(id, 64))
 		}
 		tool, ok := s.cfg.Gate.Tools().Get(call.Tool)
 		if !ok {
@@ -300,13 +300,6 @@ func (s *Server) actionEvents(c echo.Context) error {
 			return nil
 		}
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // actionReconcile records what a supervisor found out about a call whose

@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
 )
 
 // requireStaffToken authenticates the staff API with a bearer token.
@@ -113,7 +114,7 @@ func (s *Server) apiAction(c echo.Context) error {
 func (s *Server) loadActionJSON(c echo.Context, id string) (actionJSON, error) {
 	call, err := s.cfg.Store.ToolCall(c.Request().Context(), id)
 	if err != nil || call.Decision != string(agent.NeedsApproval) {
-		return actionJSON{}, agent.Errorf(agent.CodeNotFound, "action %s was not found", truncate(id, 64))
+		return actionJSON{}, agent.Errorf(agent.CodeNotFound, "action %s was not found", tools.Truncate(id, 64))
 	}
 	approvals, err := s.cfg.Store.Approvals(c.Request().Context(), id)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 )
 
@@ -145,7 +146,7 @@ func (s *Server) auditPage(c echo.Context) error {
 			args = r.RawArgs
 		}
 		v.Rows = append(v.Rows, views.AuditRow{ID: r.ID, At: clock(r.CreatedAt), Run: r.RunID, Customer: customerLabel(r.CustomerID, r.CustomerName),
-			Tool: r.Tool, Args: truncate(args, 300), Decision: orDash(r.Decision), Rule: r.Rule, Reason: r.Reason, Status: r.Status, DecidedBy: r.DecidedBy})
+			Tool: r.Tool, Args: tools.Truncate(args, 300), Decision: orDash(r.Decision), Rule: r.Rule, Reason: r.Reason, Status: r.Status, DecidedBy: r.DecidedBy})
 	}
 	v.ChainOK, v.ChainText = s.chainStatus(c)
 	v.ChainChecked = !strings.Contains(v.ChainText, "first verification running")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 )
 
@@ -45,7 +46,7 @@ func (s *Server) runsPage(c echo.Context) error {
 		rows = rows[:page]
 	}
 	for _, r := range rows {
-		first := truncate(strings.Join(strings.Fields(r.FirstMessage), " "), 80)
+		first := tools.Truncate(strings.Join(strings.Fields(r.FirstMessage), " "), 80)
 		if first == "" {
 			first = "(no message yet)"
 		}

@@ -204,8 +204,8 @@ func TestBackupCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Customer(context.Background(), "cus_alice"); err != nil {
-		t.Fatalf("the copy lacks the demo customer: %v", err)
+	if orders, err := c.CustomerOrders(context.Background(), "cus_alice"); err != nil || len(orders) != 3 {
+		t.Fatalf("the copy lacks the demo customer's orders: %d, %v", len(orders), err)
 	}
 	c.Close()
 
