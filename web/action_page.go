@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -275,31 +274,22 @@ func (s *Server) actionEvents(c echo.Context) error {
 	defer stop()
 	w := startSSE(c)
 	ctx := c.Request().Context()
-	heartbeat := time.NewTicker(15 * time.Second)
-	defer heartbeat.Stop()
-	for {
-		select {
-		case <-ch:
-			call, err := s.cfg.Store.ToolCall(ctx, id)
-			if err != nil {
-				return nil
-			}
-			var b bytes.Buffer
-			if err := views.ActionStatus(id, call.Status, call.Status == models.CallPending).Render(ctx, &b); err != nil {
-				return nil
-			}
-			if _, err := w.Write(sseData("status", b.Bytes())); err != nil {
-				return nil
-			}
-			w.Flush()
-		case <-heartbeat.C:
-			if !keepAlive(w) {
-				return nil
-			}
-		case <-ctx.Done():
-			return nil
+	followStream(ctx, w, ch, func(struct{}) bool {
+		call, err := s.cfg.Store.ToolCall(ctx, id)
+		if err != nil {
+			return false
 		}
-	}
+		var b bytes.Buffer
+		if err := views.ActionStatus(id, call.Status, call.Status == models.CallPending).Render(ctx, &b); err != nil {
+			return false
+		}
+		if _, err := w.Write(sseData("status", b.Bytes())); err != nil {
+			return false
+		}
+		w.Flush()
+		return true
+	})
+	return nil
 }
 
 // actionReconcile records what a supervisor found out about a call whose

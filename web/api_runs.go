@@ -177,36 +177,26 @@ func (s *Server) runEvents(c echo.Context) error {
 	if err == nil {
 		_ = writeSSE(w, "", "status", map[string]string{"status": current.Status})
 	}
-	heartbeat := time.NewTicker(15 * time.Second)
-	defer heartbeat.Stop()
-	for {
-		select {
-		case ev, open := <-sub.C:
-			if !open {
-				return nil // too slow: the client reconnects with Last-Event-ID
+	// A closed channel means the client was too slow: it reconnects with
+	// Last-Event-ID and gets what it missed.
+	followStream(ctx, w, sub.C, func(ev agent.RunEvent) bool {
+		if ev.Turn != nil {
+			if ev.Turn.Seq <= last {
+				return true // already sent from the backlog
 			}
-			if ev.Turn != nil {
-				if ev.Turn.Seq <= last {
-					continue
-				}
-				last = ev.Turn.Seq
-				if err := writeSSE(w, strconv.FormatInt(ev.Turn.Seq, 10), "turn", toTurnJSON(ev.Turn, nil)); err != nil {
-					return nil
-				}
+			last = ev.Turn.Seq
+			if err := writeSSE(w, strconv.FormatInt(ev.Turn.Seq, 10), "turn", toTurnJSON(ev.Turn, nil)); err != nil {
+				return false
 			}
-			if ev.Status != "" {
-				if err := writeSSE(w, "", "status", map[string]string{"status": ev.Status}); err != nil {
-					return nil
-				}
-			}
-		case <-heartbeat.C:
-			if !keepAlive(w) {
-				return nil
-			}
-		case <-ctx.Done():
-			return nil
 		}
-	}
+		if ev.Status != "" {
+			if err := writeSSE(w, "", "status", map[string]string{"status": ev.Status}); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	return nil
 }
 
 func writeSSE(w *echo.Response, id, event string, v any) error {

@@ -256,27 +256,12 @@ func (s *Server) chatEvents(c echo.Context) error {
 	if !send() {
 		return nil
 	}
-	heartbeat := time.NewTicker(15 * time.Second)
-	defer heartbeat.Stop()
-	for {
-		select {
-		case _, open := <-sub.C:
-			if !open {
-				return nil
-			}
-			// Coalesce a burst of turns into one render.
-			drain(sub.C, 10*time.Millisecond)
-			if !send() {
-				return nil
-			}
-		case <-heartbeat.C:
-			if !keepAlive(w) {
-				return nil
-			}
-		case <-ctx.Done():
-			return nil
-		}
-	}
+	followStream(ctx, w, sub.C, func(agent.RunEvent) bool {
+		// Coalesce a burst of turns into one render.
+		drain(sub.C, 10*time.Millisecond)
+		return send()
+	})
+	return nil
 }
 
 func drain(ch <-chan agent.RunEvent, wait time.Duration) {

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -172,34 +171,22 @@ func (s *Server) queueEvents(c echo.Context) error {
 	}
 	w := startSSE(c)
 	ctx := c.Request().Context()
-	// A fresh render first: the page may be older than the stream.
-	if html, err := s.renderQueueBody(ctx, qq); err == nil {
+	write := func(html []byte) bool {
 		if _, err := w.Write(sseData("queue", html)); err != nil {
-			return nil
+			return false
 		}
 		w.Flush()
+		return true
 	}
-	heartbeat := time.NewTicker(15 * time.Second)
-	defer heartbeat.Stop()
-	for {
-		select {
-		case shared := <-ch:
-			html := own(shared)
-			if html == nil {
-				continue
-			}
-			if _, err := w.Write(sseData("queue", html)); err != nil {
-				return nil
-			}
-			w.Flush()
-		case <-heartbeat.C:
-			if !keepAlive(w) {
-				return nil
-			}
-		case <-ctx.Done():
-			return nil
-		}
+	// A fresh render first: the page may be older than the stream.
+	if html, err := s.renderQueueBody(ctx, qq); err == nil && !write(html) {
+		return nil
 	}
+	followStream(ctx, w, ch, func(shared []byte) bool {
+		html := own(shared)
+		return html == nil || write(html)
+	})
+	return nil
 }
 
 // keepAlive writes an SSE comment so that proxies keep the stream open; it

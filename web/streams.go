@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -66,6 +67,29 @@ func (s *Server) limitStreams(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		defer release()
 		return next(c)
+	}
+}
+
+// followStream is every event stream's loop: each value from ch goes to
+// send, a comment every 15 s keeps proxies from closing a quiet stream, and
+// the loop ends when the client leaves, the channel closes, or send (or
+// the keep-alive) cannot write.
+func followStream[T any](ctx context.Context, w *echo.Response, ch <-chan T, send func(T) bool) {
+	heartbeat := time.NewTicker(15 * time.Second)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case v, open := <-ch:
+			if !open || !send(v) {
+				return
+			}
+		case <-heartbeat.C:
+			if !keepAlive(w) {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
