@@ -10,7 +10,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// Tool call statuses (see DESIGN.md for the lifecycle).
+// Tool call statuses (ARCHITECTURE.md, "The life of a tool call").
 const (
 	CallInvalid   = "invalid"
 	CallDenied    = "denied"

@@ -22,7 +22,7 @@ const (
 // more than is left, cancel a shipped order); the message is for the model.
 var ErrRefused = errors.New("refused")
 
-// DemoCustomers and DemoOrders are the demo shop of DESIGN.md.
+// DemoCustomers and DemoOrders are the demo shop (README, "Start it").
 var (
 	DemoCustomers = []Customer{
 		{ID: "cus_alice", Name: "Alice", Email: "alice@example.com"},
