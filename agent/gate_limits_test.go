@@ -222,3 +222,17 @@ func TestClosingARunNeedsTheAuthorityToRejectItsActions(t *testing.T) {
 		t.Fatalf("after a supervisor closed it the action is %s", c.Status)
 	}
 }
+
+// An edited action is not counted against itself: editing $900 to $950 on
+// a $950 order is one refund of $950, not $1,850.
+func TestAnEditIsNotCountedAgainstItself(t *testing.T) {
+	e := newEnv(t)
+	out := e.call(e.newRun("cus_alice", "Alice"), "cus_alice", "issue_refund", `{"order_id":"A1002","amount":900}`)
+	res, err := e.gate.Approve(context.Background(), out.CallID, approver1, agent.ApproveRequest{Args: []byte(`{"order_id":"A1002","amount":950}`)})
+	if err != nil || !res.Final || res.Required != 1 {
+		t.Fatalf("edit to $950 and approve: %+v %v", res, err)
+	}
+	if got := e.order("A1002").RefundedCents; got != 95000 {
+		t.Fatalf("A1002 refunded %d cents", got)
+	}
+}
