@@ -25,3 +25,4 @@ bench:
 
 fuzz:
 	go test ./tools -run XXX -fuzz FuzzNormalize -fuzztime 60s
+	go test ./agent -run XXX -fuzz FuzzComparisonFastPathMatchesCEL -fuzztime 60s

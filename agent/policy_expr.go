@@ -40,7 +40,7 @@ func mustCELEnv() *cel.Env {
 		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("customer", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("run", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("totals", cel.MapType(cel.StringType, cel.DoubleType)),
+		cel.Variable("totals", cel.MapType(cel.StringType, cel.DynType)),
 		cel.CrossTypeNumericComparisons(true),
 		cel.Function("money",
 			cel.Overload("money_double", []*cel.Type{cel.DoubleType}, cel.StringType, cel.UnaryBinding(money)),

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"strconv"
 	"testing"
 )
 
@@ -74,4 +75,55 @@ func TestComparisonFastPathMatchesCEL(t *testing.T) {
 			t.Errorf("%s took the fast path", expr)
 		}
 	}
+}
+
+// The comparison fast path and CEL agree on any number, any operator and
+// any threshold (go test -fuzz FuzzComparisonFastPathMatchesCEL ./agent).
+func FuzzComparisonFastPathMatchesCEL(f *testing.F) {
+	for _, seed := range []struct {
+		v, limit float64
+		op       uint8
+		totals   bool
+	}{{900, 1000, 0, false}, {50, 50, 1, false}, {-0.0, 0, 4, true}, {1e308, 1e308, 2, false}, {0.1 + 0.2, 0.3, 4, true}} {
+		f.Add(seed.v, seed.limit, seed.op, seed.totals)
+	}
+	ops := []string{">", "<=", ">=", "<", "==", "!="}
+	f.Fuzz(func(t *testing.T, v, limit float64, op uint8, totals bool) {
+		if limit != limit || v != v { // NaN: not a number anyone writes in a policy
+			return
+		}
+		lit := strconv.FormatFloat(limit, 'f', -1, 64)
+		variable := "args.amount"
+		in := Input{Args: map[string]any{"amount": v}}
+		if totals {
+			variable = "totals.sum"
+			in = Input{Args: map[string]any{}, Facts: StaticFacts{T: map[string]float64{"sum": v}}}
+		}
+		expr := variable + " " + ops[int(op)%len(ops)] + " " + lit
+		c := parseComparison(expr)
+		if c == nil {
+			return // a literal the fast path does not read (exponent, very long): CEL decides
+		}
+		prg, _, err := compileCEL(expr)
+		if err != nil {
+			return // a policy with it would not load (an int literal past int64)
+		}
+		act := newActivation(context.Background(), in)
+		if totals {
+			act.totals = []*total{{name: "sum", tool: "t", field: "amount"}}
+		}
+		fast, ok := c.eval(act)
+		if !ok {
+			return
+		}
+		act2 := newActivation(context.Background(), in)
+		act2.totals = act.totals
+		out, _, err := prg.Eval(act2)
+		if err != nil {
+			t.Fatalf("%s: fast path answered %v where CEL fails: %v", expr, fast, err)
+		}
+		if want := out.Value().(bool); fast != want {
+			t.Fatalf("%s with %v: fast %v, CEL %v", expr, v, fast, want)
+		}
+	})
 }
