@@ -13,6 +13,7 @@ import (
 	"github.com/alexedwards/argon2id"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -48,7 +49,7 @@ func (a *Accounts) hashSlot(ctx context.Context) (release func(), err error) {
 	case a.hashing <- struct{}{}:
 		return func() { <-a.hashing }, nil
 	case <-ctx.Done():
-		return nil, Errorf(CodeUnauthorized, "the sign-in took too long; try again")
+		return nil, fault.Errorf(fault.Unauthorized, "the sign-in took too long; try again")
 	}
 }
 
@@ -72,7 +73,7 @@ func (a *Accounts) AddStaff(ctx context.Context, email, name string, role Role, 
 		problems = append(problems, fmt.Sprintf("the password must be at least %d characters", MinPasswordLength))
 	}
 	if len(problems) > 0 {
-		return nil, Errorf(CodeInvalid, "%s", strings.Join(problems, "; "))
+		return nil, fault.Errorf(fault.Invalid, "%s", strings.Join(problems, "; "))
 	}
 	name = strings.TrimSpace(name)
 	if name == "" {
@@ -85,14 +86,14 @@ func (a *Accounts) AddStaff(ctx context.Context, email, name string, role Role, 
 	hash, err := argon2id.CreateHash(password, argon2id.DefaultParams)
 	release()
 	if err != nil {
-		return nil, internal(err, "could not hash the password")
+		return nil, fault.Wrap(err, "could not hash the password")
 	}
 	st := &models.Staff{ID: models.NewID("stf"), Email: email, Name: tools.Truncate(name, 200), Role: string(role), PasswordHash: hash}
 	if err := a.store.CreateStaff(ctx, st, by.String()); err != nil {
 		if errors.Is(err, models.ErrEmailTaken) {
-			return nil, Errorf(CodeConflict, "%s already has an account", email)
+			return nil, fault.Errorf(fault.Conflict, "%s already has an account", email)
 		}
-		return nil, internal(err, "could not create the account")
+		return nil, fault.Wrap(err, "could not create the account")
 	}
 	return st, nil
 }
@@ -112,10 +113,10 @@ func (a *Accounts) Authenticate(ctx context.Context, email, password string) (*m
 	ok, herr := argon2id.ComparePasswordAndHash(password, hash)
 	release()
 	if err != nil || herr != nil || !ok {
-		return nil, Errorf(CodeUnauthorized, "wrong email or password")
+		return nil, fault.Errorf(fault.Unauthorized, "wrong email or password")
 	}
 	if st.Disabled {
-		return nil, Errorf(CodeForbidden, "this account is disabled; ask an admin")
+		return nil, fault.Errorf(fault.Forbidden, "this account is disabled; ask an admin")
 	}
 	return st, nil
 }
@@ -136,7 +137,7 @@ func (a *Accounts) StartSession(ctx context.Context, st *models.Staff) (cookie s
 	csrf, _ := randomToken("")
 	sess := &models.Session{IDHash: hash, StaffID: st.ID, CSRFToken: csrf}
 	if err := a.store.CreateSession(ctx, sess); err != nil {
-		return "", internal(err, "could not start the session")
+		return "", fault.Wrap(err, "could not start the session")
 	}
 	return cookie, nil
 }
@@ -146,12 +147,12 @@ func (a *Accounts) Session(ctx context.Context, cookie string) (*models.Session,
 	hash := HashToken(cookie)
 	sess, st, err := a.store.SessionWithStaff(ctx, hash)
 	if err != nil {
-		return nil, nil, Errorf(CodeUnauthorized, "please sign in")
+		return nil, nil, fault.Errorf(fault.Unauthorized, "please sign in")
 	}
 	now := a.store.Now()
 	if st.Disabled || now.Sub(sess.LastSeenAt) > a.IdleTimeout || now.Sub(sess.CreatedAt) > a.AbsoluteTimeout {
 		_ = a.store.DeleteSession(ctx, hash, "system")
-		return nil, nil, Errorf(CodeUnauthorized, "your session has ended; please sign in again")
+		return nil, nil, fault.Errorf(fault.Unauthorized, "your session has ended; please sign in again")
 	}
 	_ = a.store.TouchSession(ctx, hash, now)
 	return sess, st, nil
@@ -166,14 +167,14 @@ func (a *Accounts) EndSession(ctx context.Context, cookie string, st *models.Sta
 func (a *Accounts) CreateAPIToken(ctx context.Context, email string, by Actor) (string, error) {
 	st, err := a.store.StaffByEmail(ctx, email)
 	if err != nil {
-		return "", Errorf(CodeNotFound, "no account has the email %s", email)
+		return "", fault.Errorf(fault.NotFound, "no account has the email %s", email)
 	}
 	if st.Disabled {
-		return "", Errorf(CodeForbidden, "%s is disabled", email)
+		return "", fault.Errorf(fault.Forbidden, "%s is disabled", email)
 	}
 	token, hash := randomToken("cst_")
 	if err := a.store.CreateAPIToken(ctx, &models.APIToken{ID: models.NewID("tok"), StaffID: st.ID, TokenHash: hash}, by.String()); err != nil {
-		return "", internal(err, "could not create the token")
+		return "", fault.Wrap(err, "could not create the token")
 	}
 	return token, nil
 }
@@ -183,10 +184,10 @@ func (a *Accounts) CreateAPIToken(ctx context.Context, email string, by Actor) (
 func (a *Accounts) RevokeAPIToken(ctx context.Context, token string, by Actor) (string, error) {
 	staffID, err := a.store.RevokeAPIToken(ctx, HashToken(strings.TrimSpace(token)), by.String())
 	if errors.Is(err, models.ErrNotFound) {
-		return "", Errorf(CodeNotFound, "no such staff API token (already revoked, or never issued here)")
+		return "", fault.Errorf(fault.NotFound, "no such staff API token (already revoked, or never issued here)")
 	}
 	if err != nil {
-		return "", internal(err, "could not revoke the token")
+		return "", fault.Wrap(err, "could not revoke the token")
 	}
 	st, err := a.store.StaffByID(ctx, staffID)
 	if err != nil {
@@ -199,14 +200,14 @@ func (a *Accounts) RevokeAPIToken(ctx context.Context, token string, by Actor) (
 // leaving the account and its sessions alone.
 func (a *Accounts) RevokeStaffTokens(ctx context.Context, staffID string, by Actor) (int64, error) {
 	if by.Role != RoleAdmin {
-		return 0, Errorf(CodeForbidden, "only an admin can revoke another account's tokens")
+		return 0, fault.Errorf(fault.Forbidden, "only an admin can revoke another account's tokens")
 	}
 	if _, err := a.store.StaffByID(ctx, staffID); err != nil {
-		return 0, Errorf(CodeNotFound, "no such account")
+		return 0, fault.Errorf(fault.NotFound, "no such account")
 	}
 	n, err := a.store.RevokeStaffTokens(ctx, staffID, by.String())
 	if err != nil {
-		return 0, internal(err, "could not revoke the tokens")
+		return 0, fault.Wrap(err, "could not revoke the tokens")
 	}
 	return n, nil
 }
@@ -215,7 +216,7 @@ func (a *Accounts) RevokeStaffTokens(ctx context.Context, staffID string, by Act
 func (a *Accounts) StaffForToken(ctx context.Context, token string) (*models.Staff, error) {
 	st, err := a.store.StaffByTokenHash(ctx, HashToken(token))
 	if err != nil || st.Disabled {
-		return nil, Errorf(CodeUnauthorized, "the staff API token is not valid")
+		return nil, fault.Errorf(fault.Unauthorized, "the staff API token is not valid")
 	}
 	return st, nil
 }
@@ -223,13 +224,13 @@ func (a *Accounts) StaffForToken(ctx context.Context, token string) (*models.Sta
 // SetRole changes an account's role; its sessions end.
 func (a *Accounts) SetRole(ctx context.Context, staffID string, role Role, by Actor) error {
 	if by.Role != RoleAdmin {
-		return Errorf(CodeForbidden, "only an admin can change roles")
+		return fault.Errorf(fault.Forbidden, "only an admin can change roles")
 	}
 	if !role.Valid() {
-		return Errorf(CodeInvalid, "role %q: use approver, supervisor, auditor or admin", role)
+		return fault.Errorf(fault.Invalid, "role %q: use approver, supervisor, auditor or admin", role)
 	}
 	if staffID == by.ID && role != RoleAdmin {
-		return Errorf(CodeInvalid, "you cannot take the admin role from yourself")
+		return fault.Errorf(fault.Invalid, "you cannot take the admin role from yourself")
 	}
 	r := string(role)
 	return a.update(ctx, staffID, &r, nil, by)
@@ -239,10 +240,10 @@ func (a *Accounts) SetRole(ctx context.Context, staffID string, role Role, by Ac
 // and API tokens at once.
 func (a *Accounts) SetDisabled(ctx context.Context, staffID string, disabled bool, by Actor) error {
 	if by.Role != RoleAdmin {
-		return Errorf(CodeForbidden, "only an admin can disable accounts")
+		return fault.Errorf(fault.Forbidden, "only an admin can disable accounts")
 	}
 	if staffID == by.ID && disabled {
-		return Errorf(CodeInvalid, "you cannot disable your own account")
+		return fault.Errorf(fault.Invalid, "you cannot disable your own account")
 	}
 	return a.update(ctx, staffID, nil, &disabled, by)
 }
@@ -250,9 +251,9 @@ func (a *Accounts) SetDisabled(ctx context.Context, staffID string, disabled boo
 func (a *Accounts) update(ctx context.Context, id string, role *string, disabled *bool, by Actor) error {
 	if err := a.store.UpdateStaff(ctx, id, role, disabled, by.String()); err != nil {
 		if errors.Is(err, models.ErrNotFound) {
-			return Errorf(CodeNotFound, "no such account")
+			return fault.Errorf(fault.NotFound, "no such account")
 		}
-		return internal(err, "could not update the account")
+		return fault.Wrap(err, "could not update the account")
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models/fault"
 )
 
 // Each password hash takes 64 MiB. Thirty-two sign-in attempts at once must
@@ -51,7 +52,7 @@ func TestSignInFloodsDoNotTakeMemoryPerAttempt(t *testing.T) {
 			if i%2 == 1 {
 				email = "nobody@x.test" // unknown emails hash too
 			}
-			if _, err := accounts.Authenticate(context.Background(), email, "wrong password!!"); agent.ErrorCode(err) != agent.CodeUnauthorized {
+			if _, err := accounts.Authenticate(context.Background(), email, "wrong password!!"); fault.CodeOf(err) != fault.Unauthorized {
 				t.Errorf("attempt %d: %v", i, err)
 			}
 		}()

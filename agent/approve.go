@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -38,11 +39,11 @@ type ApproveResult struct {
 // the call runs, exactly once, before Approve returns.
 func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req ApproveRequest) (ApproveResult, error) {
 	if !actor.Role.CanDecide() {
-		return ApproveResult{}, Errorf(CodeForbidden, "the %s role cannot decide actions", roleName(actor.Role))
+		return ApproveResult{}, fault.Errorf(fault.Forbidden, "the %s role cannot decide actions", roleName(actor.Role))
 	}
 	note := strings.TrimSpace(req.Note)
 	if len([]rune(note)) > MaxReasonLength {
-		return ApproveResult{}, Errorf(CodeInvalid, "the note is longer than %d characters", MaxReasonLength)
+		return ApproveResult{}, fault.Errorf(fault.Invalid, "the note is longer than %d characters", MaxReasonLength)
 	}
 	current, err := g.store.ToolCall(ctx, actionID)
 	if err != nil {
@@ -50,7 +51,7 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 	}
 	tool, ok := g.tools.Get(current.Tool)
 	if !ok || current.Decision != string(NeedsApproval) {
-		return ApproveResult{}, Errorf(CodeNotFound, "action %s was not found", actionID)
+		return ApproveResult{}, fault.Errorf(fault.NotFound, "action %s was not found", actionID)
 	}
 
 	// An edit is validated and decided outside the transaction; the
@@ -60,21 +61,21 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 	if req.Args != nil {
 		norm, err := tool.Normalize(req.Args)
 		if err != nil {
-			return ApproveResult{}, &Error{Code: CodeInvalid, Message: "the edited arguments are not valid: " + err.Error(), Err: err}
+			return ApproveResult{}, &fault.Error{Code: fault.Invalid, Message: "the edited arguments are not valid: " + err.Error(), Err: err}
 		}
 		if norm.Hash != current.ArgsHash {
 			run, err := g.store.Run(ctx, current.RunID)
 			if err != nil {
-				return ApproveResult{}, internal(err, "could not read the action's run")
+				return ApproveResult{}, fault.Wrap(err, "could not read the action's run")
 			}
 			editDecision, err = g.Policy().Decide(ctx, Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map,
 				Facts: &gateFacts{store: g.store, exclude: current.ID,
 					req: CallRequest{RunID: run.ID, CustomerID: run.CustomerID, CustomerName: run.CustomerName, Channel: run.Channel}}})
 			if err != nil {
-				return ApproveResult{}, internal(err, "the policy could not decide on the edit")
+				return ApproveResult{}, fault.Wrap(err, "the policy could not decide on the edit")
 			}
 			if editDecision.Verdict == Deny {
-				return ApproveResult{}, Errorf(CodeInvalid, "the policy would deny the edited call: %s", editDecision.Reason)
+				return ApproveResult{}, fault.Errorf(fault.Invalid, "the policy would deny the edited call: %s", editDecision.Reason)
 			}
 			edit = &norm
 		}
@@ -169,7 +170,7 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 	g.actionChanged(actionID)
 	if expired {
 		g.settled(ctx, actionID)
-		return ApproveResult{}, Errorf(CodeConflict, "this action expired before it was approved")
+		return ApproveResult{}, fault.Errorf(fault.Conflict, "this action expired before it was approved")
 	}
 	if !res.Final {
 		return res, nil
@@ -198,9 +199,9 @@ func (g *Gate) checkBeforeApproval(ctx context.Context, tool *tools.Tool, call *
 	var refusal *tools.RefusalError
 	switch {
 	case errors.As(err, &refusal) && edit != nil:
-		return &Error{Code: CodeInvalid, Message: "the edited call cannot work: " + refusal.Message, Err: err}
+		return &fault.Error{Code: fault.Invalid, Message: "the edited call cannot work: " + refusal.Message, Err: err}
 	case errors.As(err, &refusal):
-		return Errorf(CodeConflict, "this call can no longer work: %s. Reject it with that reason, or edit it", refusal.Message)
+		return fault.Errorf(fault.Conflict, "this call can no longer work: %s. Reject it with that reason, or edit it", refusal.Message)
 	case err != nil:
 		g.log.Warn("tool check failed; approving without it", "tool", tool.Name, "err", err)
 	}
@@ -211,13 +212,13 @@ func (g *Gate) checkBeforeApproval(ctx context.Context, tool *tools.Tool, call *
 func (g *Gate) Reject(ctx context.Context, actionID string, actor Actor, reason string) error {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
-		return Errorf(CodeInvalid, "a reason is required to reject: it is what the customer's assistant is told")
+		return fault.Errorf(fault.Invalid, "a reason is required to reject: it is what the customer's assistant is told")
 	}
 	if len([]rune(reason)) > MaxReasonLength {
-		return Errorf(CodeInvalid, "the reason is longer than %d characters", MaxReasonLength)
+		return fault.Errorf(fault.Invalid, "the reason is longer than %d characters", MaxReasonLength)
 	}
 	if !actor.Role.CanDecide() {
-		return Errorf(CodeForbidden, "the %s role cannot decide actions", roleName(actor.Role))
+		return fault.Errorf(fault.Forbidden, "the %s role cannot decide actions", roleName(actor.Role))
 	}
 	var expired bool
 	err := g.store.Write(ctx, func(tx *models.Tx) error {
@@ -237,7 +238,7 @@ func (g *Gate) Reject(ctx context.Context, actionID string, actor Actor, reason 
 			return g.expireInTx(tx, call)
 		}
 		if role := Role(call.RequiredRole); !actor.Role.AtLeast(role) {
-			return Errorf(CodeForbidden, "this action needs a %s to decide it", role)
+			return fault.Errorf(fault.Forbidden, "this action needs a %s to decide it", role)
 		}
 		if err := tx.CreateApproval(&models.Approval{ToolCallID: call.ID, StaffID: actor.ID, StaffName: actor.Name,
 			StaffRole: string(actor.Role), Verdict: "reject", Note: reason, Args: call.Args, ArgsHash: call.ArgsHash}); err != nil {
@@ -255,7 +256,7 @@ func (g *Gate) Reject(ctx context.Context, actionID string, actor Actor, reason 
 	}
 	g.settled(ctx, actionID)
 	if expired {
-		return Errorf(CodeConflict, "this action expired before it was decided")
+		return fault.Errorf(fault.Conflict, "this action expired before it was decided")
 	}
 	return nil
 }
@@ -271,7 +272,7 @@ func (g *Gate) Cancel(ctx context.Context, actionID string, actor Actor, reason 
 			return alreadyDecided(call)
 		}
 		if actor != System && !actor.Role.AtLeast(Role(call.RequiredRole)) {
-			return Errorf(CodeForbidden, "this action needs a %s to decide it", call.RequiredRole)
+			return fault.Errorf(fault.Forbidden, "this action needs a %s to decide it", call.RequiredRole)
 		}
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallPending}, To: models.CallCancelled,
 			Set: map[string]any{"error": "cancelled: " + reason}}); err != nil {
@@ -292,7 +293,7 @@ func (g *Gate) Cancel(ctx context.Context, actionID string, actor Actor, reason 
 func (g *Gate) ExpireOverdueActions(ctx context.Context) (int, error) {
 	ids, err := g.store.OverdueActionIDs(ctx, g.store.Now(), 500)
 	if err != nil {
-		return 0, internal(err, "could not list overdue actions")
+		return 0, fault.Wrap(err, "could not list overdue actions")
 	}
 	n := 0
 	for _, id := range ids {
@@ -310,7 +311,7 @@ func (g *Gate) ExpireOverdueActions(ctx context.Context) (int, error) {
 			continue
 		}
 		if err != nil {
-			return n, internal(err, "could not expire an action")
+			return n, fault.Wrap(err, "could not expire an action")
 		}
 		n++
 		g.settled(ctx, id)
@@ -336,11 +337,11 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 	}
 	tool, ok := g.tools.Get(call.Tool)
 	if !ok {
-		return Outcome{}, Errorf(CodeInternal, "tool %s is no longer registered", call.Tool)
+		return Outcome{}, fault.Errorf(fault.Internal, "tool %s is no longer registered", call.Tool)
 	}
 	norm, err := tool.Normalize([]byte(call.Args))
 	if err != nil {
-		return Outcome{}, internal(err, "the approved arguments no longer validate")
+		return Outcome{}, fault.Wrap(err, "the approved arguments no longer validate")
 	}
 	err = g.store.Write(ctx, func(tx *models.Tx) error {
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallApproved}, To: models.CallExecuting}); err != nil {
@@ -367,7 +368,7 @@ func (g *Gate) RecoverInterrupted(ctx context.Context) (rerun, unknown int, err 
 		calls, err := g.store.CallsByStatus(ctx, models.CallExecuting, 200)
 		if err != nil || len(calls) == 0 {
 			if err != nil {
-				return rerun, unknown, internal(err, "could not list interrupted calls")
+				return rerun, unknown, fault.Wrap(err, "could not list interrupted calls")
 			}
 			break
 		}
@@ -395,7 +396,7 @@ func (g *Gate) RecoverInterrupted(ctx context.Context) (rerun, unknown int, err 
 					Payload: map[string]any{"tool": call.Tool, "reason": "process stopped while the call was executing"}})
 			})
 			if werr != nil && !errors.Is(werr, models.ErrConflict) {
-				return rerun, unknown, internal(werr, "could not mark an interrupted call")
+				return rerun, unknown, fault.Wrap(werr, "could not mark an interrupted call")
 			}
 			g.log.Warn("interrupted call needs a person", "call_id", call.ID, "tool", call.Tool)
 			unknown++
@@ -404,10 +405,10 @@ func (g *Gate) RecoverInterrupted(ctx context.Context) (rerun, unknown int, err 
 	}
 	approved, err := g.store.CallsByStatus(ctx, models.CallApproved, 10000)
 	if err != nil {
-		return rerun, unknown, internal(err, "could not list approved calls")
+		return rerun, unknown, fault.Wrap(err, "could not list approved calls")
 	}
 	for _, c := range approved {
-		if _, err := g.ExecuteApproved(ctx, c.ID); err != nil && ErrorCode(err) != CodeConflict {
+		if _, err := g.ExecuteApproved(ctx, c.ID); err != nil && fault.CodeOf(err) != fault.Conflict {
 			return rerun, unknown, err
 		}
 		rerun++
@@ -437,27 +438,27 @@ func approverIDs(as []models.Approval) []string {
 }
 
 func alreadyDecided(call *models.ToolCall) error {
-	return Errorf(CodeConflict, "this action was already decided: it is %s", call.Status)
+	return fault.Errorf(fault.Conflict, "this action was already decided: it is %s", call.Status)
 }
 
 func (g *Gate) lookupError(err error, id string) error {
 	if errors.Is(err, models.ErrNotFound) {
-		return Errorf(CodeNotFound, "action %s was not found", tools.Truncate(id, 64))
+		return fault.Errorf(fault.NotFound, "action %s was not found", tools.Truncate(id, 64))
 	}
-	return internal(err, "could not read the action")
+	return fault.Wrap(err, "could not read the action")
 }
 
 func (g *Gate) writeError(err error, id string) error {
-	var e *Error
+	var e *fault.Error
 	switch {
 	case errors.As(err, &e):
 		return e
 	case errors.Is(err, models.ErrNotFound):
-		return Errorf(CodeNotFound, "action %s was not found", tools.Truncate(id, 64))
+		return fault.Errorf(fault.NotFound, "action %s was not found", tools.Truncate(id, 64))
 	case errors.Is(err, models.ErrConflict):
-		return Errorf(CodeConflict, "this action was already decided")
+		return fault.Errorf(fault.Conflict, "this action was already decided")
 	}
-	return internal(err, "the decision could not be recorded")
+	return fault.Wrap(err, "the decision could not be recorded")
 }
 
 func roleName(r Role) string {
@@ -471,14 +472,14 @@ func roleName(r Role) string {
 // unknown (the process stopped while it ran): it did happen, or it did not.
 func (g *Gate) Reconcile(ctx context.Context, callID string, actor Actor, happened bool, note string) error {
 	if !actor.Role.AtLeast(RoleSupervisor) {
-		return Errorf(CodeForbidden, "only a supervisor or an admin can reconcile a call")
+		return fault.Errorf(fault.Forbidden, "only a supervisor or an admin can reconcile a call")
 	}
 	note = strings.TrimSpace(note)
 	if note == "" {
-		return Errorf(CodeInvalid, "say what you checked: the note is kept in the audit log")
+		return fault.Errorf(fault.Invalid, "say what you checked: the note is kept in the audit log")
 	}
 	if len([]rune(note)) > MaxReasonLength {
-		return Errorf(CodeInvalid, "the note is longer than %d characters", MaxReasonLength)
+		return fault.Errorf(fault.Invalid, "the note is longer than %d characters", MaxReasonLength)
 	}
 	to, errText := models.CallFailed, "reconciled by staff: it did not happen ("+note+")"
 	if happened {
@@ -491,7 +492,7 @@ func (g *Gate) Reconcile(ctx context.Context, callID string, actor Actor, happen
 		}
 		if err := tx.ChangeCallStatus(models.CallChange{ID: callID, From: []string{models.CallUnknown}, To: to, Set: set}); err != nil {
 			if errors.Is(err, models.ErrConflict) {
-				return Errorf(CodeConflict, "only a call whose outcome is unknown can be reconciled")
+				return fault.Errorf(fault.Conflict, "only a call whose outcome is unknown can be reconciled")
 			}
 			return err
 		}

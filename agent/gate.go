@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -102,7 +103,7 @@ func IdempotencyKey(callID string) string {
 // an invalid, denied or failed call is an Outcome the model should see.
 func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	if req.RunID == "" {
-		return Outcome{}, Errorf(CodeInvalid, "a tool call needs a run")
+		return Outcome{}, fault.Errorf(fault.Invalid, "a tool call needs a run")
 	}
 	tool, ok := g.tools.Get(req.Tool)
 	if !ok {
@@ -130,7 +131,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	in.Facts = facts
 	d, err := policy.Decide(ctx, in)
 	if err != nil {
-		return Outcome{}, internal(err, "the policy could not decide")
+		return Outcome{}, fault.Wrap(err, "the policy could not decide")
 	}
 	call := &models.ToolCall{
 		ID:          models.NewID("call"),
@@ -160,7 +161,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 			in.Facts = &txFacts{tx: tx, gateFacts: gateFacts{store: g.store, req: req}}
 			again, err := policy.Decide(ctx, in)
 			if err != nil {
-				return internal(err, "the policy could not decide")
+				return fault.Wrap(err, "the policy could not decide")
 			}
 			if again.Verdict == NeedsApproval {
 				if again, err = g.limitPending(tx, req, again); err != nil {
@@ -184,11 +185,11 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 		return tx.Audit(models.Event{Actor: "model", Kind: rec.kind, Subject: call.ID, Payload: rec.payload})
 	})
 	if err != nil {
-		var e *Error
+		var e *fault.Error
 		if errors.As(err, &e) {
 			return Outcome{}, e
 		}
-		return Outcome{}, internal(err, "the tool call could not be recorded")
+		return Outcome{}, fault.Wrap(err, "the tool call could not be recorded")
 	}
 	d = rec.decision
 	out := Outcome{CallID: call.ID, Status: call.Status, Decision: d, Error: call.Error}
@@ -223,13 +224,13 @@ func prepareDecision(call *models.ToolCall, d Decision) (recordedDecision, error
 		rec.status = models.CallPending
 		required = max(d.Approvals, 1)
 	default:
-		return rec, internal(fmt.Errorf("verdict %q", d.Verdict), "the policy gave an unknown verdict")
+		return rec, fault.Wrap(fmt.Errorf("verdict %q", d.Verdict), "the policy gave an unknown verdict")
 	}
 	payload, err := models.EncodePayload(decisionEvent{RunID: call.RunID, Tool: call.Tool, ArgsHash: call.ArgsHash,
 		Verdict: d.Verdict, Rule: d.Rule, Reason: d.Reason, PolicyVersion: d.PolicyVersion,
 		Status: rec.status, RequiredApprovals: required, RequiredRole: string(d.Role)})
 	if err != nil {
-		return rec, internal(err, "the tool call could not be recorded")
+		return rec, fault.Wrap(err, "the tool call could not be recorded")
 	}
 	rec.payload = payload
 	return rec, nil
@@ -330,7 +331,7 @@ func decisionEventKind(v Verdict) string {
 // the model is told: the run loop uses it for calls past a turn's limit.
 func (g *Gate) Refuse(ctx context.Context, req CallRequest, reason string) (Outcome, error) {
 	if req.RunID == "" {
-		return Outcome{}, Errorf(CodeInvalid, "a tool call needs a run")
+		return Outcome{}, fault.Errorf(fault.Invalid, "a tool call needs a run")
 	}
 	risk := tools.Risk("")
 	if tool, ok := g.tools.Get(req.Tool); ok {
@@ -361,7 +362,7 @@ func (g *Gate) recordInvalid(ctx context.Context, req CallRequest, risk tools.Ri
 			Payload: map[string]any{"run_id": call.RunID, "tool": call.Tool, "error": msg}})
 	})
 	if err != nil {
-		return Outcome{}, internal(err, "the tool call could not be recorded")
+		return Outcome{}, fault.Wrap(err, "the tool call could not be recorded")
 	}
 	return Outcome{CallID: call.ID, Status: models.CallInvalid, Error: msg}, nil
 }
@@ -417,7 +418,7 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 	ev.Status = status
 	payload, err := models.EncodePayload(ev)
 	if err != nil {
-		return Outcome{}, internal(err, "the tool's result could not be recorded")
+		return Outcome{}, fault.Wrap(err, "the tool's result could not be recorded")
 	}
 	// The result must be recorded even if the caller gave up waiting.
 	wctx := context.WithoutCancel(ctx)
@@ -428,7 +429,7 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 		return tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: "call." + status, Subject: call.ID, Payload: payload})
 	})
 	if err != nil {
-		return Outcome{}, internal(err, "the tool ran but its result could not be recorded")
+		return Outcome{}, fault.Wrap(err, "the tool ran but its result could not be recorded")
 	}
 	d := Decision{Verdict: Verdict(call.Decision), Rule: call.Rule, Reason: call.Reason, PolicyVersion: call.PolicyVersion}
 	return Outcome{CallID: call.ID, Status: status, Decision: d, Result: encoded, Error: errForModel}, nil

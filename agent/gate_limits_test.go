@@ -9,6 +9,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 )
 
 // $1,000 then $500 on one order must need what $1,500 at once needs: two
@@ -206,10 +207,10 @@ func TestClosingARunNeedsTheAuthorityToRejectItsActions(t *testing.T) {
 	run := e.start(r, "cus_bob", "Bob", "refund $1200 on order B2001")
 	e.waitRun(run, models.RunPaused)
 	action := e.pendingAction(run)
-	if err := r.CloseRun(context.Background(), run, approver1, ""); agent.ErrorCode(err) != agent.CodeForbidden {
+	if err := r.CloseRun(context.Background(), run, approver1, ""); fault.CodeOf(err) != fault.Forbidden {
 		t.Fatalf("an approver closes a run with a supervisor's action: %v", err)
 	}
-	if err := e.gate.Cancel(context.Background(), action.ID, approver1, "no"); agent.ErrorCode(err) != agent.CodeForbidden {
+	if err := e.gate.Cancel(context.Background(), action.ID, approver1, "no"); fault.CodeOf(err) != fault.Forbidden {
 		t.Fatalf("an approver cancels a supervisor's action: %v", err)
 	}
 	if c := e.callRecord(action.ID); c.Status != models.CallPending {

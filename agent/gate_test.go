@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 )
@@ -176,7 +177,7 @@ func TestBigRefundWaitsForApprovalAndRunsOnce(t *testing.T) {
 		t.Fatal("refund not recorded on the order")
 	}
 	_, err = e.gate.Approve(context.Background(), out.CallID, supervisor, agent.ApproveRequest{})
-	if agent.ErrorCode(err) != agent.CodeConflict || !strings.Contains(agent.ErrorMessage(err), "already decided") {
+	if fault.CodeOf(err) != fault.Conflict || !strings.Contains(fault.Message(err), "already decided") {
 		t.Fatalf("second approval: %v", err)
 	}
 	if n := e.executions["issue_refund"].Load(); n != 1 {
@@ -188,7 +189,7 @@ func TestRejectRequiresReasonAndNeverRuns(t *testing.T) {
 	e := newEnv(t)
 	run := e.newRun("cus_alice", "Alice")
 	out := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1002","amount":900}`)
-	if err := e.gate.Reject(context.Background(), out.CallID, approver1, "  "); agent.ErrorCode(err) != agent.CodeInvalid {
+	if err := e.gate.Reject(context.Background(), out.CallID, approver1, "  "); fault.CodeOf(err) != fault.Invalid {
 		t.Fatalf("reject without reason: %v", err)
 	}
 	if err := e.gate.Reject(context.Background(), out.CallID, approver1, "outside the return window"); err != nil {
@@ -198,7 +199,7 @@ func TestRejectRequiresReasonAndNeverRuns(t *testing.T) {
 	if rec.Status != models.CallRejected || !strings.Contains(rec.Error, "outside the return window") {
 		t.Fatalf("got %+v", rec)
 	}
-	if _, err := e.gate.Approve(context.Background(), out.CallID, approver2, agent.ApproveRequest{}); agent.ErrorCode(err) != agent.CodeConflict {
+	if _, err := e.gate.Approve(context.Background(), out.CallID, approver2, agent.ApproveRequest{}); fault.CodeOf(err) != fault.Conflict {
 		t.Fatalf("approve after reject: %v", err)
 	}
 	if e.executions["issue_refund"].Load() != 0 {
@@ -212,7 +213,7 @@ func TestEditThenApproveKeepsOriginalAndRefundsEditedAmount(t *testing.T) {
 	out := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1002","amount":900}`)
 
 	_, err := e.gate.Approve(context.Background(), out.CallID, approver1, agent.ApproveRequest{Args: []byte(`{"order_id":"A1002","amount":-5}`)})
-	if agent.ErrorCode(err) != agent.CodeInvalid || !strings.Contains(agent.ErrorMessage(err), "amount: must be > 0") {
+	if fault.CodeOf(err) != fault.Invalid || !strings.Contains(fault.Message(err), "amount: must be > 0") {
 		t.Fatalf("invalid edit: %v", err)
 	}
 	res, err := e.gate.Approve(context.Background(), out.CallID, approver1, agent.ApproveRequest{Args: []byte(`{"amount":450,"order_id":"A1002"}`)})
@@ -252,21 +253,21 @@ func TestTwoPersonRuleWithSupervisor(t *testing.T) {
 		t.Fatalf("got %+v", out)
 	}
 	ctx := context.Background()
-	if _, err := e.gate.Approve(ctx, out.CallID, auditor, agent.ApproveRequest{}); agent.ErrorCode(err) != agent.CodeForbidden {
+	if _, err := e.gate.Approve(ctx, out.CallID, auditor, agent.ApproveRequest{}); fault.CodeOf(err) != fault.Forbidden {
 		t.Fatalf("auditor approval: %v", err)
 	}
 	res, err := e.gate.Approve(ctx, out.CallID, approver1, agent.ApproveRequest{})
 	if err != nil || res.Final || res.Approvals != 1 {
 		t.Fatalf("first approval: %+v %v", res, err)
 	}
-	if _, err := e.gate.Approve(ctx, out.CallID, approver1, agent.ApproveRequest{}); agent.ErrorCode(err) != agent.CodeConflict {
+	if _, err := e.gate.Approve(ctx, out.CallID, approver1, agent.ApproveRequest{}); fault.CodeOf(err) != fault.Conflict {
 		t.Fatalf("same person twice: %v", err)
 	}
 	_, err = e.gate.Approve(ctx, out.CallID, approver2, agent.ApproveRequest{})
-	if agent.ErrorCode(err) != agent.CodeForbidden || !strings.Contains(agent.ErrorMessage(err), "supervisor") {
+	if fault.CodeOf(err) != fault.Forbidden || !strings.Contains(fault.Message(err), "supervisor") {
 		t.Fatalf("two approvers without a supervisor: %v", err)
 	}
-	if err := e.gate.Reject(ctx, out.CallID, approver2, "no"); agent.ErrorCode(err) != agent.CodeForbidden {
+	if err := e.gate.Reject(ctx, out.CallID, approver2, "no"); fault.CodeOf(err) != fault.Forbidden {
 		t.Fatalf("approver rejecting a supervisor action: %v", err)
 	}
 	res, err = e.gate.Approve(ctx, out.CallID, supervisor, agent.ApproveRequest{})
@@ -297,7 +298,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gate.Approve(context.Background(), out.CallID, approver1, agent.ApproveRequest{}); agent.ErrorCode(err) != agent.CodeForbidden {
+	if _, err := gate.Approve(context.Background(), out.CallID, approver1, agent.ApproveRequest{}); fault.CodeOf(err) != fault.Forbidden {
 		t.Fatalf("approver on a supervisor action: %v", err)
 	}
 	if res, err := gate.Approve(context.Background(), out.CallID, supervisor, agent.ApproveRequest{}); err != nil || !res.Final {
@@ -321,7 +322,7 @@ func TestExpiredActionCannotBeApproved(t *testing.T) {
 	}
 	e.clock.Advance(2 * time.Hour)
 	_, err := e.gate.Approve(context.Background(), out.CallID, approver1, agent.ApproveRequest{})
-	if agent.ErrorCode(err) != agent.CodeConflict || !strings.Contains(agent.ErrorMessage(err), "expired") {
+	if fault.CodeOf(err) != fault.Conflict || !strings.Contains(fault.Message(err), "expired") {
 		t.Fatalf("approve after expiry: %v", err)
 	}
 	if rec := e.callRecord(out.CallID); rec.Status != models.CallExpired {
@@ -420,7 +421,7 @@ func TestRefundNeverExceedsWhatIsLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := e.gate.Approve(context.Background(), b.CallID, approver1, agent.ApproveRequest{})
-	if agent.ErrorCode(err) != agent.CodeConflict || !strings.Contains(agent.ErrorMessage(err), "only $50.00 of order A1002 is left") {
+	if fault.CodeOf(err) != fault.Conflict || !strings.Contains(fault.Message(err), "only $50.00 of order A1002 is left") {
 		t.Fatalf("second approval: %v", err)
 	}
 	if c := e.callRecord(b.CallID); c.Status != models.CallPending {
@@ -428,7 +429,7 @@ func TestRefundNeverExceedsWhatIsLeft(t *testing.T) {
 	}
 	// Edited to what is left, it goes through.
 	res, err := e.gate.Approve(context.Background(), b.CallID, approver1, agent.ApproveRequest{Args: []byte(`{"order_id":"A1002","amount":60}`)})
-	if agent.ErrorCode(err) != agent.CodeInvalid || !strings.Contains(agent.ErrorMessage(err), "the edited call cannot work") {
+	if fault.CodeOf(err) != fault.Invalid || !strings.Contains(fault.Message(err), "the edited call cannot work") {
 		t.Fatalf("an edit to more than is left: %+v %v", res, err)
 	}
 	res, err = e.gate.Approve(context.Background(), b.CallID, approver1, agent.ApproveRequest{Args: []byte(`{"order_id":"A1002","amount":50}`)})
@@ -479,7 +480,7 @@ func TestConcurrentApprovalsRunOnce(t *testing.T) {
 			switch {
 			case err == nil:
 				ok.Add(1)
-			case agent.ErrorCode(err) == agent.CodeConflict && strings.Contains(agent.ErrorMessage(err), "already decided"):
+			case fault.CodeOf(err) == fault.Conflict && strings.Contains(fault.Message(err), "already decided"):
 				conflicts.Add(1)
 			default:
 				other.Add(1)
@@ -565,10 +566,10 @@ func TestCancelWithdrawsAPendingAction(t *testing.T) {
 	if rec := e.callRecord(out.CallID); rec.Status != models.CallCancelled || !strings.Contains(rec.Error, "closed the chat") {
 		t.Fatalf("%+v", rec)
 	}
-	if err := e.gate.Cancel(context.Background(), out.CallID, supervisor, "again"); agent.ErrorCode(err) != agent.CodeConflict {
+	if err := e.gate.Cancel(context.Background(), out.CallID, supervisor, "again"); fault.CodeOf(err) != fault.Conflict {
 		t.Fatalf("second cancel: %v", err)
 	}
-	if _, err := e.gate.Approve(context.Background(), out.CallID, supervisor, agent.ApproveRequest{}); agent.ErrorCode(err) != agent.CodeConflict {
+	if _, err := e.gate.Approve(context.Background(), out.CallID, supervisor, agent.ApproveRequest{}); fault.CodeOf(err) != fault.Conflict {
 		t.Fatalf("approve after cancel: %v", err)
 	}
 	if e.order("A1003").Status != models.OrderProcessing {
@@ -589,10 +590,10 @@ func TestReconcileAnUnknownCall(t *testing.T) {
 	if _, _, err := e.gate.RecoverInterrupted(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.gate.Reconcile(ctx, id, approver1, true, "checked"); agent.ErrorCode(err) != agent.CodeForbidden {
+	if err := e.gate.Reconcile(ctx, id, approver1, true, "checked"); fault.CodeOf(err) != fault.Forbidden {
 		t.Fatalf("approver reconciles: %v", err)
 	}
-	if err := e.gate.Reconcile(ctx, id, supervisor, true, " "); agent.ErrorCode(err) != agent.CodeInvalid {
+	if err := e.gate.Reconcile(ctx, id, supervisor, true, " "); fault.CodeOf(err) != fault.Invalid {
 		t.Fatalf("no note: %v", err)
 	}
 	if err := e.gate.Reconcile(ctx, id, supervisor, false, "the payment provider shows no charge"); err != nil {
@@ -601,7 +602,7 @@ func TestReconcileAnUnknownCall(t *testing.T) {
 	if c := e.callRecord(id); c.Status != models.CallFailed || !strings.Contains(c.Error, "no charge") {
 		t.Fatalf("%+v", c)
 	}
-	if err := e.gate.Reconcile(ctx, id, supervisor, true, "again"); agent.ErrorCode(err) != agent.CodeConflict {
+	if err := e.gate.Reconcile(ctx, id, supervisor, true, "again"); fault.CodeOf(err) != fault.Conflict {
 		t.Fatalf("second reconcile: %v", err)
 	}
 }

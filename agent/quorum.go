@@ -1,5 +1,7 @@
 package agent
 
+import "github.com/countersign/countersign/models/fault"
+
 // Vote is one person's approval of the arguments in force.
 type Vote struct {
 	StaffID string
@@ -25,14 +27,14 @@ func AddVote(prior []Vote, next Vote, required int, role Role) (count int, met b
 		}
 	}
 	if seen[next.StaffID] {
-		return len(seen), false, Errorf(CodeConflict, "you have already approved this action; it needs another person's approval")
+		return len(seen), false, fault.Errorf(fault.Conflict, "you have already approved this action; it needs another person's approval")
 	}
 	count = len(seen) + 1
 	if !next.Role.AtLeast(role) && (required <= 1 || (count >= required && !qualified)) {
 		if required <= 1 {
-			return len(seen), false, Errorf(CodeForbidden, "this action needs a %s to decide it", role)
+			return len(seen), false, fault.Errorf(fault.Forbidden, "this action needs a %s to decide it", role)
 		}
-		return len(seen), false, Errorf(CodeForbidden, "the last approval of this action must come from a %s", role)
+		return len(seen), false, fault.Errorf(fault.Forbidden, "the last approval of this action must come from a %s", role)
 	}
 	return count, count >= required && qualified, nil
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models/fault"
 )
 
 func TestQuorum(t *testing.T) {
@@ -19,24 +20,24 @@ func TestQuorum(t *testing.T) {
 		role     agent.Role
 		count    int
 		met      bool
-		code     agent.Code // "" when the vote is given
+		code     fault.Code // "" when the vote is given
 	}{
 		{"one approver is enough for one", nil, ann, 1, "", 1, true, ""},
 		{"the first of two", nil, ann, 2, "", 1, false, ""},
 		{"the second of two", []agent.Vote{ann}, ben, 2, "", 2, true, ""},
-		{"the same person twice", []agent.Vote{ann}, ann, 2, "", 1, false, agent.CodeConflict},
+		{"the same person twice", []agent.Vote{ann}, ann, 2, "", 1, false, fault.Conflict},
 		{"a duplicate earlier vote counts once", []agent.Vote{ann, ann}, ben, 2, "", 2, true, ""},
-		{"an approver alone cannot meet a supervisor's action", nil, ann, 1, agent.RoleSupervisor, 0, false, agent.CodeForbidden},
+		{"an approver alone cannot meet a supervisor's action", nil, ann, 1, agent.RoleSupervisor, 0, false, fault.Forbidden},
 		{"a supervisor can", nil, sue, 1, agent.RoleSupervisor, 1, true, ""},
 		{"an admin has a supervisor's authority", nil, ada, 1, agent.RoleSupervisor, 1, true, ""},
 		{"an approver may go first of two with a supervisor", nil, ann, 2, agent.RoleSupervisor, 1, false, ""},
 		{"a supervisor completes it", []agent.Vote{ann}, sue, 2, agent.RoleSupervisor, 2, true, ""},
 		{"a supervisor first, an approver completes it", []agent.Vote{sue}, ann, 2, agent.RoleSupervisor, 2, true, ""},
-		{"two approvers cannot complete a supervisor's pair", []agent.Vote{ann}, ben, 2, agent.RoleSupervisor, 1, false, agent.CodeForbidden},
-		{"an auditor decides nothing", nil, agent.Vote{StaffID: "aud", Role: agent.RoleAuditor}, 1, "", 0, false, agent.CodeForbidden},
+		{"two approvers cannot complete a supervisor's pair", []agent.Vote{ann}, ben, 2, agent.RoleSupervisor, 1, false, fault.Forbidden},
+		{"an auditor decides nothing", nil, agent.Vote{StaffID: "aud", Role: agent.RoleAuditor}, 1, "", 0, false, fault.Forbidden},
 	} {
 		count, met, err := agent.AddVote(tc.prior, tc.next, tc.required, tc.role)
-		if agent.ErrorCode(err) != tc.code && !(tc.code == "" && err == nil) {
+		if fault.CodeOf(err) != tc.code && !(tc.code == "" && err == nil) {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.code)
 			continue
 		}

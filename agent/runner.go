@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 )
 
 // MaxMessageRunes caps what a customer may send in one message.
@@ -112,10 +113,10 @@ func HashToken(token string) string {
 func checkMessage(text string) (string, error) {
 	text = strings.TrimSpace(text)
 	if text == "" {
-		return "", Errorf(CodeInvalid, "the message is empty")
+		return "", fault.Errorf(fault.Invalid, "the message is empty")
 	}
 	if n := len([]rune(text)); n > MaxMessageRunes {
-		return "", Errorf(CodeInvalid, "the message is %d characters long; the limit is %d", n, MaxMessageRunes)
+		return "", fault.Errorf(fault.Invalid, "the message is %d characters long; the limit is %d", n, MaxMessageRunes)
 	}
 	return text, nil
 }
@@ -128,7 +129,7 @@ func (r *Runner) StartRun(ctx context.Context, req StartRequest) (Started, error
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
-		return Started{}, internal(err, "could not make a run token")
+		return Started{}, fault.Wrap(err, "could not make a run token")
 	}
 	token := "rt_" + base64.RawURLEncoding.EncodeToString(raw[:])
 	run := &models.Run{ID: models.NewID("run"), CustomerID: req.CustomerID, CustomerName: req.CustomerName,
@@ -145,7 +146,7 @@ func (r *Runner) StartRun(ctx context.Context, req StartRequest) (Started, error
 			Payload: map[string]any{"customer_id": run.CustomerID, "channel": run.Channel, "turn_seq": turn.Seq, "text_sha256": textHash(text)}})
 	})
 	if err != nil {
-		return Started{}, internal(err, "could not start the conversation")
+		return Started{}, fault.Wrap(err, "could not start the conversation")
 	}
 	r.emit(RunEvent{RunID: run.ID, Turn: turn})
 	return Started{Run: run, Token: token, Done: r.Kick(run.ID)}, nil
@@ -167,7 +168,7 @@ func (r *Runner) PostMessage(ctx context.Context, runID, message string) (<-chan
 			return err
 		}
 		if run.Status == models.RunClosed {
-			return Errorf(CodeConflict, "this conversation is closed")
+			return fault.Errorf(fault.Conflict, "this conversation is closed")
 		}
 		if len(run.LastError) > 0 && run.Status == models.RunFailed {
 			// A new message is a fresh attempt.
@@ -200,7 +201,7 @@ func (r *Runner) PostMessage(ctx context.Context, runID, message string) (<-chan
 // Retry puts a failed run back to work (staff).
 func (r *Runner) Retry(ctx context.Context, runID string, actor Actor) (<-chan struct{}, error) {
 	if !actor.Role.CanDecide() {
-		return nil, Errorf(CodeForbidden, "the %s role cannot retry runs", roleName(actor.Role))
+		return nil, fault.Errorf(fault.Forbidden, "the %s role cannot retry runs", roleName(actor.Role))
 	}
 	err := r.store.Write(ctx, func(tx *models.Tx) error {
 		changed, err := tx.SetRunStatus(runID, models.RunActive, "", models.RunFailed)
@@ -211,7 +212,7 @@ func (r *Runner) Retry(ctx context.Context, runID string, actor Actor) (<-chan s
 			if _, err := tx.Run(runID); err != nil {
 				return err
 			}
-			return Errorf(CodeConflict, "only a failed run can be retried")
+			return fault.Errorf(fault.Conflict, "only a failed run can be retried")
 		}
 		return tx.Audit(models.Event{Actor: actor.String(), Kind: "run.retried", Subject: runID, Payload: map[string]any{}})
 	})
@@ -226,7 +227,7 @@ func (r *Runner) Retry(ctx context.Context, runID string, actor Actor) (<-chan s
 // the customer is told, and nothing more happens in it.
 func (r *Runner) CloseRun(ctx context.Context, runID string, actor Actor, reason string) error {
 	if !actor.Role.CanDecide() {
-		return Errorf(CodeForbidden, "the %s role cannot close conversations", roleName(actor.Role))
+		return fault.Errorf(fault.Forbidden, "the %s role cannot close conversations", roleName(actor.Role))
 	}
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
@@ -234,22 +235,22 @@ func (r *Runner) CloseRun(ctx context.Context, runID string, actor Actor, reason
 	}
 	calls, err := r.store.RunCalls(ctx, runID)
 	if err != nil {
-		return internal(err, "could not read the conversation")
+		return fault.Wrap(err, "could not read the conversation")
 	}
 	l := r.lock(runID)
 	defer r.unlock(runID, l)
 	run, err := r.store.Run(ctx, runID)
 	if err != nil {
-		return Errorf(CodeNotFound, "conversation not found")
+		return fault.Errorf(fault.NotFound, "conversation not found")
 	}
 	if run.Status == models.RunClosed {
-		return Errorf(CodeConflict, "this conversation is already closed")
+		return fault.Errorf(fault.Conflict, "this conversation is already closed")
 	}
 	// Closing cancels its waiting actions: only someone who could reject
 	// each of them may do that.
 	for _, c := range calls {
 		if c.Status == models.CallPending && !actor.Role.AtLeast(Role(c.RequiredRole)) {
-			return Errorf(CodeForbidden, "this conversation has an action only a %s can decide (%s); ask one to close it", c.RequiredRole, c.Tool)
+			return fault.Errorf(fault.Forbidden, "this conversation has an action only a %s can decide (%s); ask one to close it", c.RequiredRole, c.Tool)
 		}
 	}
 	// Close first, so that cancelling the actions does not wake the run.
@@ -260,12 +261,12 @@ func (r *Runner) CloseRun(ctx context.Context, runID string, actor Actor, reason
 		return tx.Audit(models.Event{Actor: actor.String(), Kind: "run.closed", Subject: runID, Payload: map[string]any{"reason": reason}})
 	})
 	if err != nil {
-		return internal(err, "could not close the conversation")
+		return fault.Wrap(err, "could not close the conversation")
 	}
 	r.emit(RunEvent{RunID: runID, Status: models.RunClosed})
 	for _, c := range calls {
 		if c.Status == models.CallPending {
-			if err := r.gate.Cancel(ctx, c.ID, actor, "the conversation was closed"); err != nil && ErrorCode(err) != CodeConflict {
+			if err := r.gate.Cancel(ctx, c.ID, actor, "the conversation was closed"); err != nil && fault.CodeOf(err) != fault.Conflict {
 				return err
 			}
 		}
@@ -282,7 +283,7 @@ func (r *Runner) CloseRun(ctx context.Context, runID string, actor Actor, reason
 func (r *Runner) ResumeRuns(ctx context.Context) (int, error) {
 	ids, err := r.store.RunsInStatus(ctx, models.RunActive, models.RunPaused)
 	if err != nil {
-		return 0, internal(err, "could not list runs to resume")
+		return 0, fault.Wrap(err, "could not list runs to resume")
 	}
 	for _, id := range ids {
 		r.Kick(id)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -240,12 +241,12 @@ func (r *Runner) emit(ev RunEvent) {
 }
 
 func (r *Runner) runError(err error) error {
-	var e *Error
+	var e *fault.Error
 	switch {
 	case errors.As(err, &e):
 		return e
 	case errors.Is(err, models.ErrNotFound):
-		return Errorf(CodeNotFound, "conversation not found")
+		return fault.Errorf(fault.NotFound, "conversation not found")
 	}
-	return internal(err, "could not update the conversation")
+	return fault.Wrap(err, "could not update the conversation")
 }

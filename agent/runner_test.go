@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 )
 
 func (e *env) runner(model agent.Model) *agent.Runner {
@@ -306,7 +307,7 @@ func TestFailingModelFailsTheRunAndRetryResumes(t *testing.T) {
 	if !strings.Contains(e.lastText(run, "system"), "something went wrong") {
 		t.Fatal("the customer was not told")
 	}
-	if _, err := r.Retry(context.Background(), run, auditor); agent.ErrorCode(err) != agent.CodeForbidden {
+	if _, err := r.Retry(context.Background(), run, auditor); fault.CodeOf(err) != fault.Forbidden {
 		t.Fatalf("auditor retry: %v", err)
 	}
 	done, err := r.Retry(context.Background(), run, approver1)
@@ -337,10 +338,10 @@ func TestLoopGuardStopsAModelThatNeverAnswers(t *testing.T) {
 func TestMessageLimits(t *testing.T) {
 	e := newEnv(t)
 	r := e.runner(agent.Offline{})
-	if _, err := r.StartRun(context.Background(), agent.StartRequest{Message: "   "}); agent.ErrorCode(err) != agent.CodeInvalid {
+	if _, err := r.StartRun(context.Background(), agent.StartRequest{Message: "   "}); fault.CodeOf(err) != fault.Invalid {
 		t.Fatalf("empty: %v", err)
 	}
-	if _, err := r.StartRun(context.Background(), agent.StartRequest{Message: strings.Repeat("x", agent.MaxMessageRunes+1)}); agent.ErrorCode(err) != agent.CodeInvalid {
+	if _, err := r.StartRun(context.Background(), agent.StartRequest{Message: strings.Repeat("x", agent.MaxMessageRunes+1)}); fault.CodeOf(err) != fault.Invalid {
 		t.Fatalf("long: %v", err)
 	}
 }
@@ -361,7 +362,7 @@ func TestClosingARunCancelsItsPendingActions(t *testing.T) {
 	run := e.start(r, "cus_alice", "Alice", "refund $900 on order A1002")
 	e.waitRun(run, models.RunPaused)
 	action := e.pendingAction(run)
-	if err := r.CloseRun(context.Background(), run, auditor, ""); agent.ErrorCode(err) != agent.CodeForbidden {
+	if err := r.CloseRun(context.Background(), run, auditor, ""); fault.CodeOf(err) != fault.Forbidden {
 		t.Fatalf("auditor closes: %v", err)
 	}
 	if err := r.CloseRun(context.Background(), run, supervisor, "duplicate of another chat"); err != nil {
@@ -374,7 +375,7 @@ func TestClosingARunCancelsItsPendingActions(t *testing.T) {
 	if !strings.Contains(e.lastText(run, "system"), "closed by our team") || got.Status != models.RunClosed {
 		t.Fatal(e.transcript(run))
 	}
-	if _, err := r.PostMessage(context.Background(), run, "hello?"); agent.ErrorCode(err) != agent.CodeConflict {
+	if _, err := r.PostMessage(context.Background(), run, "hello?"); fault.CodeOf(err) != fault.Conflict {
 		t.Fatalf("message to a closed run: %v", err)
 	}
 	if e.executions["issue_refund"].Load() != 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 )
@@ -48,7 +49,7 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	ctx := c.Request().Context()
 	call, err := s.cfg.Store.ToolCall(ctx, id)
 	if err != nil {
-		return views.ActionView{}, nil, agent.Errorf(agent.CodeNotFound, "action %s was not found", tools.Truncate(id, 64))
+		return views.ActionView{}, nil, fault.Errorf(fault.NotFound, "action %s was not found", tools.Truncate(id, 64))
 	}
 	run, err := s.cfg.Store.Run(ctx, call.RunID)
 	if err != nil {
@@ -183,11 +184,11 @@ func (s *Server) actionApprove(c echo.Context) error {
 	if c.FormValue("edit") == "1" {
 		call, err := s.cfg.Store.ToolCall(c.Request().Context(), id)
 		if err != nil {
-			return agent.Errorf(agent.CodeNotFound, "action %s was not found", tools.Truncate(id, 64))
+			return fault.Errorf(fault.NotFound, "action %s was not found", tools.Truncate(id, 64))
 		}
 		tool, ok := s.cfg.Gate.Tools().Get(call.Tool)
 		if !ok {
-			return agent.Errorf(agent.CodeNotFound, "tool %s is no longer registered", call.Tool)
+			return fault.Errorf(fault.NotFound, "tool %s is no longer registered", call.Tool)
 		}
 		req.Args, fieldErrs = argsFromForm(tool.Schema, c.FormValue)
 		if len(fieldErrs) > 0 {
@@ -202,13 +203,13 @@ func (s *Server) actionApprove(c echo.Context) error {
 			for _, p := range ae.Problems {
 				errs[strings.SplitN(p.Path, ".", 2)[0]] = staffWords(p.Message)
 			}
-			return s.actionRerender(c, id, http.StatusBadRequest, agent.ErrorMessage(err), errs, true)
+			return s.actionRerender(c, id, http.StatusBadRequest, fault.Message(err), errs, true)
 		}
-		code := agent.ErrorCode(err)
-		if code == agent.CodeInternal {
+		code := fault.CodeOf(err)
+		if code == fault.Internal {
 			return err
 		}
-		return s.actionRerender(c, id, statusForCode(code), agent.ErrorMessage(err), nil, req.Args != nil)
+		return s.actionRerender(c, id, statusForCode(code), fault.Message(err), nil, req.Args != nil)
 	}
 	done := "approval_added"
 	if res.Final {
@@ -230,15 +231,15 @@ func (s *Server) actionReject(c echo.Context) error {
 	id := c.Param("id")
 	sc := currentStaff(c)
 	if err := s.cfg.Gate.Reject(c.Request().Context(), id, agent.ActorOf(sc.staff), c.FormValue("reason")); err != nil {
-		code := agent.ErrorCode(err)
-		if code == agent.CodeInternal {
+		code := fault.CodeOf(err)
+		if code == fault.Internal {
 			return err
 		}
 		v, _, verr := s.actionView(c, id)
 		if verr != nil {
 			return verr
 		}
-		v.FlashError, v.RejectReason = sentence(agent.ErrorMessage(err)), c.FormValue("reason")
+		v.FlashError, v.RejectReason = sentence(fault.Message(err)), c.FormValue("reason")
 		return render(c, statusForCode(code), views.Action(v))
 	}
 	return c.Redirect(http.StatusSeeOther, "/actions/"+id+"?done=rejected")

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
 )
 
@@ -78,15 +79,15 @@ func (s *Server) staffAdd(c echo.Context) error {
 	_, err := s.cfg.Accounts.AddStaff(c.Request().Context(), c.FormValue("email"), c.FormValue("name"), agent.Role(c.FormValue("role")),
 		c.FormValue("password"), agent.ActorOf(currentStaff(c).staff))
 	if err != nil {
-		if agent.ErrorCode(err) == agent.CodeInternal {
+		if fault.CodeOf(err) == fault.Internal {
 			return err
 		}
 		v, verr := s.staffView(c)
 		if verr != nil {
 			return verr
 		}
-		v.FlashError, v.NewEmail, v.NewName, v.NewRole = sentence(agent.ErrorMessage(err)), c.FormValue("email"), c.FormValue("name"), c.FormValue("role")
-		return render(c, statusForCode(agent.ErrorCode(err)), views.StaffPage(v))
+		v.FlashError, v.NewEmail, v.NewName, v.NewRole = sentence(fault.Message(err)), c.FormValue("email"), c.FormValue("name"), c.FormValue("role")
+		return render(c, statusForCode(fault.CodeOf(err)), views.StaffPage(v))
 	}
 	return c.Redirect(http.StatusSeeOther, "/staff?done=added")
 }

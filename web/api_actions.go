@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -19,7 +20,7 @@ func (s *Server) requireStaffToken(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		token, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
 		if !ok || strings.TrimSpace(token) == "" {
-			return agent.Errorf(agent.CodeUnauthorized, "send a staff API token as Authorization: Bearer <token> (countersign token create)")
+			return fault.Errorf(fault.Unauthorized, "send a staff API token as Authorization: Bearer <token> (countersign token create)")
 		}
 		st, err := s.cfg.Accounts.StaffForToken(c.Request().Context(), strings.TrimSpace(token))
 		if err != nil {
@@ -86,7 +87,7 @@ func (s *Server) apiActions(c echo.Context) error {
 		status = models.CallPending
 	}
 	if !contains(auditStatuses, status) {
-		return agent.Errorf(agent.CodeInvalid, "unknown status %q", status)
+		return fault.Errorf(fault.Invalid, "unknown status %q", status)
 	}
 	calls, err := s.cfg.Store.AuditCalls(c.Request().Context(), models.AuditQuery{Status: status, Decision: string(agent.NeedsApproval), Limit: 500})
 	if err != nil {
@@ -114,7 +115,7 @@ func (s *Server) apiAction(c echo.Context) error {
 func (s *Server) loadActionJSON(c echo.Context, id string) (actionJSON, error) {
 	call, err := s.cfg.Store.ToolCall(c.Request().Context(), id)
 	if err != nil || call.Decision != string(agent.NeedsApproval) {
-		return actionJSON{}, agent.Errorf(agent.CodeNotFound, "action %s was not found", tools.Truncate(id, 64))
+		return actionJSON{}, fault.Errorf(fault.NotFound, "action %s was not found", tools.Truncate(id, 64))
 	}
 	approvals, err := s.cfg.Store.Approvals(c.Request().Context(), id)
 	if err != nil {
@@ -189,7 +190,7 @@ func (s *Server) apiRequireRole(roles ...agent.Role) echo.MiddlewareFunc {
 					return next(c)
 				}
 			}
-			return agent.Errorf(agent.CodeForbidden, "the %s role cannot decide actions", sc.staff.Role)
+			return fault.Errorf(fault.Forbidden, "the %s role cannot decide actions", sc.staff.Role)
 		}
 	}
 }

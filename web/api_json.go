@@ -11,8 +11,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 )
 
 // decodeJSON reads a request body strictly: JSON only, no unknown fields,
@@ -35,20 +35,20 @@ func decodeJSON(c echo.Context, v any) error {
 	case errors.As(err, &big):
 		return &echo.HTTPError{Code: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the body is over the limit of %d bytes", big.Limit)}
 	case errors.As(err, &syn):
-		return agent.Errorf(agent.CodeInvalid, "the body is not valid JSON (at byte %d: %s)", syn.Offset, syn.Error())
+		return fault.Errorf(fault.Invalid, "the body is not valid JSON (at byte %d: %s)", syn.Offset, syn.Error())
 	case errors.As(err, &typ):
-		return agent.Errorf(agent.CodeInvalid, "field %q must be %s, not %s", typ.Field, jsonKind(typ.Type.Kind().String()), typ.Value)
+		return fault.Errorf(fault.Invalid, "field %q must be %s, not %s", typ.Field, jsonKind(typ.Type.Kind().String()), typ.Value)
 	case errors.Is(err, io.EOF):
-		return agent.Errorf(agent.CodeInvalid, "the body is empty; send a JSON object")
+		return fault.Errorf(fault.Invalid, "the body is empty; send a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return agent.Errorf(agent.CodeInvalid, "the body ends in the middle of the JSON")
+		return fault.Errorf(fault.Invalid, "the body ends in the middle of the JSON")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return agent.Errorf(agent.CodeInvalid, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return fault.Errorf(fault.Invalid, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	default:
-		return agent.Errorf(agent.CodeInvalid, "the body could not be read: %v", err)
+		return fault.Errorf(fault.Invalid, "the body could not be read: %v", err)
 	}
 	if dec.More() {
-		return agent.Errorf(agent.CodeInvalid, "the body holds more than one JSON value")
+		return fault.Errorf(fault.Invalid, "the body holds more than one JSON value")
 	}
 	return nil
 }

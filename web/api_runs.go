@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 )
 
 // MaxStreamsPerRun caps the open SSE streams of one run.
@@ -27,11 +28,11 @@ func (s *Server) requireRunToken(next echo.HandlerFunc) echo.HandlerFunc {
 		auth := c.Request().Header.Get(echo.HeaderAuthorization)
 		token, ok := strings.CutPrefix(auth, "Bearer ")
 		if !ok || strings.TrimSpace(token) == "" {
-			return agent.Errorf(agent.CodeUnauthorized, "send the run token as Authorization: Bearer <run_token>")
+			return fault.Errorf(fault.Unauthorized, "send the run token as Authorization: Bearer <run_token>")
 		}
 		run, err := s.cfg.Store.RunByTokenHash(c.Request().Context(), agent.HashToken(strings.TrimSpace(token)))
 		if err != nil || run.ID != c.Param("id") {
-			return agent.Errorf(agent.CodeNotFound, "conversation not found, or the run token does not open it")
+			return fault.Errorf(fault.NotFound, "conversation not found, or the run token does not open it")
 		}
 		ctx := context.WithValue(c.Request().Context(), runCtxKey{}, run)
 		c.SetRequest(c.Request().WithContext(ctx))
@@ -92,7 +93,7 @@ func (s *Server) await(c echo.Context, done <-chan struct{}) {
 func (s *Server) runView(ctx context.Context, id string) (runJSON, error) {
 	run, err := s.cfg.Store.Run(ctx, id)
 	if err != nil {
-		return runJSON{}, agent.Errorf(agent.CodeNotFound, "conversation not found")
+		return runJSON{}, fault.Errorf(fault.NotFound, "conversation not found")
 	}
 	turns, err := s.cfg.Store.Turns(ctx, id, 0)
 	if err != nil {

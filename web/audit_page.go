@@ -12,8 +12,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 )
@@ -37,10 +37,10 @@ func auditFilter(qs url.Values) (views.AuditFilter, models.AuditQuery, error) {
 	q := models.AuditQuery{Tool: f.Tool, Decision: f.Decision, Status: f.Status, Staff: f.Staff, Customer: f.Customer, Text: f.Text,
 		DecisionsOnly: f.DecisionsOnly}
 	if f.Decision != "" && !contains(auditDecisions, f.Decision) {
-		return f, q, agent.Errorf(agent.CodeInvalid, "unknown decision %q", f.Decision)
+		return f, q, fault.Errorf(fault.Invalid, "unknown decision %q", f.Decision)
 	}
 	if f.Status != "" && !contains(auditStatuses, f.Status) {
-		return f, q, agent.Errorf(agent.CodeInvalid, "unknown status %q", f.Status)
+		return f, q, fault.Errorf(fault.Invalid, "unknown status %q", f.Status)
 	}
 	for _, d := range []struct {
 		s   string
@@ -52,7 +52,7 @@ func auditFilter(qs url.Values) (views.AuditFilter, models.AuditQuery, error) {
 		}
 		t, err := time.Parse("2006-01-02", d.s)
 		if err != nil {
-			return f, q, agent.Errorf(agent.CodeInvalid, "“%s” is not a date: pick one in the calendar, or write it as 2026-11-30", d.s)
+			return f, q, fault.Errorf(fault.Invalid, "“%s” is not a date: pick one in the calendar, or write it as 2026-11-30", d.s)
 		}
 		*d.dst = t.Add(d.add) // "to" includes the whole day
 	}
@@ -60,7 +60,7 @@ func auditFilter(qs url.Values) (views.AuditFilter, models.AuditQuery, error) {
 		ts, id, ok := strings.Cut(cur, "|")
 		t, err := time.Parse(time.RFC3339Nano, ts)
 		if !ok || err != nil {
-			return f, q, agent.Errorf(agent.CodeInvalid, "the page cursor is not valid")
+			return f, q, fault.Errorf(fault.Invalid, "the page cursor is not valid")
 		}
 		q.BeforeCreated, q.BeforeID = t, id
 	}
@@ -93,10 +93,10 @@ func filterQuery(f views.AuditFilter) string {
 func (s *Server) auditPage(c echo.Context) error {
 	f, q, err := auditFilter(c.QueryParams())
 	filterError := ""
-	if agent.ErrorCode(err) == agent.CodeInvalid {
+	if fault.CodeOf(err) == fault.Invalid {
 		// Say what is wrong, keep what was typed in the form, and show the
 		// calls without the parts that could not be read.
-		filterError = sentence(agent.ErrorMessage(err))
+		filterError = sentence(fault.Message(err))
 		typed := f
 		rest := url.Values{}
 		for k, v := range c.QueryParams() {
@@ -310,7 +310,7 @@ func (s *Server) auditExport(c echo.Context) error {
 			return enc.Encode(toExport(r))
 		})
 	default:
-		return agent.Errorf(agent.CodeNotFound, "export as csv or jsonl")
+		return fault.Errorf(fault.NotFound, "export as csv or jsonl")
 	}
 	if err != nil {
 		s.cfg.Log.Error("audit export stopped", "err", err)

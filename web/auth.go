@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
 )
 
@@ -69,14 +70,14 @@ func (s *Server) requireRole(roles ...agent.Role) echo.MiddlewareFunc {
 				if c.Request().Method == http.MethodGet && !strings.HasSuffix(c.Request().URL.Path, "/events") {
 					return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(c.Request().URL.RequestURI()))
 				}
-				return agent.Errorf(agent.CodeUnauthorized, "please sign in")
+				return fault.Errorf(fault.Unauthorized, "please sign in")
 			}
 			for _, r := range roles {
 				if agent.Role(sc.staff.Role) == r {
 					return next(c)
 				}
 			}
-			return agent.Errorf(agent.CodeForbidden, "the %s role cannot use this page", sc.staff.Role)
+			return fault.Errorf(fault.Forbidden, "the %s role cannot use this page", sc.staff.Role)
 		}
 	}
 }
@@ -91,14 +92,14 @@ func (s *Server) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		sc := currentStaff(c)
 		if sc == nil {
-			return agent.Errorf(agent.CodeUnauthorized, "please sign in")
+			return fault.Errorf(fault.Unauthorized, "please sign in")
 		}
 		got := c.Request().Header.Get("X-CSRF-Token")
 		if got == "" {
 			got = c.FormValue("csrf")
 		}
 		if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(sc.sess.CSRFToken)) != 1 {
-			return agent.Errorf(agent.CodeForbidden, "this form has expired or did not come from Countersign; reload the page and try again")
+			return fault.Errorf(fault.Forbidden, "this form has expired or did not come from Countersign; reload the page and try again")
 		}
 		return next(c)
 	}
@@ -166,7 +167,7 @@ func (s *Server) login(c echo.Context) error {
 	// have no business signing anyone in.
 	if o := c.Request().Header.Get("Origin"); o != "" {
 		if u, err := url.Parse(o); o == "null" || err != nil || u.Host != s.publicHost(c.Request()) {
-			return agent.Errorf(agent.CodeForbidden, "sign in from Countersign's own page")
+			return fault.Errorf(fault.Forbidden, "sign in from Countersign's own page")
 		}
 	}
 	email := strings.TrimSpace(c.FormValue("email"))
@@ -185,7 +186,7 @@ func (s *Server) login(c echo.Context) error {
 	}
 	st, err := s.cfg.Accounts.Authenticate(c.Request().Context(), email, c.FormValue("password"))
 	if err != nil {
-		return fail(statusForCode(agent.ErrorCode(err)), agent.ErrorMessage(err))
+		return fail(statusForCode(fault.CodeOf(err)), fault.Message(err))
 	}
 	// A new session id at every sign-in: a planted cookie never becomes valid.
 	if ck, err := c.Cookie(s.sessionCookieName(c.Request())); err == nil && ck.Value != "" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
 )
 
@@ -137,7 +138,7 @@ func (s *Server) identityFor(token string) (Customer, views.ChatIdentityView) {
 	if err != nil {
 		// Said to the customer, about their own sign-in.
 		problem := "your sign-in to the shop could not be checked"
-		if strings.Contains(agent.ErrorMessage(err), "expired") {
+		if strings.Contains(fault.Message(err), "expired") {
 			problem = "your sign-in to the shop has expired"
 		}
 		return Customer{}, views.ChatIdentityView{Anonymous: true, Problem: problem}
@@ -155,12 +156,12 @@ func (s *Server) identityFor(token string) (Customer, views.ChatIdentityView) {
 func (s *Server) sameOriginHTMX(c echo.Context) error {
 	r := c.Request()
 	if r.Header.Get("HX-Request") != "true" {
-		return agent.Errorf(agent.CodeForbidden, "send messages from the chat window")
+		return fault.Errorf(fault.Forbidden, "send messages from the chat window")
 	}
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
 		if err != nil || u.Host != s.publicHost(r) {
-			return agent.Errorf(agent.CodeForbidden, "send messages from the chat window")
+			return fault.Errorf(fault.Forbidden, "send messages from the chat window")
 		}
 	}
 	return nil
@@ -211,10 +212,10 @@ func (s *Server) chatMessage(c echo.Context) error {
 		done, err = s.cfg.Runner.PostMessage(ctx, run.ID, text)
 	}
 	if err != nil {
-		if agent.ErrorCode(err) == agent.CodeInternal {
+		if fault.CodeOf(err) == fault.Internal {
 			return err
 		}
-		return fail(statusForCode(agent.ErrorCode(err)), sentence(agent.ErrorMessage(err)))
+		return fail(statusForCode(fault.CodeOf(err)), sentence(fault.Message(err)))
 	}
 	s.await(c, done)
 	v, err := s.freshChatView(ctx, run.ID)
@@ -229,7 +230,7 @@ func (s *Server) chatMessage(c echo.Context) error {
 func (s *Server) chatEvents(c echo.Context) error {
 	run := s.chatRun(c)
 	if run == nil || !s.validChatGrant(c.QueryParam("g"), run.ID, run.CustomerID, time.Now()) {
-		return agent.Errorf(agent.CodeNotFound, "no conversation yet")
+		return fault.Errorf(fault.NotFound, "no conversation yet")
 	}
 	sub, ok := s.cfg.Broker.Subscribe(run.ID, MaxStreamsPerRun)
 	if !ok {
@@ -287,7 +288,7 @@ func drain(ch <-chan agent.RunEvent, wait time.Duration) {
 // set it is off unless the operator turns it on with --demo-page.
 func (s *Server) demoPage(c echo.Context) error {
 	if s.cfg.DemoSecret == "" {
-		return agent.Errorf(agent.CodeNotFound, "there is no demo shop on this server")
+		return fault.Errorf(fault.NotFound, "there is no demo shop on this server")
 	}
 	as := c.QueryParam("as")
 	v := views.DemoView{As: as}

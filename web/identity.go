@@ -6,9 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/models/fault"
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/countersign/countersign/agent"
 )
 
 // CustomerVerifier checks the customer tokens a shop's backend signs: HS256
@@ -73,7 +72,7 @@ type customerClaims struct {
 // says what is wrong with it. A bad token is never treated as anonymous.
 func (v *CustomerVerifier) Verify(token string) (Customer, error) {
 	if len(v.secret) == 0 && len(v.demo) == 0 {
-		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "this server accepts no customer tokens (no customer secret is configured)")
+		return Customer{}, fault.Errorf(fault.Unauthorized, "this server accepts no customer tokens (no customer secret is configured)")
 	}
 	opts := []jwt.ParserOption{jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired(), jwt.WithLeeway(30 * time.Second)}
 	if v.Issuer != "" {
@@ -102,17 +101,17 @@ func (v *CustomerVerifier) Verify(token string) (Customer, error) {
 	}
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token has expired: sign the customer in again")
+		return Customer{}, fault.Errorf(fault.Unauthorized, "the customer token has expired: sign the customer in again")
 	case err != nil && !errors.Is(err, jwt.ErrTokenSignatureInvalid) && v.Issuer != "" && claims.Issuer != v.Issuer:
-		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token was issued by someone this server does not trust (iss)")
+		return Customer{}, fault.Errorf(fault.Unauthorized, "the customer token was issued by someone this server does not trust (iss)")
 	case err != nil && !errors.Is(err, jwt.ErrTokenSignatureInvalid) && v.Audience != "" && !slices.Contains(claims.Audience, v.Audience):
-		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token is not meant for this server (aud)")
+		return Customer{}, fault.Errorf(fault.Unauthorized, "the customer token is not meant for this server (aud)")
 	case err != nil:
-		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token is not valid")
+		return Customer{}, fault.Errorf(fault.Unauthorized, "the customer token is not valid")
 	case claims.Subject == "" || len(claims.Subject) > 64:
-		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token has no usable customer id (sub)")
+		return Customer{}, fault.Errorf(fault.Unauthorized, "the customer token has no usable customer id (sub)")
 	case signedByDemo && !v.demoIDs[claims.Subject]:
-		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token is not valid")
+		return Customer{}, fault.Errorf(fault.Unauthorized, "the customer token is not valid")
 	}
 	maxLife := v.MaxLifetime
 	if maxLife <= 0 {
@@ -123,7 +122,7 @@ func (v *CustomerVerifier) Verify(token string) (Customer, error) {
 		from = claims.IssuedAt.Time
 	}
 	if claims.ExpiresAt.Sub(from) > maxLife+30*time.Second {
-		return Customer{}, agent.Errorf(agent.CodeUnauthorized, "the customer token is meant to live longer than this server allows (%s): sign customer tokens for less time", maxLife)
+		return Customer{}, fault.Errorf(fault.Unauthorized, "the customer token is meant to live longer than this server allows (%s): sign customer tokens for less time", maxLife)
 	}
 	name := claims.Name
 	if len([]rune(name)) > 200 {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/web"
 )
 
@@ -30,7 +30,7 @@ func TestCustomerSecretRotation(t *testing.T) {
 		switch {
 		case err == nil && got.ID != c.want:
 			t.Errorf("%s: customer %q, want %q", c.name, got.ID, c.want)
-		case err != nil && !strings.Contains(agent.ErrorMessage(err), c.want):
+		case err != nil && !strings.Contains(fault.Message(err), c.want):
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
@@ -52,7 +52,7 @@ func TestCustomerTokenLimits(t *testing.T) {
 	if _, err := v.Verify(token(t, demo, "cus_real", "Real", time.Hour)); err == nil {
 		t.Fatal("the demo secret signed in a customer who is not a demo customer")
 	}
-	if _, err := v.Verify(token(t, shop, "cus_real", "Real", 30*24*time.Hour)); err == nil || !strings.Contains(agent.ErrorMessage(err), "longer than this server allows") {
+	if _, err := v.Verify(token(t, shop, "cus_real", "Real", 30*24*time.Hour)); err == nil || !strings.Contains(fault.Message(err), "longer than this server allows") {
 		t.Fatalf("a 30-day token: %v", err)
 	}
 	v.MaxLifetime = 40 * 24 * time.Hour
@@ -60,7 +60,7 @@ func TestCustomerTokenLimits(t *testing.T) {
 		t.Fatalf("a 30-day token with a 40-day limit: %v", err)
 	}
 	v.Issuer, v.Audience = "https://shop.example", "countersign"
-	if _, err := v.Verify(token(t, shop, "cus_real", "Real", time.Hour)); err == nil || !strings.Contains(agent.ErrorMessage(err), "(iss)") {
+	if _, err := v.Verify(token(t, shop, "cus_real", "Real", time.Hour)); err == nil || !strings.Contains(fault.Message(err), "(iss)") {
 		t.Fatalf("a token without iss: %v", err)
 	}
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "cus_real", "iss": "https://shop.example", "aud": "countersign",
@@ -73,7 +73,7 @@ func TestCustomerTokenLimits(t *testing.T) {
 	}
 	tok, _ = jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "cus_real", "iss": "https://shop.example", "aud": "someone-else",
 		"exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(shop))
-	if _, err := v.Verify(tok); err == nil || !strings.Contains(agent.ErrorMessage(err), "(aud)") {
+	if _, err := v.Verify(tok); err == nil || !strings.Contains(fault.Message(err), "(aud)") {
 		t.Fatalf("a token for another audience: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 )
@@ -22,7 +23,7 @@ func (s *Server) runsPage(c echo.Context) error {
 		valid = valid || st == status
 	}
 	if !valid {
-		return agent.Errorf(agent.CodeInvalid, "unknown status %q", status)
+		return fault.Errorf(fault.Invalid, "unknown status %q", status)
 	}
 	var afterT time.Time
 	var afterID string
@@ -30,7 +31,7 @@ func (s *Server) runsPage(c echo.Context) error {
 		ts, id, ok := strings.Cut(cur, "|")
 		t, err := time.Parse(time.RFC3339Nano, ts)
 		if !ok || err != nil {
-			return agent.Errorf(agent.CodeInvalid, "the page cursor is not valid")
+			return fault.Errorf(fault.Invalid, "the page cursor is not valid")
 		}
 		afterT, afterID = t, id
 	}
@@ -60,7 +61,7 @@ func (s *Server) runPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	run, err := s.cfg.Store.Run(ctx, c.Param("id"))
 	if err != nil {
-		return agent.Errorf(agent.CodeNotFound, "run not found")
+		return fault.Errorf(fault.NotFound, "run not found")
 	}
 	turns, err := s.cfg.Store.Turns(ctx, run.ID, 0)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
 )
 
@@ -163,7 +164,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	status, code, msg := http.StatusInternalServerError, agent.CodeInternal, agent.ErrorMessage(err)
+	status, code, msg := http.StatusInternalServerError, fault.Internal, fault.Message(err)
 	if he, ok := err.(*echo.HTTPError); ok {
 		status = he.Code
 		code = codeForStatus(status)
@@ -176,7 +177,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 			msg = "the body is over the limit of " + BodyLimit + "B"
 		}
 	} else {
-		code = agent.ErrorCode(err)
+		code = fault.CodeOf(err)
 		status = statusForCode(code)
 	}
 	if status >= 500 {
@@ -189,38 +190,38 @@ func (s *Server) handleError(err error, c echo.Context) {
 	_ = render(c, status, views.ErrorPage(views.ErrorView{Status: status, Title: http.StatusText(status), Message: sentence(msg)}))
 }
 
-func statusForCode(c agent.Code) int {
+func statusForCode(c fault.Code) int {
 	switch c {
-	case agent.CodeInvalid:
+	case fault.Invalid:
 		return http.StatusBadRequest
-	case agent.CodeNotFound:
+	case fault.NotFound:
 		return http.StatusNotFound
-	case agent.CodeConflict:
+	case fault.Conflict:
 		return http.StatusConflict
-	case agent.CodeForbidden:
+	case fault.Forbidden:
 		return http.StatusForbidden
-	case agent.CodeUnauthorized:
+	case fault.Unauthorized:
 		return http.StatusUnauthorized
 	}
 	return http.StatusInternalServerError
 }
 
-func codeForStatus(status int) agent.Code {
+func codeForStatus(status int) fault.Code {
 	switch status {
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
-		return agent.CodeInvalid
+		return fault.Invalid
 	case http.StatusNotFound, http.StatusMethodNotAllowed:
-		return agent.CodeNotFound
+		return fault.NotFound
 	case http.StatusConflict:
-		return agent.CodeConflict
+		return fault.Conflict
 	case http.StatusForbidden:
-		return agent.CodeForbidden
+		return fault.Forbidden
 	case http.StatusUnauthorized:
-		return agent.CodeUnauthorized
+		return fault.Unauthorized
 	case http.StatusTooManyRequests:
 		return "rate_limited"
 	}
-	return agent.CodeInternal
+	return fault.Internal
 }
 
 func (s *Server) healthz(c echo.Context) error {

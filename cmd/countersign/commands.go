@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/audit"
+	"github.com/countersign/countersign/models/fault"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
@@ -206,7 +207,7 @@ func cmdTokenRevoke(ctx context.Context, args []string, stdin io.Reader, stdout,
 	defer store.Close()
 	email, err := agent.NewAccounts(store).RevokeAPIToken(ctx, token, agent.Actor{ID: "cli", Name: "command line"})
 	if err != nil {
-		return errors.New(agent.ErrorMessage(err))
+		return errors.New(fault.Message(err))
 	}
 	fmt.Fprintf(stdout, "revoked a staff API token of %s\n", email)
 	return nil
@@ -237,7 +238,7 @@ func cmdUserAdd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	defer store.Close()
 	st, err := agent.NewAccounts(store).AddStaff(ctx, *email, *name, agent.Role(*role), password, agent.Actor{ID: "cli", Name: "command line"})
 	if err != nil {
-		return errors.New(agent.ErrorMessage(err))
+		return errors.New(fault.Message(err))
 	}
 	fmt.Fprintf(stdout, "created %s (%s) with the %s role\n", st.Email, st.Name, st.Role)
 	return nil
@@ -260,7 +261,7 @@ func cmdTokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	defer store.Close()
 	token, err := agent.NewAccounts(store).CreateAPIToken(ctx, *email, agent.Actor{ID: "cli", Name: "command line"})
 	if err != nil {
-		return errors.New(agent.ErrorMessage(err))
+		return errors.New(fault.Message(err))
 	}
 	fmt.Fprintln(stdout, token)
 	return nil
