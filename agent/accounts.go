@@ -55,11 +55,11 @@ func (a *Accounts) hashSlot(ctx context.Context) (release func(), err error) {
 
 // ActorOf is how a staff member appears to the gate.
 func ActorOf(st *models.Staff) Actor {
-	return Actor{ID: st.ID, Name: st.Name, Role: Role(st.Role)}
+	return Actor{ID: st.ID, Name: st.Name, Role: st.Role}
 }
 
 // AddStaff creates an account with an argon2id password hash.
-func (a *Accounts) AddStaff(ctx context.Context, email, name string, role Role, password string, by Actor) (*models.Staff, error) {
+func (a *Accounts) AddStaff(ctx context.Context, email, name string, role models.StaffRole, password string, by Actor) (*models.Staff, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
 	// Every problem at once, so a form is fixed in one go.
 	var problems []string
@@ -88,7 +88,7 @@ func (a *Accounts) AddStaff(ctx context.Context, email, name string, role Role, 
 	if err != nil {
 		return nil, fault.Wrap(err, "could not hash the password")
 	}
-	st := &models.Staff{ID: models.NewID("stf"), Email: email, Name: tools.Truncate(name, 200), Role: string(role), PasswordHash: hash}
+	st := &models.Staff{ID: models.NewID("stf"), Email: email, Name: tools.Truncate(name, 200), Role: role, PasswordHash: hash}
 	if err := a.store.CreateStaff(ctx, st, by.String()); err != nil {
 		if errors.Is(err, models.ErrEmailTaken) {
 			return nil, fault.Errorf(fault.Conflict, "%s already has an account", email)
@@ -199,7 +199,7 @@ func (a *Accounts) RevokeAPIToken(ctx context.Context, token string, by Actor) (
 // RevokeStaffTokens ends every staff API token of an account (admins only),
 // leaving the account and its sessions alone.
 func (a *Accounts) RevokeStaffTokens(ctx context.Context, staffID string, by Actor) (int64, error) {
-	if by.Role != RoleAdmin {
+	if by.Role != models.Admin {
 		return 0, fault.Errorf(fault.Forbidden, "only an admin can revoke another account's tokens")
 	}
 	if _, err := a.store.StaffByID(ctx, staffID); err != nil {
@@ -222,24 +222,24 @@ func (a *Accounts) StaffForToken(ctx context.Context, token string) (*models.Sta
 }
 
 // SetRole changes an account's role; its sessions end.
-func (a *Accounts) SetRole(ctx context.Context, staffID string, role Role, by Actor) error {
-	if by.Role != RoleAdmin {
+func (a *Accounts) SetRole(ctx context.Context, staffID string, role models.StaffRole, by Actor) error {
+	if by.Role != models.Admin {
 		return fault.Errorf(fault.Forbidden, "only an admin can change roles")
 	}
 	if !role.Valid() {
 		return fault.Errorf(fault.Invalid, "role %q: use approver, supervisor, auditor or admin", role)
 	}
-	if staffID == by.ID && role != RoleAdmin {
+	if staffID == by.ID && role != models.Admin {
 		return fault.Errorf(fault.Invalid, "you cannot take the admin role from yourself")
 	}
-	r := string(role)
+	r := role
 	return a.update(ctx, staffID, &r, nil, by)
 }
 
 // SetDisabled disables or re-enables an account; disabling ends its sessions
 // and API tokens at once.
 func (a *Accounts) SetDisabled(ctx context.Context, staffID string, disabled bool, by Actor) error {
-	if by.Role != RoleAdmin {
+	if by.Role != models.Admin {
 		return fault.Errorf(fault.Forbidden, "only an admin can disable accounts")
 	}
 	if staffID == by.ID && disabled {
@@ -248,7 +248,7 @@ func (a *Accounts) SetDisabled(ctx context.Context, staffID string, disabled boo
 	return a.update(ctx, staffID, nil, &disabled, by)
 }
 
-func (a *Accounts) update(ctx context.Context, id string, role *string, disabled *bool, by Actor) error {
+func (a *Accounts) update(ctx context.Context, id string, role *models.StaffRole, disabled *bool, by Actor) error {
 	if err := a.store.UpdateStaff(ctx, id, role, disabled, by.String()); err != nil {
 		if errors.Is(err, models.ErrNotFound) {
 			return fault.Errorf(fault.NotFound, "no such account")

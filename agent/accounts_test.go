@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestSignInFloodsDoNotTakeMemoryPerAttempt(t *testing.T) {
 	e := newEnv(t)
 	accounts := agent.NewAccounts(e.store)
-	if _, err := accounts.AddStaff(context.Background(), "ann@x.test", "Ann", agent.RoleApprover, "correct horse battery staple", agent.System); err != nil {
+	if _, err := accounts.AddStaff(context.Background(), "ann@x.test", "Ann", models.Approver, "correct horse battery staple", agent.System); err != nil {
 		t.Fatal(err)
 	}
 	runtime.GC()

@@ -103,20 +103,18 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 			expired = true
 			return g.expireInTx(tx, call)
 		}
-		required, role := call.RequiredApprovals, Role(call.RequiredRole)
+		required, role := call.RequiredApprovals, call.RequiredRole
 		if edit != nil && call.ArgsHash != edit.Hash {
 			if editDecision.Verdict == NeedsApproval {
 				required = max(required, editDecision.Approvals)
-				if editDecision.Role.authority() > role.authority() {
-					role = editDecision.Role
-				}
+				role = role.Higher(editDecision.Role)
 			}
-			set := map[string]any{"args": string(edit.JSON), "args_hash": edit.Hash,
-				"required_approvals": required, "required_role": string(role)}
-			if call.OriginalArgs == "" {
-				set["original_args"] = call.Args
+			original := call.OriginalArgs
+			if original == "" {
+				original = call.Args
 			}
-			if err := tx.UpdateCallFields(call.ID, models.CallPending, set); err != nil {
+			if err := tx.EditPendingCall(call.ID, models.CallEdit{Args: string(edit.JSON), ArgsHash: edit.Hash,
+				OriginalArgs: original, RequiredApprovals: required, RequiredRole: role}); err != nil {
 				return err
 			}
 			if err := tx.Audit(models.Event{Actor: actor.String(), Kind: "action.edited", Subject: call.ID,
@@ -141,14 +139,14 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 			if a.Verdict != "approve" || a.ArgsHash != call.ArgsHash || disabled[a.StaffID] {
 				continue // approvals of other arguments do not count for these
 			}
-			votes = append(votes, Vote{StaffID: a.StaffID, Role: Role(a.StaffRole)})
+			votes = append(votes, Vote{StaffID: a.StaffID, Role: a.StaffRole})
 		}
 		count, met, err := AddVote(votes, Vote{StaffID: actor.ID, Role: actor.Role}, required, role)
 		if err != nil {
 			return err
 		}
 		if err := tx.CreateApproval(&models.Approval{ToolCallID: call.ID, StaffID: actor.ID, StaffName: actor.Name,
-			StaffRole: string(actor.Role), Verdict: "approve", Note: note, Args: call.Args, ArgsHash: call.ArgsHash,
+			StaffRole: actor.Role, Verdict: "approve", Note: note, Args: call.Args, ArgsHash: call.ArgsHash,
 			Edited: edit != nil}); err != nil {
 			return err
 		}
@@ -157,7 +155,7 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 			return tx.Audit(models.Event{Actor: actor.String(), Kind: "action.approval_added", Subject: call.ID,
 				Payload: map[string]any{"args_hash": call.ArgsHash, "approvals": count, "required": required, "note": note}})
 		}
-		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallPending}, To: models.CallApproved}); err != nil {
+		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallApproved}); err != nil {
 			return err
 		}
 		res.Final = true
@@ -237,15 +235,15 @@ func (g *Gate) Reject(ctx context.Context, actionID string, actor Actor, reason 
 			expired = true
 			return g.expireInTx(tx, call)
 		}
-		if role := Role(call.RequiredRole); !actor.Role.AtLeast(role) {
+		if role := call.RequiredRole; !actor.Role.AtLeast(role) {
 			return fault.Errorf(fault.Forbidden, "this action needs a %s to decide it", role)
 		}
 		if err := tx.CreateApproval(&models.Approval{ToolCallID: call.ID, StaffID: actor.ID, StaffName: actor.Name,
-			StaffRole: string(actor.Role), Verdict: "reject", Note: reason, Args: call.Args, ArgsHash: call.ArgsHash}); err != nil {
+			StaffRole: actor.Role, Verdict: "reject", Note: reason, Args: call.Args, ArgsHash: call.ArgsHash}); err != nil {
 			return err
 		}
-		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallPending}, To: models.CallRejected,
-			Set: map[string]any{"error": "rejected by staff: " + reason}}); err != nil {
+		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallRejected,
+			Error: "rejected by staff: " + reason}); err != nil {
 			return err
 		}
 		return tx.Audit(models.Event{Actor: actor.String(), Kind: "action.rejected", Subject: call.ID,
@@ -271,11 +269,11 @@ func (g *Gate) Cancel(ctx context.Context, actionID string, actor Actor, reason 
 		if call.Status != models.CallPending {
 			return alreadyDecided(call)
 		}
-		if actor != System && !actor.Role.AtLeast(Role(call.RequiredRole)) {
+		if actor != System && !actor.Role.AtLeast(call.RequiredRole) {
 			return fault.Errorf(fault.Forbidden, "this action needs a %s to decide it", call.RequiredRole)
 		}
-		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallPending}, To: models.CallCancelled,
-			Set: map[string]any{"error": "cancelled: " + reason}}); err != nil {
+		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallCancelled,
+			Error: "cancelled: " + reason}); err != nil {
 			return err
 		}
 		return tx.Audit(models.Event{Actor: actor.String(), Kind: "action.cancelled", Subject: call.ID,
@@ -320,8 +318,8 @@ func (g *Gate) ExpireOverdueActions(ctx context.Context) (int, error) {
 }
 
 func (g *Gate) expireInTx(tx *models.Tx, call *models.ToolCall) error {
-	if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallPending}, To: models.CallExpired,
-		Set: map[string]any{"error": "expired: nobody decided in time"}}); err != nil {
+	if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallExpired,
+		Error: "expired: nobody decided in time"}); err != nil {
 		return err
 	}
 	return tx.Audit(models.Event{Actor: System.String(), Kind: "action.expired", Subject: call.ID,
@@ -344,7 +342,7 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 		return Outcome{}, fault.Wrap(err, "the approved arguments no longer validate")
 	}
 	err = g.store.Write(ctx, func(tx *models.Tx) error {
-		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallApproved}, To: models.CallExecuting}); err != nil {
+		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallApproved}, To: models.CallExecuting}); err != nil {
 			return err
 		}
 		return tx.Audit(models.Event{Actor: System.String(), Kind: "call.executing", Subject: call.ID,
@@ -388,8 +386,8 @@ func (g *Gate) RecoverInterrupted(ctx context.Context) (rerun, unknown int, err 
 				}
 			}
 			werr := g.store.Write(ctx, func(tx *models.Tx) error {
-				if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []string{models.CallExecuting}, To: models.CallUnknown,
-					Set: map[string]any{"error": "interrupted while running; a team member will check what happened"}}); err != nil {
+				if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallExecuting}, To: models.CallUnknown,
+					Error: "interrupted while running; a team member will check what happened"}); err != nil {
 					return err
 				}
 				return tx.Audit(models.Event{Actor: System.String(), Kind: "call.unknown", Subject: call.ID,
@@ -461,7 +459,7 @@ func (g *Gate) writeError(err error, id string) error {
 	return fault.Wrap(err, "the decision could not be recorded")
 }
 
-func roleName(r Role) string {
+func roleName(r models.StaffRole) string {
 	if r == "" {
 		return "(none)"
 	}
@@ -471,7 +469,7 @@ func roleName(r Role) string {
 // Reconcile records what a person found out about a call whose outcome is
 // unknown (the process stopped while it ran): it did happen, or it did not.
 func (g *Gate) Reconcile(ctx context.Context, callID string, actor Actor, happened bool, note string) error {
-	if !actor.Role.AtLeast(RoleSupervisor) {
+	if !actor.Role.AtLeast(models.Supervisor) {
 		return fault.Errorf(fault.Forbidden, "only a supervisor or an admin can reconcile a call")
 	}
 	note = strings.TrimSpace(note)
@@ -486,11 +484,11 @@ func (g *Gate) Reconcile(ctx context.Context, callID string, actor Actor, happen
 		to, errText = models.CallSucceeded, ""
 	}
 	err := g.store.Write(ctx, func(tx *models.Tx) error {
-		set := map[string]any{"error": errText}
+		ch := models.CallChange{ID: callID, From: []models.CallStatus{models.CallUnknown}, To: to, Error: errText}
 		if happened {
-			set["result"] = mustJSONString(map[string]any{"reconciled": true, "note": note})
+			ch.Result = mustJSONString(map[string]any{"reconciled": true, "note": note})
 		}
-		if err := tx.ChangeCallStatus(models.CallChange{ID: callID, From: []string{models.CallUnknown}, To: to, Set: set}); err != nil {
+		if err := tx.ChangeCallStatus(ch); err != nil {
 			if errors.Is(err, models.ErrConflict) {
 				return fault.Errorf(fault.Conflict, "only a call whose outcome is unknown can be reconciled")
 			}

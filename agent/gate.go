@@ -84,7 +84,7 @@ type CallRequest struct {
 // Outcome is what became of a call.
 type Outcome struct {
 	CallID   string
-	Status   string
+	Status   models.CallStatus
 	Decision Decision
 	// Result is the tool's output (JSON) when the call succeeded.
 	Result json.RawMessage
@@ -206,7 +206,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 // audit event record.
 type recordedDecision struct {
 	decision Decision
-	status   string
+	status   models.CallStatus
 	errText  string
 	kind     string
 	payload  models.Payload
@@ -228,7 +228,7 @@ func prepareDecision(call *models.ToolCall, d Decision) (recordedDecision, error
 	}
 	payload, err := models.EncodePayload(decisionEvent{RunID: call.RunID, Tool: call.Tool, ArgsHash: call.ArgsHash,
 		Verdict: d.Verdict, Rule: d.Rule, Reason: d.Reason, PolicyVersion: d.PolicyVersion,
-		Status: rec.status, RequiredApprovals: required, RequiredRole: string(d.Role)})
+		Status: rec.status, RequiredApprovals: required, RequiredRole: d.Role})
 	if err != nil {
 		return rec, fault.Wrap(err, "the tool call could not be recorded")
 	}
@@ -242,7 +242,7 @@ func (rec recordedDecision) apply(call *models.ToolCall) {
 	call.Status, call.Error = rec.status, rec.errText
 	call.RequiredApprovals, call.RequiredRole, call.ExpiresAt = 0, "", nil
 	if d.Verdict == NeedsApproval {
-		call.RequiredApprovals, call.RequiredRole = max(d.Approvals, 1), string(d.Role)
+		call.RequiredApprovals, call.RequiredRole = max(d.Approvals, 1), d.Role
 	}
 }
 
@@ -296,25 +296,25 @@ func (l Limits) pendingPerCustomer() int {
 // fields are in alphabetical order, so it reads like every other payload
 // (maps are written with sorted keys).
 type decisionEvent struct {
-	ArgsHash          string  `json:"args_hash"`
-	PolicyVersion     string  `json:"policy_version"`
-	Reason            string  `json:"reason"`
-	RequiredApprovals int     `json:"required_approvals"`
-	RequiredRole      string  `json:"required_role"`
-	Rule              string  `json:"rule"`
-	RunID             string  `json:"run_id"`
-	Status            string  `json:"status"`
-	Tool              string  `json:"tool"`
-	Verdict           Verdict `json:"verdict"`
+	ArgsHash          string            `json:"args_hash"`
+	PolicyVersion     string            `json:"policy_version"`
+	Reason            string            `json:"reason"`
+	RequiredApprovals int               `json:"required_approvals"`
+	RequiredRole      models.StaffRole  `json:"required_role"`
+	Rule              string            `json:"rule"`
+	RunID             string            `json:"run_id"`
+	Status            models.CallStatus `json:"status"`
+	Tool              string            `json:"tool"`
+	Verdict           Verdict           `json:"verdict"`
 }
 
 // outcomeEvent is the payload of the event that records how a call ran.
 type outcomeEvent struct {
-	Error      string `json:"error,omitempty"`
-	ResultHash string `json:"result_hash,omitempty"`
-	RunID      string `json:"run_id"`
-	Status     string `json:"status"`
-	Tool       string `json:"tool"`
+	Error      string            `json:"error,omitempty"`
+	ResultHash string            `json:"result_hash,omitempty"`
+	RunID      string            `json:"run_id"`
+	Status     models.CallStatus `json:"status"`
+	Tool       string            `json:"tool"`
 }
 
 func decisionEventKind(v Verdict) string {
@@ -426,7 +426,7 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 		if err := tx.FinishCall(call.ID, status, string(encoded), errForModel, errDetail); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: "call." + status, Subject: call.ID, Payload: payload})
+		return tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: "call." + string(status), Subject: call.ID, Payload: payload})
 	})
 	if err != nil {
 		return Outcome{}, fault.Wrap(err, "the tool ran but its result could not be recorded")

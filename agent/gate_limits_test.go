@@ -19,7 +19,7 @@ func TestSplitRefundNeedsTheSameApprovalsAsTheWhole(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	whole := e.call(e.newRun("cus_bob", "Bob"), "cus_bob", "issue_refund", `{"order_id":"B2001","amount":1500}`)
-	if whole.Decision.Rule != "refund-over-1000-two-person" || whole.Decision.Approvals != 2 || whole.Decision.Role != agent.RoleSupervisor {
+	if whole.Decision.Rule != "refund-over-1000-two-person" || whole.Decision.Approvals != 2 || whole.Decision.Role != models.Supervisor {
 		t.Fatalf("$1,500 at once: %+v", whole.Decision)
 	}
 	if err := e.gate.Reject(ctx, whole.CallID, supervisor, "testing the split"); err != nil {
@@ -33,7 +33,7 @@ func TestSplitRefundNeedsTheSameApprovalsAsTheWhole(t *testing.T) {
 	}
 	// While the $1,000 waits, $500 more on the order is judged with it.
 	second := e.call(run, "cus_bob", "issue_refund", `{"order_id":"B2001","amount":500}`)
-	if second.Decision.Rule != "refund-over-1000-two-person" || second.Decision.Approvals != 2 || second.Decision.Role != agent.RoleSupervisor {
+	if second.Decision.Rule != "refund-over-1000-two-person" || second.Decision.Approvals != 2 || second.Decision.Role != models.Supervisor {
 		t.Fatalf("$500 while $1,000 waits: %+v", second.Decision)
 	}
 	if !strings.Contains(second.Decision.Reason, "$1,500.00") {
@@ -159,7 +159,7 @@ func TestOneMessageCannotFloodTheQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	by := map[string]int{}
+	by := map[models.CallStatus]int{}
 	for _, c := range calls {
 		by[c.Status]++
 	}
@@ -174,15 +174,15 @@ func TestApprovalsOfDisabledAccountsNoLongerCount(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	accounts := agent.NewAccounts(e.store)
-	add := func(email string, role agent.Role) agent.Actor {
+	add := func(email string, role models.StaffRole) agent.Actor {
 		st, err := accounts.AddStaff(ctx, email, email, role, "correct horse battery staple", agent.System)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return agent.ActorOf(st)
 	}
-	ann, ben, sue := add("ann@x.test", agent.RoleApprover), add("ben@x.test", agent.RoleApprover), add("sue@x.test", agent.RoleSupervisor)
-	admin := add("ada@x.test", agent.RoleAdmin)
+	ann, ben, sue := add("ann@x.test", models.Approver), add("ben@x.test", models.Approver), add("sue@x.test", models.Supervisor)
+	admin := add("ada@x.test", models.Admin)
 	out := e.call(e.newRun("cus_bob", "Bob"), "cus_bob", "issue_refund", `{"order_id":"B2001","amount":1200}`)
 	if res, err := e.gate.Approve(ctx, out.CallID, ann, agent.ApproveRequest{}); err != nil || res.Approvals != 1 {
 		t.Fatalf("Ann: %+v %v", res, err)

@@ -119,10 +119,10 @@ func (e *env) callRecord(id string) *models.ToolCall {
 }
 
 var (
-	approver1  = agent.Actor{ID: "stf_ann", Name: "Ann", Role: agent.RoleApprover}
-	approver2  = agent.Actor{ID: "stf_ben", Name: "Ben", Role: agent.RoleApprover}
-	supervisor = agent.Actor{ID: "stf_sue", Name: "Sue", Role: agent.RoleSupervisor}
-	auditor    = agent.Actor{ID: "stf_aud", Name: "Audrey", Role: agent.RoleAuditor}
+	approver1  = agent.Actor{ID: "stf_ann", Name: "Ann", Role: models.Approver}
+	approver2  = agent.Actor{ID: "stf_ben", Name: "Ben", Role: models.Approver}
+	supervisor = agent.Actor{ID: "stf_sue", Name: "Sue", Role: models.Supervisor}
+	auditor    = agent.Actor{ID: "stf_aud", Name: "Audrey", Role: models.Auditor}
 )
 
 func TestAllowedReadRunsAndIsRecorded(t *testing.T) {
@@ -249,7 +249,7 @@ func TestTwoPersonRuleWithSupervisor(t *testing.T) {
 	e := newEnv(t)
 	run := e.newRun("cus_bob", "Bob")
 	out := e.call(run, "cus_bob", "issue_refund", `{"order_id":"B2001","amount":1200}`)
-	if out.Status != models.CallPending || out.Decision.Approvals != 2 || out.Decision.Role != agent.RoleSupervisor {
+	if out.Status != models.CallPending || out.Decision.Approvals != 2 || out.Decision.Role != models.Supervisor {
 		t.Fatalf("got %+v", out)
 	}
 	ctx := context.Background()
@@ -314,7 +314,7 @@ func TestExpiredActionCannotBeApproved(t *testing.T) {
 	run := e.newRun("cus_alice", "Alice")
 	out := e.call(run, "cus_alice", "issue_refund", `{"order_id":"A1002","amount":900}`)
 	var settled []string
-	e.gate.OnSettled = func(_ context.Context, c *models.ToolCall) { settled = append(settled, c.ID+":"+c.Status) }
+	e.gate.OnSettled = func(_ context.Context, c *models.ToolCall) { settled = append(settled, c.ID+":"+string(c.Status)) }
 
 	e.clock.Advance(23 * time.Hour)
 	if n, err := e.gate.ExpireOverdueActions(context.Background()); err != nil || n != 0 {
@@ -474,7 +474,7 @@ func TestConcurrentApprovalsRunOnce(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			actor := agent.Actor{ID: "stf_" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Name: "Staff", Role: agent.RoleApprover}
+			actor := agent.Actor{ID: "stf_" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Name: "Staff", Role: models.Approver}
 			<-start
 			_, err := e.gate.Approve(context.Background(), out.CallID, actor, agent.ApproveRequest{})
 			switch {

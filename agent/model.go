@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+
+	"github.com/countersign/countersign/models"
 )
 
 // Model produces the assistant's next turn from the conversation so far.
@@ -46,7 +48,7 @@ type ModelCall struct {
 // ToolResult is the outcome of a call, structured (the offline model reads it).
 type ToolResult struct {
 	Tool   string
-	Status string
+	Status models.CallStatus
 	Output json.RawMessage
 	Error  string
 	Args   json.RawMessage

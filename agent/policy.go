@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -27,7 +28,7 @@ type Decision struct {
 	// For NeedsApproval: how many distinct approvers, the least role one of
 	// them must hold, and how long the action may wait (0: forever).
 	Approvals int
-	Role      Role
+	Role      models.StaffRole
 	Expires   time.Duration
 }
 

@@ -15,6 +15,7 @@ import (
 	"cel.dev/cel-go/interpreter"
 	"github.com/goccy/go-yaml"
 
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -88,7 +89,7 @@ type outcome struct {
 	verdict   Verdict
 	reason    *template
 	approvals int
-	role      Role
+	role      models.StaffRole
 	expires   time.Duration
 }
 
@@ -197,7 +198,7 @@ func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePoli
 func (v Verdict) valid() bool { return v == Allow || v == NeedsApproval || v == Deny }
 
 func compileOutcome(os outcomeSpec) (*outcome, error) {
-	o := &outcome{verdict: Verdict(os.Decision), approvals: os.Approvals, role: Role(os.Role)}
+	o := &outcome{verdict: Verdict(os.Decision), approvals: os.Approvals, role: models.StaffRole(os.Role)}
 	if !o.verdict.valid() {
 		return nil, fmt.Errorf("decision %q must be allow, needs_approval or deny", os.Decision)
 	}

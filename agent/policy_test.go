@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 )
@@ -39,7 +40,7 @@ func TestDefaultPolicyDecisions(t *testing.T) {
 		want       agent.Verdict
 		rule       string
 		approvals  int
-		role       agent.Role
+		role       models.StaffRole
 		reasonPart string
 	}{
 		{"article: a read is allowed", "get_order_status", tools.RiskRead, map[string]any{"order_id": "A1"}, 0, agent.Allow, "default:read", 0, "", ""},
@@ -47,11 +48,11 @@ func TestDefaultPolicyDecisions(t *testing.T) {
 		{"article: $900 refund needs approval", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 900.0}, 0, agent.NeedsApproval, "refund-needs-approval", 1, "", "Refund of $900.00"},
 		{"$50 is the limit", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 50.0}, 0, agent.Allow, "small-refund", 0, "", ""},
 		{"$50.01 is over it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 50.01}, 0, agent.NeedsApproval, "refund-needs-approval", 1, "", ""},
-		{"over $1,000 two people", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1000.01}, 0, agent.NeedsApproval, "refund-over-1000-two-person", 2, agent.RoleSupervisor, "$1,000.01"},
+		{"over $1,000 two people", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1000.01}, 0, agent.NeedsApproval, "refund-over-1000-two-person", 2, models.Supervisor, "$1,000.01"},
 		{"refunded $500.01 today", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 500.01, agent.NeedsApproval, "refund-customer-over-500-in-24h", 1, "", "would come to $501.01"},
 		{"refunded $500 today, $1 more passes it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 500, agent.NeedsApproval, "refund-customer-over-500-in-24h", 1, "", "would come to $501.00"},
 		{"refunded $499 today, $1 more reaches it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 499, agent.Allow, "small-refund", 0, "", ""},
-		{"$20 on an order refunded $990: over $1,000 on the order", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 20.0, "order_id": "A1"}, 0, agent.NeedsApproval, "refund-over-1000-two-person", 2, agent.RoleSupervisor, "would come to $1,010.00"},
+		{"$20 on an order refunded $990: over $1,000 on the order", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 20.0, "order_id": "A1"}, 0, agent.NeedsApproval, "refund-over-1000-two-person", 2, models.Supervisor, "would come to $1,010.00"},
 		{"low write", "update_shipping_address", tools.RiskLowWrite, map[string]any{}, 0, agent.Allow, "default:low_write", 0, "", ""},
 		{"other high write", "cancel_order", tools.RiskHighWrite, map[string]any{}, 0, agent.NeedsApproval, "default:high_write", 1, "", "High-risk tool: cancel_order"},
 	}

@@ -1,11 +1,14 @@
 package agent
 
-import "github.com/countersign/countersign/models/fault"
+import (
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
+)
 
 // Vote is one person's approval of the arguments in force.
 type Vote struct {
 	StaffID string
-	Role    Role
+	Role    models.StaffRole
 }
 
 // AddVote is the quorum rule as a pure function: what one more approval
@@ -14,7 +17,7 @@ type Vote struct {
 // how many distinct people will have approved and whether that completes
 // the action, or why the approval cannot be given: the same person twice,
 // or a last approval that would leave the action without its role.
-func AddVote(prior []Vote, next Vote, required int, role Role) (count int, met bool, err error) {
+func AddVote(prior []Vote, next Vote, required int, role models.StaffRole) (count int, met bool, err error) {
 	seen := map[string]bool{}
 	qualified := next.Role.AtLeast(role)
 	for _, v := range prior {

@@ -4,20 +4,21 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 )
 
 func TestQuorum(t *testing.T) {
-	ann := agent.Vote{StaffID: "ann", Role: agent.RoleApprover}
-	ben := agent.Vote{StaffID: "ben", Role: agent.RoleApprover}
-	sue := agent.Vote{StaffID: "sue", Role: agent.RoleSupervisor}
-	ada := agent.Vote{StaffID: "ada", Role: agent.RoleAdmin}
+	ann := agent.Vote{StaffID: "ann", Role: models.Approver}
+	ben := agent.Vote{StaffID: "ben", Role: models.Approver}
+	sue := agent.Vote{StaffID: "sue", Role: models.Supervisor}
+	ada := agent.Vote{StaffID: "ada", Role: models.Admin}
 	for _, tc := range []struct {
 		name     string
 		prior    []agent.Vote
 		next     agent.Vote
 		required int
-		role     agent.Role
+		role     models.StaffRole
 		count    int
 		met      bool
 		code     fault.Code // "" when the vote is given
@@ -27,14 +28,14 @@ func TestQuorum(t *testing.T) {
 		{"the second of two", []agent.Vote{ann}, ben, 2, "", 2, true, ""},
 		{"the same person twice", []agent.Vote{ann}, ann, 2, "", 1, false, fault.Conflict},
 		{"a duplicate earlier vote counts once", []agent.Vote{ann, ann}, ben, 2, "", 2, true, ""},
-		{"an approver alone cannot meet a supervisor's action", nil, ann, 1, agent.RoleSupervisor, 0, false, fault.Forbidden},
-		{"a supervisor can", nil, sue, 1, agent.RoleSupervisor, 1, true, ""},
-		{"an admin has a supervisor's authority", nil, ada, 1, agent.RoleSupervisor, 1, true, ""},
-		{"an approver may go first of two with a supervisor", nil, ann, 2, agent.RoleSupervisor, 1, false, ""},
-		{"a supervisor completes it", []agent.Vote{ann}, sue, 2, agent.RoleSupervisor, 2, true, ""},
-		{"a supervisor first, an approver completes it", []agent.Vote{sue}, ann, 2, agent.RoleSupervisor, 2, true, ""},
-		{"two approvers cannot complete a supervisor's pair", []agent.Vote{ann}, ben, 2, agent.RoleSupervisor, 1, false, fault.Forbidden},
-		{"an auditor decides nothing", nil, agent.Vote{StaffID: "aud", Role: agent.RoleAuditor}, 1, "", 0, false, fault.Forbidden},
+		{"an approver alone cannot meet a supervisor's action", nil, ann, 1, models.Supervisor, 0, false, fault.Forbidden},
+		{"a supervisor can", nil, sue, 1, models.Supervisor, 1, true, ""},
+		{"an admin has a supervisor's authority", nil, ada, 1, models.Supervisor, 1, true, ""},
+		{"an approver may go first of two with a supervisor", nil, ann, 2, models.Supervisor, 1, false, ""},
+		{"a supervisor completes it", []agent.Vote{ann}, sue, 2, models.Supervisor, 2, true, ""},
+		{"a supervisor first, an approver completes it", []agent.Vote{sue}, ann, 2, models.Supervisor, 2, true, ""},
+		{"two approvers cannot complete a supervisor's pair", []agent.Vote{ann}, ben, 2, models.Supervisor, 1, false, fault.Forbidden},
+		{"an auditor decides nothing", nil, agent.Vote{StaffID: "aud", Role: models.Auditor}, 1, "", 0, false, fault.Forbidden},
 	} {
 		count, met, err := agent.AddVote(tc.prior, tc.next, tc.required, tc.role)
 		if fault.CodeOf(err) != tc.code && !(tc.code == "" && err == nil) {

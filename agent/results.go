@@ -34,7 +34,7 @@ func ToolResultText(c *models.ToolCall) string {
 }
 
 // callFinished reports whether a call has reached an end.
-func callFinished(status string) bool {
+func callFinished(status models.CallStatus) bool {
 	switch status {
 	case models.CallPending, models.CallApproved, models.CallExecuting, models.CallAllowed:
 		return false

@@ -28,8 +28,8 @@ Be brief and friendly.`
 // appended, or the run's status changed.
 type RunEvent struct {
 	RunID  string
-	Turn   *models.Turn // set for a new turn
-	Status string       // set for a status change
+	Turn   *models.Turn     // set for a new turn
+	Status models.RunStatus // set for a status change
 }
 
 // Runner drives agent runs: it calls the model, hands every tool call to the
@@ -160,7 +160,7 @@ func (r *Runner) PostMessage(ctx context.Context, runID, message string) (<-chan
 		return nil, err
 	}
 	turn := &models.Turn{RunID: runID, Role: models.RoleCustomer, Text: text}
-	var newStatus string
+	var newStatus models.RunStatus
 	err = r.store.Write(ctx, func(tx *models.Tx) error {
 		newStatus = ""
 		run, err := tx.Run(runID)
@@ -249,7 +249,7 @@ func (r *Runner) CloseRun(ctx context.Context, runID string, actor Actor, reason
 	// Closing cancels its waiting actions: only someone who could reject
 	// each of them may do that.
 	for _, c := range calls {
-		if c.Status == models.CallPending && !actor.Role.AtLeast(Role(c.RequiredRole)) {
+		if c.Status == models.CallPending && !actor.Role.AtLeast(c.RequiredRole) {
 			return fault.Errorf(fault.Forbidden, "this conversation has an action only a %s can decide (%s); ask one to close it", c.RequiredRole, c.Tool)
 		}
 	}

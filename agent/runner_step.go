@@ -198,7 +198,7 @@ func (r *Runner) appendTurn(ctx context.Context, t *models.Turn) error {
 	return nil
 }
 
-func (r *Runner) setStatus(ctx context.Context, run *models.Run, status, lastError string) error {
+func (r *Runner) setStatus(ctx context.Context, run *models.Run, status models.RunStatus, lastError string) error {
 	if run.Status == status && run.LastError == lastError {
 		return nil
 	}

@@ -41,7 +41,7 @@ func (e *env) say(r *agent.Runner, runID, msg string) {
 
 // waitRun waits until the run settles in a status (the run loop works in
 // the background after an approval).
-func (e *env) waitRun(runID, status string) *models.Run {
+func (e *env) waitRun(runID string, status models.RunStatus) *models.Run {
 	e.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -273,7 +273,7 @@ func TestCompromisedModelCannotEscapeTheGate(t *testing.T) {
 	if err != nil || len(calls) != 5 {
 		t.Fatalf("%d calls recorded: %v", len(calls), err)
 	}
-	want := map[string]string{"a": models.CallInvalid, "b": models.CallInvalid, "c": models.CallInvalid, "d": models.CallInvalid, "e": models.CallFailed}
+	want := map[string]models.CallStatus{"a": models.CallInvalid, "b": models.CallInvalid, "c": models.CallInvalid, "d": models.CallInvalid, "e": models.CallFailed}
 	for _, c := range calls {
 		if c.Status != want[c.ModelCallID] {
 			t.Errorf("call %s (%s %s) is %s, want %s: %s", c.ModelCallID, c.Tool, c.RawArgs, c.Status, want[c.ModelCallID], c.Error)

@@ -103,7 +103,7 @@ type RunRow struct {
 
 // ListRuns lists runs, most recently active first, after a cursor
 // (updated_at|id of the last row of the previous page).
-func (s *Store) ListRuns(ctx context.Context, status string, afterUpdated time.Time, afterID string, limit int) ([]RunRow, error) {
+func (s *Store) ListRuns(ctx context.Context, status RunStatus, afterUpdated time.Time, afterID string, limit int) ([]RunRow, error) {
 	q := s.db.WithContext(ctx).Table("runs").
 		Select(`runs.*, (SELECT COUNT(*) FROM turns WHERE turns.run_id = runs.id) AS turns,
 			(SELECT substr(t.text, 1, 200) FROM turns t WHERE t.run_id = runs.id AND t.role = 'customer' ORDER BY t.seq LIMIT 1) AS first_message`)
@@ -120,7 +120,8 @@ func (s *Store) ListRuns(ctx context.Context, status string, afterUpdated time.T
 
 // AuditQuery filters the audit list.
 type AuditQuery struct {
-	Tool, Decision, Status, Staff, Customer, Text string
+	Tool, Decision, Staff, Customer, Text string
+	Status                                CallStatus
 	// DecisionsOnly leaves out allowed reads: what a person or a rule
 	// actually decided.
 	DecisionsOnly bool

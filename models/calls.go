@@ -3,27 +3,11 @@ package models
 import (
 	"context"
 	"fmt"
-	"sort"
+
 	"strings"
 	"time"
 
 	"gorm.io/gorm"
-)
-
-// Tool call statuses (ARCHITECTURE.md, "The life of a tool call").
-const (
-	CallInvalid   = "invalid"
-	CallDenied    = "denied"
-	CallAllowed   = "allowed"
-	CallPending   = "pending"
-	CallApproved  = "approved"
-	CallRejected  = "rejected"
-	CallExpired   = "expired"
-	CallCancelled = "cancelled"
-	CallExecuting = "executing"
-	CallSucceeded = "succeeded"
-	CallFailed    = "failed"
-	CallUnknown   = "unknown"
 )
 
 // CreateRun inserts a run.
@@ -67,75 +51,79 @@ func (tx *Tx) ToolCall(id string) (*ToolCall, error) {
 // CallChange is a conditional state change of a tool call.
 type CallChange struct {
 	ID   string
-	From []string // the statuses the call must be in
-	To   string
-	// Fields to set along with the status, by column name.
-	Set map[string]any
+	From []CallStatus // the statuses the call must be in
+	To   CallStatus
+	// Error (for the model and the customer) and Result (JSON) are written
+	// when To ends or refuses the call: rejected, cancelled, expired,
+	// succeeded, failed, unknown. Moving to approved or executing leaves them.
+	Error  string
+	Result string
 }
 
 // ChangeCallStatus moves a call from one of the expected statuses to a new
 // one. It affects exactly one row or returns ErrConflict: that is what makes
 // two simultaneous approvals produce one execution.
 func (tx *Tx) ChangeCallStatus(ch CallChange) error {
-	set := map[string]any{"status": ch.To, "updated_at": tx.now}
-	for k, v := range ch.Set {
-		set[k] = v
+	if !ch.To.Valid() || len(ch.From) == 0 {
+		return fmt.Errorf("change tool call %s: no such change %v -> %q", ch.ID, ch.From, ch.To)
 	}
+	var q strings.Builder
+	args := make([]any, 0, 6+len(ch.From))
+	q.WriteString("UPDATE tool_calls SET status = ?, updated_at = ?")
+	args = append(args, ch.To, tx.now)
 	switch ch.To {
-	case CallSucceeded, CallFailed, CallUnknown:
-		set["finished_at"] = tx.now
-	case CallApproved, CallRejected, CallExpired, CallCancelled:
-		set["decided_at"] = tx.now
+	case CallApproved, CallExecuting:
+		if ch.To == CallApproved {
+			q.WriteString(", decided_at = ?")
+			args = append(args, tx.now)
+		}
+	case CallRejected, CallExpired, CallCancelled:
+		q.WriteString(", decided_at = ?, error = ?, result = ?")
+		args = append(args, tx.now, ch.Error, ch.Result)
+	default: // an outcome
+		q.WriteString(", finished_at = ?, error = ?, result = ?")
+		args = append(args, tx.now, ch.Error, ch.Result)
 	}
-	return tx.updateCall(set, ch.ID, ch.From...)
+	q.WriteString(" WHERE id = ? AND status IN (?" + strings.Repeat(", ?", len(ch.From)-1) + ")")
+	args = append(args, ch.ID)
+	for _, f := range ch.From {
+		args = append(args, f)
+	}
+	return tx.changeOne(ch.ID, q.String(), args...)
 }
 
 // FinishCall records how an executing call ended: succeeded with its result
 // (JSON), or failed with an error for the model and one for staff. It is
 // ChangeCallStatus for the one change every allowed call makes, with a
 // statement that never changes shape.
-func (tx *Tx) FinishCall(id, status, result, errForModel, errDetail string) error {
+func (tx *Tx) FinishCall(id string, status CallStatus, result, errForModel, errDetail string) error {
 	if status != CallSucceeded && status != CallFailed {
 		return fmt.Errorf("finish tool call %s: %q is not an outcome", id, status)
 	}
-	n, err := tx.exec(`UPDATE tool_calls SET status = ?, result = ?, error = ?, error_detail = ?, updated_at = ?, finished_at = ?
+	return tx.changeOne(id, `UPDATE tool_calls SET status = ?, result = ?, error = ?, error_detail = ?, updated_at = ?, finished_at = ?
 		WHERE id = ? AND status = ?`, status, result, errForModel, errDetail, tx.now, tx.now, id, CallExecuting)
-	if err != nil {
-		return fmt.Errorf("finish tool call %s: %w", id, err)
-	}
-	if n != 1 {
-		return ErrConflict
-	}
-	return nil
 }
 
-// updateCall sets columns of one call that is in one of the given statuses,
-// and insists that exactly one row changed.
-func (tx *Tx) updateCall(set map[string]any, id string, from ...string) error {
-	cols := make([]string, 0, len(set))
-	for k := range set {
-		if !callColumns[k] {
-			return fmt.Errorf("update tool call: unknown column %q", k)
-		}
-		cols = append(cols, k)
-	}
-	sort.Strings(cols) // the same columns give the same SQL, so the prepared statement is reused
-	var q strings.Builder
-	args := make([]any, 0, len(cols)+1+len(from))
-	q.WriteString("UPDATE tool_calls SET ")
-	for i, c := range cols {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString(c + " = ?")
-		args = append(args, set[c])
-	}
-	q.WriteString(" WHERE id = ? AND status IN (?" + strings.Repeat(", ?", len(from)-1) + ")")
-	args = append(args, id)
-	for _, f := range from {
-		args = append(args, f)
-	}
-	n, err := tx.exec(q.String(), args...)
+// CallEdit is a pending call's arguments as staff edited them, with the
+// approvals the edited call needs.
+type CallEdit struct {
+	Args, ArgsHash string
+	// OriginalArgs are the arguments the model asked for, kept across edits.
+	OriginalArgs      string
+	RequiredApprovals int
+	RequiredRole      StaffRole
+}
+
+// EditPendingCall changes the arguments of a call that is still pending.
+func (tx *Tx) EditPendingCall(id string, e CallEdit) error {
+	return tx.changeOne(id, `UPDATE tool_calls SET args = ?, args_hash = ?, original_args = ?, required_approvals = ?, required_role = ?, updated_at = ?
+		WHERE id = ? AND status = ?`, e.Args, e.ArgsHash, e.OriginalArgs, e.RequiredApprovals, e.RequiredRole, tx.now, id, CallPending)
+}
+
+// changeOne runs an update of one call and insists that exactly one row
+// changed: a call no longer in the expected status is ErrConflict.
+func (tx *Tx) changeOne(id, query string, args ...any) error {
+	n, err := tx.exec(query, args...)
 	if err != nil {
 		return fmt.Errorf("update tool call %s: %w", id, err)
 	}
@@ -143,16 +131,6 @@ func (tx *Tx) updateCall(set map[string]any, id string, from ...string) error {
 		return ErrConflict
 	}
 	return nil
-}
-
-var callColumns = map[string]bool{"status": true, "updated_at": true, "decided_at": true, "finished_at": true,
-	"error": true, "error_detail": true, "result": true, "args": true, "args_hash": true, "original_args": true,
-	"required_approvals": true, "required_role": true}
-
-// UpdateCallFields changes fields of a call that is still in the given status.
-func (tx *Tx) UpdateCallFields(id, status string, set map[string]any) error {
-	set["updated_at"] = tx.now
-	return tx.updateCall(set, id, status)
 }
 
 // CreateApproval stores one staff verdict.
@@ -195,7 +173,7 @@ func (s *Store) Approvals(ctx context.Context, callID string) ([]Approval, error
 const notSucceeded = "tool_calls.status <> 'succeeded'"
 
 // CallsByStatus lists calls in a status, oldest first, at most limit of them.
-func (s *Store) CallsByStatus(ctx context.Context, status string, limit int) ([]ToolCall, error) {
+func (s *Store) CallsByStatus(ctx context.Context, status CallStatus, limit int) ([]ToolCall, error) {
 	var out []ToolCall
 	db := s.db.WithContext(ctx).Where("status = ?", status)
 	if status != CallSucceeded {

@@ -27,7 +27,7 @@ type CallTotal struct {
 }
 
 // liveCallStatuses are the calls that did, may yet, or may have happened.
-var liveCallStatuses = []string{CallPending, CallApproved, CallExecuting, CallSucceeded, CallUnknown}
+var liveCallStatuses = []CallStatus{CallPending, CallApproved, CallExecuting, CallSucceeded, CallUnknown}
 
 func sumCallArgs(db *gorm.DB, q CallTotal) (float64, error) {
 	db = db.Model(&ToolCall{}).Select("COALESCE(SUM(CAST(json_extract(args, ?) AS REAL)), 0)", "$."+q.Field).

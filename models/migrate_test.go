@@ -126,9 +126,9 @@ func TestQueriesByStatusUseThePartialIndex(t *testing.T) {
 		}
 		return strings.Join(out, " | ")
 	}
-	for _, status := range []string{CallRejected, CallPending, CallFailed} {
+	for _, status := range []CallStatus{CallRejected, CallPending, CallFailed} {
 		sql, vars := dry(s.auditQuery(ctx, AuditQuery{Status: status}).Limit(51))
-		if p := plan("audit "+status, sql, vars); !strings.Contains(p, "idx_tool_calls_status_created") {
+		if p := plan("audit "+string(status), sql, vars); !strings.Contains(p, "idx_tool_calls_status_created") {
 			t.Errorf("audit filtered by %s does not use the status index: %s", status, p)
 		}
 	}

@@ -6,11 +6,11 @@ import (
 
 // Run is one agent session with one customer on one channel.
 type Run struct {
-	ID           string `gorm:"primaryKey;size:40"`
-	CustomerID   string `gorm:"size:64;index"` // empty for an anonymous run
-	CustomerName string `gorm:"size:200"`
-	Channel      string `gorm:"size:32"`
-	Status       string `gorm:"size:16;index"`
+	ID           string    `gorm:"primaryKey;size:40"`
+	CustomerID   string    `gorm:"size:64;index"` // empty for an anonymous run
+	CustomerName string    `gorm:"size:200"`
+	Channel      string    `gorm:"size:32"`
+	Status       RunStatus `gorm:"size:16;index"`
 	// TokenHash is the SHA-256 of the run token; the token itself is never stored.
 	TokenHash string `gorm:"size:64;index"`
 	// LastError is what went wrong when the run failed, for staff.
@@ -64,13 +64,13 @@ type ToolCall struct {
 	// looked up by status alone): an allowed call is one index entry while it
 	// runs and none after. Queries by another status say so with
 	// notSucceeded, so that the planner may use it.
-	Status            string `gorm:"size:16;index:idx_tool_calls_status_created,priority:1,where:status <> 'succeeded'"`
-	Decision          string `gorm:"size:16"`
-	Rule              string `gorm:"size:100"`
-	Reason            string `gorm:"type:text"`
-	PolicyVersion     string `gorm:"size:64"`
+	Status            CallStatus `gorm:"size:16;index:idx_tool_calls_status_created,priority:1,where:status <> 'succeeded'"`
+	Decision          string     `gorm:"size:16"`
+	Rule              string     `gorm:"size:100"`
+	Reason            string     `gorm:"type:text"`
+	PolicyVersion     string     `gorm:"size:64"`
 	RequiredApprovals int
-	RequiredRole      string `gorm:"size:16"`
+	RequiredRole      StaffRole `gorm:"size:16"`
 	ExpiresAt         *time.Time
 
 	// IdempotencyKey is derived from the id, so it is as unique as the id.
@@ -92,7 +92,7 @@ type Approval struct {
 	ToolCall   *ToolCall `gorm:"constraint:OnDelete:RESTRICT"`
 	StaffID    string    `gorm:"size:64;index"`
 	StaffName  string    `gorm:"size:200"`
-	StaffRole  string    `gorm:"size:16"`
+	StaffRole  StaffRole `gorm:"size:16"`
 	Verdict    string    `gorm:"size:16"` // approve | reject
 	Note       string    `gorm:"type:text"`
 	// Args and ArgsHash are the argument set this verdict was given on.

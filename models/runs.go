@@ -6,15 +6,6 @@ import (
 	"fmt"
 )
 
-// Run statuses.
-const (
-	RunActive  = "active"  // the model or tools are working
-	RunWaiting = "waiting" // the customer has the last word
-	RunPaused  = "paused"  // one or more actions are pending
-	RunFailed  = "failed"  // the model or provider failed; staff may retry
-	RunClosed  = "closed"
-)
-
 // Turn roles.
 const (
 	RoleCustomer  = "customer"
@@ -56,7 +47,7 @@ func (tx *Tx) touchRun(id string) error {
 
 // SetRunStatus moves a run to a status; from, when given, lists the statuses
 // it must be in (ErrConflict otherwise). It reports whether it changed.
-func (tx *Tx) SetRunStatus(id, to, lastError string, from ...string) (bool, error) {
+func (tx *Tx) SetRunStatus(id string, to RunStatus, lastError string, from ...RunStatus) (bool, error) {
 	q := tx.db.Model(&Run{}).Where("id = ?", id)
 	if len(from) > 0 {
 		q = q.Where("status IN ?", from)
@@ -102,7 +93,7 @@ func (s *Store) RunCalls(ctx context.Context, runID string) ([]ToolCall, error) 
 }
 
 // RunsInStatus lists the ids of runs in one of the statuses.
-func (s *Store) RunsInStatus(ctx context.Context, statuses ...string) ([]string, error) {
+func (s *Store) RunsInStatus(ctx context.Context, statuses ...RunStatus) ([]string, error) {
 	var ids []string
 	err := s.db.WithContext(ctx).Model(&Run{}).Where("status IN ?", statuses).Order("updated_at").Pluck("id", &ids).Error
 	return ids, err

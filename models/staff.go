@@ -10,11 +10,11 @@ import (
 
 // Staff is a back-office account.
 type Staff struct {
-	ID           string `gorm:"primaryKey;size:40"`
-	Email        string `gorm:"size:200;uniqueIndex"`
-	Name         string `gorm:"size:200"`
-	Role         string `gorm:"size:16"`
-	PasswordHash string `gorm:"size:200"`
+	ID           string    `gorm:"primaryKey;size:40"`
+	Email        string    `gorm:"size:200;uniqueIndex"`
+	Name         string    `gorm:"size:200"`
+	Role         StaffRole `gorm:"size:16"`
+	PasswordHash string    `gorm:"size:200"`
 	Disabled     bool
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
@@ -105,7 +105,7 @@ func (s *Store) AllStaff(ctx context.Context) ([]Staff, error) {
 
 // UpdateStaff changes an account's role or disabled flag. Disabling ends its
 // sessions and tokens at once, in the same transaction.
-func (s *Store) UpdateStaff(ctx context.Context, id string, role *string, disabled *bool, actor string) error {
+func (s *Store) UpdateStaff(ctx context.Context, id string, role *StaffRole, disabled *bool, actor string) error {
 	return s.Write(ctx, func(tx *Tx) error {
 		var st Staff
 		if err := tx.db.Take(&st, "id = ?", id).Error; err != nil {
@@ -115,7 +115,7 @@ func (s *Store) UpdateStaff(ctx context.Context, id string, role *string, disabl
 		payload := map[string]any{}
 		if role != nil && *role != st.Role {
 			set["role"] = *role
-			payload["role"] = map[string]string{"from": st.Role, "to": *role}
+			payload["role"] = map[string]StaffRole{"from": st.Role, "to": *role}
 		}
 		if disabled != nil && *disabled != st.Disabled {
 			set["disabled"] = *disabled

@@ -882,7 +882,7 @@ func Action(v ActionView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			if v.Status == "unknown" && (Current(ctx).StaffRole == "supervisor" || Current(ctx).StaffRole == "admin") {
+			if v.Status == "unknown" && Current(ctx).CanReconcile {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 76, "<form method=\"post\" action=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -909,7 +909,7 @@ func Action(v ActionView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			if v.Pending && Current(ctx).CanDecide() && v.ApprovedByMe {
+			if v.Pending && Current(ctx).CanDecide && v.ApprovedByMe {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 79, "<div class=\"decide\"><p class=\"muted\" data-testid=\"approved-by-me\">You approved these arguments. It runs once someone else approves it too.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -922,7 +922,7 @@ func Action(v ActionView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-			} else if v.Pending && Current(ctx).CanDecide() {
+			} else if v.Pending && Current(ctx).CanDecide {
 				templ_7745c5c3_Err = decisionForms(v).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

@@ -474,7 +474,7 @@ func Run(v RunView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			if v.Status == "failed" && Current(ctx).CanDecide() {
+			if v.Status == "failed" && Current(ctx).CanDecide {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "<form method=\"post\" action=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -501,7 +501,7 @@ func Run(v RunView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			if v.Status != "closed" && Current(ctx).CanDecide() {
+			if v.Status != "closed" && Current(ctx).CanDecide {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<form method=\"post\" action=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

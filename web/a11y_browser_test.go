@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 )
 
 //go:embed testdata/axe/axe.min.js
@@ -44,13 +45,13 @@ func axeCheck(t *testing.T, ctx context.Context) []axeViolation {
 // in each state, the sign-in page, the demo shop and the chat frame.
 func TestBrowserEveryPagePassesAxe(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleAdmin, "ada@x.test", "Ada Admin")
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann Approver")
+	a.staff(models.Admin, "ada@x.test", "Ada Admin")
+	a.staff(models.Approver, "ann@x.test", "Ann Approver")
 	browser := newBrowser(t)
 	guest, ada := person(t, browser), person(t, browser)
 	pending := a.pendingRefund("it arrived broken")
 	decided := a.pendingRefund("the box was empty")
-	if _, err := a.gate.Approve(context.Background(), decided.ID, agent.Actor{ID: "stf_x", Name: "X", Role: agent.RoleSupervisor}, agent.ApproveRequest{}); err != nil {
+	if _, err := a.gate.Approve(context.Background(), decided.ID, agent.Actor{ID: "stf_x", Name: "X", Role: models.Supervisor}, agent.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	pages := []struct {

@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 )
 
 // The approver reads what is asked in words, what to know about the order,
 // where the approvals stand, and can go on to the next action.
 func TestActionPageGivesTheApproverWhatTheyNeed(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	first := a.pendingRefund("it arrived broken")
 	two := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":1200}`)
 	b := a.signIn("ann@x.test")

@@ -30,7 +30,7 @@ func approvalOutcome(call *models.ToolCall, approvals int) (ok, bad string) {
 	case models.CallPending:
 		msg := fmt.Sprintf("Your approval is recorded: %d of %d. The action runs once ", approvals, call.RequiredApprovals)
 		if call.RequiredRole != "" {
-			return msg + "enough people, one of them a " + call.RequiredRole + ", have approved it.", ""
+			return msg + "enough people, one of them a " + string(call.RequiredRole) + ", have approved it.", ""
 		}
 		return msg + "another person approves it.", ""
 	case models.CallApproved, models.CallExecuting:
@@ -42,7 +42,7 @@ func approvalOutcome(call *models.ToolCall, approvals int) (ok, bad string) {
 	case models.CallUnknown:
 		return "", "Approved, but whether the call ran is unknown: the system stopped while it ran. A supervisor must check the real system and record what happened below."
 	}
-	return "", "This action was " + call.Status + " before your approval took effect."
+	return "", "This action was " + string(call.Status) + " before your approval took effect."
 }
 
 func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *models.ToolCall, error) {
@@ -67,10 +67,10 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	if err != nil {
 		return views.ActionView{}, nil, err
 	}
-	v := views.ActionView{ID: call.ID, RunID: call.RunID, Tool: call.Tool, Risk: call.Risk, Status: call.Status,
+	v := views.ActionView{ID: call.ID, RunID: call.RunID, Tool: call.Tool, Risk: call.Risk, Status: string(call.Status),
 		Pending: call.Status == models.CallPending, Reason: call.Reason, Rule: call.Rule, PolicyVersion: call.PolicyVersion,
 		Customer: customerLabel(run.CustomerID, run.CustomerName), Args: prettyJSON(call.Args), OriginalArgs: prettyJSON(call.OriginalArgs),
-		Required: call.RequiredApprovals, RequiredRole: call.RequiredRole, Result: prettyJSON(call.Result), Error: call.Error,
+		Required: call.RequiredApprovals, RequiredRole: string(call.RequiredRole), Result: prettyJSON(call.Result), Error: call.Error,
 		Turns: turnsView(turns, calls), Flash: doneMessages[c.QueryParam("done")]}
 	current := 0
 	me := ""
@@ -100,7 +100,7 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 		v.ExpiresAt = rfc3339(*call.ExpiresAt)
 	}
 	for _, a := range approvals {
-		v.Approvals = append(v.Approvals, views.ApprovalView{Staff: a.StaffName, Role: a.StaffRole, Verdict: a.Verdict, Note: a.Note,
+		v.Approvals = append(v.Approvals, views.ApprovalView{Staff: a.StaffName, Role: string(a.StaffRole), Verdict: a.Verdict, Note: a.Note,
 			Args: a.Args, Edited: a.Edited, At: clock(a.CreatedAt), Current: a.ArgsHash == call.ArgsHash})
 	}
 	if tool, ok := s.cfg.Gate.Tools().Get(call.Tool); ok {
@@ -122,7 +122,7 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	}
 	for i := range recent {
 		r := &recent[i]
-		v.Recent = append(v.Recent, views.RecentCall{ID: r.ID, Summary: s.summary(r.Tool, r.Args), Status: r.Status, At: clock(r.CreatedAt)})
+		v.Recent = append(v.Recent, views.RecentCall{ID: r.ID, Summary: s.summary(r.Tool, r.Args), Status: string(r.Status), At: clock(r.CreatedAt)})
 	}
 	if !v.Pending || v.ApprovedByMe {
 		next, err := s.cfg.Store.PendingActions(ctx, models.ActionFilter{Limit: 2})
@@ -281,7 +281,7 @@ func (s *Server) actionEvents(c echo.Context) error {
 			return false
 		}
 		var b bytes.Buffer
-		if err := views.ActionStatus(id, call.Status, call.Status == models.CallPending).Render(ctx, &b); err != nil {
+		if err := views.ActionStatus(id, string(call.Status), call.Status == models.CallPending).Render(ctx, &b); err != nil {
 			return false
 		}
 		if _, err := w.Write(sseData("status", b.Bytes())); err != nil {

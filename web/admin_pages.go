@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
 )
@@ -43,8 +44,6 @@ func (s *Server) toolsPage(c echo.Context) error {
 	return render(c, http.StatusOK, views.Tools(v))
 }
 
-var roleNames = []string{string(agent.RoleApprover), string(agent.RoleSupervisor), string(agent.RoleAuditor), string(agent.RoleAdmin)}
-
 func (s *Server) staffView(c echo.Context) (views.StaffView, error) {
 	all, err := s.cfg.Store.AllStaff(c.Request().Context())
 	if err != nil {
@@ -55,9 +54,9 @@ func (s *Server) staffView(c echo.Context) (views.StaffView, error) {
 		return views.StaffView{}, err
 	}
 	me := currentStaff(c).staff.ID
-	v := views.StaffView{Roles: roleNames, NewRole: string(agent.RoleApprover)}
+	v := views.StaffView{Roles: names(models.StaffRoles), NewRole: string(models.Approver)}
 	for _, st := range all {
-		v.Rows = append(v.Rows, views.StaffRow{ID: st.ID, Email: st.Email, Name: st.Name, Role: st.Role, Disabled: st.Disabled, Self: st.ID == me,
+		v.Rows = append(v.Rows, views.StaffRow{ID: st.ID, Email: st.Email, Name: st.Name, Role: string(st.Role), Disabled: st.Disabled, Self: st.ID == me,
 			Tokens: tokens[st.ID]})
 	}
 	return v, nil
@@ -76,7 +75,7 @@ func (s *Server) staffPage(c echo.Context) error {
 }
 
 func (s *Server) staffAdd(c echo.Context) error {
-	_, err := s.cfg.Accounts.AddStaff(c.Request().Context(), c.FormValue("email"), c.FormValue("name"), agent.Role(c.FormValue("role")),
+	_, err := s.cfg.Accounts.AddStaff(c.Request().Context(), c.FormValue("email"), c.FormValue("name"), models.StaffRole(c.FormValue("role")),
 		c.FormValue("password"), agent.ActorOf(currentStaff(c).staff))
 	if err != nil {
 		if fault.CodeOf(err) == fault.Internal {
@@ -100,7 +99,7 @@ func (s *Server) staffRevokeTokens(c echo.Context) error {
 }
 
 func (s *Server) staffRole(c echo.Context) error {
-	if err := s.cfg.Accounts.SetRole(c.Request().Context(), c.Param("id"), agent.Role(c.FormValue("role")), agent.ActorOf(currentStaff(c).staff)); err != nil {
+	if err := s.cfg.Accounts.SetRole(c.Request().Context(), c.Param("id"), models.StaffRole(c.FormValue("role")), agent.ActorOf(currentStaff(c).staff)); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/staff?done=role")

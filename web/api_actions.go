@@ -64,8 +64,8 @@ type actionJSON struct {
 }
 
 func toActionJSON(c *models.ToolCall, approvals []models.Approval) actionJSON {
-	out := actionJSON{ID: c.ID, RunID: c.RunID, Tool: c.Tool, Args: json.RawMessage(c.Args), Status: c.Status, Reason: c.Reason, Rule: c.Rule,
-		PolicyVersion: c.PolicyVersion, RequiredApprovals: c.RequiredApprovals, RequiredRole: c.RequiredRole, ExpiresAt: c.ExpiresAt,
+	out := actionJSON{ID: c.ID, RunID: c.RunID, Tool: c.Tool, Args: json.RawMessage(c.Args), Status: string(c.Status), Reason: c.Reason, Rule: c.Rule,
+		PolicyVersion: c.PolicyVersion, RequiredApprovals: c.RequiredApprovals, RequiredRole: string(c.RequiredRole), ExpiresAt: c.ExpiresAt,
 		CreatedAt: c.CreatedAt, Error: c.Error, Approvals: []approvalJSON{}}
 	if c.OriginalArgs != "" {
 		out.OriginalArgs = json.RawMessage(c.OriginalArgs)
@@ -74,7 +74,7 @@ func toActionJSON(c *models.ToolCall, approvals []models.Approval) actionJSON {
 		out.Result = json.RawMessage(c.Result)
 	}
 	for _, a := range approvals {
-		out.Approvals = append(out.Approvals, approvalJSON{StaffID: a.StaffID, StaffName: a.StaffName, Role: a.StaffRole, Verdict: a.Verdict,
+		out.Approvals = append(out.Approvals, approvalJSON{StaffID: a.StaffID, StaffName: a.StaffName, Role: string(a.StaffRole), Verdict: a.Verdict,
 			Note: a.Note, Args: json.RawMessage(a.Args), Edited: a.Edited, Counts: a.Verdict == "approve" && a.ArgsHash == c.ArgsHash, CreatedAt: a.CreatedAt})
 	}
 	return out
@@ -82,11 +82,11 @@ func toActionJSON(c *models.ToolCall, approvals []models.Approval) actionJSON {
 
 // apiActions lists actions: GET /api/v1/actions?status=pending.
 func (s *Server) apiActions(c echo.Context) error {
-	status := c.QueryParam("status")
+	status := models.CallStatus(c.QueryParam("status"))
 	if status == "" {
 		status = models.CallPending
 	}
-	if !contains(auditStatuses, status) {
+	if !status.Valid() {
 		return fault.Errorf(fault.Invalid, "unknown status %q", status)
 	}
 	calls, err := s.cfg.Store.AuditCalls(c.Request().Context(), models.AuditQuery{Status: status, Decision: string(agent.NeedsApproval), Limit: 500})
@@ -181,14 +181,12 @@ func (s *Server) apiReject(c echo.Context) error {
 }
 
 // apiRequireRole checks the token's role on the staff API.
-func (s *Server) apiRequireRole(roles ...agent.Role) echo.MiddlewareFunc {
+func (s *Server) apiRequireRole(may func(models.StaffRole) bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			sc := currentStaff(c)
-			for _, r := range roles {
-				if sc != nil && agent.Role(sc.staff.Role) == r {
-					return next(c)
-				}
+			if sc != nil && may(sc.staff.Role) {
+				return next(c)
 			}
 			return fault.Errorf(fault.Forbidden, "the %s role cannot decide actions", sc.staff.Role)
 		}

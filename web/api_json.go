@@ -113,7 +113,7 @@ func argsJSON(c *models.ToolCall) json.RawMessage {
 }
 
 func toCallJSON(c *models.ToolCall) callJSON {
-	out := callJSON{ID: c.ID, Tool: c.Tool, Args: argsJSON(c), Status: c.Status}
+	out := callJSON{ID: c.ID, Tool: c.Tool, Args: argsJSON(c), Status: string(c.Status)}
 	if c.Decision != "" {
 		out.Decision = &decisionJSON{Verdict: c.Decision, Reason: c.Reason}
 	}
@@ -131,7 +131,7 @@ func toTurnJSON(t *models.Turn, calls []models.ToolCall) turnJSON {
 }
 
 func toRunJSON(r *models.Run, turns []models.Turn, calls []models.ToolCall) runJSON {
-	out := runJSON{ID: r.ID, Status: r.Status, CustomerID: r.CustomerID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Turns: []turnJSON{}}
+	out := runJSON{ID: r.ID, Status: string(r.Status), CustomerID: r.CustomerID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Turns: []turnJSON{}}
 	for i := range turns {
 		out.Turns = append(out.Turns, toTurnJSON(&turns[i], calls))
 	}

@@ -176,7 +176,7 @@ func (s *Server) runEvents(c echo.Context) error {
 	}
 	current, err := s.cfg.Store.Run(ctx, run.ID)
 	if err == nil {
-		_ = writeSSE(w, "", "status", map[string]string{"status": current.Status})
+		_ = writeSSE(w, "", "status", map[string]string{"status": string(current.Status)})
 	}
 	// A closed channel means the client was too slow: it reconnects with
 	// Last-Event-ID and gets what it missed.
@@ -191,7 +191,7 @@ func (s *Server) runEvents(c echo.Context) error {
 			}
 		}
 		if ev.Status != "" {
-			if err := writeSSE(w, "", "status", map[string]string{"status": ev.Status}); err != nil {
+			if err := writeSSE(w, "", "status", map[string]string{"status": string(ev.Status)}); err != nil {
 				return false
 			}
 		}

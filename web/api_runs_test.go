@@ -341,7 +341,7 @@ func TestEventsStreamThePauseAndTheOutcome(t *testing.T) {
 	s.until(t, func(ev event) bool { return ev.Name == "status" && ev.Data["status"] == "paused" })
 
 	calls, _ := a.store.RunCalls(context.Background(), id)
-	if _, err := a.gate.Approve(context.Background(), calls[0].ID, agent.Actor{ID: "stf_1", Name: "Ann", Role: agent.RoleApprover}, agent.ApproveRequest{}); err != nil {
+	if _, err := a.gate.Approve(context.Background(), calls[0].ID, agent.Actor{ID: "stf_1", Name: "Ann", Role: models.Approver}, agent.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	ev := s.until(t, func(ev event) bool { return ev.Name == "turn" && ev.Data["role"] == "assistant" })

@@ -10,15 +10,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 )
 
 // The chain export lets an auditor check the log without Countersign: this
 // recomputes every link with the recipe the README gives, nothing more.
 func TestAuditChainExportVerifiesOutsideCountersign(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann <ops> & co")
-	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
+	a.staff(models.Approver, "ann@x.test", "Ann <ops> & co")
+	a.staff(models.Auditor, "aud@x.test", "Audrey")
 	action := a.pendingRefund(`it "arrived" <broken>`)
 	ann := a.signIn("ann@x.test")
 	ann.post("/actions/"+action.ID+"/approve", map[string][]string{"csrf": {ann.csrf}, "note": {"ok & done"}})

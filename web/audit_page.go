@@ -23,8 +23,6 @@ const AuditPageSize = 50
 
 var (
 	auditDecisions = []string{"allow", "needs_approval", "deny", "none"}
-	auditStatuses  = []string{models.CallInvalid, models.CallDenied, models.CallPending, models.CallApproved, models.CallRejected,
-		models.CallExpired, models.CallCancelled, models.CallExecuting, models.CallSucceeded, models.CallFailed, models.CallUnknown}
 )
 
 // auditFilter reads and checks the filter from the query string. A field
@@ -34,12 +32,12 @@ func auditFilter(qs url.Values) (views.AuditFilter, models.AuditQuery, error) {
 	f := views.AuditFilter{Tool: qs.Get("tool"), Decision: qs.Get("decision"), Status: qs.Get("status"),
 		Staff: strings.TrimSpace(qs.Get("staff")), Customer: strings.TrimSpace(qs.Get("customer")),
 		From: qs.Get("from"), To: qs.Get("to"), Text: qs.Get("q"), DecisionsOnly: qs.Get("only") == "decisions"}
-	q := models.AuditQuery{Tool: f.Tool, Decision: f.Decision, Status: f.Status, Staff: f.Staff, Customer: f.Customer, Text: f.Text,
+	q := models.AuditQuery{Tool: f.Tool, Decision: f.Decision, Status: models.CallStatus(f.Status), Staff: f.Staff, Customer: f.Customer, Text: f.Text,
 		DecisionsOnly: f.DecisionsOnly}
 	if f.Decision != "" && !contains(auditDecisions, f.Decision) {
 		return f, q, fault.Errorf(fault.Invalid, "unknown decision %q", f.Decision)
 	}
-	if f.Status != "" && !contains(auditStatuses, f.Status) {
+	if f.Status != "" && !models.CallStatus(f.Status).Valid() {
 		return f, q, fault.Errorf(fault.Invalid, "unknown status %q", f.Status)
 	}
 	for _, d := range []struct {
@@ -121,7 +119,7 @@ func (s *Server) auditPage(c echo.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.AuditSearchTimeout)
 		defer cancel()
 	}
-	v := views.AuditView{Filter: f, Query: filterQuery(f), Decisions: auditDecisions, Statuses: auditStatuses, FilterError: filterError}
+	v := views.AuditView{Filter: f, Query: filterQuery(f), Decisions: auditDecisions, Statuses: names(models.CallStatuses), FilterError: filterError}
 	for _, t := range s.cfg.Gate.Tools().All() {
 		v.Tools = append(v.Tools, t.Name)
 	}
@@ -146,7 +144,7 @@ func (s *Server) auditPage(c echo.Context) error {
 			args = r.RawArgs
 		}
 		v.Rows = append(v.Rows, views.AuditRow{ID: r.ID, At: clock(r.CreatedAt), Run: r.RunID, Customer: customerLabel(r.CustomerID, r.CustomerName),
-			Tool: r.Tool, Args: tools.Truncate(args, 300), Decision: orDash(r.Decision), Rule: r.Rule, Reason: r.Reason, Status: r.Status, DecidedBy: r.DecidedBy})
+			Tool: r.Tool, Args: tools.Truncate(args, 300), Decision: orDash(r.Decision), Rule: r.Rule, Reason: r.Reason, Status: string(r.Status), DecidedBy: r.DecidedBy})
 	}
 	v.ChainOK, v.ChainText = s.chainStatus(c)
 	v.ChainChecked = !strings.Contains(v.ChainText, "first verification running")
@@ -214,7 +212,7 @@ type exportRow struct {
 
 func toExport(r *models.AuditRow) exportRow {
 	e := exportRow{ID: r.ID, CreatedAt: r.CreatedAt.UTC(), RunID: r.RunID, CustomerID: r.CustomerID, Tool: r.Tool, RawArgs: r.RawArgs,
-		ArgsHash: r.ArgsHash, Decision: r.Decision, Rule: r.Rule, Reason: r.Reason, PolicyVersion: r.PolicyVersion, Status: r.Status,
+		ArgsHash: r.ArgsHash, Decision: r.Decision, Rule: r.Rule, Reason: r.Reason, PolicyVersion: r.PolicyVersion, Status: string(r.Status),
 		DecidedBy: r.DecidedBy, Error: r.Error}
 	if r.Args != "" {
 		e.Args = json.RawMessage(r.Args)

@@ -39,7 +39,8 @@ func (s *Server) loadStaff(next echo.HandlerFunc) echo.HandlerFunc {
 		if ck, err := r.Cookie(s.sessionCookieName(r)); err == nil && ck.Value != "" {
 			if sess, st, err := s.cfg.Accounts.Session(r.Context(), ck.Value); err == nil {
 				ctx := context.WithValue(r.Context(), staffCtxKey{}, &staffCtx{staff: st, sess: sess, cookie: ck.Value})
-				info.StaffName, info.StaffRole, info.CSRF = st.Name, st.Role, sess.CSRFToken
+				info.StaffName, info.StaffRole, info.CSRF = st.Name, string(st.Role), sess.CSRFToken
+				info.CanDecide, info.CanReconcile, info.IsAdmin = st.Role.CanDecide(), st.Role.AtLeast(models.Supervisor), st.Role.IsAdmin()
 				r = r.WithContext(ctx)
 			}
 		}
@@ -53,16 +54,16 @@ func currentStaff(c echo.Context) *staffCtx {
 	return sc
 }
 
-// Role sets for routes.
+// What a route asks of a role (models.StaffRole holds the one list of roles).
 var (
-	anyStaff     = []agent.Role{agent.RoleApprover, agent.RoleSupervisor, agent.RoleAuditor, agent.RoleAdmin}
-	deciderRoles = []agent.Role{agent.RoleApprover, agent.RoleSupervisor, agent.RoleAdmin}
-	adminsOnly   = []agent.Role{agent.RoleAdmin}
+	mayRead   = models.StaffRole.Valid
+	mayDecide = models.StaffRole.CanDecide
+	mayAdmin  = models.StaffRole.IsAdmin
 )
 
-// requireRole lets through only signed-in staff with one of the roles.
-// Pages send strangers to the sign-in page; everything else gets a status.
-func (s *Server) requireRole(roles ...agent.Role) echo.MiddlewareFunc {
+// requireRole lets through only signed-in staff whose role may. Pages send
+// strangers to the sign-in page; everything else gets a status.
+func (s *Server) requireRole(may func(models.StaffRole) bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			sc := currentStaff(c)
@@ -72,10 +73,8 @@ func (s *Server) requireRole(roles ...agent.Role) echo.MiddlewareFunc {
 				}
 				return fault.Errorf(fault.Unauthorized, "please sign in")
 			}
-			for _, r := range roles {
-				if agent.Role(sc.staff.Role) == r {
-					return next(c)
-				}
+			if may(sc.staff.Role) {
+				return next(c)
 			}
 			return fault.Errorf(fault.Forbidden, "the %s role cannot use this page", sc.staff.Role)
 		}

@@ -4,15 +4,14 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 )
 
 // An approver on a phone can read the queue and an action and reach the
 // Approve and Reject buttons without the page scrolling sideways.
 func TestBrowserBackOfficeOnAPhone(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleSupervisor, "sam@x.test", "Sam Supervisor")
+	a.staff(models.Supervisor, "sam@x.test", "Sam Supervisor")
 	ctx := person(t, newBrowser(t))
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch)); err != nil {
 		t.Fatal(err)

@@ -28,7 +28,7 @@ type browser struct {
 	csrf   string
 }
 
-func (a *app) staff(role agent.Role, email, name string) *models.Staff {
+func (a *app) staff(role models.StaffRole, email, name string) *models.Staff {
 	a.t.Helper()
 	st, err := a.accounts.AddStaff(context.Background(), email, name, role, password, agent.Actor{ID: "test"})
 	if err != nil {
@@ -110,10 +110,10 @@ func (a *app) pendingRefund(reason string) *models.ToolCall {
 
 func TestEveryRouteChecksTheRole(t *testing.T) {
 	a := newApp(t)
-	annID := a.staff(agent.RoleApprover, "ann@x.test", "Ann").ID
-	a.staff(agent.RoleSupervisor, "sam@x.test", "Sam")
-	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
-	a.staff(agent.RoleAdmin, "ada@x.test", "Ada")
+	annID := a.staff(models.Approver, "ann@x.test", "Ann").ID
+	a.staff(models.Supervisor, "sam@x.test", "Sam")
+	a.staff(models.Auditor, "aud@x.test", "Audrey")
+	a.staff(models.Admin, "ada@x.test", "Ada")
 	action := a.pendingRefund("it broke")
 	browsers := map[string]*browser{"anonymous": a.browser(), "approver": a.signIn("ann@x.test"), "supervisor": a.signIn("sam@x.test"),
 		"auditor": a.signIn("aud@x.test"), "admin": a.signIn("ada@x.test")}
@@ -184,7 +184,7 @@ func TestEveryRouteChecksTheRole(t *testing.T) {
 
 func TestPostWithoutCSRFTokenIsRefused(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	action := a.pendingRefund("it broke")
 	b := a.signIn("ann@x.test")
 	for _, form := range []url.Values{{}, {"csrf": {"forged"}}} {
@@ -204,7 +204,7 @@ func TestPostWithoutCSRFTokenIsRefused(t *testing.T) {
 
 func TestArgumentsAreShownEscaped(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
+	a.staff(models.Auditor, "aud@x.test", "Audrey")
 	action := a.pendingRefund(`<script>alert("x")</script> & 'quotes'`)
 	b := a.signIn("aud@x.test")
 	for _, p := range []string{"/actions/" + action.ID, "/audit", "/runs/" + action.RunID} {
@@ -227,8 +227,8 @@ func TestArgumentsAreShownEscaped(t *testing.T) {
 
 func TestDoubleApproveThroughTwoSessions(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
-	a.staff(agent.RoleApprover, "ben@x.test", "Ben")
+	a.staff(models.Approver, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ben@x.test", "Ben")
 	action := a.pendingRefund("it broke")
 	ann, ben := a.signIn("ann@x.test"), a.signIn("ben@x.test")
 	var wg sync.WaitGroup
@@ -262,7 +262,7 @@ func TestDoubleApproveThroughTwoSessions(t *testing.T) {
 
 func TestEditAndApproveInTheBrowserForm(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	action := a.pendingRefund("it broke")
 	b := a.signIn("ann@x.test")
 	// An invalid edit re-renders with the field's error and keeps the input.
@@ -291,8 +291,8 @@ func TestEditAndApproveInTheBrowserForm(t *testing.T) {
 
 func TestStaffAPI(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
-	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
+	a.staff(models.Approver, "ann@x.test", "Ann")
+	a.staff(models.Auditor, "aud@x.test", "Audrey")
 	action := a.pendingRefund("it broke")
 	annTok, _ := a.accounts.CreateAPIToken(context.Background(), "ann@x.test", agent.Actor{})
 	audTok, _ := a.accounts.CreateAPIToken(context.Background(), "aud@x.test", agent.Actor{})
@@ -333,8 +333,8 @@ func TestStaffAPI(t *testing.T) {
 
 func TestDisablingEndsSessionsAtOnce(t *testing.T) {
 	a := newApp(t)
-	ann := a.staff(agent.RoleApprover, "ann@x.test", "Ann")
-	a.staff(agent.RoleAdmin, "ada@x.test", "Ada")
+	ann := a.staff(models.Approver, "ann@x.test", "Ann")
+	a.staff(models.Admin, "ada@x.test", "Ada")
 	annB, adaB := a.signIn("ann@x.test"), a.signIn("ada@x.test")
 	if res, _ := adaB.post("/staff/"+ann.ID+"/disabled", url.Values{"csrf": {adaB.csrf}, "disabled": {"true"}}); res.StatusCode != 303 {
 		t.Fatalf("disable: %d", res.StatusCode)
@@ -350,7 +350,7 @@ func TestDisablingEndsSessionsAtOnce(t *testing.T) {
 
 func TestLogoutEndsTheSession(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	b := a.signIn("ann@x.test")
 	u, _ := url.Parse(a.srv.URL)
 	cookies := b.client.Jar.Cookies(u)
@@ -372,7 +372,7 @@ func TestLogoutEndsTheSession(t *testing.T) {
 
 func TestLoginIsRateLimited(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	b := a.browser()
 	var last int
 	for i := 0; i < 7; i++ {
@@ -386,8 +386,8 @@ func TestLoginIsRateLimited(t *testing.T) {
 
 func TestAuditFiltersPagesAndExports(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Auditor, "aud@x.test", "Audrey")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	ctx := context.Background()
 	// 60 reads and one refund decided by Ann.
 	for i := 0; i < 60; i++ {
@@ -480,7 +480,7 @@ func TestAuditFiltersPagesAndExports(t *testing.T) {
 
 func TestSessionsEndAfterIdleAndAbsoluteTimeouts(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	var mu sync.Mutex
 	now := time.Now().UTC()
 	a.store.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -522,7 +522,7 @@ func between(s, start, end string) string {
 // says how to narrow it, instead of holding the page.
 func TestAuditTextSearchStopsAtItsBudget(t *testing.T) {
 	a := newAppWith(t, func(c *web.Config) { c.AuditSearchTimeout = time.Nanosecond })
-	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
+	a.staff(models.Auditor, "aud@x.test", "Audrey")
 	a.pendingRefund("it broke")
 	b := a.signIn("aud@x.test")
 	res, page := b.get("/audit?q=A1002")
@@ -539,8 +539,8 @@ func TestAuditTextSearchStopsAtItsBudget(t *testing.T) {
 // disabling them: the tokens stop working, the person's session does not.
 func TestAdminRevokesStaffTokens(t *testing.T) {
 	a := newApp(t)
-	ann := a.staff(agent.RoleApprover, "ann@x.test", "Ann")
-	a.staff(agent.RoleAdmin, "ada@x.test", "Ada")
+	ann := a.staff(models.Approver, "ann@x.test", "Ann")
+	a.staff(models.Admin, "ada@x.test", "Ada")
 	tok, err := a.accounts.CreateAPIToken(context.Background(), "ann@x.test", agent.Actor{})
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 )
 
 // chromiumPath finds Chromium. Without it, browser tests skip on a
@@ -151,9 +150,9 @@ func signInBrowser(t *testing.T, ctx context.Context, base, email string) {
 
 func TestBrowserQueueIsLiveAndEditApproveReachesTheAudit(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann Approver")
-	a.staff(agent.RoleSupervisor, "sam@x.test", "Sam Supervisor")
-	a.staff(agent.RoleApprover, "ben@x.test", "Ben Approver")
+	a.staff(models.Approver, "ann@x.test", "Ann Approver")
+	a.staff(models.Supervisor, "sam@x.test", "Sam Supervisor")
+	a.staff(models.Approver, "ben@x.test", "Ben Approver")
 	browser := newBrowser(t)
 	ann, sam, ben := person(t, browser), person(t, browser), person(t, browser)
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 )
 
 // Every cell of the CSV export is safe to open in a spreadsheet: a customer
@@ -13,7 +14,7 @@ import (
 // formulas here.
 func TestCSVExportNeutralizesEveryCell(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
+	a.staff(models.Auditor, "aud@x.test", "Audrey")
 	run := a.run("=HYPERLINK(\"https://evil.example\")", "Mallory")
 	if _, err := a.gate.Call(t.Context(), agent.CallRequest{RunID: run, CustomerID: "=HYPERLINK(\"https://evil.example\")", Channel: "test",
 		Tool: "@SUM(1+1)", Args: []byte(`{"x":"+1"}`)}); err != nil {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
 )
 
@@ -19,7 +19,7 @@ import (
 func TestBehindATLSProxy(t *testing.T) {
 	for _, trust := range []bool{true, false} {
 		a := newAppWith(t, func(c *web.Config) { c.TrustProxy = trust })
-		a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+		a.staff(models.Approver, "ann@x.test", "Ann")
 		proxied := func(req *http.Request) *http.Response {
 			t.Helper()
 			req.Header.Set("X-Forwarded-Proto", "https")

@@ -38,7 +38,7 @@ func (a *app) refund(run, customerID, args string) agent.Outcome {
 func TestQueueCountsPagesAndFilters(t *testing.T) {
 	a := newApp(t)
 	a.gate.Limits = agent.Limits{MaxPendingPerRun: 100, MaxPendingPerCustomer: 100}
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	bob := a.run("cus_bob", "Bob")
 	for i := 0; i < 60; i++ {
 		if out := a.refund(bob, "cus_bob", fmt.Sprintf(`{"order_id":"B2001","amount":%d}`, 60+i)); out.Status != models.CallPending {
@@ -86,7 +86,7 @@ func TestQueueCountsPagesAndFilters(t *testing.T) {
 // The runs list says what each conversation is about, in words.
 func TestRunsListShowsTheFirstMessage(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleAuditor, "aud@x.test", "Audrey")
+	a.staff(models.Auditor, "aud@x.test", "Audrey")
 	a.pendingRefund("it arrived <broken>")
 	_, page := a.signIn("aud@x.test").get("/runs")
 	link := between(page, `data-testid="run-link">`, "</a>")

@@ -24,9 +24,9 @@ func (s *Server) routes() {
 
 	// Route-level middleware, not groups: a group on "" would also catch
 	// every unknown path.
-	staff := []echo.MiddlewareFunc{s.requireRole(anyStaff...), s.checkCSRF}
-	deciders := []echo.MiddlewareFunc{s.requireRole(deciderRoles...), s.checkCSRF}
-	admins := []echo.MiddlewareFunc{s.requireRole(adminsOnly...), s.checkCSRF}
+	staff := []echo.MiddlewareFunc{s.requireRole(mayRead), s.checkCSRF}
+	deciders := []echo.MiddlewareFunc{s.requireRole(mayDecide), s.checkCSRF}
+	admins := []echo.MiddlewareFunc{s.requireRole(mayAdmin), s.checkCSRF}
 
 	e.GET("/queue", s.queuePage, staff...)
 	e.GET("/queue/events", s.queueEvents, append(staff, s.limitStreams)...)
@@ -63,8 +63,8 @@ func (s *Server) routes() {
 	actions := api.Group("/actions", s.requireStaffToken)
 	actions.GET("", s.apiActions)
 	actions.GET("/:id", s.apiAction)
-	actions.POST("/:id/approve", s.apiApprove, s.apiRequireRole(deciderRoles...))
-	actions.POST("/:id/reject", s.apiReject, s.apiRequireRole(deciderRoles...))
+	actions.POST("/:id/approve", s.apiApprove, s.apiRequireRole(mayDecide))
+	actions.POST("/:id/reject", s.apiReject, s.apiRequireRole(mayDecide))
 	api.POST("/runs", s.runCreate)
 	run := api.Group("/runs/:id", s.requireRunToken)
 	run.GET("", s.runGet)

@@ -14,15 +14,9 @@ import (
 	"github.com/countersign/countersign/views"
 )
 
-var runStatuses = []string{models.RunActive, models.RunWaiting, models.RunPaused, models.RunFailed, models.RunClosed}
-
 func (s *Server) runsPage(c echo.Context) error {
-	status := c.QueryParam("status")
-	valid := status == ""
-	for _, st := range runStatuses {
-		valid = valid || st == status
-	}
-	if !valid {
+	status := models.RunStatus(c.QueryParam("status"))
+	if status != "" && !status.Valid() {
 		return fault.Errorf(fault.Invalid, "unknown status %q", status)
 	}
 	var afterT time.Time
@@ -40,7 +34,7 @@ func (s *Server) runsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := views.RunsView{Status: status, Statuses: runStatuses}
+	v := views.RunsView{Status: string(status), Statuses: names(models.RunStatuses)}
 	if len(rows) > page {
 		last := rows[page-1]
 		v.Next = last.UpdatedAt.UTC().Format(time.RFC3339Nano) + "|" + last.ID
@@ -51,7 +45,7 @@ func (s *Server) runsPage(c echo.Context) error {
 		if first == "" {
 			first = "(no message yet)"
 		}
-		v.Rows = append(v.Rows, views.RunRow{ID: r.ID, Status: r.Status, Customer: customerLabel(r.CustomerID, r.CustomerName),
+		v.Rows = append(v.Rows, views.RunRow{ID: r.ID, Status: string(r.Status), Customer: customerLabel(r.CustomerID, r.CustomerName),
 			Channel: r.Channel, UpdatedAt: rfc3339(r.UpdatedAt), Turns: r.Turns, FirstMessage: first})
 	}
 	return render(c, http.StatusOK, views.Runs(v))
@@ -71,7 +65,7 @@ func (s *Server) runPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := views.RunView{ID: run.ID, Status: run.Status, Customer: customerLabel(run.CustomerID, run.CustomerName), Channel: run.Channel,
+	v := views.RunView{ID: run.ID, Status: string(run.Status), Customer: customerLabel(run.CustomerID, run.CustomerName), Channel: run.Channel,
 		LastError: run.LastError, Turns: turnsView(turns, calls)}
 	switch c.QueryParam("done") {
 	case "retried":

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
 )
 
@@ -31,7 +31,7 @@ func (b *browser) postFrom(ip, path string, form url.Values) *http.Response {
 // address is still limited.
 func TestFailuresElsewhereDoNotLockAStaffMemberOut(t *testing.T) {
 	a := newAppWith(t, func(c *web.Config) { c.TrustProxy = true })
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	attacker := a.browser()
 	for i := 0; i < 40; i++ {
 		res := attacker.postFrom(fmt.Sprintf("198.51.100.%d", i), "/login", url.Values{"email": {"ann@x.test"}, "password": {"wrong password!"}})
@@ -56,7 +56,7 @@ func TestFailuresElsewhereDoNotLockAStaffMemberOut(t *testing.T) {
 
 func TestSignInRefusesLongEmailsAndNullOrigin(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	b := a.browser()
 	res, body := b.post("/login", url.Values{"email": {strings.Repeat("a", 60000) + "@x.test"}, "password": {"x"}})
 	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "not a staff email address") {
@@ -77,7 +77,7 @@ func TestSignInRefusesLongEmailsAndNullOrigin(t *testing.T) {
 
 func TestSignInNeverRedirectsToAnotherHost(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	for _, next := range []string{"/\t/evil.example/x", "//evil.example", "/\\evil.example", "https://evil.example/", "/%09/evil.example"} {
 		b := a.browser()
 		res, _ := b.post("/login", url.Values{"email": {"ann@x.test"}, "password": {password}, "next": {next}})
@@ -93,7 +93,7 @@ func TestSignInNeverRedirectsToAnotherHost(t *testing.T) {
 // kept.
 func TestWrongPasswordFocusesThePassword(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	_, page := a.browser().post("/login", url.Values{"email": {"ann@x.test"}, "password": {"wrong password!"}})
 	pw := between(page, `<input type="password"`, ">")
 	email := between(page, `<input type="email"`, ">")
@@ -105,7 +105,7 @@ func TestWrongPasswordFocusesThePassword(t *testing.T) {
 // A staff form with several mistakes says all of them at once.
 func TestAddStaffSaysEveryProblemAtOnce(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleAdmin, "ada@x.test", "Ada")
+	a.staff(models.Admin, "ada@x.test", "Ada")
 	b := a.signIn("ada@x.test")
 	res, page := b.post("/staff", url.Values{"csrf": {b.csrf}, "email": {"not-an-email"}, "name": {"Zed"}, "role": {"boss"}, "password": {"short"}})
 	msg := between(page, `class="flash error" role="alert">`, "</p>")

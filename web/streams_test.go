@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
 )
 
@@ -15,7 +15,7 @@ import (
 // than its cap; a closed stream frees its place.
 func TestEventStreamsAreCappedInAllAndPerAddress(t *testing.T) {
 	a := newAppWith(t, func(c *web.Config) { c.TrustProxy, c.MaxStreamsPerAddress, c.MaxStreams = true, 3, 5 })
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	b := a.signIn("ann@x.test")
 	open := func(ip string) (*http.Response, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())

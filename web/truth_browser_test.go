@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 )
 
 // waitFor polls a JavaScript condition in the page.
@@ -29,8 +30,8 @@ func waitFor(t *testing.T, ctx context.Context, what, js string) {
 // elsewhere, and stops offering what is no longer possible.
 func TestBrowserActionPageTellsTheTruth(t *testing.T) {
 	a := newApp(t)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann Approver")
-	a.staff(agent.RoleSupervisor, "sam@x.test", "Sam Supervisor")
+	a.staff(models.Approver, "ann@x.test", "Ann Approver")
+	a.staff(models.Supervisor, "sam@x.test", "Sam Supervisor")
 	browser := newBrowser(t)
 	ann, sam := person(t, browser), person(t, browser)
 	signInBrowser(t, ann, a.srv.URL, "ann@x.test")

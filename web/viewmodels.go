@@ -99,7 +99,7 @@ func actionRowView(r *models.ActionRow, summary string) views.ActionRow {
 		name = customerLabel(r.CustomerID, "")
 	}
 	v := views.ActionRow{ID: r.ID, Tool: r.Tool, Risk: r.Risk, Reason: r.Reason, Customer: name, CustomerID: r.CustomerID, Summary: summary,
-		Amount: amountOf(r.Args), CreatedAt: rfc3339(r.CreatedAt), Approvals: r.Approvals, Required: r.RequiredApprovals, RequiredRole: r.RequiredRole}
+		Amount: amountOf(r.Args), CreatedAt: rfc3339(r.CreatedAt), Approvals: r.Approvals, Required: r.RequiredApprovals, RequiredRole: string(r.RequiredRole)}
 	if r.ExpiresAt != nil {
 		v.ExpiresAt = rfc3339(*r.ExpiresAt)
 	}
@@ -111,7 +111,7 @@ func callView(c *models.ToolCall) views.CallView {
 	if args == "" {
 		args = c.RawArgs
 	}
-	return views.CallView{ID: c.ID, Tool: c.Tool, Args: args, Status: c.Status, Verdict: c.Decision, Reason: c.Reason, Rule: c.Rule}
+	return views.CallView{ID: c.ID, Tool: c.Tool, Args: args, Status: string(c.Status), Verdict: c.Decision, Reason: c.Reason, Rule: c.Rule}
 }
 
 func turnsView(turns []models.Turn, calls []models.ToolCall) []views.TurnView {
@@ -277,4 +277,13 @@ func sentence(msg string) string {
 		msg += "."
 	}
 	return msg
+}
+
+// names lists the words of a typed list (statuses, roles) for a view.
+func names[T ~string](list []T) []string {
+	out := make([]string, len(list))
+	for i, x := range list {
+		out[i] = string(x)
+	}
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
 )
 
@@ -71,7 +72,7 @@ func openWidget(t *testing.T, ctx context.Context, shopURL string) chromedp.Quer
 func TestBrowserWidgetAcrossOriginsShowsPendingThenOutcome(t *testing.T) {
 	a, tok, shop := widgetApp(t)
 	*tok = token(t, secret, "cus_alice", "Alice", time.Hour)
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	staffToken, err := a.accounts.CreateAPIToken(context.Background(), "ann@x.test", agent.Actor{})
 	if err != nil {
 		t.Fatal(err)

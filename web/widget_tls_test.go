@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
 )
 
@@ -41,7 +42,7 @@ func TestBrowserWidgetCrossSiteOverTLS(t *testing.T) {
 	if !strings.HasPrefix(csURL, "https://127.0.0.1:") {
 		t.Fatalf("countersign at %s", csURL)
 	}
-	a.staff(agent.RoleApprover, "ann@x.test", "Ann")
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	staffToken, err := a.accounts.CreateAPIToken(context.Background(), "ann@x.test", agent.Actor{})
 	if err != nil {
 		t.Fatal(err)

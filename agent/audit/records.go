@@ -23,7 +23,7 @@ type RecordsReport struct {
 
 // expected is what a call's events say its row must hold.
 type expected struct {
-	status     string
+	status     models.CallStatus
 	argsHash   string
 	resultHash string // set by the last outcome event that recorded one
 	approvals  int
@@ -98,10 +98,10 @@ func replay(events []models.AuditEvent) (expected, string) {
 	var exp expected
 	for _, e := range events {
 		var p struct {
-			Status     string `json:"status"`
-			ArgsHash   string `json:"args_hash"`
-			ToArgsHash string `json:"to_args_hash"`
-			ResultHash string `json:"result_hash"`
+			Status     models.CallStatus `json:"status"`
+			ArgsHash   string            `json:"args_hash"`
+			ToArgsHash string            `json:"to_args_hash"`
+			ResultHash string            `json:"result_hash"`
 		}
 		if err := json.Unmarshal([]byte(e.Payload), &p); err != nil {
 			return exp, fmt.Sprintf("audit event %d has a payload that is not JSON", e.Seq)

@@ -96,7 +96,7 @@ func run(nCalls, nPending, nClients int, dir string) error {
 	defer srv.Close()
 
 	const pw = "benchmark password 1"
-	admin, err := accounts.AddStaff(ctx, "bench@x.test", "Bench Admin", agent.RoleAdmin, pw, agent.Actor{})
+	admin, err := accounts.AddStaff(ctx, "bench@x.test", "Bench Admin", models.Admin, pw, agent.Actor{})
 	if err != nil {
 		return err
 	}

@@ -182,7 +182,7 @@ func run(nStreams, nDecisions int) error {
 	fmt.Printf("%d customer streams open: process RSS %.0f MB -> %.0f MB (+%.1f kB per stream, client and server in one process), Go heap in use +%.1f MB\n",
 		nStreams, before, after, (after-before)*1024/float64(nStreams), float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse))/1e6)
 
-	staff, err := agent.NewAccounts(store).AddStaff(ctx, "ann@x.test", "Ann", agent.RoleApprover, "benchmark password", agent.Actor{})
+	staff, err := agent.NewAccounts(store).AddStaff(ctx, "ann@x.test", "Ann", models.Approver, "benchmark password", agent.Actor{})
 	if err != nil {
 		return err
 	}

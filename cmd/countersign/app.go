@@ -175,11 +175,14 @@ func orDefault(d, def time.Duration) time.Duration {
 }
 
 // demoStaff are the accounts --demo creates, one per role.
-var demoStaff = []struct{ email, name, role string }{
-	{"ann@demo.countersign", "Ann Approver", "approver"},
-	{"sam@demo.countersign", "Sam Supervisor", "supervisor"},
-	{"audrey@demo.countersign", "Audrey Auditor", "auditor"},
-	{"ada@demo.countersign", "Ada Admin", "admin"},
+var demoStaff = []struct {
+	email, name string
+	role        models.StaffRole
+}{
+	{"ann@demo.countersign", "Ann Approver", models.Approver},
+	{"sam@demo.countersign", "Sam Supervisor", models.Supervisor},
+	{"audrey@demo.countersign", "Audrey Auditor", models.Auditor},
+	{"ada@demo.countersign", "Ada Admin", models.Admin},
 }
 
 // seedDemoStaff creates the demo accounts that are missing and prints their
@@ -190,7 +193,7 @@ func (a *App) seedDemoStaff(ctx context.Context) error {
 			continue
 		}
 		password := randomSecret()[:20]
-		if _, err := a.accounts.AddStaff(ctx, d.email, d.name, agent.Role(d.role), password, agent.Actor{ID: "demo", Name: "demo seed"}); err != nil {
+		if _, err := a.accounts.AddStaff(ctx, d.email, d.name, d.role, password, agent.Actor{ID: "demo", Name: "demo seed"}); err != nil {
 			return fmt.Errorf("demo staff %s: %w", d.email, err)
 		}
 		fmt.Fprintf(a.stdout, "demo %-10s %-26s password: %s\n", d.role, d.email, password)

@@ -236,7 +236,7 @@ func cmdUserAdd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return err
 	}
 	defer store.Close()
-	st, err := agent.NewAccounts(store).AddStaff(ctx, *email, *name, agent.Role(*role), password, agent.Actor{ID: "cli", Name: "command line"})
+	st, err := agent.NewAccounts(store).AddStaff(ctx, *email, *name, models.StaffRole(*role), password, agent.Actor{ID: "cli", Name: "command line"})
 	if err != nil {
 		return errors.New(fault.Message(err))
 	}

@@ -138,7 +138,7 @@ func TestRestartWhilePausedThenApproveRefundsOnce(t *testing.T) {
 	if err != nil || len(calls) != 1 || calls[0].Status != models.CallPending {
 		t.Fatalf("calls after restart: %+v %v", calls, err)
 	}
-	if _, err := second.app.gate.Approve(context.Background(), calls[0].ID, agent.Actor{ID: "stf_1", Name: "Ann", Role: agent.RoleApprover}, agent.ApproveRequest{}); err != nil {
+	if _, err := second.app.gate.Approve(context.Background(), calls[0].ID, agent.Actor{ID: "stf_1", Name: "Ann", Role: models.Approver}, agent.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	final := second.waitStatus(t, id, rt, "waiting")

@@ -1,0 +1,110 @@
+package models
+
+// The lists below are the only ones: every other package names statuses and
+// roles through these types (ARCHITECTURE.md, "The life of a tool call").
+
+// CallStatus is where a tool call is in its life.
+type CallStatus string
+
+// Tool call statuses.
+const (
+	CallInvalid   CallStatus = "invalid"
+	CallDenied    CallStatus = "denied"
+	CallAllowed   CallStatus = "allowed"
+	CallPending   CallStatus = "pending"
+	CallApproved  CallStatus = "approved"
+	CallRejected  CallStatus = "rejected"
+	CallExpired   CallStatus = "expired"
+	CallCancelled CallStatus = "cancelled"
+	CallExecuting CallStatus = "executing"
+	CallSucceeded CallStatus = "succeeded"
+	CallFailed    CallStatus = "failed"
+	CallUnknown   CallStatus = "unknown"
+)
+
+// CallStatuses lists every call status.
+var CallStatuses = []CallStatus{CallInvalid, CallDenied, CallAllowed, CallPending, CallApproved, CallRejected,
+	CallExpired, CallCancelled, CallExecuting, CallSucceeded, CallFailed, CallUnknown}
+
+// Valid reports whether s is a known call status.
+func (s CallStatus) Valid() bool { return oneOf(s, CallStatuses) }
+
+// RunStatus is where a run is in its life.
+type RunStatus string
+
+// Run statuses.
+const (
+	RunActive  RunStatus = "active"  // the model or tools are working
+	RunWaiting RunStatus = "waiting" // the customer has the last word
+	RunPaused  RunStatus = "paused"  // one or more actions are pending
+	RunFailed  RunStatus = "failed"  // the model or provider failed; staff may retry
+	RunClosed  RunStatus = "closed"
+)
+
+// RunStatuses lists every run status.
+var RunStatuses = []RunStatus{RunActive, RunWaiting, RunPaused, RunFailed, RunClosed}
+
+// Valid reports whether s is a known run status.
+func (s RunStatus) Valid() bool { return oneOf(s, RunStatuses) }
+
+// StaffRole is a staff member's role.
+type StaffRole string
+
+// Staff roles. Auditors read everything and decide nothing; admins manage
+// accounts and may decide as a supervisor would.
+const (
+	Approver   StaffRole = "approver"
+	Supervisor StaffRole = "supervisor"
+	Auditor    StaffRole = "auditor"
+	Admin      StaffRole = "admin"
+)
+
+// StaffRoles lists every role, least authority first among those who decide.
+var StaffRoles = []StaffRole{Approver, Supervisor, Auditor, Admin}
+
+func (r StaffRole) authority() int {
+	switch r {
+	case Approver:
+		return 1
+	case Supervisor:
+		return 2
+	case Admin:
+		return 3
+	}
+	return 0
+}
+
+// Valid reports whether r is a known role.
+func (r StaffRole) Valid() bool { return oneOf(r, StaffRoles) }
+
+// CanDecide reports whether the role may approve or reject actions at all.
+func (r StaffRole) CanDecide() bool { return r.authority() > 0 }
+
+// IsAdmin reports whether the role manages accounts.
+func (r StaffRole) IsAdmin() bool { return r == Admin }
+
+// AtLeast reports whether r has the authority of min (an empty min is met
+// by every deciding role).
+func (r StaffRole) AtLeast(min StaffRole) bool {
+	if min == "" {
+		return r.CanDecide()
+	}
+	return r.authority() >= min.authority()
+}
+
+// Higher returns whichever of r and other has more authority (r on a tie).
+func (r StaffRole) Higher(other StaffRole) StaffRole {
+	if other.authority() > r.authority() {
+		return other
+	}
+	return r
+}
+
+func oneOf[T comparable](x T, list []T) bool {
+	for _, y := range list {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
