@@ -19,10 +19,10 @@ test: check
 	cd bench/opa && go mod tidy && go vet ./... && go test -count=1 ./...
 
 bench:
-	go test -run XXX -bench . -benchtime 3s ./agent
+	go test -run XXX -bench . -benchtime 3s ./agent/...
 	cd bench/opa && go test -run XXX -bench . -benchtime 2s .
 	cd bench/ts-gate && npm ci --silent && node gate.bench.mjs && ARTICLE_LOG=1 node gate.bench.mjs >/dev/null
 
 fuzz:
 	go test ./tools -run XXX -fuzz FuzzNormalize -fuzztime 60s
-	go test ./agent -run XXX -fuzz FuzzComparisonFastPathMatchesCEL -fuzztime 60s
+	go test ./agent/policy -run XXX -fuzz FuzzComparisonFastPathMatchesCEL -fuzztime 60s

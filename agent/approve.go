@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
@@ -50,14 +51,14 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 		return ApproveResult{}, g.lookupError(err, actionID)
 	}
 	tool, ok := g.tools.Get(current.Tool)
-	if !ok || current.Decision != string(NeedsApproval) {
+	if !ok || current.Decision != string(policy.NeedsApproval) {
 		return ApproveResult{}, fault.Errorf(fault.NotFound, "action %s was not found", actionID)
 	}
 
 	// An edit is validated and decided outside the transaction; the
 	// transaction then checks that the action is still what we decided on.
 	var edit *tools.Normalized
-	var editDecision Decision
+	var editDecision policy.Decision
 	if req.Args != nil {
 		norm, err := tool.Normalize(req.Args)
 		if err != nil {
@@ -68,13 +69,13 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 			if err != nil {
 				return ApproveResult{}, fault.Wrap(err, "could not read the action's run")
 			}
-			editDecision, err = g.Policy().Decide(ctx, Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map,
+			editDecision, err = g.Policy().Decide(ctx, policy.Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map,
 				Facts: &gateFacts{store: g.store, exclude: current.ID,
 					req: CallRequest{RunID: run.ID, CustomerID: run.CustomerID, CustomerName: run.CustomerName, Channel: run.Channel}}})
 			if err != nil {
 				return ApproveResult{}, fault.Wrap(err, "the policy could not decide on the edit")
 			}
-			if editDecision.Verdict == Deny {
+			if editDecision.Verdict == policy.Deny {
 				return ApproveResult{}, fault.Errorf(fault.Invalid, "the policy would deny the edited call: %s", editDecision.Reason)
 			}
 			edit = &norm
@@ -105,7 +106,7 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req Ap
 		}
 		required, role := call.RequiredApprovals, call.RequiredRole
 		if edit != nil && call.ArgsHash != edit.Hash {
-			if editDecision.Verdict == NeedsApproval {
+			if editDecision.Verdict == policy.NeedsApproval {
 				required = max(required, editDecision.Approvals)
 				role = role.Higher(editDecision.Role)
 			}
@@ -225,7 +226,7 @@ func (g *Gate) Reject(ctx context.Context, actionID string, actor Actor, reason 
 		if err != nil {
 			return err
 		}
-		if call.Decision != string(NeedsApproval) {
+		if call.Decision != string(policy.NeedsApproval) {
 			return models.ErrNotFound
 		}
 		if call.Status != models.CallPending {

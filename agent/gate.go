@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
@@ -21,10 +22,10 @@ import (
 // record, and only then execute. Approvals, rejections and expiry of the
 // calls it queued go through it too.
 type Gate struct {
-	store  *models.Store
-	tools  *tools.Registry
-	policy atomic.Pointer[Policy] // swapped whole when the policy is reloaded
-	log    *slog.Logger
+	store   *models.Store
+	tools   *tools.Registry
+	inForce atomic.Pointer[policy.Policy] // swapped whole when the policy is reloaded
+	log     *slog.Logger
 
 	// Limits bound how many actions one run or customer may have waiting.
 	Limits Limits
@@ -46,23 +47,23 @@ func (g *Gate) actionChanged(callID string) {
 }
 
 // NewGate builds a gate.
-func NewGate(store *models.Store, registry *tools.Registry, policy Policy, log *slog.Logger) *Gate {
+func NewGate(store *models.Store, registry *tools.Registry, pol policy.Policy, log *slog.Logger) *Gate {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	g := &Gate{store: store, tools: registry, log: log}
-	g.policy.Store(&policy)
+	g.inForce.Store(&pol)
 	return g
 }
 
 // Policy returns the policy in force.
-func (g *Gate) Policy() Policy { return *g.policy.Load() }
+func (g *Gate) Policy() policy.Policy { return *g.inForce.Load() }
 
 // SetPolicy puts a new policy in force for every decision from now on. Calls
 // already decided keep the decision, rule and policy version they recorded;
 // an edit to a pending action is decided by the policy in force when it is
 // made.
-func (g *Gate) SetPolicy(p Policy) { g.policy.Store(&p) }
+func (g *Gate) SetPolicy(p policy.Policy) { g.inForce.Store(&p) }
 
 // Tools returns the registry of tools.
 func (g *Gate) Tools() *tools.Registry { return g.tools }
@@ -85,7 +86,7 @@ type CallRequest struct {
 type Outcome struct {
 	CallID   string
 	Status   models.CallStatus
-	Decision Decision
+	Decision policy.Decision
 	// Result is the tool's output (JSON) when the call succeeded.
 	Result json.RawMessage
 	// Error says, in words safe for the model, why the call did not succeed.
@@ -125,11 +126,11 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 			g.log.Warn("tool check failed; deciding without it", "tool", tool.Name, "err", cerr)
 		}
 	}
-	policy := g.Policy()
-	in := Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map}
+	pol := g.Policy()
+	in := policy.Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map}
 	facts := &gateFacts{store: g.store, req: req}
 	in.Facts = facts
-	d, err := policy.Decide(ctx, in)
+	d, err := pol.Decide(ctx, in)
 	if err != nil {
 		return Outcome{}, fault.Wrap(err, "the policy could not decide")
 	}
@@ -157,13 +158,13 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	var rec recordedDecision
 	err = g.store.Write(ctx, func(tx *models.Tx) error {
 		rec = first
-		if facts.used || d.Verdict == NeedsApproval {
+		if facts.used || d.Verdict == policy.NeedsApproval {
 			in.Facts = &txFacts{tx: tx, gateFacts: gateFacts{store: g.store, req: req}}
-			again, err := policy.Decide(ctx, in)
+			again, err := pol.Decide(ctx, in)
 			if err != nil {
 				return fault.Wrap(err, "the policy could not decide")
 			}
-			if again.Verdict == NeedsApproval {
+			if again.Verdict == policy.NeedsApproval {
 				if again, err = g.limitPending(tx, req, again); err != nil {
 					return err
 				}
@@ -175,7 +176,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 			}
 		}
 		rec.apply(call)
-		if rec.decision.Verdict == NeedsApproval && rec.decision.Expires > 0 {
+		if rec.decision.Verdict == policy.NeedsApproval && rec.decision.Expires > 0 {
 			at := tx.Now().Add(rec.decision.Expires)
 			call.ExpiresAt = &at
 		}
@@ -193,10 +194,10 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	}
 	d = rec.decision
 	out := Outcome{CallID: call.ID, Status: call.Status, Decision: d, Error: call.Error}
-	if d.Verdict == NeedsApproval {
+	if d.Verdict == policy.NeedsApproval {
 		g.actionChanged(call.ID)
 	}
-	if d.Verdict != Allow {
+	if d.Verdict != policy.Allow {
 		return out, nil
 	}
 	return g.execute(ctx, call, req.CustomerName, tool, norm)
@@ -205,22 +206,22 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 // recordedDecision is a decision turned into what the call row and its
 // audit event record.
 type recordedDecision struct {
-	decision Decision
+	decision policy.Decision
 	status   models.CallStatus
 	errText  string
 	kind     string
 	payload  models.Payload
 }
 
-func prepareDecision(call *models.ToolCall, d Decision) (recordedDecision, error) {
+func prepareDecision(call *models.ToolCall, d policy.Decision) (recordedDecision, error) {
 	rec := recordedDecision{decision: d, kind: "call." + decisionEventKind(d.Verdict)}
 	required := 0
 	switch d.Verdict {
-	case Allow:
+	case policy.Allow:
 		rec.status = models.CallExecuting // recorded as started: a crash from here on is reconciled
-	case Deny:
+	case policy.Deny:
 		rec.status, rec.errText = models.CallDenied, d.Reason
-	case NeedsApproval:
+	case policy.NeedsApproval:
 		rec.status = models.CallPending
 		required = max(d.Approvals, 1)
 	default:
@@ -241,7 +242,7 @@ func (rec recordedDecision) apply(call *models.ToolCall) {
 	call.Decision, call.Rule, call.Reason, call.PolicyVersion = string(d.Verdict), d.Rule, d.Reason, d.PolicyVersion
 	call.Status, call.Error = rec.status, rec.errText
 	call.RequiredApprovals, call.RequiredRole, call.ExpiresAt = 0, "", nil
-	if d.Verdict == NeedsApproval {
+	if d.Verdict == policy.NeedsApproval {
 		call.RequiredApprovals, call.RequiredRole = max(d.Approvals, 1), d.Role
 	}
 }
@@ -249,13 +250,13 @@ func (rec recordedDecision) apply(call *models.ToolCall) {
 // limitPending turns a needs_approval decision into a refusal when the run
 // or the customer already has as many actions waiting as the gate allows:
 // nobody can bury the queue, and the model is told to wait.
-func (g *Gate) limitPending(tx *models.Tx, req CallRequest, d Decision) (Decision, error) {
+func (g *Gate) limitPending(tx *models.Tx, req CallRequest, d policy.Decision) (policy.Decision, error) {
 	inRun, forCustomer, err := tx.PendingActionCounts(req.RunID, req.CustomerID)
 	if err != nil {
 		return d, err
 	}
-	deny := func(rule, reason string) Decision {
-		return Decision{Verdict: Deny, Rule: rule, Reason: reason, PolicyVersion: d.PolicyVersion}
+	deny := func(rule, reason string) policy.Decision {
+		return policy.Decision{Verdict: policy.Deny, Rule: rule, Reason: reason, PolicyVersion: d.PolicyVersion}
 	}
 	if n := g.Limits.pendingPerRun(); inRun >= int64(n) {
 		return deny("limit:pending_per_run", fmt.Sprintf("this conversation already has %d requests waiting for a team member; "+
@@ -305,7 +306,7 @@ type decisionEvent struct {
 	RunID             string            `json:"run_id"`
 	Status            models.CallStatus `json:"status"`
 	Tool              string            `json:"tool"`
-	Verdict           Verdict           `json:"verdict"`
+	Verdict           policy.Verdict    `json:"verdict"`
 }
 
 // outcomeEvent is the payload of the event that records how a call ran.
@@ -317,11 +318,11 @@ type outcomeEvent struct {
 	Tool       string            `json:"tool"`
 }
 
-func decisionEventKind(v Verdict) string {
+func decisionEventKind(v policy.Verdict) string {
 	switch v {
-	case Allow:
+	case policy.Allow:
 		return "allowed"
-	case Deny:
+	case policy.Deny:
 		return "denied"
 	}
 	return "pending"
@@ -431,7 +432,7 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 	if err != nil {
 		return Outcome{}, fault.Wrap(err, "the tool ran but its result could not be recorded")
 	}
-	d := Decision{Verdict: Verdict(call.Decision), Rule: call.Rule, Reason: call.Reason, PolicyVersion: call.PolicyVersion}
+	d := policy.Decision{Verdict: policy.Verdict(call.Decision), Rule: call.Rule, Reason: call.Reason, PolicyVersion: call.PolicyVersion}
 	return Outcome{CallID: call.ID, Status: status, Decision: d, Result: encoded, Error: errForModel}, nil
 }
 
@@ -464,9 +465,9 @@ type gateFacts struct {
 	exclude string
 }
 
-func (f *gateFacts) Customer(ctx context.Context) (CustomerFacts, error) {
+func (f *gateFacts) Customer(ctx context.Context) (policy.CustomerFacts, error) {
 	f.used = true
-	c := CustomerFacts{ID: f.req.CustomerID, Name: f.req.CustomerName, SignedIn: f.req.CustomerID != "", Attributes: f.req.CustomerAttributes}
+	c := policy.CustomerFacts{ID: f.req.CustomerID, Name: f.req.CustomerName, SignedIn: f.req.CustomerID != "", Attributes: f.req.CustomerAttributes}
 	if c.ID == "" {
 		return c, nil
 	}
@@ -478,26 +479,26 @@ func (f *gateFacts) Customer(ctx context.Context) (CustomerFacts, error) {
 	return c, nil
 }
 
-func (f *gateFacts) Run(ctx context.Context) (RunFacts, error) {
+func (f *gateFacts) Run(ctx context.Context) (policy.RunFacts, error) {
 	f.used = true
 	counts, err := f.store.RunCallCounts(ctx, f.req.RunID)
 	return f.runFacts(counts), err
 }
 
-func (f *gateFacts) runFacts(counts map[string]int64) RunFacts {
-	r := RunFacts{ID: f.req.RunID, Channel: f.req.Channel, CallsByTool: counts}
+func (f *gateFacts) runFacts(counts map[string]int64) policy.RunFacts {
+	r := policy.RunFacts{ID: f.req.RunID, Channel: f.req.Channel, CallsByTool: counts}
 	for _, n := range counts {
 		r.Calls += n
 	}
 	return r
 }
 
-func (f *gateFacts) Total(ctx context.Context, q TotalQuery) (float64, error) {
+func (f *gateFacts) Total(ctx context.Context, q policy.TotalQuery) (float64, error) {
 	f.used = true
 	return f.store.SumCallArgs(ctx, f.totalQuery(q, f.store.Now()))
 }
 
-func (f *gateFacts) totalQuery(q TotalQuery, now time.Time) models.CallTotal {
+func (f *gateFacts) totalQuery(q policy.TotalQuery, now time.Time) models.CallTotal {
 	t := models.CallTotal{Tool: q.Tool, Field: q.Field, Same: q.Same, CustomerID: f.req.CustomerID, RunID: f.req.RunID, ExcludeID: f.exclude}
 	if q.Within > 0 {
 		t.Since = now.Add(-q.Within)
@@ -511,11 +512,11 @@ type txFacts struct {
 	tx *models.Tx
 }
 
-func (f *txFacts) Run(context.Context) (RunFacts, error) {
+func (f *txFacts) Run(context.Context) (policy.RunFacts, error) {
 	counts, err := f.tx.RunCallCounts(f.req.RunID)
 	return f.runFacts(counts), err
 }
 
-func (f *txFacts) Total(_ context.Context, q TotalQuery) (float64, error) {
+func (f *txFacts) Total(_ context.Context, q policy.TotalQuery) (float64, error) {
 	return f.tx.SumCallArgs(f.totalQuery(q, f.tx.Now()))
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 )
@@ -81,7 +82,7 @@ func TestConcurrentSmallRefundsStopAtTheDailyLimit(t *testing.T) {
 	wg.Wait()
 	allowed := 0
 	for _, o := range outs {
-		if o.Decision.Verdict == agent.Allow {
+		if o.Decision.Verdict == policy.Allow {
 			allowed++
 		}
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"testing"
 
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 )
 
@@ -10,9 +11,9 @@ import (
 // like the maps (sorted keys, nothing escaped) they replaced.
 func TestGatePayloadsReadLikeMaps(t *testing.T) {
 	reason := `refund of $900.00 on <A1002> & "friends" needs a person`
-	d := decisionEvent{RunID: "run_1", Tool: "issue_refund", ArgsHash: "ab", Verdict: NeedsApproval, Rule: "big-refund",
+	d := decisionEvent{RunID: "run_1", Tool: "issue_refund", ArgsHash: "ab", Verdict: policy.NeedsApproval, Rule: "big-refund",
 		Reason: reason, PolicyVersion: "v1", Status: models.CallPending, RequiredApprovals: 2, RequiredRole: "supervisor"}
-	same(t, d, map[string]any{"run_id": "run_1", "tool": "issue_refund", "args_hash": "ab", "verdict": NeedsApproval,
+	same(t, d, map[string]any{"run_id": "run_1", "tool": "issue_refund", "args_hash": "ab", "verdict": policy.NeedsApproval,
 		"rule": "big-refund", "reason": reason, "policy_version": "v1", "status": models.CallPending,
 		"required_approvals": 2, "required_role": "supervisor"})
 	same(t, outcomeEvent{RunID: "run_1", Tool: "get_order_status", Status: models.CallSucceeded, ResultHash: "cd"},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
@@ -59,11 +60,11 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := agent.LoadPolicy(agent.DefaultPolicyYAML, "default", reg)
+	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.gate = agent.NewGate(store, reg, policy, nil)
+	e.gate = agent.NewGate(store, reg, pol, nil)
 	return e
 }
 
@@ -129,7 +130,7 @@ func TestAllowedReadRunsAndIsRecorded(t *testing.T) {
 	e := newEnv(t)
 	run := e.newRun("cus_alice", "Alice")
 	out := e.call(run, "cus_alice", "get_order_status", `{"order_id":"A1002"}`)
-	if out.Status != models.CallSucceeded || out.Decision.Verdict != agent.Allow {
+	if out.Status != models.CallSucceeded || out.Decision.Verdict != policy.Allow {
 		t.Fatalf("got %+v", out)
 	}
 	if !strings.Contains(string(out.Result), `"status":"delivered"`) {
@@ -282,7 +283,7 @@ func TestTwoPersonRuleWithSupervisor(t *testing.T) {
 func TestSupervisorOnlyActionRefusesApprover(t *testing.T) {
 	e := newEnv(t)
 	reg := e.gate.Tools()
-	policy, err := agent.LoadPolicy([]byte(`
+	pol, err := policy.LoadPolicy([]byte(`
 rules:
   - name: cancel-needs-supervisor
     tool: cancel_order
@@ -292,7 +293,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := agent.NewGate(e.store, reg, policy, nil)
+	gate := agent.NewGate(e.store, reg, pol, nil)
 	run := e.newRun("cus_alice", "Alice")
 	out, err := gate.Call(context.Background(), agent.CallRequest{RunID: run, CustomerID: "cus_alice", Tool: "cancel_order", Args: []byte(`{"order_id":"A1003"}`)})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
@@ -15,10 +16,10 @@ import (
 func (s *Server) policyPage(c echo.Context) error {
 	p := s.cfg.Gate.Policy()
 	v := views.PolicyView{Source: "a Go policy", Version: p.Version()}
-	if fp, ok := p.(*agent.FilePolicy); ok {
+	if fp, ok := p.(*policy.FilePolicy); ok {
 		v.Source = fp.Source
 		rules, defaults := fp.Rules()
-		conv := func(r agent.RuleInfo) views.RuleView {
+		conv := func(r policy.RuleInfo) views.RuleView {
 			return views.RuleView{Name: r.Name, Tool: r.Tool, Risk: r.Risk, When: r.When, Decision: r.Decision, Reason: r.Reason,
 				Role: r.Role, Expires: r.Expires, Approvals: r.Approvals}
 		}

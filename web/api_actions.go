@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
@@ -89,7 +90,7 @@ func (s *Server) apiActions(c echo.Context) error {
 	if !status.Valid() {
 		return fault.Errorf(fault.Invalid, "unknown status %q", status)
 	}
-	calls, err := s.cfg.Store.AuditCalls(c.Request().Context(), models.AuditQuery{Status: status, Decision: string(agent.NeedsApproval), Limit: 500})
+	calls, err := s.cfg.Store.AuditCalls(c.Request().Context(), models.AuditQuery{Status: status, Decision: string(policy.NeedsApproval), Limit: 500})
 	if err != nil {
 		return err
 	}
@@ -114,7 +115,7 @@ func (s *Server) apiAction(c echo.Context) error {
 
 func (s *Server) loadActionJSON(c echo.Context, id string) (actionJSON, error) {
 	call, err := s.cfg.Store.ToolCall(c.Request().Context(), id)
-	if err != nil || call.Decision != string(agent.NeedsApproval) {
+	if err != nil || call.Decision != string(policy.NeedsApproval) {
 		return actionJSON{}, fault.Errorf(fault.NotFound, "action %s was not found", tools.Truncate(id, 64))
 	}
 	approvals, err := s.cfg.Store.Approvals(c.Request().Context(), id)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
@@ -50,7 +51,7 @@ func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
 		t.Fatal(err)
 	}
 	reg, _ := tools.NewRegistry(shop.Tools(store)...)
-	policy, err := agent.LoadPolicy(agent.DefaultPolicyYAML, "default", reg)
+	policy, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	if err != nil {
 		t.Fatal(err)
 	}

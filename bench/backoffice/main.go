@@ -32,6 +32,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
@@ -78,7 +79,7 @@ func run(nCalls, nPending, nClients int, dir string) error {
 		return err
 	}
 	reg, _ := tools.NewRegistry(shop.Tools(store)...)
-	policy, err := agent.LoadPolicy(agent.DefaultPolicyYAML, "default", reg)
+	policy, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	if err != nil {
 		return err
 	}

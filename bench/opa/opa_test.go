@@ -10,7 +10,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/rego"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 )
@@ -37,12 +37,12 @@ var cases = []decisionCase{
 	{"cancel", "cancel_order", tools.RiskHighWrite, map[string]any{"order_id": "A1003"}, 0},
 }
 
-func countersignPolicy(tb testing.TB) *agent.FilePolicy {
+func countersignPolicy(tb testing.TB) *policy.FilePolicy {
 	reg, err := tools.NewRegistry(shop.Tools(nil)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p, err := agent.LoadPolicy(agent.DefaultPolicyYAML, "default", reg)
+	p, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -57,9 +57,9 @@ func opaQuery(tb testing.TB) rego.PreparedEvalQuery {
 	return pq
 }
 
-func (c decisionCase) input() agent.Input {
-	return agent.Input{Tool: c.tool, Risk: c.risk, Args: c.args,
-		Facts: agent.StaticFacts{C: agent.CustomerFacts{ID: "cus_alice", SignedIn: true},
+func (c decisionCase) input() policy.Input {
+	return policy.Input{Tool: c.tool, Risk: c.risk, Args: c.args,
+		Facts: policy.StaticFacts{C: policy.CustomerFacts{ID: "cus_alice", SignedIn: true},
 			T: map[string]float64{"refunded_24h": c.refunded, "refunded_on_order": c.refunded}}}
 }
 

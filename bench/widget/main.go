@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
@@ -72,7 +73,7 @@ func run(nStreams, nDecisions int) error {
 		return err
 	}
 	reg, _ := tools.NewRegistry(shop.Tools(store)...)
-	policy, _ := agent.LoadPolicy(agent.DefaultPolicyYAML, "default", reg)
+	policy, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	log := slog.New(slog.DiscardHandler)
 	gate := agent.NewGate(store, reg, policy, log)
 	runner := agent.NewRunner(store, gate, agent.Offline{}, log)

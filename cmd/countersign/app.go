@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
@@ -251,19 +252,19 @@ func randomSecret() string {
 	return hex.EncodeToString(b[:])
 }
 
-func loadPolicy(path string, registry *tools.Registry) (*agent.FilePolicy, error) {
+func loadPolicy(path string, registry *tools.Registry) (*policy.FilePolicy, error) {
 	if path == "" {
-		return agent.LoadPolicy(agent.DefaultPolicyYAML, "(built-in default)", registry)
+		return policy.LoadPolicy(policy.DefaultPolicyYAML, "(built-in default)", registry)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read policy: %w", err)
 	}
-	return agent.LoadPolicy(data, path, registry)
+	return policy.LoadPolicy(data, path, registry)
 }
 
-func failingTests(results []agent.PolicyTestResult) []agent.PolicyTestResult {
-	var out []agent.PolicyTestResult
+func failingTests(results []policy.PolicyTestResult) []policy.PolicyTestResult {
+	var out []policy.PolicyTestResult
 	for _, r := range results {
 		if !r.Passed {
 			out = append(out, r)

@@ -18,6 +18,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 )
 
@@ -286,7 +287,7 @@ func TestTokenRevoke(t *testing.T) {
 func TestPolicyReload(t *testing.T) {
 	dir := t.TempDir()
 	policyPath := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(policyPath, agent.DefaultPolicyYAML, 0o600); err != nil {
+	if err := os.WriteFile(policyPath, policy.DefaultPolicyYAML, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

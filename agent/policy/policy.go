@@ -1,4 +1,9 @@
-package agent
+// Package policy decides about a tool call: allow, needs approval or deny,
+// with the rule and the policy version an auditor needs. It holds the Policy
+// interface, the facts a policy may ask for, and the YAML file policy (rules
+// with CEL conditions, totals over earlier calls, self-tests). It knows the
+// tools' risks and the staff roles, and nothing of the gate that asks it.
+package policy
 
 import (
 	"context"

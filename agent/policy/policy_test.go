@@ -1,11 +1,11 @@
-package agent_test
+package policy_test
 
 import (
 	"context"
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
@@ -20,9 +20,9 @@ func shopRegistry(t testing.TB) *tools.Registry {
 	return reg
 }
 
-func defaultPolicy(t testing.TB) *agent.FilePolicy {
+func defaultPolicy(t testing.TB) *policy.FilePolicy {
 	t.Helper()
-	p, err := agent.LoadPolicy(agent.DefaultPolicyYAML, "default", shopRegistry(t))
+	p, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", shopRegistry(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,34 +37,34 @@ func TestDefaultPolicyDecisions(t *testing.T) {
 		risk       tools.Risk
 		args       map[string]any
 		refunded   float64
-		want       agent.Verdict
+		want       policy.Verdict
 		rule       string
 		approvals  int
 		role       models.StaffRole
 		reasonPart string
 	}{
-		{"article: a read is allowed", "get_order_status", tools.RiskRead, map[string]any{"order_id": "A1"}, 0, agent.Allow, "default:read", 0, "", ""},
-		{"article: $20 refund allowed", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 20.0}, 0, agent.Allow, "small-refund", 0, "", "$20.00"},
-		{"article: $900 refund needs approval", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 900.0}, 0, agent.NeedsApproval, "refund-needs-approval", 1, "", "Refund of $900.00"},
-		{"$50 is the limit", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 50.0}, 0, agent.Allow, "small-refund", 0, "", ""},
-		{"$50.01 is over it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 50.01}, 0, agent.NeedsApproval, "refund-needs-approval", 1, "", ""},
-		{"over $1,000 two people", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1000.01}, 0, agent.NeedsApproval, "refund-over-1000-two-person", 2, models.Supervisor, "$1,000.01"},
-		{"refunded $500.01 today", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 500.01, agent.NeedsApproval, "refund-customer-over-500-in-24h", 1, "", "would come to $501.01"},
-		{"refunded $500 today, $1 more passes it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 500, agent.NeedsApproval, "refund-customer-over-500-in-24h", 1, "", "would come to $501.00"},
-		{"refunded $499 today, $1 more reaches it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 499, agent.Allow, "small-refund", 0, "", ""},
-		{"$20 on an order refunded $990: over $1,000 on the order", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 20.0, "order_id": "A1"}, 0, agent.NeedsApproval, "refund-over-1000-two-person", 2, models.Supervisor, "would come to $1,010.00"},
-		{"low write", "update_shipping_address", tools.RiskLowWrite, map[string]any{}, 0, agent.Allow, "default:low_write", 0, "", ""},
-		{"other high write", "cancel_order", tools.RiskHighWrite, map[string]any{}, 0, agent.NeedsApproval, "default:high_write", 1, "", "High-risk tool: cancel_order"},
+		{"article: a read is allowed", "get_order_status", tools.RiskRead, map[string]any{"order_id": "A1"}, 0, policy.Allow, "default:read", 0, "", ""},
+		{"article: $20 refund allowed", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 20.0}, 0, policy.Allow, "small-refund", 0, "", "$20.00"},
+		{"article: $900 refund needs approval", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 900.0}, 0, policy.NeedsApproval, "refund-needs-approval", 1, "", "Refund of $900.00"},
+		{"$50 is the limit", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 50.0}, 0, policy.Allow, "small-refund", 0, "", ""},
+		{"$50.01 is over it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 50.01}, 0, policy.NeedsApproval, "refund-needs-approval", 1, "", ""},
+		{"over $1,000 two people", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1000.01}, 0, policy.NeedsApproval, "refund-over-1000-two-person", 2, models.Supervisor, "$1,000.01"},
+		{"refunded $500.01 today", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 500.01, policy.NeedsApproval, "refund-customer-over-500-in-24h", 1, "", "would come to $501.01"},
+		{"refunded $500 today, $1 more passes it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 500, policy.NeedsApproval, "refund-customer-over-500-in-24h", 1, "", "would come to $501.00"},
+		{"refunded $499 today, $1 more reaches it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 499, policy.Allow, "small-refund", 0, "", ""},
+		{"$20 on an order refunded $990: over $1,000 on the order", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 20.0, "order_id": "A1"}, 0, policy.NeedsApproval, "refund-over-1000-two-person", 2, models.Supervisor, "would come to $1,010.00"},
+		{"low write", "update_shipping_address", tools.RiskLowWrite, map[string]any{}, 0, policy.Allow, "default:low_write", 0, "", ""},
+		{"other high write", "cancel_order", tools.RiskHighWrite, map[string]any{}, 0, policy.NeedsApproval, "default:high_write", 1, "", "High-risk tool: cancel_order"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d, err := p.Decide(context.Background(), agent.Input{Tool: c.tool, Risk: c.risk, Args: c.args,
-				Facts: agent.StaticFacts{C: agent.CustomerFacts{ID: "cus_alice", SignedIn: true},
+			d, err := p.Decide(context.Background(), policy.Input{Tool: c.tool, Risk: c.risk, Args: c.args,
+				Facts: policy.StaticFacts{C: policy.CustomerFacts{ID: "cus_alice", SignedIn: true},
 					T: map[string]float64{"refunded_24h": c.refunded, "refunded_on_order": orderTotal(c.args)}}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Verdict != c.want || d.Rule != c.rule || (c.want == agent.NeedsApproval && (d.Approvals != c.approvals || d.Role != c.role)) {
+			if d.Verdict != c.want || d.Rule != c.rule || (c.want == policy.NeedsApproval && (d.Approvals != c.approvals || d.Role != c.role)) {
 				t.Fatalf("got %+v", d)
 			}
 			if !strings.Contains(d.Reason, c.reasonPart) || d.PolicyVersion != p.Version() {
@@ -104,7 +104,7 @@ func TestPolicyLoadErrorsNameTheProblem(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := agent.LoadPolicy([]byte(c.yaml), "test.yaml", reg)
+			_, err := policy.LoadPolicy([]byte(c.yaml), "test.yaml", reg)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want it to mention %q", err, c.want)
 			}
@@ -113,7 +113,7 @@ func TestPolicyLoadErrorsNameTheProblem(t *testing.T) {
 }
 
 func TestFailingPolicyTestIsReported(t *testing.T) {
-	p, err := agent.LoadPolicy([]byte(`
+	p, err := policy.LoadPolicy([]byte(`
 rules:
   - name: all-refunds-allowed
     tool: issue_refund
@@ -134,7 +134,7 @@ tests:
 }
 
 func TestConditionErrorSendsToAPerson(t *testing.T) {
-	p, err := agent.LoadPolicy([]byte(`
+	p, err := policy.LoadPolicy([]byte(`
 rules:
   - name: uses-missing-field
     when: args.nope > 3
@@ -143,14 +143,14 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := p.Decide(context.Background(), agent.Input{Tool: "get_order_status", Risk: tools.RiskRead, Args: map[string]any{}})
-	if err != nil || d.Verdict != agent.NeedsApproval || d.Rule != "uses-missing-field" {
+	d, err := p.Decide(context.Background(), policy.Input{Tool: "get_order_status", Risk: tools.RiskRead, Args: map[string]any{}})
+	if err != nil || d.Verdict != policy.NeedsApproval || d.Rule != "uses-missing-field" {
 		t.Fatalf("got %+v %v", d, err)
 	}
 }
 
 func TestRunFactsInConditions(t *testing.T) {
-	p, err := agent.LoadPolicy([]byte(`
+	p, err := policy.LoadPolicy([]byte(`
 rules:
   - name: too-many-lookups
     tool: get_order_status
@@ -161,9 +161,9 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := p.Decide(context.Background(), agent.Input{Tool: "get_order_status", Risk: tools.RiskRead,
-		Facts: agent.StaticFacts{C: agent.CustomerFacts{Name: "Mallory"}, R: agent.RunFacts{Calls: 25, CallsByTool: map[string]int64{"get_order_status": 25}}}})
-	if err != nil || d.Verdict != agent.Deny || d.Reason != "Mallory looked up 25 orders in one chat" {
+	d, err := p.Decide(context.Background(), policy.Input{Tool: "get_order_status", Risk: tools.RiskRead,
+		Facts: policy.StaticFacts{C: policy.CustomerFacts{Name: "Mallory"}, R: policy.RunFacts{Calls: 25, CallsByTool: map[string]int64{"get_order_status": 25}}}})
+	if err != nil || d.Verdict != policy.Deny || d.Reason != "Mallory looked up 25 orders in one chat" {
 		t.Fatalf("got %+v %v", d, err)
 	}
 }
@@ -171,13 +171,13 @@ rules:
 func BenchmarkPolicyDecide(b *testing.B) {
 	p := defaultPolicy(b)
 	ctx := context.Background()
-	facts := agent.StaticFacts{C: agent.CustomerFacts{ID: "cus_alice", SignedIn: true}}
+	facts := policy.StaticFacts{C: policy.CustomerFacts{ID: "cus_alice", SignedIn: true}}
 	for _, bc := range []struct {
 		name string
-		in   agent.Input
+		in   policy.Input
 	}{
-		{"read", agent.Input{Tool: "get_order_status", Risk: tools.RiskRead, Args: map[string]any{"order_id": "A1002"}, Facts: facts}},
-		{"refund900", agent.Input{Tool: "issue_refund", Risk: tools.RiskHighWrite, Args: map[string]any{"order_id": "A1002", "amount": 900.0}, Facts: facts}},
+		{"read", policy.Input{Tool: "get_order_status", Risk: tools.RiskRead, Args: map[string]any{"order_id": "A1002"}, Facts: facts}},
+		{"refund900", policy.Input{Tool: "issue_refund", Risk: tools.RiskHighWrite, Args: map[string]any{"order_id": "A1002", "amount": 900.0}, Facts: facts}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -196,7 +196,7 @@ func BenchmarkGateInMemory(b *testing.B) {
 	p := defaultPolicy(b)
 	reg := shopRegistry(b)
 	ctx := context.Background()
-	facts := agent.StaticFacts{C: agent.CustomerFacts{ID: "cus_alice", SignedIn: true}}
+	facts := policy.StaticFacts{C: policy.CustomerFacts{ID: "cus_alice", SignedIn: true}}
 	for _, bc := range []struct{ name, tool, args string }{
 		{"read", "get_order_status", `{"order_id":"A1002"}`},
 		{"refund900", "issue_refund", `{"order_id":"A1002","amount":900,"reason":"arrived broken"}`},
@@ -210,7 +210,7 @@ func BenchmarkGateInMemory(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := p.Decide(ctx, agent.Input{Tool: tool.Name, Risk: tool.Risk, Args: n.Map, Facts: facts}); err != nil {
+				if _, err := p.Decide(ctx, policy.Input{Tool: tool.Name, Risk: tool.Risk, Args: n.Map, Facts: facts}); err != nil {
 					b.Fatal(err)
 				}
 			}

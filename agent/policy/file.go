@@ -1,4 +1,4 @@
-package agent
+package policy
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // DefaultPolicyYAML is the shipped policy: the article's rules plus the
 // two-person rule for big refunds and a 24-hour refund ceiling.
 //
-//go:embed default_policy.yaml
+//go:embed default.yaml
 var DefaultPolicyYAML []byte
 
 // FilePolicy is a policy loaded from YAML: ordered rules whose conditions are
