@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
@@ -153,7 +154,7 @@ func TestCallsThatCannotSucceedAreNeverQueued(t *testing.T) {
 // per-turn limit, the run to its pending limit, and the queue stays short.
 func TestOneMessageCannotFloodTheQueue(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(agent.Offline{})
+	r := e.runner(llm.Offline{})
 	run := e.start(r, "cus_bob", "Bob", strings.Repeat("refund $100 on B2001. ", 180))
 	e.waitRun(run, models.RunPaused)
 	calls, err := e.store.RunCalls(context.Background(), run)
@@ -204,7 +205,7 @@ func TestApprovalsOfDisabledAccountsNoLongerCount(t *testing.T) {
 // reject each of them may close it.
 func TestClosingARunNeedsTheAuthorityToRejectItsActions(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(agent.Offline{})
+	r := e.runner(llm.Offline{})
 	run := e.start(r, "cus_bob", "Bob", "refund $1200 on order B2001")
 	e.waitRun(run, models.RunPaused)
 	action := e.pendingAction(run)

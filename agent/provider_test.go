@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/models"
 )
 
@@ -86,7 +86,7 @@ func TestOpenAIProviderThroughTheGate(t *testing.T) {
 	}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	model := agent.NewOpenAI(agent.ProviderConfig{BaseURL: srv.URL + "/v1/", APIKey: "sk-test-secret", Model: "gpt-test", Timeout: 5 * time.Second})
+	model := llm.NewOpenAI(llm.Config{BaseURL: srv.URL + "/v1/", APIKey: "sk-test-secret", Model: "gpt-test", Timeout: 5 * time.Second})
 	r := e.runner(model)
 	run := e.start(r, "cus_alice", "Alice", "refund $900 on A1002")
 	e.waitRun(run, models.RunPaused)
@@ -160,7 +160,7 @@ func TestOpenAIGarbageArgumentsBecomeAnInvalidCall(t *testing.T) {
 	}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	r := e.runner(agent.NewOpenAI(agent.ProviderConfig{BaseURL: srv.URL + "/v1/", APIKey: "k", Model: "m", Timeout: 5 * time.Second}))
+	r := e.runner(llm.NewOpenAI(llm.Config{BaseURL: srv.URL + "/v1/", APIKey: "k", Model: "m", Timeout: 5 * time.Second}))
 	run := e.start(r, "cus_alice", "Alice", "refund A1002")
 	e.waitRun(run, models.RunWaiting)
 	calls, _ := e.store.RunCalls(context.Background(), run)
@@ -178,7 +178,7 @@ func TestOpenAIProviderErrorFailsTheRun(t *testing.T) {
 	fake := &fakeProvider{replies: []fakeReply{{500, `{"error":{"message":"boom"}}`}, {500, `{"error":{"message":"boom"}}`}}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	r := e.runner(agent.NewOpenAI(agent.ProviderConfig{BaseURL: srv.URL + "/v1/", APIKey: "k", Model: "m", MaxRetries: 1, Timeout: 5 * time.Second}))
+	r := e.runner(llm.NewOpenAI(llm.Config{BaseURL: srv.URL + "/v1/", APIKey: "k", Model: "m", MaxRetries: 1, Timeout: 5 * time.Second}))
 	run := e.start(r, "cus_alice", "Alice", "hi")
 	got := e.waitRun(run, models.RunFailed)
 	if !strings.Contains(got.LastError, "openai") || len(fake.requests) != 2 {
@@ -195,7 +195,7 @@ func TestAnthropicProviderThroughTheGate(t *testing.T) {
 	}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	r := e.runner(agent.NewAnthropic(agent.ProviderConfig{BaseURL: srv.URL, APIKey: "ak-test", Model: "claude-test", Timeout: 5 * time.Second}))
+	r := e.runner(llm.NewAnthropic(llm.Config{BaseURL: srv.URL, APIKey: "ak-test", Model: "claude-test", Timeout: 5 * time.Second}))
 	run := e.start(r, "cus_alice", "Alice", "where is A1001 and refund $20")
 	e.waitRun(run, models.RunWaiting)
 	if len(fake.requests) != 3 {

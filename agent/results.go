@@ -1,11 +1,10 @@
 package agent
 
 import (
-	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
 )
 
 // ToolResultText is what the model is told about a call that reached its
@@ -42,33 +41,20 @@ func callFinished(status models.CallStatus) bool {
 	return true
 }
 
-// describeRequest says in a few words what a call asks for, for customers.
-func describeRequest(tool, args string) string {
-	var a struct {
-		OrderID string  `json:"order_id"`
-		Amount  float64 `json:"amount"`
-		Address string  `json:"address"`
-	}
-	_ = json.Unmarshal([]byte(args), &a)
-	switch tool {
-	case "issue_refund":
-		if a.OrderID != "" {
-			return fmt.Sprintf("your refund request of %s on order %s", models.FormatCents(int64(a.Amount*100+0.5)), a.OrderID)
-		}
-		return fmt.Sprintf("your refund request of %s", models.FormatCents(int64(a.Amount*100+0.5)))
-	case "cancel_order":
-		return "your request to cancel order " + a.OrderID
-	case "update_shipping_address":
-		return "your address change for order " + a.OrderID
+// describeRequest says in a few words what a call asks for, for customers,
+// in the tool's own words (tools.Tool.DescribeRequest).
+func describeRequest(reg *tools.Registry, tool, args string) string {
+	if t, ok := reg.Get(tool); ok {
+		return t.DescribeRequest(args)
 	}
 	return "your request (" + strings.ReplaceAll(tool, "_", " ") + ")"
 }
 
 // pendingNotice is the system notice a customer sees while a person reviews.
-func pendingNotice(calls []models.ToolCall) string {
+func pendingNotice(reg *tools.Registry, calls []models.ToolCall) string {
 	var parts []string
 	for _, c := range calls {
-		parts = append(parts, describeRequest(c.Tool, c.Args))
+		parts = append(parts, describeRequest(reg, c.Tool, c.Args))
 	}
 	switch len(parts) {
 	case 0:

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 )
@@ -38,7 +39,7 @@ type RunEvent struct {
 type Runner struct {
 	store *models.Store
 	gate  *Gate
-	model Model
+	model llm.Model
 	log   *slog.Logger
 
 	System string
@@ -67,7 +68,7 @@ type runLock struct {
 }
 
 // NewRunner builds a runner and makes the gate tell it when actions settle.
-func NewRunner(store *models.Store, gate *Gate, model Model, log *slog.Logger) *Runner {
+func NewRunner(store *models.Store, gate *Gate, model llm.Model, log *slog.Logger) *Runner {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

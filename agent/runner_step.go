@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
@@ -92,7 +93,7 @@ func (r *Runner) advance(ctx context.Context, runID string) error {
 // it changed something and the state should be read again; waiting means a
 // person has to decide first.
 func (r *Runner) settleTurn(ctx context.Context, run *models.Run, turn *models.Turn, calls []models.ToolCall) (progressed, waiting bool, err error) {
-	var requested []ModelCall
+	var requested []llm.Call
 	if err := json.Unmarshal([]byte(turn.Calls), &requested); err != nil {
 		return false, false, fmt.Errorf("turn %d: calls: %w", turn.Seq, err)
 	}
@@ -132,7 +133,7 @@ func (r *Runner) settleTurn(ctx context.Context, run *models.Run, turn *models.T
 		}
 	}
 	if len(pending) > 0 {
-		notice := &models.Turn{RunID: run.ID, Role: models.RoleSystem, Text: pendingNotice(pending), Marker: fmt.Sprintf("pending:%d", turn.ID)}
+		notice := &models.Turn{RunID: run.ID, Role: models.RoleSystem, Text: pendingNotice(r.gate.tools, pending), Marker: fmt.Sprintf("pending:%d", turn.ID)}
 		if err := r.appendTurn(ctx, notice); err != nil && !errors.Is(err, models.ErrDuplicate) {
 			return false, false, err
 		}
@@ -151,7 +152,7 @@ func (r *Runner) settleTurn(ctx context.Context, run *models.Run, turn *models.T
 	return progressed, false, nil
 }
 
-func (r *Runner) appendAssistant(ctx context.Context, run *models.Run, reply ModelReply) error {
+func (r *Runner) appendAssistant(ctx context.Context, run *models.Run, reply llm.Reply) error {
 	t := &models.Turn{RunID: run.ID, Role: models.RoleAssistant, Text: strings.TrimSpace(reply.Text)}
 	if len(reply.Calls) > 0 {
 		seen := map[string]bool{}

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 )
 
-func (e *env) runner(model agent.Model) *agent.Runner {
+func (e *env) runner(model llm.Model) *agent.Runner {
 	r := agent.NewRunner(e.store, e.gate, model, nil)
 	e.t.Cleanup(r.Close)
 	return r
@@ -103,7 +104,7 @@ func (e *env) pendingAction(runID string) *models.ToolCall {
 
 func TestConversationOrderStatus(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(agent.Offline{})
+	r := e.runner(llm.Offline{})
 	run := e.start(r, "cus_alice", "Alice", "Where is my order A1002?")
 	e.waitRun(run, models.RunWaiting)
 	if got := e.lastText(run, "assistant"); got != "Order A1002 (Espresso machine, $950.00) was delivered." {
@@ -120,7 +121,7 @@ func TestConversationOrderStatus(t *testing.T) {
 
 func TestConversationSmallRefund(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(agent.Offline{})
+	r := e.runner(llm.Offline{})
 	run := e.start(r, "cus_alice", "Alice", "Please refund $20 on order A1001 because it arrived late")
 	e.waitRun(run, models.RunWaiting)
 	if got := e.lastText(run, "assistant"); !strings.Contains(got, "Done: I refunded $20.00 on order A1001") {
@@ -133,7 +134,7 @@ func TestConversationSmallRefund(t *testing.T) {
 
 func TestConversationBigRefundPausesAndResumesAfterApproval(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(agent.Offline{})
+	r := e.runner(llm.Offline{})
 	run := e.start(r, "cus_alice", "Alice", "refund $900 on order A1002 because it arrived broken")
 	e.waitRun(run, models.RunPaused)
 	notice := e.lastText(run, "system")
@@ -164,7 +165,7 @@ func TestConversationBigRefundPausesAndResumesAfterApproval(t *testing.T) {
 
 func TestConversationRejectedIsExplainedAndNotRetried(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(agent.Offline{})
+	r := e.runner(llm.Offline{})
 	run := e.start(r, "cus_alice", "Alice", "refund $900 on order A1002")
 	e.waitRun(run, models.RunPaused)
 	if err := e.gate.Reject(context.Background(), e.pendingAction(run).ID, approver1, "the item was returned used"); err != nil {
@@ -192,7 +193,7 @@ func TestConversationRejectedIsExplainedAndNotRetried(t *testing.T) {
 
 func TestConversationExpired(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(agent.Offline{})
+	r := e.runner(llm.Offline{})
 	run := e.start(r, "cus_alice", "Alice", "refund $900 on order A1002")
 	e.waitRun(run, models.RunPaused)
 	e.clock.Advance(25 * time.Hour)
@@ -207,7 +208,7 @@ func TestConversationExpired(t *testing.T) {
 
 func TestConversationOneAllowedOnePending(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(agent.Offline{})
+	r := e.runner(llm.Offline{})
 	run := e.start(r, "cus_alice", "Alice", "Where is A1001 and refund $900 on order A1002")
 	e.waitRun(run, models.RunPaused)
 	if e.executions["get_order_status"].Load() != 1 || e.executions["issue_refund"].Load() != 0 {
@@ -233,12 +234,12 @@ func TestConversationOneAllowedOnePending(t *testing.T) {
 // scripted is a model that says what a test tells it to, turn by turn.
 type scripted struct {
 	mu      sync.Mutex
-	replies []agent.ModelReply
+	replies []llm.Reply
 	errs    []error
-	seen    []agent.ModelRequest
+	seen    []llm.Request
 }
 
-func (s *scripted) Next(_ context.Context, req agent.ModelRequest) (agent.ModelReply, error) {
+func (s *scripted) Next(_ context.Context, req llm.Request) (llm.Reply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seen = append(s.seen, req)
@@ -246,11 +247,11 @@ func (s *scripted) Next(_ context.Context, req agent.ModelRequest) (agent.ModelR
 		err := s.errs[0]
 		s.errs = s.errs[1:]
 		if err != nil {
-			return agent.ModelReply{}, err
+			return llm.Reply{}, err
 		}
 	}
 	if len(s.replies) == 0 {
-		return agent.ModelReply{Text: "ok"}, nil
+		return llm.Reply{Text: "ok"}, nil
 	}
 	r := s.replies[0]
 	s.replies = s.replies[1:]
@@ -259,7 +260,7 @@ func (s *scripted) Next(_ context.Context, req agent.ModelRequest) (agent.ModelR
 
 func TestCompromisedModelCannotEscapeTheGate(t *testing.T) {
 	e := newEnv(t)
-	m := &scripted{replies: []agent.ModelReply{{Calls: []agent.ModelCall{
+	m := &scripted{replies: []llm.Reply{{Calls: []llm.Call{
 		{ID: "a", Tool: "issue_refund", Args: json.RawMessage(`{"order_id":"B2001","amount":40}`)},
 		{ID: "b", Tool: "issue_refund", Args: json.RawMessage(`{"order_id":"A1001","amount":40,"customer_id":"cus_bob"}`)},
 		{ID: "c", Tool: "exec_shell", Args: json.RawMessage(`{"cmd":"rm -rf /"}`)},
@@ -297,7 +298,7 @@ func TestCompromisedModelCannotEscapeTheGate(t *testing.T) {
 
 func TestFailingModelFailsTheRunAndRetryResumes(t *testing.T) {
 	e := newEnv(t)
-	m := &scripted{errs: []error{errors.New("provider: 503 after 3 retries")}, replies: []agent.ModelReply{{Text: "Hello again"}}}
+	m := &scripted{errs: []error{errors.New("provider: 503 after 3 retries")}, replies: []llm.Reply{{Text: "Hello again"}}}
 	r := e.runner(m)
 	run := e.start(r, "cus_alice", "Alice", "hi")
 	got := e.waitRun(run, models.RunFailed)
@@ -323,9 +324,9 @@ func TestFailingModelFailsTheRunAndRetryResumes(t *testing.T) {
 
 func TestLoopGuardStopsAModelThatNeverAnswers(t *testing.T) {
 	e := newEnv(t)
-	var replies []agent.ModelReply
+	var replies []llm.Reply
 	for i := 0; i < 50; i++ {
-		replies = append(replies, agent.ModelReply{Calls: []agent.ModelCall{{ID: "x", Tool: "list_orders", Args: json.RawMessage(`{}`)}}})
+		replies = append(replies, llm.Reply{Calls: []llm.Call{{ID: "x", Tool: "list_orders", Args: json.RawMessage(`{}`)}}})
 	}
 	r := e.runner(&scripted{replies: replies})
 	run := e.start(r, "cus_alice", "Alice", "hi")
@@ -337,7 +338,7 @@ func TestLoopGuardStopsAModelThatNeverAnswers(t *testing.T) {
 
 func TestMessageLimits(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(agent.Offline{})
+	r := e.runner(llm.Offline{})
 	if _, err := r.StartRun(context.Background(), agent.StartRequest{Message: "   "}); fault.CodeOf(err) != fault.Invalid {
 		t.Fatalf("empty: %v", err)
 	}
@@ -348,7 +349,7 @@ func TestMessageLimits(t *testing.T) {
 
 func TestAnonymousRunIsToldToSignIn(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(agent.Offline{})
+	r := e.runner(llm.Offline{})
 	run := e.start(r, "", "", "where is A1001?")
 	e.waitRun(run, models.RunWaiting)
 	if got := e.lastText(run, "assistant"); !strings.Contains(got, "Please sign in to the shop first") {
@@ -358,7 +359,7 @@ func TestAnonymousRunIsToldToSignIn(t *testing.T) {
 
 func TestClosingARunCancelsItsPendingActions(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(agent.Offline{})
+	r := e.runner(llm.Offline{})
 	run := e.start(r, "cus_alice", "Alice", "refund $900 on order A1002")
 	e.waitRun(run, models.RunPaused)
 	action := e.pendingAction(run)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/models"
 )
 
@@ -14,10 +15,10 @@ import (
 // request builds what the model sees: no system notices, and each assistant
 // turn's tool results right after it, even when the customer wrote in
 // between (messages sent while paused are answered after the results).
-func (r *Runner) request(turns []models.Turn, calls []models.ToolCall) ModelRequest {
-	req := ModelRequest{System: r.System}
+func (r *Runner) request(turns []models.Turn, calls []models.ToolCall) llm.Request {
+	req := llm.Request{System: r.System}
 	for _, t := range r.gate.Tools().All() {
-		req.Tools = append(req.Tools, ToolSpec{Name: t.Name, Description: t.Description, Schema: t.Schema})
+		req.Tools = append(req.Tools, llm.ToolSpec{Name: t.Name, Description: t.Description, Schema: t.Schema})
 	}
 	resultTurn := map[string]*models.Turn{}
 	for i := range turns {
@@ -32,9 +33,9 @@ func (r *Runner) request(turns []models.Turn, calls []models.ToolCall) ModelRequ
 	for _, t := range turns {
 		switch t.Role {
 		case models.RoleCustomer:
-			req.Turns = append(req.Turns, ModelTurn{Role: models.RoleCustomer, Text: t.Text})
+			req.Turns = append(req.Turns, llm.Turn{Role: models.RoleCustomer, Text: t.Text})
 		case models.RoleAssistant:
-			mt := ModelTurn{Role: models.RoleAssistant, Text: t.Text}
+			mt := llm.Turn{Role: models.RoleAssistant, Text: t.Text}
 			if t.Calls != "" {
 				_ = json.Unmarshal([]byte(t.Calls), &mt.Calls)
 			}
@@ -52,8 +53,9 @@ func (r *Runner) request(turns []models.Turn, calls []models.ToolCall) ModelRequ
 				if args == "" {
 					args = "{}"
 				}
-				req.Turns = append(req.Turns, ModelTurn{Role: models.RoleTool, CallID: mc.ID, Text: rt.Text,
-					Result: &ToolResult{Tool: c.Tool, Status: c.Status, Output: json.RawMessage(nonEmptyJSON(c.Result)), Error: c.Error, Args: json.RawMessage(args)}})
+				req.Turns = append(req.Turns, llm.Turn{Role: models.RoleTool, CallID: mc.ID, Text: rt.Text,
+					Result: &llm.ToolResult{Tool: c.Tool, Status: c.Status, Output: json.RawMessage(nonEmptyJSON(c.Result)), Error: c.Error,
+						Args: json.RawMessage(args), Request: describeRequest(r.gate.tools, c.Tool, args)}})
 			}
 		}
 	}

@@ -26,9 +26,23 @@ func (t *Tool) Summarize(args string) string {
 	if t.Summary == "" {
 		return t.Name
 	}
+	return fill(t.Summary, args)
+}
+
+// DescribeRequest fills the tool's customer phrase with the call's
+// arguments (JSON): what a customer reads while a person reviews the call.
+func (t *Tool) DescribeRequest(args string) string {
+	if t.Request == "" {
+		return "your request (" + strings.ReplaceAll(t.Name, "_", " ") + ")"
+	}
+	return fill(t.Request, args)
+}
+
+// fill replaces a phrase's placeholders with the arguments (JSON).
+func fill(phrase, args string) string {
 	var m map[string]any
 	_ = json.Unmarshal([]byte(args), &m)
-	return placeholder.ReplaceAllStringFunc(t.Summary, func(ph string) string {
+	return placeholder.ReplaceAllStringFunc(phrase, func(ph string) string {
 		parts := placeholder.FindStringSubmatch(ph)
 		v, ok := m[parts[1]]
 		if !ok || v == nil {

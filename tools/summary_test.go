@@ -28,3 +28,20 @@ func TestSummarySaysWhatACallAsks(t *testing.T) {
 		t.Errorf("no summary: %q", got)
 	}
 }
+
+func TestDescribeRequestSpeaksToTheCustomer(t *testing.T) {
+	type in struct {
+		Amount  float64 `json:"amount"`
+		OrderID string  `json:"order_id"`
+	}
+	run := func(context.Context, tools.Call, in) (any, error) { return nil, nil }
+	tool := tools.MustNew(tools.Definition[in]{Name: "issue_refund", Request: "your refund request of {amount:money} on order {order_id}",
+		Risk: tools.RiskHighWrite, Run: run})
+	if got, want := tool.DescribeRequest(`{"amount":1200,"order_id":"B2001"}`), "your refund request of $1,200.00 on order B2001"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	plain := tools.MustNew(tools.Definition[in]{Name: "open_ticket", Risk: tools.RiskLowWrite, Run: run})
+	if got, want := plain.DescribeRequest(`{}`), "your request (open ticket)"; got != want {
+		t.Errorf("no phrase: %q, want %q", got, want)
+	}
+}

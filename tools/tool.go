@@ -45,6 +45,10 @@ type Definition[In any] struct {
 	// Summary says in words what a call asks for, from its arguments
 	// ("Refund {amount:money} on order {order_id}"; see summary.go).
 	Summary string
+	// Request is how the customer hears the call while a person reviews it
+	// ("your refund request of {amount:money} on order {order_id}"); empty:
+	// "your request (<name>)".
+	Request string
 	Risk    Risk
 	// Idempotent tools may be run again after a crash mid-execution; others
 	// are left for a human to reconcile.
@@ -71,6 +75,7 @@ type Tool struct {
 	Name        string
 	Description string
 	Summary     string
+	Request     string
 	Risk        Risk
 	Idempotent  bool
 	// Schema is the JSON Schema of the input, exactly as a model is shown it.
@@ -163,6 +168,7 @@ func New[In any](def Definition[In]) (*Tool, error) {
 		Name:        def.Name,
 		Description: def.Description,
 		Summary:     def.Summary,
+		Request:     def.Request,
 		Risk:        def.Risk,
 		Idempotent:  def.Idempotent,
 		Schema:      schemaJSON,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
@@ -56,7 +57,7 @@ func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
 		t.Fatal(err)
 	}
 	gate := agent.NewGate(store, reg, policy, nil)
-	runner := agent.NewRunner(store, gate, agent.Offline{}, nil)
+	runner := agent.NewRunner(store, gate, llm.Offline{}, nil)
 	broker := web.NewBroker()
 	runner.OnEvent = broker.Publish
 	accounts := agent.NewAccounts(store)

@@ -32,6 +32,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
@@ -85,7 +86,7 @@ func run(nCalls, nPending, nClients int, dir string) error {
 	}
 	log := slog.New(slog.DiscardHandler)
 	gate := agent.NewGate(store, reg, policy, log)
-	runner := agent.NewRunner(store, gate, agent.Offline{}, log)
+	runner := agent.NewRunner(store, gate, llm.Offline{}, log)
 	defer runner.Close()
 	accounts := agent.NewAccounts(store)
 	ws := web.New(web.Config{Log: log, Gate: gate, Runner: runner, Store: store, Accounts: accounts})

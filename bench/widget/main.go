@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
@@ -76,7 +77,7 @@ func run(nStreams, nDecisions int) error {
 	policy, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	log := slog.New(slog.DiscardHandler)
 	gate := agent.NewGate(store, reg, policy, log)
-	runner := agent.NewRunner(store, gate, agent.Offline{}, log)
+	runner := agent.NewRunner(store, gate, llm.Offline{}, log)
 	defer runner.Close()
 	broker := web.NewBroker()
 	runner.OnEvent = broker.Publish

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
@@ -202,11 +203,11 @@ func (a *App) seedDemoStaff(ctx context.Context) error {
 	return nil
 }
 
-func newModel(cfg config) (agent.Model, error) {
-	pc := agent.ProviderConfig{BaseURL: cfg.ModelBaseURL, APIKey: cfg.ModelAPIKey, Model: cfg.ModelName, Timeout: cfg.ModelTimeout}
+func newModel(cfg config) (llm.Model, error) {
+	pc := llm.Config{BaseURL: cfg.ModelBaseURL, APIKey: cfg.ModelAPIKey, Model: cfg.ModelName, Timeout: cfg.ModelTimeout}
 	switch cfg.Model {
 	case "", "offline":
-		return agent.Offline{}, nil
+		return llm.Offline{}, nil
 	case "openai":
 		if pc.APIKey == "" {
 			pc.APIKey = os.Getenv("OPENAI_API_KEY")
@@ -214,7 +215,7 @@ func newModel(cfg config) (agent.Model, error) {
 		if pc.APIKey == "" && pc.BaseURL == "" {
 			return nil, fmt.Errorf("--model openai needs --model-api-key (or OPENAI_API_KEY), or --model-base-url for a local server")
 		}
-		return agent.NewOpenAI(pc), nil
+		return llm.NewOpenAI(pc), nil
 	case "anthropic":
 		if pc.APIKey == "" {
 			pc.APIKey = os.Getenv("ANTHROPIC_API_KEY")
@@ -222,7 +223,7 @@ func newModel(cfg config) (agent.Model, error) {
 		if pc.APIKey == "" {
 			return nil, fmt.Errorf("--model anthropic needs --model-api-key (or ANTHROPIC_API_KEY)")
 		}
-		return agent.NewAnthropic(pc), nil
+		return llm.NewAnthropic(pc), nil
 	}
 	return nil, fmt.Errorf("--model %q: use offline, openai or anthropic", cfg.Model)
 }

@@ -159,6 +159,7 @@ func Tools(st Store) []*tools.Tool {
 		tools.MustNew(tools.Definition[AddressInput]{
 			Name:        "update_shipping_address",
 			Summary:     "New address for order {order_id}: {address}",
+			Request:     "your address change for order {order_id}",
 			Description: "Change the shipping address of an order that has not shipped yet.",
 			Risk:        tools.RiskLowWrite,
 			Idempotent:  true,
@@ -186,6 +187,7 @@ func Tools(st Store) []*tools.Tool {
 		tools.MustNew(tools.Definition[CancelInput]{
 			Name:        "cancel_order",
 			Summary:     "Cancel order {order_id}",
+			Request:     "your request to cancel order {order_id}",
 			Description: "Cancel an order that has not shipped yet; what was paid is refunded in full.",
 			Risk:        tools.RiskHighWrite,
 			Idempotent:  true, // the idempotency key makes a second run a no-op
@@ -217,6 +219,7 @@ func Tools(st Store) []*tools.Tool {
 		tools.MustNew(tools.Definition[RefundInput]{
 			Name:        "issue_refund",
 			Summary:     "Refund {amount:money} on order {order_id}",
+			Request:     "your refund request of {amount:money} on order {order_id}",
 			Description: "Refund part or all of an order, in US dollars. Never more than is left to refund on that order.",
 			Risk:        tools.RiskHighWrite,
 			Idempotent:  true, // the idempotency key makes a second run return the first refund

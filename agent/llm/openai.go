@@ -1,4 +1,4 @@
-package agent
+package llm
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 )
 
-// ProviderConfig configures a hosted model. The key is only ever sent to
+// Config configures a hosted model. The key is only ever sent to
 // the provider: it never reaches the model's context or the logs.
-type ProviderConfig struct {
+type Config struct {
 	BaseURL    string
 	APIKey     string
 	Model      string
@@ -25,7 +25,7 @@ type ProviderConfig struct {
 	HTTPClient *http.Client
 }
 
-func (c *ProviderConfig) defaults(model string) {
+func (c *Config) defaults(model string) {
 	if c.Model == "" {
 		c.Model = model
 	}
@@ -45,11 +45,11 @@ func (c *ProviderConfig) defaults(model string) {
 // BaseURL.
 type OpenAI struct {
 	client openai.Client
-	cfg    ProviderConfig
+	cfg    Config
 }
 
 // NewOpenAI builds an OpenAI-compatible model.
-func NewOpenAI(cfg ProviderConfig) *OpenAI {
+func NewOpenAI(cfg Config) *OpenAI {
 	cfg.defaults("gpt-4o-mini")
 	opts := []option.RequestOption{option.WithAPIKey(cfg.APIKey), option.WithMaxRetries(cfg.MaxRetries), option.WithRequestTimeout(cfg.Timeout)}
 	if cfg.BaseURL != "" {
@@ -62,7 +62,7 @@ func NewOpenAI(cfg ProviderConfig) *OpenAI {
 }
 
 // Next implements Model.
-func (m *OpenAI) Next(ctx context.Context, req ModelRequest) (ModelReply, error) {
+func (m *OpenAI) Next(ctx context.Context, req Request) (Reply, error) {
 	params := openai.ChatCompletionNewParams{
 		Model:               shared.ChatModel(m.cfg.Model),
 		ParallelToolCalls:   openai.Bool(true),
@@ -92,27 +92,27 @@ func (m *OpenAI) Next(ctx context.Context, req ModelRequest) (ModelReply, error)
 	for _, tool := range req.Tools {
 		var schema map[string]any
 		if err := json.Unmarshal(tool.Schema, &schema); err != nil {
-			return ModelReply{}, fmt.Errorf("%w: tool %s schema: %v", ErrModel, tool.Name, err)
+			return Reply{}, fmt.Errorf("%w: tool %s schema: %v", ErrModel, tool.Name, err)
 		}
 		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
 			Name: tool.Name, Description: openai.String(tool.Description), Parameters: shared.FunctionParameters(schema)}))
 	}
 	resp, err := m.client.Chat.Completions.New(ctx, params)
 	if err != nil {
-		return ModelReply{}, fmt.Errorf("%w: openai: %v", ErrModel, err)
+		return Reply{}, fmt.Errorf("%w: openai: %v", ErrModel, err)
 	}
 	if len(resp.Choices) == 0 {
-		return ModelReply{}, fmt.Errorf("%w: openai: the response has no choices", ErrModel)
+		return Reply{}, fmt.Errorf("%w: openai: the response has no choices", ErrModel)
 	}
 	msg := resp.Choices[0].Message
-	reply := ModelReply{Text: msg.Content}
+	reply := Reply{Text: msg.Content}
 	for _, c := range msg.ToolCalls {
 		if c.Type != "" && c.Type != "function" {
 			continue
 		}
 		// Arguments arrive as a string the model wrote; garbage is kept as
 		// it is and becomes an invalid call the model is told about.
-		reply.Calls = append(reply.Calls, ModelCall{ID: c.ID, Tool: c.Function.Name, Args: json.RawMessage(c.Function.Arguments)})
+		reply.Calls = append(reply.Calls, Call{ID: c.ID, Tool: c.Function.Name, Args: json.RawMessage(c.Function.Arguments)})
 	}
 	return reply, nil
 }

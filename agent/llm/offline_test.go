@@ -1,4 +1,4 @@
-package agent
+package llm
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func TestOfflineModelReadsAmountsOrRefusesThem(t *testing.T) {
 		{"refund $1,2,3 on A1001", 0, "couldn't read that amount"},
 		{"refund some money on A1001", 0, "How much should I refund"},
 	} {
-		r, err := Offline{}.Next(context.Background(), ModelRequest{Turns: []ModelTurn{{Role: models.RoleCustomer, Text: tc.msg}}})
+		r, err := Offline{}.Next(context.Background(), Request{Turns: []Turn{{Role: models.RoleCustomer, Text: tc.msg}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,8 @@ func TestOfflineModelSpeaksToTheCustomer(t *testing.T) {
 		r    ToolResult
 		want string
 	}{
-		{ToolResult{Tool: "cancel_order", Args: []byte(`{"order_id":"A1003"}`), Status: models.CallRejected, Error: "rejected by staff: already packed"},
+		{ToolResult{Tool: "cancel_order", Args: []byte(`{"order_id":"A1003"}`), Status: models.CallRejected, Error: "rejected by staff: already packed",
+			Request: "your request to cancel order A1003"},
 			"a team member declined the request to cancel order A1003. Their reason: already packed."},
 		{ToolResult{Tool: "get_order_status", Status: models.CallInvalid, Error: "this needs a signed-in customer: ask the customer to sign in to the shop first"},
 			"Please sign in to the shop first"},

@@ -1,4 +1,8 @@
-package agent
+// Package llm holds the language models a run talks to: the Model
+// interface and its request and reply, the OpenAI-compatible and Anthropic
+// adapters, and the offline model the demo runs on (scripted, no network,
+// it knows the demo shop's tools).
+package llm
 
 import (
 	"context"
@@ -10,13 +14,13 @@ import (
 
 // Model produces the assistant's next turn from the conversation so far.
 type Model interface {
-	Next(ctx context.Context, req ModelRequest) (ModelReply, error)
+	Next(ctx context.Context, req Request) (Reply, error)
 }
 
-// ModelRequest is what a model is given.
-type ModelRequest struct {
+// Request is what a model is given.
+type Request struct {
 	System string
-	Turns  []ModelTurn
+	Turns  []Turn
 	Tools  []ToolSpec
 }
 
@@ -27,19 +31,19 @@ type ToolSpec struct {
 	Schema      json.RawMessage
 }
 
-// ModelTurn is one turn of the conversation, in the order a model expects:
+// Turn is one turn of the conversation, in the order a model expects:
 // the results of an assistant turn's calls follow it directly.
-type ModelTurn struct {
+type Turn struct {
 	Role  string // customer | assistant | tool
 	Text  string
-	Calls []ModelCall // assistant turns that asked for tools
+	Calls []Call // assistant turns that asked for tools
 	// Tool results: which call, and the outcome (Text is what the model reads).
 	CallID string
 	Result *ToolResult
 }
 
-// ModelCall is one tool call a model asked for.
-type ModelCall struct {
+// Call is one tool call a model asked for.
+type Call struct {
 	ID   string          `json:"id"`
 	Tool string          `json:"tool"`
 	Args json.RawMessage `json:"args"`
@@ -52,12 +56,15 @@ type ToolResult struct {
 	Output json.RawMessage
 	Error  string
 	Args   json.RawMessage
+	// Request is how the customer heard the call while it waited
+	// ("your refund request of $900.00 on order A1002").
+	Request string
 }
 
-// ModelReply is the assistant's next turn: text, tool calls, or both.
-type ModelReply struct {
+// Reply is the assistant's next turn: text, tool calls, or both.
+type Reply struct {
 	Text  string
-	Calls []ModelCall
+	Calls []Call
 }
 
 // ErrModel wraps failures of a model provider; the run fails and staff can retry.

@@ -1,4 +1,4 @@
-package agent
+package llm
 
 import (
 	"context"
@@ -41,7 +41,7 @@ var (
 )
 
 // Next implements Model.
-func (Offline) Next(_ context.Context, req ModelRequest) (ModelReply, error) {
+func (Offline) Next(_ context.Context, req Request) (Reply, error) {
 	// Everything after the last assistant turn is what to answer: results of
 	// its calls, then any customer messages.
 	start := 0
@@ -52,7 +52,7 @@ func (Offline) Next(_ context.Context, req ModelRequest) (ModelReply, error) {
 		}
 	}
 	var lines []string
-	var calls []ModelCall
+	var calls []Call
 	for _, t := range req.Turns[start:] {
 		switch t.Role {
 		case models.RoleTool:
@@ -75,7 +75,7 @@ func (Offline) Next(_ context.Context, req ModelRequest) (ModelReply, error) {
 	if len(lines) == 0 && len(calls) == 0 {
 		lines = append(lines, "How can I help with your orders?")
 	}
-	return ModelReply{Text: strings.Join(dedupeLines(lines), " "), Calls: calls}, nil
+	return Reply{Text: strings.Join(dedupeLines(lines), " "), Calls: calls}, nil
 }
 
 func dedupeLines(lines []string) []string {
@@ -152,13 +152,13 @@ func parseAmount(text string) (float64, amountProblem) {
 	return amount, amountOK
 }
 
-func call(tool string, args map[string]any) *ModelCall {
+func call(tool string, args map[string]any) *Call {
 	b, _ := json.Marshal(args)
-	return &ModelCall{Tool: tool, Args: b}
+	return &Call{Tool: tool, Args: b}
 }
 
 // understand reads one request: a reply, a tool call, or both.
-func understand(text string) (string, *ModelCall) {
+func understand(text string) (string, *Call) {
 	orderID := ""
 	if m := reOrderID.FindStringSubmatch(text); m != nil {
 		orderID = strings.ToUpper(m[1])
@@ -294,8 +294,10 @@ func describeResult(r *ToolResult) string {
 }
 
 func requestNoun(r *ToolResult) string {
-	d := describeRequest(r.Tool, string(r.Args))
-	d = strings.TrimPrefix(d, "your ")
+	d := strings.TrimPrefix(r.Request, "your ")
+	if d == "" {
+		d = "request"
+	}
 	d = strings.Replace(d, "refund request of", "refund of", 1)
 	return "the " + d
 }

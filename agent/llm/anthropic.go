@@ -1,4 +1,4 @@
-package agent
+package llm
 
 import (
 	"context"
@@ -12,11 +12,11 @@ import (
 // Anthropic speaks the Messages API with tools.
 type Anthropic struct {
 	client anthropic.Client
-	cfg    ProviderConfig
+	cfg    Config
 }
 
 // NewAnthropic builds an Anthropic model.
-func NewAnthropic(cfg ProviderConfig) *Anthropic {
+func NewAnthropic(cfg Config) *Anthropic {
 	cfg.defaults("claude-sonnet-4-5")
 	opts := []option.RequestOption{option.WithAPIKey(cfg.APIKey), option.WithMaxRetries(cfg.MaxRetries), option.WithRequestTimeout(cfg.Timeout)}
 	if cfg.BaseURL != "" {
@@ -29,7 +29,7 @@ func NewAnthropic(cfg ProviderConfig) *Anthropic {
 }
 
 // Next implements Model.
-func (m *Anthropic) Next(ctx context.Context, req ModelRequest) (ModelReply, error) {
+func (m *Anthropic) Next(ctx context.Context, req Request) (Reply, error) {
 	params := anthropic.MessageNewParams{Model: m.cfg.Model, MaxTokens: m.cfg.MaxTokens}
 	if req.System != "" {
 		params.System = []anthropic.TextBlockParam{{Text: req.System}}
@@ -76,7 +76,7 @@ func (m *Anthropic) Next(ctx context.Context, req ModelRequest) (ModelReply, err
 		}
 		var extra map[string]any
 		if err := json.Unmarshal(tool.Schema, &schema); err != nil {
-			return ModelReply{}, fmt.Errorf("%w: tool %s schema: %v", ErrModel, tool.Name, err)
+			return Reply{}, fmt.Errorf("%w: tool %s schema: %v", ErrModel, tool.Name, err)
 		}
 		_ = json.Unmarshal(tool.Schema, &extra)
 		delete(extra, "properties")
@@ -88,9 +88,9 @@ func (m *Anthropic) Next(ctx context.Context, req ModelRequest) (ModelReply, err
 	}
 	resp, err := m.client.Messages.New(ctx, params)
 	if err != nil {
-		return ModelReply{}, fmt.Errorf("%w: anthropic: %v", ErrModel, err)
+		return Reply{}, fmt.Errorf("%w: anthropic: %v", ErrModel, err)
 	}
-	var reply ModelReply
+	var reply Reply
 	for _, b := range resp.Content {
 		switch b.Type {
 		case "text":
@@ -99,7 +99,7 @@ func (m *Anthropic) Next(ctx context.Context, req ModelRequest) (ModelReply, err
 			}
 			reply.Text += b.Text
 		case "tool_use":
-			reply.Calls = append(reply.Calls, ModelCall{ID: b.ID, Tool: b.Name, Args: b.Input})
+			reply.Calls = append(reply.Calls, Call{ID: b.ID, Tool: b.Name, Args: b.Input})
 		}
 	}
 	return reply, nil
