@@ -38,7 +38,7 @@ type ApproveResult struct {
 
 // Approve records an approval. When it is the last one the action needs,
 // the call runs, exactly once, before Approve returns.
-func (g *Gate) Approve(ctx context.Context, actionID string, actor Actor, req ApproveRequest) (ApproveResult, error) {
+func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor, req ApproveRequest) (ApproveResult, error) {
 	if !actor.Role.CanDecide() {
 		return ApproveResult{}, fault.Errorf(fault.Forbidden, "the %s role cannot decide actions", roleName(actor.Role))
 	}
@@ -208,7 +208,7 @@ func (g *Gate) checkBeforeApproval(ctx context.Context, tool *tools.Tool, call *
 }
 
 // Reject refuses an action with a reason, which is what the model is told.
-func (g *Gate) Reject(ctx context.Context, actionID string, actor Actor, reason string) error {
+func (g *Gate) Reject(ctx context.Context, actionID string, actor models.Actor, reason string) error {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
 		return fault.Errorf(fault.Invalid, "a reason is required to reject: it is what the customer's assistant is told")
@@ -261,7 +261,7 @@ func (g *Gate) Reject(ctx context.Context, actionID string, actor Actor, reason 
 }
 
 // Cancel withdraws a pending action, for instance when its run is closed.
-func (g *Gate) Cancel(ctx context.Context, actionID string, actor Actor, reason string) error {
+func (g *Gate) Cancel(ctx context.Context, actionID string, actor models.Actor, reason string) error {
 	err := g.store.Write(ctx, func(tx *models.Tx) error {
 		call, err := tx.ToolCall(actionID)
 		if err != nil {
@@ -270,7 +270,7 @@ func (g *Gate) Cancel(ctx context.Context, actionID string, actor Actor, reason 
 		if call.Status != models.CallPending {
 			return alreadyDecided(call)
 		}
-		if actor != System && !actor.Role.AtLeast(call.RequiredRole) {
+		if actor != models.SystemActor && !actor.Role.AtLeast(call.RequiredRole) {
 			return fault.Errorf(fault.Forbidden, "this action needs a %s to decide it", call.RequiredRole)
 		}
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallCancelled,
@@ -323,7 +323,7 @@ func (g *Gate) expireInTx(tx *models.Tx, call *models.ToolCall) error {
 		Error: "expired: nobody decided in time"}); err != nil {
 		return err
 	}
-	return tx.Audit(models.Event{Actor: System.String(), Kind: "action.expired", Subject: call.ID,
+	return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: "action.expired", Subject: call.ID,
 		Payload: map[string]any{"expires_at": call.ExpiresAt.UTC().Format(time.RFC3339Nano)}})
 }
 
@@ -346,7 +346,7 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallApproved}, To: models.CallExecuting}); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: System.String(), Kind: "call.executing", Subject: call.ID,
+		return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: "call.executing", Subject: call.ID,
 			Payload: map[string]any{"args_hash": call.ArgsHash}})
 	})
 	if err != nil {
@@ -391,7 +391,7 @@ func (g *Gate) RecoverInterrupted(ctx context.Context) (rerun, unknown int, err 
 					Error: "interrupted while running; a team member will check what happened"}); err != nil {
 					return err
 				}
-				return tx.Audit(models.Event{Actor: System.String(), Kind: "call.unknown", Subject: call.ID,
+				return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: "call.unknown", Subject: call.ID,
 					Payload: map[string]any{"tool": call.Tool, "reason": "process stopped while the call was executing"}})
 			})
 			if werr != nil && !errors.Is(werr, models.ErrConflict) {
@@ -469,7 +469,7 @@ func roleName(r models.StaffRole) string {
 
 // Reconcile records what a person found out about a call whose outcome is
 // unknown (the process stopped while it ran): it did happen, or it did not.
-func (g *Gate) Reconcile(ctx context.Context, callID string, actor Actor, happened bool, note string) error {
+func (g *Gate) Reconcile(ctx context.Context, callID string, actor models.Actor, happened bool, note string) error {
 	if !actor.Role.AtLeast(models.Supervisor) {
 		return fault.Errorf(fault.Forbidden, "only a supervisor or an admin can reconcile a call")
 	}

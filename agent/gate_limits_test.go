@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
@@ -175,13 +176,13 @@ func TestOneMessageCannotFloodTheQueue(t *testing.T) {
 func TestApprovalsOfDisabledAccountsNoLongerCount(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	accounts := agent.NewAccounts(e.store)
-	add := func(email string, role models.StaffRole) agent.Actor {
-		st, err := accounts.AddStaff(ctx, email, email, role, "correct horse battery staple", agent.System)
+	accounts := accounts.New(e.store)
+	add := func(email string, role models.StaffRole) models.Actor {
+		st, err := accounts.AddStaff(ctx, email, email, role, "correct horse battery staple", models.SystemActor)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return agent.ActorOf(st)
+		return st.Actor()
 	}
 	ann, ben, sue := add("ann@x.test", models.Approver), add("ben@x.test", models.Approver), add("sue@x.test", models.Supervisor)
 	admin := add("ada@x.test", models.Admin)

@@ -120,10 +120,10 @@ func (e *env) callRecord(id string) *models.ToolCall {
 }
 
 var (
-	approver1  = agent.Actor{ID: "stf_ann", Name: "Ann", Role: models.Approver}
-	approver2  = agent.Actor{ID: "stf_ben", Name: "Ben", Role: models.Approver}
-	supervisor = agent.Actor{ID: "stf_sue", Name: "Sue", Role: models.Supervisor}
-	auditor    = agent.Actor{ID: "stf_aud", Name: "Audrey", Role: models.Auditor}
+	approver1  = models.Actor{ID: "stf_ann", Name: "Ann", Role: models.Approver}
+	approver2  = models.Actor{ID: "stf_ben", Name: "Ben", Role: models.Approver}
+	supervisor = models.Actor{ID: "stf_sue", Name: "Sue", Role: models.Supervisor}
+	auditor    = models.Actor{ID: "stf_aud", Name: "Audrey", Role: models.Auditor}
 )
 
 func TestAllowedReadRunsAndIsRecorded(t *testing.T) {
@@ -475,7 +475,7 @@ func TestConcurrentApprovalsRunOnce(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			actor := agent.Actor{ID: "stf_" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Name: "Staff", Role: models.Approver}
+			actor := models.Actor{ID: "stf_" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Name: "Staff", Role: models.Approver}
 			<-start
 			_, err := e.gate.Approve(context.Background(), out.CallID, actor, agent.ApproveRequest{})
 			switch {

@@ -3,9 +3,7 @@ package agent
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"strings"
@@ -105,12 +103,6 @@ type Started struct {
 	Done  <-chan struct{} // closed when the first step has finished
 }
 
-// HashToken is how run tokens are stored and looked up.
-func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
-}
-
 func checkMessage(text string) (string, error) {
 	text = strings.TrimSpace(text)
 	if text == "" {
@@ -134,7 +126,7 @@ func (r *Runner) StartRun(ctx context.Context, req StartRequest) (Started, error
 	}
 	token := "rt_" + base64.RawURLEncoding.EncodeToString(raw[:])
 	run := &models.Run{ID: models.NewID("run"), CustomerID: req.CustomerID, CustomerName: req.CustomerName,
-		Channel: req.Channel, Status: models.RunActive, TokenHash: HashToken(token)}
+		Channel: req.Channel, Status: models.RunActive, TokenHash: models.HashToken(token)}
 	turn := &models.Turn{RunID: run.ID, Role: models.RoleCustomer, Text: text}
 	err = r.store.Write(ctx, func(tx *models.Tx) error {
 		if err := tx.CreateRun(run); err != nil {
@@ -200,7 +192,7 @@ func (r *Runner) PostMessage(ctx context.Context, runID, message string) (<-chan
 }
 
 // Retry puts a failed run back to work (staff).
-func (r *Runner) Retry(ctx context.Context, runID string, actor Actor) (<-chan struct{}, error) {
+func (r *Runner) Retry(ctx context.Context, runID string, actor models.Actor) (<-chan struct{}, error) {
 	if !actor.Role.CanDecide() {
 		return nil, fault.Errorf(fault.Forbidden, "the %s role cannot retry runs", roleName(actor.Role))
 	}
@@ -226,7 +218,7 @@ func (r *Runner) Retry(ctx context.Context, runID string, actor Actor) (<-chan s
 
 // CloseRun ends a conversation (staff): its pending actions are cancelled,
 // the customer is told, and nothing more happens in it.
-func (r *Runner) CloseRun(ctx context.Context, runID string, actor Actor, reason string) error {
+func (r *Runner) CloseRun(ctx context.Context, runID string, actor models.Actor, reason string) error {
 	if !actor.Role.CanDecide() {
 		return fault.Errorf(fault.Forbidden, "the %s role cannot close conversations", roleName(actor.Role))
 	}

@@ -51,7 +51,7 @@ func TestBrowserEveryPagePassesAxe(t *testing.T) {
 	guest, ada := person(t, browser), person(t, browser)
 	pending := a.pendingRefund("it arrived broken")
 	decided := a.pendingRefund("the box was empty")
-	if _, err := a.gate.Approve(context.Background(), decided.ID, agent.Actor{ID: "stf_x", Name: "X", Role: models.Supervisor}, agent.ApproveRequest{}); err != nil {
+	if _, err := a.gate.Approve(context.Background(), decided.ID, models.Actor{ID: "stf_x", Name: "X", Role: models.Supervisor}, agent.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	pages := []struct {

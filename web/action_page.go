@@ -195,7 +195,7 @@ func (s *Server) actionApprove(c echo.Context) error {
 			return s.actionRerender(c, id, http.StatusBadRequest, "Fix the highlighted fields.", fieldErrs, true)
 		}
 	}
-	res, err := s.cfg.Gate.Approve(c.Request().Context(), id, agent.ActorOf(sc.staff), req)
+	res, err := s.cfg.Gate.Approve(c.Request().Context(), id, sc.staff.Actor(), req)
 	if err != nil {
 		var ae *tools.ArgsError
 		if errors.As(err, &ae) {
@@ -230,7 +230,7 @@ func staffWords(msg string) string {
 func (s *Server) actionReject(c echo.Context) error {
 	id := c.Param("id")
 	sc := currentStaff(c)
-	if err := s.cfg.Gate.Reject(c.Request().Context(), id, agent.ActorOf(sc.staff), c.FormValue("reason")); err != nil {
+	if err := s.cfg.Gate.Reject(c.Request().Context(), id, sc.staff.Actor(), c.FormValue("reason")); err != nil {
 		code := fault.CodeOf(err)
 		if code == fault.Internal {
 			return err
@@ -297,7 +297,7 @@ func (s *Server) actionEvents(c echo.Context) error {
 // outcome is unknown.
 func (s *Server) actionReconcile(c echo.Context) error {
 	id := c.Param("id")
-	err := s.cfg.Gate.Reconcile(c.Request().Context(), id, agent.ActorOf(currentStaff(c).staff), c.FormValue("happened") == "true", c.FormValue("note"))
+	err := s.cfg.Gate.Reconcile(c.Request().Context(), id, currentStaff(c).staff.Actor(), c.FormValue("happened") == "true", c.FormValue("note"))
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
@@ -77,7 +76,7 @@ func (s *Server) staffPage(c echo.Context) error {
 
 func (s *Server) staffAdd(c echo.Context) error {
 	_, err := s.cfg.Accounts.AddStaff(c.Request().Context(), c.FormValue("email"), c.FormValue("name"), models.StaffRole(c.FormValue("role")),
-		c.FormValue("password"), agent.ActorOf(currentStaff(c).staff))
+		c.FormValue("password"), currentStaff(c).staff.Actor())
 	if err != nil {
 		if fault.CodeOf(err) == fault.Internal {
 			return err
@@ -93,14 +92,14 @@ func (s *Server) staffAdd(c echo.Context) error {
 }
 
 func (s *Server) staffRevokeTokens(c echo.Context) error {
-	if _, err := s.cfg.Accounts.RevokeStaffTokens(c.Request().Context(), c.Param("id"), agent.ActorOf(currentStaff(c).staff)); err != nil {
+	if _, err := s.cfg.Accounts.RevokeStaffTokens(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor()); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/staff?done=tokens")
 }
 
 func (s *Server) staffRole(c echo.Context) error {
-	if err := s.cfg.Accounts.SetRole(c.Request().Context(), c.Param("id"), models.StaffRole(c.FormValue("role")), agent.ActorOf(currentStaff(c).staff)); err != nil {
+	if err := s.cfg.Accounts.SetRole(c.Request().Context(), c.Param("id"), models.StaffRole(c.FormValue("role")), currentStaff(c).staff.Actor()); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/staff?done=role")
@@ -108,7 +107,7 @@ func (s *Server) staffRole(c echo.Context) error {
 
 func (s *Server) staffDisabled(c echo.Context) error {
 	disabled := strings.EqualFold(c.FormValue("disabled"), "true")
-	if err := s.cfg.Accounts.SetDisabled(c.Request().Context(), c.Param("id"), disabled, agent.ActorOf(currentStaff(c).staff)); err != nil {
+	if err := s.cfg.Accounts.SetDisabled(c.Request().Context(), c.Param("id"), disabled, currentStaff(c).staff.Actor()); err != nil {
 		return err
 	}
 	if disabled {

@@ -141,7 +141,7 @@ func (s *Server) apiApprove(c echo.Context) error {
 	if len(req.Args) > 0 && string(req.Args) != "null" {
 		ar.Args = req.Args
 	}
-	res, err := s.cfg.Gate.Approve(c.Request().Context(), c.Param("id"), agent.ActorOf(currentStaff(c).staff), ar)
+	res, err := s.cfg.Gate.Approve(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor(), ar)
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func (s *Server) apiReject(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if err := s.cfg.Gate.Reject(c.Request().Context(), c.Param("id"), agent.ActorOf(currentStaff(c).staff), req.Reason); err != nil {
+	if err := s.cfg.Gate.Reject(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor(), req.Reason); err != nil {
 		return err
 	}
 	a, err := s.loadActionJSON(c, c.Param("id"))

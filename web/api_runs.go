@@ -30,7 +30,7 @@ func (s *Server) requireRunToken(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok || strings.TrimSpace(token) == "" {
 			return fault.Errorf(fault.Unauthorized, "send the run token as Authorization: Bearer <run_token>")
 		}
-		run, err := s.cfg.Store.RunByTokenHash(c.Request().Context(), agent.HashToken(strings.TrimSpace(token)))
+		run, err := s.cfg.Store.RunByTokenHash(c.Request().Context(), models.HashToken(strings.TrimSpace(token)))
 		if err != nil || run.ID != c.Param("id") {
 			return fault.Errorf(fault.NotFound, "conversation not found, or the run token does not open it")
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
@@ -29,7 +30,7 @@ type app struct {
 	store    *models.Store
 	gate     *agent.Gate
 	runner   *agent.Runner
-	accounts *agent.Accounts
+	accounts *accounts.Service
 	srv      *httptest.Server
 }
 
@@ -60,7 +61,7 @@ func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
 	runner := agent.NewRunner(store, gate, llm.Offline{}, nil)
 	broker := web.NewBroker()
 	runner.OnEvent = broker.Publish
-	accounts := agent.NewAccounts(store)
+	accounts := accounts.New(store)
 	cfg := web.Config{Log: discardLog(), Gate: gate, Runner: runner, Store: store, Broker: broker,
 		Customers: web.NewCustomerVerifier(secret), Accounts: accounts, ReplyWait: 5 * time.Second, DemoSecret: secret}
 	if configure != nil {
@@ -343,7 +344,7 @@ func TestEventsStreamThePauseAndTheOutcome(t *testing.T) {
 	s.until(t, func(ev event) bool { return ev.Name == "status" && ev.Data["status"] == "paused" })
 
 	calls, _ := a.store.RunCalls(context.Background(), id)
-	if _, err := a.gate.Approve(context.Background(), calls[0].ID, agent.Actor{ID: "stf_1", Name: "Ann", Role: models.Approver}, agent.ApproveRequest{}); err != nil {
+	if _, err := a.gate.Approve(context.Background(), calls[0].ID, models.Actor{ID: "stf_1", Name: "Ann", Role: models.Approver}, agent.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	ev := s.until(t, func(ev event) bool { return ev.Name == "turn" && ev.Data["role"] == "assistant" })

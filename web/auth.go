@@ -9,7 +9,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
@@ -189,7 +188,7 @@ func (s *Server) login(c echo.Context) error {
 	}
 	// A new session id at every sign-in: a planted cookie never becomes valid.
 	if ck, err := c.Cookie(s.sessionCookieName(c.Request())); err == nil && ck.Value != "" {
-		_ = s.cfg.Store.DeleteSession(c.Request().Context(), agent.HashToken(ck.Value), "system")
+		_ = s.cfg.Store.DeleteSession(c.Request().Context(), models.HashToken(ck.Value), "system")
 	}
 	cookie, err := s.cfg.Accounts.StartSession(c.Request().Context(), st)
 	if err != nil {

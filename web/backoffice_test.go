@@ -30,7 +30,7 @@ type browser struct {
 
 func (a *app) staff(role models.StaffRole, email, name string) *models.Staff {
 	a.t.Helper()
-	st, err := a.accounts.AddStaff(context.Background(), email, name, role, password, agent.Actor{ID: "test"})
+	st, err := a.accounts.AddStaff(context.Background(), email, name, role, password, models.Actor{ID: "test"})
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -294,8 +294,8 @@ func TestStaffAPI(t *testing.T) {
 	a.staff(models.Approver, "ann@x.test", "Ann")
 	a.staff(models.Auditor, "aud@x.test", "Audrey")
 	action := a.pendingRefund("it broke")
-	annTok, _ := a.accounts.CreateAPIToken(context.Background(), "ann@x.test", agent.Actor{})
-	audTok, _ := a.accounts.CreateAPIToken(context.Background(), "aud@x.test", agent.Actor{})
+	annTok, _ := a.accounts.CreateAPIToken(context.Background(), "ann@x.test", models.Actor{})
+	audTok, _ := a.accounts.CreateAPIToken(context.Background(), "aud@x.test", models.Actor{})
 
 	if r := a.do("GET", "/api/v1/actions?status=pending", "", ""); r.Status != 401 || errCode(r) != "unauthorized" {
 		t.Fatalf("no token: %d %s", r.Status, r.Raw)
@@ -399,7 +399,7 @@ func TestAuditFiltersPagesAndExports(t *testing.T) {
 	}
 	action := a.pendingRefund("it broke")
 	ann, _ := a.store.StaffByEmail(ctx, "ann@x.test")
-	if _, err := a.gate.Approve(ctx, action.ID, agent.ActorOf(ann), agent.ApproveRequest{}); err != nil {
+	if _, err := a.gate.Approve(ctx, action.ID, ann.Actor(), agent.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	b := a.signIn("aud@x.test")
@@ -541,7 +541,7 @@ func TestAdminRevokesStaffTokens(t *testing.T) {
 	a := newApp(t)
 	ann := a.staff(models.Approver, "ann@x.test", "Ann")
 	a.staff(models.Admin, "ada@x.test", "Ada")
-	tok, err := a.accounts.CreateAPIToken(context.Background(), "ann@x.test", agent.Actor{})
+	tok, err := a.accounts.CreateAPIToken(context.Background(), "ann@x.test", models.Actor{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func (s *Server) chatRun(c echo.Context) *models.Run {
 	if err != nil || ck.Value == "" {
 		return nil
 	}
-	run, err := s.cfg.Store.RunByTokenHash(c.Request().Context(), agent.HashToken(ck.Value))
+	run, err := s.cfg.Store.RunByTokenHash(c.Request().Context(), models.HashToken(ck.Value))
 	if err != nil || run.Status == models.RunClosed {
 		return nil
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
@@ -78,7 +77,7 @@ func (s *Server) runPage(c echo.Context) error {
 
 func (s *Server) runRetry(c echo.Context) error {
 	id := c.Param("id")
-	if _, err := s.cfg.Runner.Retry(c.Request().Context(), id, agent.ActorOf(currentStaff(c).staff)); err != nil {
+	if _, err := s.cfg.Runner.Retry(c.Request().Context(), id, currentStaff(c).staff.Actor()); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/runs/"+id+"?done=retried")
@@ -86,7 +85,7 @@ func (s *Server) runRetry(c echo.Context) error {
 
 func (s *Server) runClose(c echo.Context) error {
 	id := c.Param("id")
-	if err := s.cfg.Runner.CloseRun(c.Request().Context(), id, agent.ActorOf(currentStaff(c).staff), c.FormValue("reason")); err != nil {
+	if err := s.cfg.Runner.CloseRun(c.Request().Context(), id, currentStaff(c).staff.Actor(), c.FormValue("reason")); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/runs/"+id+"?done=closed")

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
@@ -25,7 +26,7 @@ type Config struct {
 	Store     *models.Store
 	Broker    *Broker
 	Customers *CustomerVerifier
-	Accounts  *agent.Accounts
+	Accounts  *accounts.Service
 	// WidgetOrigins may embed the chat frame (frame-ancestors).
 	WidgetOrigins []string
 	// DemoSecret signs demo customer tokens for /demo, and is never the

@@ -73,7 +73,7 @@ func TestBrowserWidgetAcrossOriginsShowsPendingThenOutcome(t *testing.T) {
 	a, tok, shop := widgetApp(t)
 	*tok = token(t, secret, "cus_alice", "Alice", time.Hour)
 	a.staff(models.Approver, "ann@x.test", "Ann")
-	staffToken, err := a.accounts.CreateAPIToken(context.Background(), "ann@x.test", agent.Actor{})
+	staffToken, err := a.accounts.CreateAPIToken(context.Background(), "ann@x.test", models.Actor{})
 	if err != nil {
 		t.Fatal(err)
 	}

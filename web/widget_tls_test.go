@@ -13,7 +13,6 @@ import (
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
 )
@@ -43,7 +42,7 @@ func TestBrowserWidgetCrossSiteOverTLS(t *testing.T) {
 		t.Fatalf("countersign at %s", csURL)
 	}
 	a.staff(models.Approver, "ann@x.test", "Ann")
-	staffToken, err := a.accounts.CreateAPIToken(context.Background(), "ann@x.test", agent.Actor{})
+	staffToken, err := a.accounts.CreateAPIToken(context.Background(), "ann@x.test", models.Actor{})
 	if err != nil {
 		t.Fatal(err)
 	}

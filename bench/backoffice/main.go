@@ -32,6 +32,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
@@ -88,7 +89,7 @@ func run(nCalls, nPending, nClients int, dir string) error {
 	gate := agent.NewGate(store, reg, policy, log)
 	runner := agent.NewRunner(store, gate, llm.Offline{}, log)
 	defer runner.Close()
-	accounts := agent.NewAccounts(store)
+	accounts := accounts.New(store)
 	ws := web.New(web.Config{Log: log, Gate: gate, Runner: runner, Store: store, Accounts: accounts})
 	gate.OnActionChange = ws.Hub().Changed
 	hubCtx, stopHub := context.WithCancel(ctx)
@@ -98,7 +99,7 @@ func run(nCalls, nPending, nClients int, dir string) error {
 	defer srv.Close()
 
 	const pw = "benchmark password 1"
-	admin, err := accounts.AddStaff(ctx, "bench@x.test", "Bench Admin", models.Admin, pw, agent.Actor{})
+	admin, err := accounts.AddStaff(ctx, "bench@x.test", "Bench Admin", models.Admin, pw, models.Actor{})
 	if err != nil {
 		return err
 	}
@@ -404,7 +405,7 @@ func liveUpdates(ctx context.Context, base string, signedIn *http.Client, gate *
 		got.Add(1)
 		armed.Store(true)
 		start := time.Now()
-		if err := gate.Reject(ctx, pend[0].ID, agent.ActorOf(admin), "benchmark"); err != nil {
+		if err := gate.Reject(ctx, pend[0].ID, admin.Actor(), "benchmark"); err != nil {
 			return err
 		}
 		done := make(chan struct{})

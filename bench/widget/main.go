@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
@@ -83,7 +84,7 @@ func run(nStreams, nDecisions int) error {
 	runner.OnEvent = broker.Publish
 	const secret = "widget-bench-secret-widget-bench-secret"
 	ws := web.New(web.Config{Log: log, Gate: gate, Runner: runner, Store: store, Broker: broker,
-		Customers: web.NewCustomerVerifier(secret), Accounts: agent.NewAccounts(store), TrustProxy: true})
+		Customers: web.NewCustomerVerifier(secret), Accounts: accounts.New(store), TrustProxy: true})
 	srv := httptest.NewServer(ws.Handler())
 	defer srv.Close()
 	bob, _ := web.SignCustomerToken(secret, "cus_bob", "Bob", time.Hour)
@@ -184,7 +185,7 @@ func run(nStreams, nDecisions int) error {
 	fmt.Printf("%d customer streams open: process RSS %.0f MB -> %.0f MB (+%.1f kB per stream, client and server in one process), Go heap in use +%.1f MB\n",
 		nStreams, before, after, (after-before)*1024/float64(nStreams), float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse))/1e6)
 
-	staff, err := agent.NewAccounts(store).AddStaff(ctx, "ann@x.test", "Ann", models.Approver, "benchmark password", agent.Actor{})
+	staff, err := accounts.New(store).AddStaff(ctx, "ann@x.test", "Ann", models.Approver, "benchmark password", models.Actor{})
 	if err != nil {
 		return err
 	}
@@ -205,7 +206,7 @@ func run(nStreams, nDecisions int) error {
 			<-c.seen
 		}
 		start := time.Now()
-		if _, err := gate.Approve(ctx, pend[0].ID, agent.ActorOf(staff), agent.ApproveRequest{}); err != nil {
+		if _, err := gate.Approve(ctx, pend[0].ID, staff.Actor(), agent.ApproveRequest{}); err != nil {
 			return err
 		}
 		deadline := time.After(10 * time.Second)

@@ -42,7 +42,7 @@ func auditedDB(t *testing.T) (db, dir, key string) {
 	}
 	<-st.Done
 	calls, _ := app.store.RunCalls(ctx, st.Run.ID)
-	ann := agent.Actor{ID: "stf_test", Name: "Ann", Role: models.Supervisor}
+	ann := models.Actor{ID: "stf_test", Name: "Ann", Role: models.Supervisor}
 	for i, c := range calls {
 		if c.Status != models.CallPending {
 			continue

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
@@ -36,7 +37,7 @@ type App struct {
 	store    *models.Store
 	gate     *agent.Gate
 	runner   *agent.Runner
-	accounts *agent.Accounts
+	accounts *accounts.Service
 	hub      *web.QueueHub
 	broker   *web.Broker
 	server   *http.Server
@@ -133,7 +134,7 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	case cfg.Demo:
 		log.Info("the demo page is off because a customer secret is set (--demo-page shows it)")
 	}
-	a.accounts = agent.NewAccounts(store)
+	a.accounts = accounts.New(store)
 	if cfg.Demo {
 		if err := a.seedDemoStaff(ctx); err != nil {
 			a.runner.Close()
@@ -195,7 +196,7 @@ func (a *App) seedDemoStaff(ctx context.Context) error {
 			continue
 		}
 		password := randomSecret()[:20]
-		if _, err := a.accounts.AddStaff(ctx, d.email, d.name, d.role, password, agent.Actor{ID: "demo", Name: "demo seed"}); err != nil {
+		if _, err := a.accounts.AddStaff(ctx, d.email, d.name, d.role, password, models.Actor{ID: "demo", Name: "demo seed"}); err != nil {
 			return fmt.Errorf("demo staff %s: %w", d.email, err)
 		}
 		fmt.Fprintf(a.stdout, "demo %-10s %-26s password: %s\n", d.role, d.email, password)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/audit"
 	"github.com/countersign/countersign/models/fault"
 
@@ -205,7 +205,7 @@ func cmdTokenRevoke(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return err
 	}
 	defer store.Close()
-	email, err := agent.NewAccounts(store).RevokeAPIToken(ctx, token, agent.Actor{ID: "cli", Name: "command line"})
+	email, err := accounts.New(store).RevokeAPIToken(ctx, token, models.Actor{ID: "cli", Name: "command line"})
 	if err != nil {
 		return errors.New(fault.Message(err))
 	}
@@ -236,7 +236,7 @@ func cmdUserAdd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return err
 	}
 	defer store.Close()
-	st, err := agent.NewAccounts(store).AddStaff(ctx, *email, *name, models.StaffRole(*role), password, agent.Actor{ID: "cli", Name: "command line"})
+	st, err := accounts.New(store).AddStaff(ctx, *email, *name, models.StaffRole(*role), password, models.Actor{ID: "cli", Name: "command line"})
 	if err != nil {
 		return errors.New(fault.Message(err))
 	}
@@ -259,7 +259,7 @@ func cmdTokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer store.Close()
-	token, err := agent.NewAccounts(store).CreateAPIToken(ctx, *email, agent.Actor{ID: "cli", Name: "command line"})
+	token, err := accounts.New(store).CreateAPIToken(ctx, *email, models.Actor{ID: "cli", Name: "command line"})
 	if err != nil {
 		return errors.New(fault.Message(err))
 	}

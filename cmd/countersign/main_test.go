@@ -17,7 +17,7 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 )
@@ -257,7 +257,7 @@ func TestTokenRevoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	accounts := agent.NewAccounts(s)
+	accounts := accounts.New(s)
 	if _, err := accounts.StaffForToken(context.Background(), first); err == nil {
 		t.Fatal("the revoked token still works")
 	}

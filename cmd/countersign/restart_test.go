@@ -138,7 +138,7 @@ func TestRestartWhilePausedThenApproveRefundsOnce(t *testing.T) {
 	if err != nil || len(calls) != 1 || calls[0].Status != models.CallPending {
 		t.Fatalf("calls after restart: %+v %v", calls, err)
 	}
-	if _, err := second.app.gate.Approve(context.Background(), calls[0].ID, agent.Actor{ID: "stf_1", Name: "Ann", Role: models.Approver}, agent.ApproveRequest{}); err != nil {
+	if _, err := second.app.gate.Approve(context.Background(), calls[0].ID, models.Actor{ID: "stf_1", Name: "Ann", Role: models.Approver}, agent.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	final := second.waitStatus(t, id, rt, "waiting")
@@ -163,7 +163,7 @@ func TestRestartContinuesARunCaughtBetweenSteps(t *testing.T) {
 	}
 	runID := models.NewID("run")
 	err = s.Write(context.Background(), func(tx *models.Tx) error {
-		if err := tx.CreateRun(&models.Run{ID: runID, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "api", Status: models.RunActive, TokenHash: agent.HashToken("rt_test")}); err != nil {
+		if err := tx.CreateRun(&models.Run{ID: runID, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "api", Status: models.RunActive, TokenHash: models.HashToken("rt_test")}); err != nil {
 			return err
 		}
 		if err := tx.AppendTurn(&models.Turn{RunID: runID, Role: models.RoleCustomer, Text: "refund $20 on A1001"}); err != nil {

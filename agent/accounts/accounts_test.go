@@ -1,14 +1,15 @@
-package agent_test
+package accounts_test
 
 import (
 	"context"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 )
@@ -16,10 +17,20 @@ import (
 // Each password hash takes 64 MiB. Thirty-two sign-in attempts at once must
 // not take thirty-two times that (2 GiB): they wait their turn. The bound
 // leaves room for the garbage collector's lag on a busy machine.
+func openStore(t *testing.T) *models.Store {
+	t.Helper()
+	store, err := models.Open(filepath.Join(t.TempDir(), "countersign.db"), models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
+}
+
 func TestSignInFloodsDoNotTakeMemoryPerAttempt(t *testing.T) {
-	e := newEnv(t)
-	accounts := agent.NewAccounts(e.store)
-	if _, err := accounts.AddStaff(context.Background(), "ann@x.test", "Ann", models.Approver, "correct horse battery staple", agent.System); err != nil {
+	store := openStore(t)
+	accts := accounts.New(store)
+	if _, err := accts.AddStaff(context.Background(), "ann@x.test", "Ann", models.Approver, "correct horse battery staple", models.SystemActor); err != nil {
 		t.Fatal(err)
 	}
 	runtime.GC()
@@ -53,7 +64,7 @@ func TestSignInFloodsDoNotTakeMemoryPerAttempt(t *testing.T) {
 			if i%2 == 1 {
 				email = "nobody@x.test" // unknown emails hash too
 			}
-			if _, err := accounts.Authenticate(context.Background(), email, "wrong password!!"); fault.CodeOf(err) != fault.Unauthorized {
+			if _, err := accts.Authenticate(context.Background(), email, "wrong password!!"); fault.CodeOf(err) != fault.Unauthorized {
 				t.Errorf("attempt %d: %v", i, err)
 			}
 		}()
@@ -63,7 +74,7 @@ func TestSignInFloodsDoNotTakeMemoryPerAttempt(t *testing.T) {
 	<-sampled
 	grown := int64(peak.Load()) - int64(base)
 	if grown > 12*64<<20 {
-		t.Fatalf("32 concurrent sign-ins grew the heap by %d MiB (one hash is 64 MiB; %d run at once)", grown>>20, agent.MaxConcurrentHashes)
+		t.Fatalf("32 concurrent sign-ins grew the heap by %d MiB (one hash is 64 MiB; %d run at once)", grown>>20, accounts.MaxConcurrentHashes)
 	}
 	t.Logf("heap grew by %d MiB at most", grown>>20)
 }

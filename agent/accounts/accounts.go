@@ -1,4 +1,7 @@
-package agent
+// Package accounts holds staff accounts: adding them with argon2id password
+// hashes, signing in (a few hashes at a time), sessions with idle and
+// absolute timeouts, API tokens, roles and disabling.
+package accounts
 
 import (
 	"context"
@@ -20,8 +23,8 @@ import (
 // MinPasswordLength is the shortest password an account may have.
 const MinPasswordLength = 12
 
-// Accounts manages staff accounts, their sessions and API tokens.
-type Accounts struct {
+// Service manages staff accounts, their sessions and API tokens.
+type Service struct {
 	store *models.Store
 	// IdleTimeout ends a session nobody used for that long; AbsoluteTimeout
 	// ends every session that old.
@@ -36,15 +39,15 @@ type Accounts struct {
 // MaxConcurrentHashes is how many password hashes run at once.
 const MaxConcurrentHashes = 2
 
-// NewAccounts builds the accounts service.
-func NewAccounts(store *models.Store) *Accounts {
+// New builds the accounts service.
+func New(store *models.Store) *Service {
 	dummy, _ := argon2id.CreateHash("countersign-dummy-password", argon2id.DefaultParams)
-	return &Accounts{store: store, IdleTimeout: 2 * time.Hour, AbsoluteTimeout: 12 * time.Hour, dummyHash: dummy,
+	return &Service{store: store, IdleTimeout: 2 * time.Hour, AbsoluteTimeout: 12 * time.Hour, dummyHash: dummy,
 		hashing: make(chan struct{}, MaxConcurrentHashes)}
 }
 
 // hashSlot waits for a turn to hash a password.
-func (a *Accounts) hashSlot(ctx context.Context) (release func(), err error) {
+func (a *Service) hashSlot(ctx context.Context) (release func(), err error) {
 	select {
 	case a.hashing <- struct{}{}:
 		return func() { <-a.hashing }, nil
@@ -53,13 +56,8 @@ func (a *Accounts) hashSlot(ctx context.Context) (release func(), err error) {
 	}
 }
 
-// ActorOf is how a staff member appears to the gate.
-func ActorOf(st *models.Staff) Actor {
-	return Actor{ID: st.ID, Name: st.Name, Role: st.Role}
-}
-
 // AddStaff creates an account with an argon2id password hash.
-func (a *Accounts) AddStaff(ctx context.Context, email, name string, role models.StaffRole, password string, by Actor) (*models.Staff, error) {
+func (a *Service) AddStaff(ctx context.Context, email, name string, role models.StaffRole, password string, by models.Actor) (*models.Staff, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
 	// Every problem at once, so a form is fixed in one go.
 	var problems []string
@@ -100,7 +98,7 @@ func (a *Accounts) AddStaff(ctx context.Context, email, name string, role models
 
 // Authenticate checks an email and password. Unknown emails cost the same
 // hashing time as wrong passwords, so the answer leaks nothing.
-func (a *Accounts) Authenticate(ctx context.Context, email, password string) (*models.Staff, error) {
+func (a *Service) Authenticate(ctx context.Context, email, password string) (*models.Staff, error) {
 	st, err := a.store.StaffByEmail(ctx, email)
 	hash := a.dummyHash
 	if err == nil {
@@ -127,12 +125,12 @@ func randomToken(prefix string) (token, hash string) {
 		panic(err)
 	}
 	token = prefix + base64.RawURLEncoding.EncodeToString(b[:])
-	return token, HashToken(token)
+	return token, models.HashToken(token)
 }
 
 // StartSession opens a session: 256 random bits in the cookie, a hash in
 // the database, a fresh CSRF token.
-func (a *Accounts) StartSession(ctx context.Context, st *models.Staff) (cookie string, err error) {
+func (a *Service) StartSession(ctx context.Context, st *models.Staff) (cookie string, err error) {
 	cookie, hash := randomToken("")
 	csrf, _ := randomToken("")
 	sess := &models.Session{IDHash: hash, StaffID: st.ID, CSRFToken: csrf}
@@ -143,8 +141,8 @@ func (a *Accounts) StartSession(ctx context.Context, st *models.Staff) (cookie s
 }
 
 // Session finds the live session of a cookie; expired sessions are ended.
-func (a *Accounts) Session(ctx context.Context, cookie string) (*models.Session, *models.Staff, error) {
-	hash := HashToken(cookie)
+func (a *Service) Session(ctx context.Context, cookie string) (*models.Session, *models.Staff, error) {
+	hash := models.HashToken(cookie)
 	sess, st, err := a.store.SessionWithStaff(ctx, hash)
 	if err != nil {
 		return nil, nil, fault.Errorf(fault.Unauthorized, "please sign in")
@@ -159,12 +157,12 @@ func (a *Accounts) Session(ctx context.Context, cookie string) (*models.Session,
 }
 
 // EndSession signs a session out for good.
-func (a *Accounts) EndSession(ctx context.Context, cookie string, st *models.Staff) error {
-	return a.store.DeleteSession(ctx, HashToken(cookie), ActorOf(st).String())
+func (a *Service) EndSession(ctx context.Context, cookie string, st *models.Staff) error {
+	return a.store.DeleteSession(ctx, models.HashToken(cookie), st.Actor().String())
 }
 
 // CreateAPIToken makes a staff API token; only its hash is kept.
-func (a *Accounts) CreateAPIToken(ctx context.Context, email string, by Actor) (string, error) {
+func (a *Service) CreateAPIToken(ctx context.Context, email string, by models.Actor) (string, error) {
 	st, err := a.store.StaffByEmail(ctx, email)
 	if err != nil {
 		return "", fault.Errorf(fault.NotFound, "no account has the email %s", email)
@@ -181,8 +179,8 @@ func (a *Accounts) CreateAPIToken(ctx context.Context, email string, by Actor) (
 
 // RevokeAPIToken ends a staff API token at once (a leaked one, say) without
 // touching the account or its other tokens; it returns the account's email.
-func (a *Accounts) RevokeAPIToken(ctx context.Context, token string, by Actor) (string, error) {
-	staffID, err := a.store.RevokeAPIToken(ctx, HashToken(strings.TrimSpace(token)), by.String())
+func (a *Service) RevokeAPIToken(ctx context.Context, token string, by models.Actor) (string, error) {
+	staffID, err := a.store.RevokeAPIToken(ctx, models.HashToken(strings.TrimSpace(token)), by.String())
 	if errors.Is(err, models.ErrNotFound) {
 		return "", fault.Errorf(fault.NotFound, "no such staff API token (already revoked, or never issued here)")
 	}
@@ -198,7 +196,7 @@ func (a *Accounts) RevokeAPIToken(ctx context.Context, token string, by Actor) (
 
 // RevokeStaffTokens ends every staff API token of an account (admins only),
 // leaving the account and its sessions alone.
-func (a *Accounts) RevokeStaffTokens(ctx context.Context, staffID string, by Actor) (int64, error) {
+func (a *Service) RevokeStaffTokens(ctx context.Context, staffID string, by models.Actor) (int64, error) {
 	if by.Role != models.Admin {
 		return 0, fault.Errorf(fault.Forbidden, "only an admin can revoke another account's tokens")
 	}
@@ -213,8 +211,8 @@ func (a *Accounts) RevokeStaffTokens(ctx context.Context, staffID string, by Act
 }
 
 // StaffForToken finds who a staff API token belongs to.
-func (a *Accounts) StaffForToken(ctx context.Context, token string) (*models.Staff, error) {
-	st, err := a.store.StaffByTokenHash(ctx, HashToken(token))
+func (a *Service) StaffForToken(ctx context.Context, token string) (*models.Staff, error) {
+	st, err := a.store.StaffByTokenHash(ctx, models.HashToken(token))
 	if err != nil || st.Disabled {
 		return nil, fault.Errorf(fault.Unauthorized, "the staff API token is not valid")
 	}
@@ -222,7 +220,7 @@ func (a *Accounts) StaffForToken(ctx context.Context, token string) (*models.Sta
 }
 
 // SetRole changes an account's role; its sessions end.
-func (a *Accounts) SetRole(ctx context.Context, staffID string, role models.StaffRole, by Actor) error {
+func (a *Service) SetRole(ctx context.Context, staffID string, role models.StaffRole, by models.Actor) error {
 	if by.Role != models.Admin {
 		return fault.Errorf(fault.Forbidden, "only an admin can change roles")
 	}
@@ -238,7 +236,7 @@ func (a *Accounts) SetRole(ctx context.Context, staffID string, role models.Staf
 
 // SetDisabled disables or re-enables an account; disabling ends its sessions
 // and API tokens at once.
-func (a *Accounts) SetDisabled(ctx context.Context, staffID string, disabled bool, by Actor) error {
+func (a *Service) SetDisabled(ctx context.Context, staffID string, disabled bool, by models.Actor) error {
 	if by.Role != models.Admin {
 		return fault.Errorf(fault.Forbidden, "only an admin can disable accounts")
 	}
@@ -248,7 +246,7 @@ func (a *Accounts) SetDisabled(ctx context.Context, staffID string, disabled boo
 	return a.update(ctx, staffID, nil, &disabled, by)
 }
 
-func (a *Accounts) update(ctx context.Context, id string, role *models.StaffRole, disabled *bool, by Actor) error {
+func (a *Service) update(ctx context.Context, id string, role *models.StaffRole, disabled *bool, by models.Actor) error {
 	if err := a.store.UpdateStaff(ctx, id, role, disabled, by.String()); err != nil {
 		if errors.Is(err, models.ErrNotFound) {
 			return fault.Errorf(fault.NotFound, "no such account")
