@@ -70,7 +70,7 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 				return ApproveResult{}, fault.Wrap(err, "could not read the action's run")
 			}
 			editDecision, err = g.Policy().Decide(ctx, policy.Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map,
-				Facts: &gateFacts{store: g.store, exclude: current.ID,
+				Facts: &gateFacts{store: g.store, business: g.business, exclude: current.ID,
 					req: CallRequest{RunID: run.ID, CustomerID: run.CustomerID, CustomerName: run.CustomerName, Channel: run.Channel}}})
 			if err != nil {
 				return ApproveResult{}, fault.Wrap(err, "the policy could not decide on the edit")
@@ -166,7 +166,7 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 	if err != nil {
 		return ApproveResult{}, g.writeError(err, actionID)
 	}
-	g.actionChanged(actionID)
+	g.notify.ActionChanged(actionID)
 	if expired {
 		g.settled(ctx, actionID)
 		return ApproveResult{}, fault.Errorf(fault.Conflict, "this action expired before it was approved")
@@ -353,7 +353,7 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 		return Outcome{}, g.writeError(err, callID)
 	}
 	out, err := g.execute(ctx, call, g.customerName(ctx, call.RunID), tool, norm)
-	g.actionChanged(callID)
+	g.notify.ActionChanged(callID)
 	g.settled(ctx, callID)
 	return out, err
 }
@@ -415,17 +415,18 @@ func (g *Gate) RecoverInterrupted(ctx context.Context) (rerun, unknown int, err 
 	return rerun, unknown, nil
 }
 
+// settled tells the watchers that a call which waited for a person reached
+// its end (executed, rejected, expired or cancelled), and wakes its run.
 func (g *Gate) settled(ctx context.Context, callID string) {
-	g.actionChanged(callID)
-	if g.OnSettled == nil {
-		return
-	}
+	g.notify.ActionChanged(callID)
 	call, err := g.store.ToolCall(ctx, callID)
 	if err != nil {
 		g.log.Error("settled call vanished", "call_id", callID, "err", err)
 		return
 	}
-	g.OnSettled(ctx, call)
+	if call.RunID != "" {
+		g.wake(call.RunID)
+	}
 }
 
 func approverIDs(as []models.Approval) []string {
@@ -501,7 +502,7 @@ func (g *Gate) Reconcile(ctx context.Context, callID string, actor models.Actor,
 	if err != nil {
 		return g.writeError(err, callID)
 	}
-	g.actionChanged(callID)
+	g.notify.ActionChanged(callID)
 	return nil
 }
 

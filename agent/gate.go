@@ -30,30 +30,11 @@ type Gate struct {
 	// Limits bound how many actions one run or customer may have waiting.
 	Limits Limits
 
-	// OnSettled, when set, is called after a call that waited for approval
-	// reaches its end (executed, rejected, expired or cancelled). The run loop
-	// uses it to resume the paused run.
-	OnSettled func(ctx context.Context, call *models.ToolCall)
-	// OnActionChange, when set, is called after anything happens to an
-	// action: queued, approved by one person, decided, expired, executed.
-	// The back office uses it to keep every open queue live.
-	OnActionChange func(callID string)
-}
-
-func (g *Gate) actionChanged(callID string) {
-	if g.OnActionChange != nil {
-		g.OnActionChange(callID)
-	}
-}
-
-// NewGate builds a gate.
-func NewGate(store *models.Store, registry *tools.Registry, pol policy.Policy, log *slog.Logger) *Gate {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	g := &Gate{store: store, tools: registry, log: log}
-	g.inForce.Store(&pol)
-	return g
+	notify   Notifier
+	business BusinessFacts
+	// wake resumes a paused run once an action of it has settled (the
+	// run loop's Kick, set by New).
+	wake func(runID string)
 }
 
 // Policy returns the policy in force.
@@ -128,7 +109,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	}
 	pol := g.Policy()
 	in := policy.Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map}
-	facts := &gateFacts{store: g.store, req: req}
+	facts := &gateFacts{store: g.store, business: g.business, req: req}
 	in.Facts = facts
 	d, err := pol.Decide(ctx, in)
 	if err != nil {
@@ -159,7 +140,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	err = g.store.Write(ctx, func(tx *models.Tx) error {
 		rec = first
 		if facts.used || d.Verdict == policy.NeedsApproval {
-			in.Facts = &txFacts{tx: tx, gateFacts: gateFacts{store: g.store, req: req}}
+			in.Facts = &txFacts{tx: tx, gateFacts: gateFacts{store: g.store, business: g.business, req: req}}
 			again, err := pol.Decide(ctx, in)
 			if err != nil {
 				return fault.Wrap(err, "the policy could not decide")
@@ -195,7 +176,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	d = rec.decision
 	out := Outcome{CallID: call.ID, Status: call.Status, Decision: d, Error: call.Error}
 	if d.Verdict == policy.NeedsApproval {
-		g.actionChanged(call.ID)
+		g.notify.ActionChanged(call.ID)
 	}
 	if d.Verdict != policy.Allow {
 		return out, nil
@@ -457,9 +438,10 @@ func (g *Gate) customerName(ctx context.Context, runID string) string {
 // gateFacts loads what the policy asks about, once per call, and notes
 // that it was asked: such a decision depends on earlier calls.
 type gateFacts struct {
-	store *models.Store
-	req   CallRequest
-	used  bool
+	store    *models.Store
+	business BusinessFacts
+	req      CallRequest
+	used     bool
 	// exclude leaves a call out of totals: an edited action is not counted
 	// against itself.
 	exclude string
@@ -468,14 +450,13 @@ type gateFacts struct {
 func (f *gateFacts) Customer(ctx context.Context) (policy.CustomerFacts, error) {
 	f.used = true
 	c := policy.CustomerFacts{ID: f.req.CustomerID, Name: f.req.CustomerName, SignedIn: f.req.CustomerID != "", Attributes: f.req.CustomerAttributes}
-	if c.ID == "" {
+	if c.ID == "" || f.business == nil {
 		return c, nil
 	}
-	cents, err := f.store.RefundedSince(ctx, c.ID, f.store.Now().Add(-24*time.Hour))
-	if err != nil {
-		return c, err
+	var err error
+	if c.Business, err = f.business.CustomerFacts(ctx, c.ID); err != nil {
+		return c, fmt.Errorf("business facts: %w", err)
 	}
-	c.Refunded24h = float64(cents) / 100
 	return c, nil
 }
 

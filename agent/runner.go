@@ -50,8 +50,7 @@ type Runner struct {
 	MaxCallsPerTurn int
 	// ModelTimeout bounds one model call.
 	ModelTimeout time.Duration
-	// OnEvent, when set, hears every new turn and status change.
-	OnEvent func(RunEvent)
+	notify       Notifier
 
 	bg     context.Context
 	cancel context.CancelFunc
@@ -63,23 +62,6 @@ type Runner struct {
 type runLock struct {
 	sync.Mutex
 	refs int
-}
-
-// NewRunner builds a runner and makes the gate tell it when actions settle.
-func NewRunner(store *models.Store, gate *Gate, model llm.Model, log *slog.Logger) *Runner {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	bg, cancel := context.WithCancel(context.Background())
-	r := &Runner{store: store, gate: gate, model: model, log: log, System: DefaultSystemPrompt,
-		MaxStepsPerMessage: 8, MaxTurnsPerRun: 400, MaxCallsPerTurn: 8, ModelTimeout: 60 * time.Second,
-		bg: bg, cancel: cancel, locks: map[string]*runLock{}}
-	gate.OnSettled = func(_ context.Context, call *models.ToolCall) {
-		if call.RunID != "" {
-			r.Kick(call.RunID)
-		}
-	}
-	return r
 }
 
 // Close stops the runner after the steps in progress finish.

@@ -44,7 +44,7 @@ func BenchmarkApprovalToResume(b *testing.B) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	waiting := map[string]chan struct{}{}
-	r.OnEvent = func(ev agent.RunEvent) {
+	e.notes.onRun = func(ev agent.RunEvent) {
 		if ev.Status != models.RunWaiting {
 			return
 		}

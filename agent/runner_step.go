@@ -235,11 +235,7 @@ func (r *Runner) fail(ctx context.Context, run *models.Run, reason string) error
 	return r.setStatus(ctx, run, models.RunFailed, tools.Truncate(reason, 2000))
 }
 
-func (r *Runner) emit(ev RunEvent) {
-	if r.OnEvent != nil {
-		r.OnEvent(ev)
-	}
-}
+func (r *Runner) emit(ev RunEvent) { r.notify.RunChanged(ev) }
 
 func (r *Runner) runError(err error) error {
 	var e *fault.Error

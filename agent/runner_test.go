@@ -15,10 +15,10 @@ import (
 	"github.com/countersign/countersign/models/fault"
 )
 
+// runner is the env's run loop, talking to model.
 func (e *env) runner(model llm.Model) *agent.Runner {
-	r := agent.NewRunner(e.store, e.gate, model, nil)
-	e.t.Cleanup(r.Close)
-	return r
+	e.model.m = model
+	return e.run
 }
 
 func (e *env) start(r *agent.Runner, customerID, name, msg string) string {

@@ -2,10 +2,12 @@ package models
 
 import (
 	"context"
+	"sort"
 	"strings"
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // ActionRow is a pending action with what the queue shows beside it.
@@ -20,8 +22,11 @@ type ActionFilter struct {
 	Tool string
 	// Customer matches a customer id exactly, or a name's beginning.
 	Customer string
-	// MinAmount and MaxAmount bound the call's amount argument, in dollars.
+	// MinAmount and MaxAmount bound the call's sum of money, in dollars:
+	// the argument AmountArgs names for its tool. A call of a tool without
+	// one does not match an amount.
 	MinAmount, MaxAmount *float64
+	AmountArgs           map[string]string // tool -> argument
 	Offset, Limit        int
 }
 
@@ -35,13 +40,42 @@ func (s *Store) pendingQuery(ctx context.Context, f ActionFilter) *gorm.DB {
 	if c := strings.TrimSpace(f.Customer); c != "" {
 		q = q.Where("(tool_calls.customer_id = ? OR runs.customer_name LIKE ? ESCAPE '\\')", c, escapeLike(c)+"%")
 	}
-	if f.MinAmount != nil {
-		q = q.Where("CAST(json_extract(tool_calls.args, '$.amount') AS REAL) >= ?", *f.MinAmount)
-	}
-	if f.MaxAmount != nil {
-		q = q.Where("CAST(json_extract(tool_calls.args, '$.amount') AS REAL) <= ?", *f.MaxAmount)
+	if f.MinAmount != nil || f.MaxAmount != nil {
+		q = q.Where(amountWhere(f))
 	}
 	return q
+}
+
+// amountWhere matches calls whose tool has a sum of money within the bounds.
+func amountWhere(f ActionFilter) clause.Expr {
+	tools := make([]string, 0, len(f.AmountArgs))
+	for t := range f.AmountArgs {
+		tools = append(tools, t)
+	}
+	sort.Strings(tools) // the same filter gives the same SQL
+	var sql strings.Builder
+	var vars []any
+	for i, t := range tools {
+		if i > 0 {
+			sql.WriteString(" OR ")
+		}
+		amount := "CAST(json_extract(tool_calls.args, ?) AS REAL)"
+		sql.WriteString("(tool_calls.tool = ?")
+		vars = append(vars, t)
+		if f.MinAmount != nil {
+			sql.WriteString(" AND " + amount + " >= ?")
+			vars = append(vars, "$."+f.AmountArgs[t], *f.MinAmount)
+		}
+		if f.MaxAmount != nil {
+			sql.WriteString(" AND " + amount + " <= ?")
+			vars = append(vars, "$."+f.AmountArgs[t], *f.MaxAmount)
+		}
+		sql.WriteString(")")
+	}
+	if len(tools) == 0 {
+		return gorm.Expr("1 = 0")
+	}
+	return gorm.Expr("("+sql.String()+")", vars...)
 }
 
 // PendingActions lists pending actions that match, oldest first, one page.

@@ -38,6 +38,20 @@ func (t *Tool) DescribeRequest(args string) string {
 	return fill(t.Request, args)
 }
 
+// AmountOf reads the call's sum of money (the argument Amount names) from
+// its arguments (JSON).
+func (t *Tool) AmountOf(args string) (float64, bool) {
+	if t.Amount == "" {
+		return 0, false
+	}
+	var m map[string]any
+	if json.Unmarshal([]byte(args), &m) != nil {
+		return 0, false
+	}
+	f, ok := m[t.Amount].(float64)
+	return f, ok
+}
+
 // fill replaces a phrase's placeholders with the arguments (JSON).
 func fill(phrase, args string) string {
 	var m map[string]any

@@ -49,7 +49,11 @@ type Definition[In any] struct {
 	// ("your refund request of {amount:money} on order {order_id}"); empty:
 	// "your request (<name>)".
 	Request string
-	Risk    Risk
+	// Amount names the top-level argument that is a sum of money, in
+	// dollars, when the tool has one ("amount"): the queue shows it and
+	// filters by it.
+	Amount string
+	Risk   Risk
 	// Idempotent tools may be run again after a crash mid-execution; others
 	// are left for a human to reconcile.
 	Idempotent bool
@@ -76,6 +80,7 @@ type Tool struct {
 	Description string
 	Summary     string
 	Request     string
+	Amount      string
 	Risk        Risk
 	Idempotent  bool
 	// Schema is the JSON Schema of the input, exactly as a model is shown it.
@@ -169,6 +174,7 @@ func New[In any](def Definition[In]) (*Tool, error) {
 		Description: def.Description,
 		Summary:     def.Summary,
 		Request:     def.Request,
+		Amount:      def.Amount,
 		Risk:        def.Risk,
 		Idempotent:  def.Idempotent,
 		Schema:      schemaJSON,

@@ -271,7 +271,7 @@ func (s *Server) actionRerender(c echo.Context, id string, status int, msg strin
 // nobody decides twice from a stale page.
 func (s *Server) actionEvents(c echo.Context) error {
 	id := c.Param("id")
-	ch, stop := s.hub.SubscribeAction(id)
+	ch, stop := s.cfg.Changes.queue.SubscribeAction(id)
 	defer stop()
 	w := startSSE(c)
 	ctx := c.Request().Context()

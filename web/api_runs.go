@@ -147,11 +147,11 @@ func (s *Server) runMessage(c echo.Context) error {
 func (s *Server) runEvents(c echo.Context) error {
 	run := runFrom(c)
 	ctx := c.Request().Context()
-	sub, ok := s.cfg.Broker.Subscribe(run.ID, MaxStreamsPerRun)
+	sub, ok := s.cfg.Changes.runs.Subscribe(run.ID, MaxStreamsPerRun)
 	if !ok {
 		return &echo.HTTPError{Code: http.StatusTooManyRequests, Message: fmt.Sprintf("this conversation already has %d open streams; close one first", MaxStreamsPerRun)}
 	}
-	defer s.cfg.Broker.Unsubscribe(sub)
+	defer s.cfg.Changes.runs.Unsubscribe(sub)
 
 	var after int64
 	if v := c.Request().Header.Get("Last-Event-ID"); v != "" {

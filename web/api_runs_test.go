@@ -57,21 +57,17 @@ func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := agent.NewGate(store, reg, policy, nil)
-	runner := agent.NewRunner(store, gate, llm.Offline{}, nil)
-	broker := web.NewBroker()
-	runner.OnEvent = broker.Publish
-	accounts := accounts.New(store)
-	cfg := web.Config{Log: discardLog(), Gate: gate, Runner: runner, Store: store, Broker: broker,
-		Customers: web.NewCustomerVerifier(secret), Accounts: accounts, ReplyWait: 5 * time.Second, DemoSecret: secret}
+	cfg := web.Config{Customers: web.NewCustomerVerifier(secret), ReplyWait: 5 * time.Second, DemoSecret: secret, DemoCustomers: demoCustomers()}
 	if configure != nil {
 		configure(&cfg)
 	}
-	ws := web.New(cfg)
-	gate.OnActionChange = ws.Hub().Changed
+	wa := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: llm.Offline{}, Business: shop.Facts{Store: store},
+		Log: discardLog(), Web: cfg})
 	hubCtx, stopHub := context.WithCancel(context.Background())
-	go ws.Hub().Run(hubCtx)
-	srv := httptest.NewUnstartedServer(ws.Handler())
+	if _, err := wa.Start(hubCtx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(wa.Server.Handler())
 	if tls {
 		srv.StartTLS()
 	} else {
@@ -81,10 +77,19 @@ func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
 		stopHub()
 		srv.CloseClientConnections()
 		srv.Close()
-		runner.Close()
+		wa.Close()
 		store.Close()
 	})
-	return &app{t: t, store: store, gate: gate, runner: runner, accounts: accounts, srv: srv}
+	return &app{t: t, store: store, gate: wa.Gate, runner: wa.Runner, accounts: wa.Accounts, srv: srv}
+}
+
+// demoCustomers are the demo shop's customers, as /demo offers them.
+func demoCustomers() []web.DemoCustomer {
+	var out []web.DemoCustomer
+	for _, cu := range shop.Customers() {
+		out = append(out, web.DemoCustomer(cu))
+	}
+	return out
 }
 
 func token(t *testing.T, sec, id, name string, ttl time.Duration) string {

@@ -3,7 +3,6 @@ package web
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -232,11 +231,11 @@ func (s *Server) chatEvents(c echo.Context) error {
 	if run == nil || !s.validChatGrant(c.QueryParam("g"), run.ID, run.CustomerID, time.Now()) {
 		return fault.Errorf(fault.NotFound, "no conversation yet")
 	}
-	sub, ok := s.cfg.Broker.Subscribe(run.ID, MaxStreamsPerRun)
+	sub, ok := s.cfg.Changes.runs.Subscribe(run.ID, MaxStreamsPerRun)
 	if !ok {
 		return &echo.HTTPError{Code: http.StatusTooManyRequests, Message: "this conversation is open in too many windows"}
 	}
-	defer s.cfg.Broker.Unsubscribe(sub)
+	defer s.cfg.Changes.runs.Unsubscribe(sub)
 	w := startSSE(c)
 	ctx := c.Request().Context()
 	send := func() bool {
@@ -292,15 +291,9 @@ func (s *Server) demoPage(c echo.Context) error {
 	}
 	as := c.QueryParam("as")
 	v := views.DemoView{As: as}
-	for _, cu := range models.DemoCustomers {
-		var orders []string
-		for _, o := range models.DemoOrders {
-			if o.CustomerID == cu.ID {
-				orders = append(orders, fmt.Sprintf("%s: %s, %s, %s", o.ID, o.Items, models.FormatCents(o.TotalCents), o.Status))
-			}
-		}
-		v.Customers = append(v.Customers, views.DemoCustomer{ID: cu.ID, Name: cu.Name, Orders: strings.Join(orders, " · ")})
-		if cu.ID == as && s.cfg.DemoSecret != "" {
+	for _, cu := range s.cfg.DemoCustomers {
+		v.Customers = append(v.Customers, views.DemoCustomer{ID: cu.ID, Name: cu.Name, Orders: cu.About})
+		if cu.ID == as {
 			tok, err := SignCustomerToken(s.cfg.DemoSecret, cu.ID, cu.Name, 2*time.Hour)
 			if err != nil {
 				return err

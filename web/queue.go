@@ -93,6 +93,12 @@ func (s *Server) queueView(ctx context.Context, qq queueQuery) (views.QueueView,
 		v.Total += n
 	}
 	v.Matching = v.Total
+	qq.filter.AmountArgs = map[string]string{}
+	for _, t := range s.cfg.Gate.Tools().All() {
+		if t.Amount != "" {
+			qq.filter.AmountArgs[t.Name] = t.Amount
+		}
+	}
 	if v.Filtered {
 		if v.Matching, err = st.CountPendingActions(ctx, qq.filter); err != nil {
 			return v, err
@@ -104,7 +110,7 @@ func (s *Server) queueView(ctx context.Context, qq queueQuery) (views.QueueView,
 	}
 	v.Rows = make([]views.ActionRow, len(rows))
 	for i := range rows {
-		v.Rows[i] = actionRowView(&rows[i], s.summary(rows[i].Tool, rows[i].Args))
+		v.Rows[i] = actionRowView(&rows[i], s.summary(rows[i].Tool, rows[i].Args), s.amount(rows[i].Tool, rows[i].Args))
 	}
 	if len(rows) > 0 {
 		v.From, v.To = qq.filter.Offset+1, qq.filter.Offset+len(rows)
@@ -124,6 +130,16 @@ func (s *Server) summary(tool, args string) string {
 		return t.Summarize(args)
 	}
 	return tool
+}
+
+// amount shows the sum of money a call is about, when its tool has one.
+func (s *Server) amount(tool, args string) string {
+	if t, ok := s.cfg.Gate.Tools().Get(tool); ok {
+		if f, ok := t.AmountOf(args); ok {
+			return models.FormatCents(int64(f*100 + 0.5))
+		}
+	}
+	return ""
 }
 
 func (s *Server) renderQueueBody(ctx context.Context, qq queueQuery) ([]byte, error) {
@@ -156,7 +172,7 @@ func (s *Server) queuePage(c echo.Context) error {
 // The first page with no filter is rendered once for every stream; a
 // filtered or later page renders its own view when the queue changes.
 func (s *Server) queueEvents(c echo.Context) error {
-	ch, stop := s.hub.SubscribeQueue()
+	ch, stop := s.cfg.Changes.queue.SubscribeQueue()
 	defer stop()
 	qq := parseQueueQuery(c.QueryParams())
 	own := func(shared []byte) []byte {

@@ -12,8 +12,7 @@ import (
 // changes it renders the queue rows once and hands the same bytes to every
 // queue stream, and tells the pages of that action.
 type QueueHub struct {
-	render func(ctx context.Context) ([]byte, error)
-	log    *slog.Logger
+	log *slog.Logger
 
 	mu      sync.Mutex
 	queues  map[chan []byte]struct{}
@@ -23,12 +22,12 @@ type QueueHub struct {
 }
 
 // NewQueueHub builds a hub; Run must be started.
-func NewQueueHub(render func(ctx context.Context) ([]byte, error), log *slog.Logger) *QueueHub {
-	return &QueueHub{render: render, log: log, queues: map[chan []byte]struct{}{},
+func NewQueueHub(log *slog.Logger) *QueueHub {
+	return &QueueHub{log: log, queues: map[chan []byte]struct{}{},
 		actions: map[string]map[chan struct{}]struct{}{}, kick: make(chan struct{}, 1)}
 }
 
-// Changed is called (by the gate) after anything happens to an action.
+// Changed is called after anything happens to an action.
 func (h *QueueHub) Changed(callID string) {
 	h.mu.Lock()
 	for ch := range h.actions[callID] {
@@ -44,15 +43,16 @@ func (h *QueueHub) Changed(callID string) {
 	}
 }
 
-// Run renders and fans out until ctx ends.
-func (h *QueueHub) Run(ctx context.Context) {
+// Run renders the queue's rows after each change and fans them out, until
+// ctx ends.
+func (h *QueueHub) Run(ctx context.Context, render func(ctx context.Context) ([]byte, error)) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-h.kick:
 		}
-		html, err := h.render(ctx)
+		html, err := render(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				h.log.Error("render queue", "err", err)

@@ -20,11 +20,13 @@ import (
 
 // Config is what the server is built from.
 type Config struct {
-	Log       *slog.Logger
-	Gate      *agent.Gate
-	Runner    *agent.Runner
-	Store     *models.Store
-	Broker    *Broker
+	Log    *slog.Logger
+	Gate   *agent.Gate
+	Runner *agent.Runner
+	Store  *models.Store
+	// Changes carries the news of changed actions and runs to the pages and
+	// streams that show them; the gate and runner must tell the same one.
+	Changes   *Changes
 	Customers *CustomerVerifier
 	Accounts  *accounts.Service
 	// WidgetOrigins may embed the chat frame (frame-ancestors).
@@ -33,6 +35,8 @@ type Config struct {
 	// shop's customer secret; empty: no demo page. Customers must accept
 	// it for the demo customers (CustomerVerifier.AcceptDemo).
 	DemoSecret string
+	// DemoCustomers are who /demo lets a visitor be.
+	DemoCustomers []DemoCustomer
 	// TrustProxy takes the client address from X-Forwarded-For, and whether
 	// the browser used HTTPS and which host it asked for from
 	// X-Forwarded-Proto and X-Forwarded-Host (set it only behind a proxy that
@@ -52,6 +56,12 @@ type Config struct {
 	// AuditSearchTimeout bounds an audit page whose filter searches text
 	// in the arguments (a scan over the calls); default 15 s.
 	AuditSearchTimeout time.Duration
+}
+
+// DemoCustomer is one customer of the demo shop, as /demo offers them.
+type DemoCustomer struct {
+	ID, Name string
+	About    string // their orders, in a line
 }
 
 // overTLS tells whether the browser reached Countersign over HTTPS: directly,
@@ -93,7 +103,6 @@ const BodyLimit = "64K"
 type Server struct {
 	echo *echo.Echo
 	cfg  Config
-	hub  *QueueHub
 	// Sign-in attempts per client address, and per address and account.
 	loginIP, loginAccount *limiter
 	// Messages per client address and per conversation (chat and runs API).
@@ -124,8 +133,8 @@ func New(cfg Config) *Server {
 	if cfg.ReplyWait == 0 {
 		cfg.ReplyWait = 20 * time.Second
 	}
-	if cfg.Broker == nil {
-		cfg.Broker = NewBroker()
+	if cfg.Changes == nil {
+		cfg.Changes = NewChanges(cfg.Log)
 	}
 	if cfg.Customers == nil {
 		cfg.Customers = NewCustomerVerifier("")
@@ -143,7 +152,6 @@ func New(cfg Config) *Server {
 		chatRunLimit: newLimiter(4*time.Second, 8, 0),  // 8 at once, then 15 a minute per conversation
 		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
 		grantKey:     newGrantKey(cfg.ChatGrantSeed)}
-	s.hub = NewQueueHub(s.renderQueueRows, cfg.Log)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
 	e.Use(logRequests(cfg.Log))
@@ -155,8 +163,8 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Hub is the live queue's hub: give its Changed to the gate and Run it.
-func (s *Server) Hub() *QueueHub { return s.hub }
+// Run keeps the open queue pages live until ctx ends.
+func (s *Server) Run(ctx context.Context) { s.cfg.Changes.queue.Run(ctx, s.renderQueueRows) }
 
 // Handler returns the server's http.Handler.
 func (s *Server) Handler() http.Handler { return s.echo }

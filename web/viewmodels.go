@@ -72,17 +72,6 @@ func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 func clock(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
 
-// amountOf shows the amount a call is about, when it has one.
-func amountOf(args string) string {
-	var a struct {
-		Amount *float64 `json:"amount"`
-	}
-	if json.Unmarshal([]byte(args), &a) != nil || a.Amount == nil {
-		return ""
-	}
-	return models.FormatCents(int64(*a.Amount*100 + 0.5))
-}
-
 func customerLabel(id, name string) string {
 	switch {
 	case id == "":
@@ -93,13 +82,13 @@ func customerLabel(id, name string) string {
 	return name + " (" + id + ")"
 }
 
-func actionRowView(r *models.ActionRow, summary string) views.ActionRow {
+func actionRowView(r *models.ActionRow, summary, amount string) views.ActionRow {
 	name := r.CustomerName
 	if name == "" {
 		name = customerLabel(r.CustomerID, "")
 	}
 	v := views.ActionRow{ID: r.ID, Tool: r.Tool, Risk: r.Risk, Reason: r.Reason, Customer: name, CustomerID: r.CustomerID, Summary: summary,
-		Amount: amountOf(r.Args), CreatedAt: rfc3339(r.CreatedAt), Approvals: r.Approvals, Required: r.RequiredApprovals, RequiredRole: string(r.RequiredRole)}
+		Amount: amount, CreatedAt: rfc3339(r.CreatedAt), Approvals: r.Approvals, Required: r.RequiredApprovals, RequiredRole: string(r.RequiredRole)}
 	if r.ExpiresAt != nil {
 		v.ExpiresAt = rfc3339(*r.ExpiresAt)
 	}

@@ -56,17 +56,13 @@ type ruleSpec struct {
 }
 
 type testSpec struct {
-	Name     string         `yaml:"name"`
-	Tool     string         `yaml:"tool"`
-	Risk     string         `yaml:"risk"`
-	Args     map[string]any `yaml:"args"`
-	Customer *struct {
-		ID          string         `yaml:"id"`
-		Name        string         `yaml:"name"`
-		Attributes  map[string]any `yaml:"attributes"`
-		Refunded24h float64        `yaml:"refunded_24h"`
-	} `yaml:"customer"`
-	Run *struct {
+	Name string         `yaml:"name"`
+	Tool string         `yaml:"tool"`
+	Risk string         `yaml:"risk"`
+	Args map[string]any `yaml:"args"`
+	// Customer: id, name, attributes, and any business fact by its name.
+	Customer map[string]any `yaml:"customer"`
+	Run      *struct {
 		Channel     string           `yaml:"channel"`
 		Calls       int64            `yaml:"calls"`
 		CallsByTool map[string]int64 `yaml:"calls_by_tool"`
@@ -356,7 +352,12 @@ func (a *activation) loadCustomer() any {
 	if attrs == nil {
 		attrs = emptyArgs
 	}
-	return map[string]any{"id": c.ID, "name": c.Name, "signed_in": c.SignedIn, "refunded_24h": c.Refunded24h, "attributes": attrs}
+	out := make(map[string]any, 4+len(c.Business))
+	for k, v := range c.Business {
+		out[k] = v
+	}
+	out["id"], out["name"], out["signed_in"], out["attributes"] = c.ID, c.Name, c.SignedIn, attrs
+	return out
 }
 
 func (a *activation) loadRun() any {

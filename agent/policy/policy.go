@@ -43,8 +43,11 @@ type CustomerFacts struct {
 	Name       string
 	SignedIn   bool
 	Attributes map[string]any
-	// Refunded24h is what the customer was refunded in the last 24 hours, in dollars.
-	Refunded24h float64
+	// Business holds facts the business keeps about the customer, from its
+	// own systems (the demo shop adds refunded_24h, in dollars). A policy
+	// reads them beside the others: customer.refunded_24h. They never
+	// replace id, name, signed_in or attributes.
+	Business map[string]any
 }
 
 // RunFacts is what a policy may know about the run so far.

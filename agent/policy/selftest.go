@@ -58,8 +58,12 @@ func (p *FilePolicy) runTest(ctx context.Context, ts testSpec) PolicyTestResult 
 		return fail("risk %q is not read, low_write or high_write", in.Risk)
 	}
 	facts := StaticFacts{}
-	if c := ts.Customer; c != nil {
-		facts.C = CustomerFacts{ID: c.ID, Name: c.Name, SignedIn: c.ID != "", Attributes: c.Attributes, Refunded24h: c.Refunded24h}
+	if ts.Customer != nil {
+		c, err := customerOf(ts.Customer)
+		if err != nil {
+			return fail("%v", err)
+		}
+		facts.C = c
 	}
 	if r := ts.Run; r != nil {
 		facts.R = RunFacts{Channel: r.Channel, Calls: r.Calls, CallsByTool: r.CallsByTool}
@@ -96,4 +100,52 @@ func nonNil(m map[string]any) map[string]any {
 		return map[string]any{}
 	}
 	return m
+}
+
+// customerOf reads a test's customer: id, name and attributes as the gate
+// gives them, every other key a business fact.
+func customerOf(m map[string]any) (CustomerFacts, error) {
+	var c CustomerFacts
+	for k, v := range m {
+		switch k {
+		case "id", "name":
+			str, ok := v.(string)
+			if !ok {
+				return c, fmt.Errorf("customer.%s must be a string", k)
+			}
+			if k == "id" {
+				c.ID = str
+			} else {
+				c.Name = str
+			}
+		case "attributes":
+			attrs, ok := v.(map[string]any)
+			if !ok {
+				return c, fmt.Errorf("customer.attributes must be a map")
+			}
+			c.Attributes = attrs
+		case "signed_in":
+			return c, fmt.Errorf("customer.signed_in follows from customer.id; leave it out")
+		default:
+			if c.Business == nil {
+				c.Business = map[string]any{}
+			}
+			c.Business[k] = number(v)
+		}
+	}
+	c.SignedIn = c.ID != ""
+	return c, nil
+}
+
+// number reads a YAML whole number as the float64 JSON gives the gate.
+func number(v any) any {
+	switch n := v.(type) {
+	case int:
+		return float64(n)
+	case int64:
+		return float64(n)
+	case uint64:
+		return float64(n)
+	}
+	return v
 }

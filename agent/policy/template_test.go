@@ -10,7 +10,7 @@ import (
 // CEL evaluation renders.
 func TestTemplateFastPathMatchesCEL(t *testing.T) {
 	in := Input{Tool: "issue_refund", Risk: "high_write", Args: map[string]any{"amount": 900.5, "order_id": "A1002", "n": 3.0},
-		Facts: StaticFacts{C: CustomerFacts{ID: "cus_alice", Name: "Alice <&>", Refunded24h: 1234.5}, R: RunFacts{Calls: 7, Channel: "api"}}}
+		Facts: StaticFacts{C: CustomerFacts{ID: "cus_alice", Name: "Alice <&>", Business: map[string]any{"refunded_24h": 1234.5}}, R: RunFacts{Calls: 7, Channel: "api"}}}
 	for _, src := range []string{
 		"{{ tool }}", "{{ risk }}", "{{ args.amount }}", "{{money(args.amount)}}", "{{ money( args.amount ) }}", "{{ args.order_id }}",
 		"{{ customer.name }}", "{{ money(customer.refunded_24h) }}", "{{ run.calls }}", "{{ run.channel }}", "{{ args.missing }}",
@@ -52,9 +52,9 @@ func TestComparisonFastPathMatchesCEL(t *testing.T) {
 			if v == nil {
 				args = map[string]any{}
 			}
-			in := Input{Args: args, Facts: StaticFacts{C: CustomerFacts{Refunded24h: 600}, R: RunFacts{Calls: 7}}}
+			in := Input{Args: args, Facts: StaticFacts{C: CustomerFacts{Business: map[string]any{"refunded_24h": 600.0}}, R: RunFacts{Calls: 7}}}
 			if f, ok := v.(float64); ok && expr == "customer.refunded_24h > 500" {
-				in.Facts = StaticFacts{C: CustomerFacts{Refunded24h: f}}
+				in.Facts = StaticFacts{C: CustomerFacts{Business: map[string]any{"refunded_24h": f}}}
 			}
 			fast, ok := c.eval(newActivation(context.Background(), in))
 			out, _, celErr := prg.Eval(newActivation(context.Background(), in))

@@ -32,7 +32,6 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
@@ -86,16 +85,15 @@ func run(nCalls, nPending, nClients int, dir string) error {
 		return err
 	}
 	log := slog.New(slog.DiscardHandler)
-	gate := agent.NewGate(store, reg, policy, log)
-	runner := agent.NewRunner(store, gate, llm.Offline{}, log)
-	defer runner.Close()
-	accounts := accounts.New(store)
-	ws := web.New(web.Config{Log: log, Gate: gate, Runner: runner, Store: store, Accounts: accounts})
-	gate.OnActionChange = ws.Hub().Changed
+	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: llm.Offline{}, Business: shop.Facts{Store: store}, Log: log})
+	defer app.Close()
+	gate, accounts := app.Gate, app.Accounts
 	hubCtx, stopHub := context.WithCancel(ctx)
 	defer stopHub()
-	go ws.Hub().Run(hubCtx)
-	srv := httptest.NewServer(ws.Handler())
+	if _, err := app.Start(hubCtx); err != nil {
+		return err
+	}
+	srv := httptest.NewServer(app.Server.Handler())
 	defer srv.Close()
 
 	const pw = "benchmark password 1"

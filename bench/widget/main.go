@@ -77,15 +77,12 @@ func run(nStreams, nDecisions int) error {
 	reg, _ := tools.NewRegistry(shop.Tools(store)...)
 	policy, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	log := slog.New(slog.DiscardHandler)
-	gate := agent.NewGate(store, reg, policy, log)
-	runner := agent.NewRunner(store, gate, llm.Offline{}, log)
-	defer runner.Close()
-	broker := web.NewBroker()
-	runner.OnEvent = broker.Publish
 	const secret = "widget-bench-secret-widget-bench-secret"
-	ws := web.New(web.Config{Log: log, Gate: gate, Runner: runner, Store: store, Broker: broker,
-		Customers: web.NewCustomerVerifier(secret), Accounts: accounts.New(store), TrustProxy: true})
-	srv := httptest.NewServer(ws.Handler())
+	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: llm.Offline{}, Business: shop.Facts{Store: store}, Log: log,
+		Web: web.Config{Customers: web.NewCustomerVerifier(secret), TrustProxy: true}})
+	defer app.Close()
+	gate := app.Gate
+	srv := httptest.NewServer(app.Server.Handler())
 	defer srv.Close()
 	bob, _ := web.SignCustomerToken(secret, "cus_bob", "Bob", time.Hour)
 	transport := &http.Transport{MaxIdleConnsPerHost: nStreams + 10}

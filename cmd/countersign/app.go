@@ -38,8 +38,8 @@ type App struct {
 	gate     *agent.Gate
 	runner   *agent.Runner
 	accounts *accounts.Service
-	hub      *web.QueueHub
-	broker   *web.Broker
+	web      *web.App
+	stopHub  context.CancelFunc
 	server   *http.Server
 	baseCtx  context.Context
 	stopReqs context.CancelFunc
@@ -82,7 +82,6 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if failed := failingTests(policy.RunTests(ctx)); len(failed) > 0 {
 		return fail(fmt.Errorf("the policy %s fails %d of its tests (run `countersign policy test` to see them); refusing to start", policy.Source, len(failed)))
 	}
-	a.gate = agent.NewGate(store, registry, policy, log)
 	a.registry = registry
 	if cfg.Demo {
 		n, err := store.SeedDemoShop(ctx)
@@ -96,23 +95,6 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	model, err := newModel(cfg)
 	if err != nil {
 		return fail(err)
-	}
-	a.broker = web.NewBroker()
-	a.runner = agent.NewRunner(store, a.gate, model, log)
-	a.runner.OnEvent = a.broker.Publish
-	rerun, unknown, err := a.gate.RecoverInterrupted(ctx)
-	if err != nil {
-		a.runner.Close()
-		return fail(err)
-	}
-	if rerun+unknown > 0 {
-		log.Warn("recovered interrupted calls", "rerun", rerun, "unknown", unknown)
-	}
-	if n, err := a.runner.ResumeRuns(ctx); err != nil {
-		a.runner.Close()
-		return fail(err)
-	} else if n > 0 {
-		log.Info("resuming runs", "count", n)
 	}
 	// /demo signs tokens with a secret of its own, valid for the demo
 	// customers only: it never signs as the shop. With the shop's secret
@@ -134,27 +116,39 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	case cfg.Demo:
 		log.Info("the demo page is off because a customer secret is set (--demo-page shows it)")
 	}
-	a.accounts = accounts.New(store)
-	if cfg.Demo {
-		if err := a.seedDemoStaff(ctx); err != nil {
-			a.runner.Close()
-			return fail(err)
-		}
-	}
 	origins, err := parseOrigins(cfg.WidgetOrigins)
 	if err != nil {
-		a.runner.Close()
 		return fail(err)
 	}
 	a.demoPage = demoSecret != ""
-	srv := web.New(web.Config{Log: log, Gate: a.gate, Runner: a.runner, Store: store, Broker: a.broker,
-		Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), Accounts: a.accounts, WidgetOrigins: origins, DemoSecret: demoSecret, TrustProxy: cfg.TrustProxy})
-	a.hub = srv.Hub()
-	a.gate.OnActionChange = a.hub.Changed
+	a.web = web.NewApp(web.AppConfig{Store: store, Tools: registry, Policy: policy, Model: model, Business: shop.Facts{Store: store}, Log: log,
+		Web: web.Config{Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), WidgetOrigins: origins,
+			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy}})
+	a.gate, a.runner, a.accounts = a.web.Gate, a.web.Runner, a.web.Accounts
+	if cfg.Demo {
+		if err := a.seedDemoStaff(ctx); err != nil {
+			a.web.Close()
+			return fail(err)
+		}
+	}
+	var hubCtx context.Context
+	hubCtx, a.stopHub = context.WithCancel(context.Background())
+	started, err := a.web.Start(hubCtx)
+	if err != nil {
+		a.stopHub()
+		a.web.Close()
+		return fail(err)
+	}
+	if started.Rerun+started.Unknown > 0 {
+		log.Warn("recovered interrupted calls", "rerun", started.Rerun, "unknown", started.Unknown)
+	}
+	if started.Resumed > 0 {
+		log.Info("resuming runs", "count", started.Resumed)
+	}
 	a.baseCtx, a.stopReqs = context.WithCancel(context.Background())
 	// Slow or stuck clients are cut off; event streams and exports lift
 	// the read and write limits for themselves (web.startSSE).
-	a.server = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	a.server = &http.Server{Handler: a.web.Server.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: orDefault(cfg.ReadTimeout, 30*time.Second), WriteTimeout: orDefault(cfg.WriteTimeout, 90*time.Second),
 		IdleTimeout: orDefault(cfg.IdleTimeout, 2*time.Minute),
 		BaseContext: func(net.Listener) context.Context { return a.baseCtx },
@@ -162,7 +156,8 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if cfg.TLSCert != "" || cfg.TLSKey != "" {
 		certs, err := loadCertFiles(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
-			a.runner.Close()
+			a.stopHub()
+			a.web.Close()
 			return fail(err)
 		}
 		a.server.TLSConfig = certs.tlsConfig()
@@ -175,6 +170,15 @@ func orDefault(d, def time.Duration) time.Duration {
 		return d
 	}
 	return def
+}
+
+// demoCustomers are the demo shop's customers as /demo offers them.
+func demoCustomers() []web.DemoCustomer {
+	var out []web.DemoCustomer
+	for _, cu := range shop.Customers() {
+		out = append(out, web.DemoCustomer(cu))
+	}
+	return out
 }
 
 // demoStaff are the accounts --demo creates, one per role.
@@ -303,7 +307,6 @@ func (a *App) Run(ctx context.Context) error {
 	go a.reloadOnHangup(bg, hup)
 	a.checkpoint(bg) // the head as this process finds it
 	go a.sweep(bg)
-	go a.hub.Run(bg)
 	a.log.Info("countersign listening", "addr", a.Addr(), "db", a.cfg.DB, "policy_version", a.gate.Policy().Version()[:12])
 	scheme := "http"
 	if a.server.TLSConfig != nil {
@@ -423,7 +426,8 @@ func (a *App) Close() error {
 		a.stopBg()
 		<-a.bgDone
 	}
-	a.runner.Close()
+	a.stopHub()
+	a.web.Close()
 	a.checkpoint(context.Background()) // the head as this process leaves it
 	return a.store.Close()
 }

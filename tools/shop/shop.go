@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
@@ -220,6 +221,7 @@ func Tools(st Store) []*tools.Tool {
 			Name:        "issue_refund",
 			Summary:     "Refund {amount:money} on order {order_id}",
 			Request:     "your refund request of {amount:money} on order {order_id}",
+			Amount:      "amount",
 			Description: "Refund part or all of an order, in US dollars. Never more than is left to refund on that order.",
 			Risk:        tools.RiskHighWrite,
 			Idempotent:  true, // the idempotency key makes a second run return the first refund
@@ -258,4 +260,40 @@ func shopError(err error) error {
 		return tools.Refuse("%s", strings.TrimPrefix(err.Error(), models.ErrRefused.Error()+": "))
 	}
 	return fmt.Errorf("shop: %w", err)
+}
+
+// Facts is what the demo shop tells a policy about a customer
+// (agent.BusinessFacts): refunded_24h, the dollars its refunds sent the
+// customer in the last 24 hours.
+type Facts struct{ Store *models.Store }
+
+// CustomerFacts reads the customer's refunds of the last 24 hours.
+func (f Facts) CustomerFacts(ctx context.Context, customerID string) (map[string]any, error) {
+	cents, err := f.Store.RefundedSince(ctx, customerID, f.Store.Now().Add(-24*time.Hour))
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"refunded_24h": float64(cents) / 100}, nil
+}
+
+// Customer is one of the demo shop's customers with their orders in a line,
+// as a page that lets a visitor be them shows it.
+type Customer struct {
+	ID, Name string
+	About    string
+}
+
+// Customers lists the demo shop's customers.
+func Customers() []Customer {
+	var out []Customer
+	for _, cu := range models.DemoCustomers {
+		var orders []string
+		for _, o := range models.DemoOrders {
+			if o.CustomerID == cu.ID {
+				orders = append(orders, fmt.Sprintf("%s: %s, %s, %s", o.ID, o.Items, models.FormatCents(o.TotalCents), o.Status))
+			}
+		}
+		out = append(out, Customer{ID: cu.ID, Name: cu.Name, About: strings.Join(orders, " · ")})
+	}
+	return out
 }

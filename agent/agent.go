@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/countersign/countersign/agent/llm"
+	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+)
+
+// Notifier carries the news that something others watch has changed: an
+// action (queued, approved by one person, decided, expired, executed), seen
+// by the queue and the action's page, and a run (a new turn, a new status),
+// seen by the streams that follow it. The web layer's is in memory; several
+// instances need a shared one.
+type Notifier interface {
+	ActionChanged(callID string)
+	RunChanged(ev RunEvent)
+}
+
+// BusinessFacts adds what the business keeps about a customer, in its own
+// systems, to the facts a policy reads: customer.<name>. The demo shop's
+// says what it refunded the customer in the last 24 hours.
+type BusinessFacts interface {
+	CustomerFacts(ctx context.Context, customerID string) (map[string]any, error)
+}
+
+// Config is what the core is built from. Store, Tools and Policy are needed;
+// a nil Model is for a gate used without runs.
+type Config struct {
+	Store    *models.Store
+	Tools    *tools.Registry
+	Policy   policy.Policy
+	Model    llm.Model
+	Log      *slog.Logger  // nil: quiet
+	Notifier Notifier      // nil: nobody watches
+	Business BusinessFacts // nil: no business facts
+}
+
+// New builds the gate and the run loop over one store, wired to each other:
+// an action that settles wakes its paused run, and every change is told to
+// the notifier. It is the only constructor of either.
+func New(cfg Config) (*Gate, *Runner) {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	notify := cfg.Notifier
+	if notify == nil {
+		notify = quiet{}
+	}
+	g := &Gate{store: cfg.Store, tools: cfg.Tools, log: log, notify: notify, business: cfg.Business}
+	g.inForce.Store(&cfg.Policy)
+	bg, cancel := context.WithCancel(context.Background())
+	r := &Runner{store: cfg.Store, gate: g, model: cfg.Model, log: log, notify: notify, System: DefaultSystemPrompt,
+		MaxStepsPerMessage: 8, MaxTurnsPerRun: 400, MaxCallsPerTurn: 8, ModelTimeout: 60 * time.Second,
+		bg: bg, cancel: cancel, locks: map[string]*runLock{}}
+	g.wake = func(runID string) { r.Kick(runID) }
+	return g, r
+}
+
+// quiet is the notifier when nobody watches.
+type quiet struct{}
+
+func (quiet) ActionChanged(string) {}
+func (quiet) RunChanged(RunEvent)  {}
