@@ -207,7 +207,7 @@ func (s *Store) auditQuery(ctx context.Context, q AuditQuery) *gorm.DB {
 		like := "%" + escapeLike(q.Staff) + "%"
 		// A correlated subquery rather than EXISTS: SQLite 3.54 turns that
 		// EXISTS into a join with a Bloom filter built over every approval
-		// first (90 ms on a million calls, against 4 ms this way).
+		// first, much slower on a large log (BENCHMARKS.md, "The back office").
 		db = db.Where(`(SELECT 1 FROM approvals a WHERE a.tool_call_id = tool_calls.id
 			AND (a.staff_name LIKE ? ESCAPE '\' OR a.staff_id = ?) LIMIT 1) IS NOT NULL`, like, q.Staff)
 	}

@@ -14,7 +14,8 @@ import (
 // time to time those pages must be copied back into the database file (a
 // checkpoint). SQLite does this inside the commit that crosses 1,000 pages,
 // so the single writer stops for the copy and for the two fsyncs that go with
-// it: measured, that was half of what a commit cost. Here the writer's
+// it, a large part of what a commit costs (BENCHMARKS.md, "Checkpoints off the
+// writer"). Here the writer's
 // connection never checkpoints on its own; a goroutine on a reader connection
 // does the copying in the background, on another core, while the writer goes
 // on committing. A background checkpoint can never finish the log while new
@@ -36,8 +37,8 @@ func init() {
 const (
 	// checkpointEvery is the longest wait between two background
 	// checkpoints while commits arrive. Copying often costs the writer more
-	// (the copy and the writer's appends compete for the same files): 200 ms
-	// measured best among 20 ms, 200 ms and 1 s at full load. When the log
+	// (the copy and the writer's appends compete for the same files); the
+	// value is the best of those measured at full load. When the log
 	// grows fast the wait is shortened so that about a quarter of the limit
 	// comes in between two looks, down to checkpointEveryMin.
 	checkpointEvery    = 200 * time.Millisecond
@@ -46,9 +47,8 @@ const (
 	// the writer completes a checkpoint itself, so that the log starts over.
 	// Readers only search the part of the log not yet copied, so a long log
 	// costs disk space, not reads; each start-over costs the writer a little.
-	// Measured with 16 callers: 8.1-8.2 k calls/s at 4,000 pages (step 1,000),
-	// 8.9-9.8 k at 16,000 (4,000), 10.0-11.2 k at 32,000 (8,000); the largest
-	// log seen under a write-heavy load was then about 200 MiB.
+	// BENCHMARKS.md ("Checkpoints off the writer") has the limits measured
+	// against throughput and the longest log seen.
 	walPagesLimit = 32000
 )
 

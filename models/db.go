@@ -130,7 +130,7 @@ func sqliteDSN(path string, cacheKiB int) string {
 	q.Set("_synchronous", "NORMAL")
 	q.Set("_txlock", "immediate")
 	// A larger page cache keeps the indexes the writer touches in memory
-	// (measured: about a quarter more calls per second with 16 callers).
+	// (BENCHMARKS.md, "After the audit indexes and a larger page cache").
 	q.Set("_cache_size", fmt.Sprint(-cacheKiB))
 	sep := "?"
 	if strings.Contains(path, "?") {

@@ -24,8 +24,8 @@ func migrate(db *gorm.DB) error {
 // Tool calls are inserted, looked up and updated by their id thousands of
 // times a second. Stored WITHOUT ROWID the row lives in the id's own b-tree
 // instead of a table b-tree plus an index on id: one b-tree fewer to search
-// and to write on every insert and update (measured: a few percent more gate
-// calls per second with 16 callers). gorm creates the table with that option;
+// and to write on every insert and update (BENCHMARKS.md, "tool_calls WITHOUT
+// ROWID"). gorm creates the table with that option;
 // a database made before is rebuilt once, the way SQLite documents for
 // changing how a table is stored.
 func migrateToolCalls(db *gorm.DB) error {

@@ -78,7 +78,7 @@ func TestComparisonFastPathMatchesCEL(t *testing.T) {
 }
 
 // The comparison fast path and CEL agree on any number, any operator and
-// any threshold (go test -fuzz FuzzComparisonFastPathMatchesCEL ./agent).
+// any threshold (go test -fuzz FuzzComparisonFastPathMatchesCEL ./agent/policy).
 func FuzzComparisonFastPathMatchesCEL(f *testing.F) {
 	for _, seed := range []struct {
 		v, limit float64
@@ -124,6 +124,76 @@ func FuzzComparisonFastPathMatchesCEL(f *testing.F) {
 		}
 		if want := out.Value().(bool); fast != want {
 			t.Fatalf("%s with %v: fast %v, CEL %v", expr, v, fast, want)
+		}
+	})
+}
+
+// The placeholder fast path renders what CEL renders for any string and any
+// number (go test -fuzz FuzzTemplateFastPathMatchesCEL ./agent/policy).
+func FuzzTemplateFastPathMatchesCEL(f *testing.F) {
+	for _, seed := range []struct {
+		s     string
+		n     float64
+		which uint8
+	}{{"A1002", 900.5, 0}, {"<&>\"é", 1e21, 3}, {"", -0.0, 5}, {"\xff", 0.1 + 0.2, 9}, {"🙂", 123456789.125, 11}} {
+		f.Add(seed.s, seed.n, seed.which)
+	}
+	templates := []string{"{{ args.amount }}", "{{money(args.amount)}}", "{{ args.order_id }}", "{{ customer.name }}",
+		"{{ money(customer.refunded_24h) }}", "{{ customer.refunded_24h }}", "{{ run.channel }}", "{{ money(args.order_id) }}",
+		"{{ args.missing }}", "{{ tool }}", "a {{ args.order_id }} b", "{{ money( args.amount ) }}"}
+	f.Fuzz(func(t *testing.T, s string, n float64, which uint8) {
+		src := templates[int(which)%len(templates)]
+		tpl, err := compileTemplate(src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		in := Input{Tool: s, Args: map[string]any{"amount": n, "order_id": s},
+			Facts: StaticFacts{C: CustomerFacts{ID: "c", Name: s, Business: map[string]any{"refunded_24h": n}}, R: RunFacts{Channel: s}}}
+		fast := tpl.render(newActivation(context.Background(), in))
+		slow := *tpl
+		slow.paths = make([]*fieldPath, len(tpl.paths))
+		if viaCEL := slow.render(newActivation(context.Background(), in)); fast != viaCEL {
+			t.Fatalf("%s with %q, %v: fast %q, CEL %q", src, s, n, fast, viaCEL)
+		}
+	})
+}
+
+// What the fast paths buy over CEL, per evaluation (BENCHMARKS.md).
+func BenchmarkFastPaths(b *testing.B) {
+	in := Input{Tool: "issue_refund", Args: map[string]any{"amount": 900.0, "order_id": "A1002"}}
+	tpl, err := compileTemplate("Refund of {{ money(args.amount) }} on {{ args.order_id }}")
+	if err != nil {
+		b.Fatal(err)
+	}
+	viaCEL := *tpl
+	viaCEL.paths = make([]*fieldPath, len(tpl.paths))
+	cmp := parseComparison("args.amount > 500")
+	prg, _, err := compileCEL("args.amount > 500")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("reason/fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			tpl.render(newActivation(context.Background(), in))
+		}
+	})
+	b.Run("reason/cel", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			viaCEL.render(newActivation(context.Background(), in))
+		}
+	})
+	b.Run("condition/fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			cmp.eval(newActivation(context.Background(), in))
+		}
+	})
+	b.Run("condition/cel", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _, _ = prg.Eval(newActivation(context.Background(), in))
 		}
 	})
 }
