@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -215,7 +216,7 @@ func (s *Server) actionApprove(c echo.Context) error {
 	if res.Final {
 		done = "approved"
 	}
-	return c.Redirect(http.StatusSeeOther, "/actions/"+id+"?done="+done)
+	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.ActionPath(id), "done="+url.QueryEscape(done)))
 }
 
 // staffWords rewrites a validation message for a person: a regular
@@ -242,7 +243,7 @@ func (s *Server) actionReject(c echo.Context) error {
 		v.FlashError, v.RejectReason = sentence(fault.Message(err)), c.FormValue("reason")
 		return render(c, statusForCode(code), views.Action(v))
 	}
-	return c.Redirect(http.StatusSeeOther, "/actions/"+id+"?done=rejected")
+	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.ActionPath(id), "done=rejected"))
 }
 
 func (s *Server) actionRerender(c echo.Context, id string, status int, msg string, fieldErrs map[string]string, editOpen bool) error {
@@ -301,5 +302,5 @@ func (s *Server) actionReconcile(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/actions/"+id+"?done=reconciled")
+	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.ActionPath(id), "done=reconciled"))
 }

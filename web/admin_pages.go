@@ -88,21 +88,21 @@ func (s *Server) staffAdd(c echo.Context) error {
 		v.FlashError, v.NewEmail, v.NewName, v.NewRole = sentence(fault.Message(err)), c.FormValue("email"), c.FormValue("name"), c.FormValue("role")
 		return render(c, statusForCode(fault.CodeOf(err)), views.StaffPage(v))
 	}
-	return c.Redirect(http.StatusSeeOther, "/staff?done=added")
+	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=added"))
 }
 
 func (s *Server) staffRevokeTokens(c echo.Context) error {
 	if _, err := s.cfg.Accounts.RevokeStaffTokens(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor()); err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/staff?done=tokens")
+	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=tokens"))
 }
 
 func (s *Server) staffRole(c echo.Context) error {
 	if err := s.cfg.Accounts.SetRole(c.Request().Context(), c.Param("id"), models.StaffRole(c.FormValue("role")), currentStaff(c).staff.Actor()); err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/staff?done=role")
+	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=role"))
 }
 
 func (s *Server) staffDisabled(c echo.Context) error {
@@ -111,7 +111,7 @@ func (s *Server) staffDisabled(c echo.Context) error {
 		return err
 	}
 	if disabled {
-		return c.Redirect(http.StatusSeeOther, "/staff?done=disabled")
+		return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=disabled"))
 	}
-	return c.Redirect(http.StatusSeeOther, "/staff?done=enabled")
+	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=enabled"))
 }

@@ -68,7 +68,7 @@ func (s *Server) requireRole(may func(models.StaffRole) bool) echo.MiddlewareFun
 			sc := currentStaff(c)
 			if sc == nil {
 				if c.Request().Method == http.MethodGet && !strings.HasSuffix(c.Request().URL.Path, "/events") {
-					return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(c.Request().URL.RequestURI()))
+					return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathLogin, url.Values{"next": {c.Request().URL.RequestURI()}}.Encode()))
 				}
 				return fault.Errorf(fault.Unauthorized, "please sign in")
 			}
@@ -129,7 +129,7 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 const maxEmailLength = 254
 
 func safeNext(next string) string {
-	const home = "/queue"
+	const home = views.PathQueue
 	if next == "" || len(next) > 2048 {
 		return home
 	}
@@ -211,5 +211,5 @@ func (s *Server) logout(c echo.Context) error {
 		}
 	}
 	s.setSessionCookie(c, "", -1)
-	return c.Redirect(http.StatusSeeOther, "/login")
+	return c.Redirect(http.StatusSeeOther, views.PathLogin)
 }

@@ -60,7 +60,7 @@ func (s *Server) setChatCookie(c echo.Context, token string) {
 	if token == "" {
 		maxAge = -1
 	}
-	ck := &http.Cookie{Name: chatCookie, Value: token, Path: "/chat", MaxAge: maxAge, HttpOnly: true, SameSite: http.SameSiteLaxMode}
+	ck := &http.Cookie{Name: chatCookie, Value: token, Path: views.PathChat, MaxAge: maxAge, HttpOnly: true, SameSite: http.SameSiteLaxMode}
 	if s.overTLS(c.Request()) {
 		// Inside a shop's page the frame is a third party: the cookie must
 		// be SameSite=None, and is partitioned per shop site (CHIPS).

@@ -11,7 +11,7 @@ import (
 // home sends staff to their queue and shows everyone else where to go.
 func (s *Server) home(c echo.Context) error {
 	if currentStaff(c) != nil {
-		return c.Redirect(http.StatusSeeOther, "/queue")
+		return c.Redirect(http.StatusSeeOther, views.PathQueue)
 	}
 	return render(c, http.StatusOK, views.Home())
 }

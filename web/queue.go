@@ -116,10 +116,10 @@ func (s *Server) queueView(ctx context.Context, qq queueQuery) (views.QueueView,
 		v.From, v.To = qq.filter.Offset+1, qq.filter.Offset+len(rows)
 	}
 	if qq.page > 1 {
-		v.PrevURL = "/queue?" + qq.values(qq.page-1).Encode()
+		v.PrevURL = views.WithQuery(views.PathQueue, qq.values(qq.page-1).Encode())
 	}
 	if int64(qq.filter.Offset+len(rows)) < v.Matching {
-		v.NextURL = "/queue?" + qq.values(qq.page+1).Encode()
+		v.NextURL = views.WithQuery(views.PathQueue, qq.values(qq.page+1).Encode())
 	}
 	return v, nil
 }

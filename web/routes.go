@@ -4,23 +4,20 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/static"
+	"github.com/countersign/countersign/views"
 )
 
-// Route names.
-const (
-	RouteHealth = "healthz"
-	RouteHome   = "home"
-)
-
+// routes registers every route with its path from views/paths.go, where
+// pages and handlers reverse them.
 func (s *Server) routes() {
 	e := s.echo
-	e.GET("/healthz", s.healthz).Name = RouteHealth
-	e.GET("/", s.home).Name = RouteHome
-	e.StaticFS("/static", static.Files)
+	e.GET(views.PathHealth, s.healthz)
+	e.GET(views.PathHome, s.home)
+	e.StaticFS(views.PathStatic, static.Files)
 
-	e.GET("/login", s.loginPage)
-	e.POST("/login", s.login)
-	e.POST("/logout", s.logout, s.checkCSRF)
+	e.GET(views.PathLogin, s.loginPage)
+	e.POST(views.PathLogin, s.login)
+	e.POST(views.PathLogout, s.logout, s.checkCSRF)
 
 	// Route-level middleware, not groups: a group on "" would also catch
 	// every unknown path.
@@ -28,46 +25,43 @@ func (s *Server) routes() {
 	deciders := []echo.MiddlewareFunc{s.requireRole(mayDecide), s.checkCSRF}
 	admins := []echo.MiddlewareFunc{s.requireRole(mayAdmin), s.checkCSRF}
 
-	e.GET("/queue", s.queuePage, staff...)
-	e.GET("/queue/events", s.queueEvents, append(staff, s.limitStreams)...)
-	e.GET("/actions/:id", s.actionPage, staff...)
-	e.GET("/actions/:id/events", s.actionEvents, append(staff, s.limitStreams)...)
-	e.GET("/runs", s.runsPage, staff...)
-	e.GET("/runs/:id", s.runPage, staff...)
-	e.GET("/audit", s.auditPage, staff...)
-	e.GET("/audit/chain.jsonl", s.auditChainExport, staff...)
-	e.GET("/audit/export.:format", s.auditExport, staff...)
-	e.GET("/policy", s.policyPage, staff...)
-	e.GET("/tools", s.toolsPage, staff...)
+	e.GET(views.PathQueue, s.queuePage, staff...)
+	e.GET(views.PathQueueEvent, s.queueEvents, append(staff, s.limitStreams)...)
+	e.GET(views.PathAction, s.actionPage, staff...)
+	e.GET(views.PathActionEvents, s.actionEvents, append(staff, s.limitStreams)...)
+	e.GET(views.PathRuns, s.runsPage, staff...)
+	e.GET(views.PathRun, s.runPage, staff...)
+	e.GET(views.PathAudit, s.auditPage, staff...)
+	e.GET(views.PathAuditChain, s.auditChainExport, staff...)
+	e.GET(views.PathAuditExport, s.auditExport, staff...)
+	e.GET(views.PathPolicy, s.policyPage, staff...)
+	e.GET(views.PathTools, s.toolsPage, staff...)
 
-	e.POST("/actions/:id/approve", s.actionApprove, deciders...)
-	e.POST("/actions/:id/reject", s.actionReject, deciders...)
-	e.POST("/actions/:id/reconcile", s.actionReconcile, deciders...) // the gate asks for a supervisor
-	e.POST("/runs/:id/retry", s.runRetry, deciders...)
-	e.POST("/runs/:id/close", s.runClose, deciders...)
+	e.POST(views.PathActionApprove, s.actionApprove, deciders...)
+	e.POST(views.PathActionReject, s.actionReject, deciders...)
+	e.POST(views.PathActionReconcile, s.actionReconcile, deciders...) // the gate asks for a supervisor
+	e.POST(views.PathRunRetry, s.runRetry, deciders...)
+	e.POST(views.PathRunClose, s.runClose, deciders...)
 
-	e.GET("/staff", s.staffPage, admins...)
-	e.POST("/staff", s.staffAdd, admins...)
-	e.POST("/staff/:id/role", s.staffRole, admins...)
-	e.POST("/staff/:id/disabled", s.staffDisabled, admins...)
-	e.POST("/staff/:id/tokens/revoke", s.staffRevokeTokens, admins...)
+	e.GET(views.PathStaff, s.staffPage, admins...)
+	e.POST(views.PathStaff, s.staffAdd, admins...)
+	e.POST(views.PathStaffRole, s.staffRole, admins...)
+	e.POST(views.PathStaffDisabled, s.staffDisabled, admins...)
+	e.POST(views.PathStaffRevokeTokens, s.staffRevokeTokens, admins...)
 
-	e.GET("/widget.js", s.widgetJS)
-	e.GET("/demo", s.demoPage)
-	e.GET("/chat", s.chatPage, s.chatHeaders)
-	e.GET("/chat/events", s.chatEvents, s.chatHeaders, s.limitStreams)
-	e.POST("/chat/messages", s.chatMessage, s.chatHeaders)
-	e.POST("/chat/identity", s.chatIdentity, s.chatHeaders)
+	e.GET(views.PathWidget, s.widgetJS)
+	e.GET(views.PathDemo, s.demoPage)
+	e.GET(views.PathChat, s.chatPage, s.chatHeaders)
+	e.GET(views.PathChatEvents, s.chatEvents, s.chatHeaders, s.limitStreams)
+	e.POST(views.PathChatMessages, s.chatMessage, s.chatHeaders)
+	e.POST(views.PathChatIdentity, s.chatIdentity, s.chatHeaders)
 
-	api := e.Group("/api/v1")
-	actions := api.Group("/actions", s.requireStaffToken)
-	actions.GET("", s.apiActions)
-	actions.GET("/:id", s.apiAction)
-	actions.POST("/:id/approve", s.apiApprove, s.apiRequireRole(mayDecide))
-	actions.POST("/:id/reject", s.apiReject, s.apiRequireRole(mayDecide))
-	api.POST("/runs", s.runCreate)
-	run := api.Group("/runs/:id", s.requireRunToken)
-	run.GET("", s.runGet)
-	run.POST("/messages", s.runMessage)
-	run.GET("/events", s.runEvents, s.limitStreams)
+	e.GET(views.PathAPIActions, s.apiActions, s.requireStaffToken)
+	e.GET(views.PathAPIAction, s.apiAction, s.requireStaffToken)
+	e.POST(views.PathAPIActionApprove, s.apiApprove, s.requireStaffToken, s.apiRequireRole(mayDecide))
+	e.POST(views.PathAPIActionReject, s.apiReject, s.requireStaffToken, s.apiRequireRole(mayDecide))
+	e.POST(views.PathAPIRuns, s.runCreate)
+	e.GET(views.PathAPIRun, s.runGet, s.requireRunToken)
+	e.POST(views.PathAPIRunMessages, s.runMessage, s.requireRunToken)
+	e.GET(views.PathAPIRunEvents, s.runEvents, s.requireRunToken, s.limitStreams)
 }

@@ -80,7 +80,7 @@ func (s *Server) runRetry(c echo.Context) error {
 	if _, err := s.cfg.Runner.Retry(c.Request().Context(), id, currentStaff(c).staff.Actor()); err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/runs/"+id+"?done=retried")
+	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.RunPath(id), "done=retried"))
 }
 
 func (s *Server) runClose(c echo.Context) error {
@@ -88,5 +88,5 @@ func (s *Server) runClose(c echo.Context) error {
 	if err := s.cfg.Runner.CloseRun(c.Request().Context(), id, currentStaff(c).staff.Actor(), c.FormValue("reason")); err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/runs/"+id+"?done=closed")
+	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.RunPath(id), "done=closed"))
 }

@@ -1,0 +1,102 @@
+package views
+
+import (
+	"net/url"
+	"strings"
+)
+
+// Every path of Countersign, named once. web/routes.go registers its routes
+// with these patterns; handlers and pages link with the constants and the
+// functions below, never by gluing strings, so a path changes in one place.
+const (
+	PathHome       = "/"
+	PathHealth     = "/healthz"
+	PathStatic     = "/static"
+	PathLogin      = "/login"
+	PathLogout     = "/logout"
+	PathQueue      = "/queue"
+	PathQueueEvent = "/queue/events"
+
+	PathAction          = "/actions/:id"
+	PathActionEvents    = "/actions/:id/events"
+	PathActionApprove   = "/actions/:id/approve"
+	PathActionReject    = "/actions/:id/reject"
+	PathActionReconcile = "/actions/:id/reconcile"
+
+	PathRuns     = "/runs"
+	PathRun      = "/runs/:id"
+	PathRunRetry = "/runs/:id/retry"
+	PathRunClose = "/runs/:id/close"
+
+	PathAudit       = "/audit"
+	PathAuditChain  = "/audit/chain.jsonl"
+	PathAuditExport = "/audit/export.:format"
+	PathPolicy      = "/policy"
+	PathTools       = "/tools"
+
+	PathStaff             = "/staff"
+	PathStaffRole         = "/staff/:id/role"
+	PathStaffDisabled     = "/staff/:id/disabled"
+	PathStaffRevokeTokens = "/staff/:id/tokens/revoke"
+
+	PathWidget       = "/widget.js"
+	PathDemo         = "/demo"
+	PathChat         = "/chat"
+	PathChatEvents   = "/chat/events"
+	PathChatMessages = "/chat/messages"
+	PathChatIdentity = "/chat/identity"
+
+	PathAPIActions       = "/api/v1/actions"
+	PathAPIAction        = "/api/v1/actions/:id"
+	PathAPIActionApprove = "/api/v1/actions/:id/approve"
+	PathAPIActionReject  = "/api/v1/actions/:id/reject"
+	PathAPIRuns          = "/api/v1/runs"
+	PathAPIRun           = "/api/v1/runs/:id"
+	PathAPIRunMessages   = "/api/v1/runs/:id/messages"
+	PathAPIRunEvents     = "/api/v1/runs/:id/events"
+)
+
+// Reverse fills a pattern's parameters (":id", ":format"), in order, each
+// escaped for a path segment.
+func Reverse(pattern string, params ...string) string {
+	var b strings.Builder
+	for i := 0; i < len(pattern); i++ {
+		if pattern[i] != ':' {
+			b.WriteByte(pattern[i])
+			continue
+		}
+		end := i + 1
+		for end < len(pattern) && pattern[end] != '/' && pattern[end] != '.' {
+			end++
+		}
+		if len(params) > 0 {
+			b.WriteString(url.PathEscape(params[0]))
+			params = params[1:]
+		}
+		i = end - 1
+	}
+	return b.String()
+}
+
+// WithQuery adds a query string (already encoded) to a path.
+func WithQuery(path, query string) string {
+	if query == "" {
+		return path
+	}
+	return path + "?" + query
+}
+
+// ActionPath is an action's page.
+func ActionPath(id string) string { return Reverse(PathAction, id) }
+
+// RunPath is a run's page.
+func RunPath(id string) string { return Reverse(PathRun, id) }
+
+// olderRuns is the next page of the runs list.
+func olderRuns(status, after string) string {
+	q := url.Values{"after": {after}}
+	if status != "" {
+		q.Set("status", status)
+	}
+	return WithQuery(PathRuns, q.Encode())
+}
