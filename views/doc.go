@@ -1,3 +1,4 @@
-// Package views holds the templ components of Countersign's pages. They take
-// small view structs and only render: no queries, no HTTP.
+// Package views holds the templ components of Countersign's pages and every
+// path they link to (paths.go). They take small view structs and only render:
+// no queries, no HTTP.
 package views

@@ -1,6 +1,8 @@
 // Package shop is the demo shop: customers and orders in Countersign's own
-// database, and the support tools an agent uses on them. Every tool acts
-// only on the orders of the run's customer.
+// database, the support tools an agent uses on them (every tool acts only on
+// the orders of the run's customer), the facts it tells a policy (Facts) and
+// its customers as /demo offers them (Customers). The core reaches it only
+// through those: tools in a registry, agent.BusinessFacts, a config list.
 package shop
 
 import (
