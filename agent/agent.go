@@ -52,7 +52,7 @@ func New(cfg Config) (*Gate, *Runner) {
 	if notify == nil {
 		notify = quiet{}
 	}
-	g := &Gate{store: cfg.Store, tools: cfg.Tools, log: log, notify: notify, business: cfg.Business}
+	g := &Gate{store: cfg.Store, tools: cfg.Tools, log: log, notify: notify, business: cfg.Business, ExecutionWait: 10 * time.Second}
 	g.inForce.Store(&cfg.Policy)
 	bg, cancel := context.WithCancel(context.Background())
 	r := &Runner{store: cfg.Store, gate: g, model: cfg.Model, log: log, notify: notify, System: DefaultSystemPrompt,

@@ -32,12 +32,14 @@ type ApproveResult struct {
 	Final bool
 	// Approvals counts distinct approvals of the current arguments, of Required.
 	Approvals, Required int
-	// Outcome is the execution's outcome when Final.
+	// Outcome is the execution's outcome when Final and it ended within
+	// Gate.ExecutionWait; nil while it still runs.
 	Outcome *Outcome
 }
 
 // Approve records an approval. When it is the last one the action needs,
-// the call runs, exactly once, before Approve returns.
+// the call runs, exactly once, apart from the caller's context; Approve
+// returns its outcome when it ends within ExecutionWait.
 func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor, req ApproveRequest) (ApproveResult, error) {
 	if !actor.Role.CanDecide() {
 		return ApproveResult{}, fault.Errorf(fault.Forbidden, "the %s role cannot decide actions", roleName(actor.Role))
@@ -174,11 +176,31 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 	if !res.Final {
 		return res, nil
 	}
-	out, err := g.ExecuteApproved(ctx, actionID)
-	if err != nil {
-		return res, err
+	// The call runs apart from the approver's request: it finishes and is
+	// recorded even when they stop waiting. They wait up to ExecutionWait for
+	// the outcome; after that the action's page shows it when it comes.
+	type ran struct {
+		out Outcome
+		err error
 	}
-	res.Outcome = &out
+	done := make(chan ran, 1)
+	g.inflight.Add(1)
+	go func() {
+		defer g.inflight.Done()
+		out, err := g.ExecuteApproved(context.WithoutCancel(ctx), actionID)
+		done <- ran{out, err}
+	}()
+	wait := time.NewTimer(g.ExecutionWait)
+	defer wait.Stop()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return res, r.err
+		}
+		res.Outcome = &r.out
+	case <-wait.C:
+	case <-ctx.Done():
+	}
 	return res, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,11 @@ type Gate struct {
 
 	// Limits bound how many actions one run or customer may have waiting.
 	Limits Limits
+	// ExecutionWait is how long Approve waits for the approved call to run
+	// before it answers that the call is still running.
+	ExecutionWait time.Duration
+	// inflight counts approved calls running apart from their approver.
+	inflight sync.WaitGroup
 
 	notify   Notifier
 	business BusinessFacts
@@ -369,6 +375,9 @@ func (g *Gate) toolNames() []string {
 // execute runs a call that is already recorded as executing and records the
 // result. The tool's own errors become a failed call, not an error here.
 func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName string, tool *tools.Tool, norm tools.Normalized) (Outcome, error) {
+	// The tool runs to its end whoever stops waiting: an approver closing
+	// the tab must not cut a refund in half. Tools bound their own time.
+	ctx = context.WithoutCancel(ctx)
 	tc := tools.Call{ID: call.ID, IdempotencyKey: call.IdempotencyKey, RunID: call.RunID, CustomerID: call.CustomerID, CustomerName: customerName}
 	result, runErr := runTool(ctx, tool, tc, norm)
 	status := models.CallSucceeded
@@ -382,12 +391,18 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 	}
 	ev := outcomeEvent{RunID: call.RunID, Tool: call.Tool}
 	errForModel, errDetail := "", ""
+	var unknown *tools.UnknownError
 	if runErr != nil {
 		status = models.CallFailed
 		var refusal *tools.RefusalError
-		if errors.As(runErr, &refusal) {
+		switch {
+		case errors.As(runErr, &unknown):
+			status = models.CallUnknown
+			errForModel = unknown.Message
+			g.log.Warn("tool outcome unknown", "tool", call.Tool, "call_id", call.ID, "err", runErr)
+		case errors.As(runErr, &refusal):
 			errForModel = refusal.Message
-		} else {
+		default:
 			errForModel = "the tool failed unexpectedly; a team member has been told"
 			g.log.Error("tool failed", "tool", call.Tool, "call_id", call.ID, "err", runErr)
 		}
@@ -402,10 +417,13 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 	if err != nil {
 		return Outcome{}, fault.Wrap(err, "the tool's result could not be recorded")
 	}
-	// The result must be recorded even if the caller gave up waiting.
-	wctx := context.WithoutCancel(ctx)
-	err = g.store.Write(wctx, func(tx *models.Tx) error {
-		if err := tx.FinishCall(call.ID, status, string(encoded), errForModel, errDetail); err != nil {
+	err = g.store.Write(ctx, func(tx *models.Tx) error {
+		if unknown != nil {
+			if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallExecuting}, To: models.CallUnknown,
+				Error: errForModel}); err != nil {
+				return err
+			}
+		} else if err := tx.FinishCall(call.ID, status, string(encoded), errForModel, errDetail); err != nil {
 			return err
 		}
 		return tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: "call." + string(status), Subject: call.ID, Payload: payload})

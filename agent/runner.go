@@ -68,6 +68,7 @@ type runLock struct {
 func (r *Runner) Close() {
 	r.cancel()
 	r.wg.Wait()
+	r.gate.inflight.Wait() // approved calls still running finish and are recorded
 }
 
 // StartRequest opens a run.

@@ -105,11 +105,8 @@ var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 // New reflects the input schema of a tool definition and compiles its
 // validator. It fails on a definition a model could not use.
 func New[In any](def Definition[In]) (*Tool, error) {
-	if !toolName.MatchString(def.Name) {
-		return nil, fmt.Errorf("tool name %q: use lower case letters, digits and underscores", def.Name)
-	}
-	if !def.Risk.Valid() {
-		return nil, fmt.Errorf("tool %s: risk %q is not read, low_write or high_write", def.Name, def.Risk)
+	if err := checkNameAndRisk(def.Name, def.Risk); err != nil {
+		return nil, err
 	}
 	if def.Run == nil {
 		return nil, fmt.Errorf("tool %s: no run function", def.Name)
@@ -125,28 +122,9 @@ func New[In any](def Definition[In]) (*Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool %s: schema: %w", def.Name, err)
 	}
-	doc, err := validator.UnmarshalJSON(bytesReader(schemaJSON))
+	compiled, defaults, err := compileSchema(def.Name, schemaJSON)
 	if err != nil {
-		return nil, fmt.Errorf("tool %s: schema: %w", def.Name, err)
-	}
-	c := validator.NewCompiler()
-	c.DefaultDraft(validator.Draft2020)
-	c.AssertFormat()
-	url := "countersign:tool/" + def.Name
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, fmt.Errorf("tool %s: schema: %w", def.Name, err)
-	}
-	compiled, err := c.Compile(url)
-	if err != nil {
-		return nil, fmt.Errorf("tool %s: schema does not compile: %w", def.Name, err)
-	}
-	defaults := map[string]any{}
-	if s.Properties != nil {
-		for pair := s.Properties.Oldest(); pair != nil; pair = pair.Next() {
-			if pair.Value.Default != nil {
-				defaults[pair.Key] = pair.Value.Default
-			}
-		}
+		return nil, err
 	}
 	run := def.Run
 	var check func(ctx context.Context, call Call, in any) error
@@ -219,6 +197,9 @@ func MustNew[In any](def Definition[In]) *Tool {
 
 // Run runs the tool on normalized arguments.
 func (t *Tool) Run(ctx context.Context, call Call, args Normalized) (any, error) {
+	if t.run == nil {
+		return nil, fmt.Errorf("tool %s is decision-only: the agent that asked carries it out", t.Name)
+	}
 	return t.run(ctx, call, args.Value)
 }
 
@@ -269,3 +250,55 @@ func (t *Tool) WithMiddleware(mw func(next RunFunc) RunFunc) *Tool {
 	c.run = mw(t.run)
 	return &c
 }
+
+// checkNameAndRisk refuses a name a model could not call and an unknown risk.
+func checkNameAndRisk(name string, risk Risk) error {
+	if !toolName.MatchString(name) {
+		return fmt.Errorf("tool name %q: use lower case letters, digits and underscores, starting with a letter (at most 64)", name)
+	}
+	if !risk.Valid() {
+		return fmt.Errorf("tool %s: risk %q is not read, low_write or high_write", name, risk)
+	}
+	return nil
+}
+
+// compileSchema compiles a tool's input schema (JSON Schema 2020-12) and
+// reads the defaults of its top-level properties.
+func compileSchema(name string, schemaJSON []byte) (*validator.Schema, map[string]any, error) {
+	doc, err := validator.UnmarshalJSON(bytesReader(schemaJSON))
+	if err != nil {
+		return nil, nil, fmt.Errorf("tool %s: schema: %w", name, err)
+	}
+	c := validator.NewCompiler()
+	c.DefaultDraft(validator.Draft2020)
+	c.AssertFormat()
+	url := "countersign:tool/" + name
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, nil, fmt.Errorf("tool %s: schema: %w", name, err)
+	}
+	compiled, err := c.Compile(url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tool %s: schema does not compile: %w", name, err)
+	}
+	defaults := map[string]any{}
+	if obj, ok := doc.(map[string]any); ok {
+		if props, ok := obj["properties"].(map[string]any); ok {
+			for k, p := range props {
+				if pm, ok := p.(map[string]any); ok {
+					if d, ok := pm["default"]; ok {
+						defaults[k] = d
+					}
+				}
+			}
+		}
+	}
+	return compiled, defaults, nil
+}
+
+// UnknownError says a tool cannot tell whether its call took effect: the
+// backend failed or timed out after the request was sent, and the call must
+// not be sent again blindly. The call is left `unknown` for a person to
+// reconcile; the message is safe to show.
+type UnknownError struct{ Message string }
+
+func (e *UnknownError) Error() string { return e.Message }

@@ -35,13 +35,17 @@ func approvalOutcome(call *models.ToolCall, approvals int) (ok, bad string) {
 		}
 		return msg + "another person approves it.", ""
 	case models.CallApproved, models.CallExecuting:
-		return "Approved. The call is running; this page shows its outcome when you reload.", ""
+		return "Approved. The call is running; this page shows its outcome as soon as it is known.", ""
 	case models.CallSucceeded:
 		return "Approved. The call ran and the customer's conversation has resumed.", ""
 	case models.CallFailed:
 		return "", "Approved, but the call failed: " + strings.TrimSuffix(call.Error, ".") + ". The customer's assistant has been told."
 	case models.CallUnknown:
-		return "", "Approved, but whether the call ran is unknown: the system stopped while it ran. A supervisor must check the real system and record what happened below."
+		why := strings.TrimSuffix(call.Error, ".")
+		if why == "" {
+			why = "the system stopped while it ran"
+		}
+		return "", "Approved, but whether the call took effect is unknown: " + why + ". A supervisor must check the real system and record what happened below."
 	}
 	return "", "This action was " + string(call.Status) + " before your approval took effect."
 }

@@ -1,0 +1,232 @@
+// Package httptool builds tools from a tools file: each tool's input schema
+// is written in JSON Schema, and a tool with `http` is run by calling the
+// business's own backend over HTTP (signed, with an idempotency key). A
+// tool without `http` is decision-only: Countersign decides and records,
+// and the agent that asked carries it out.
+package httptool
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/countersign/countersign/tools"
+)
+
+// fileSpec is a tools file as written.
+type fileSpec struct {
+	Tools []toolSpec `yaml:"tools"`
+}
+
+type toolSpec struct {
+	Name        string         `yaml:"name"`
+	Description string         `yaml:"description"`
+	Risk        string         `yaml:"risk"`
+	Idempotent  bool           `yaml:"idempotent"`
+	InputSchema map[string]any `yaml:"input_schema"`
+	Summary     string         `yaml:"summary"`
+	Request     string         `yaml:"request"`
+	Amount      string         `yaml:"amount"`
+	HTTP        *httpSpec      `yaml:"http"`
+	Review      []reviewSpec   `yaml:"review"`
+}
+
+type httpSpec struct {
+	Method  string            `yaml:"method"`
+	URL     string            `yaml:"url"`
+	Timeout string            `yaml:"timeout"`
+	Headers map[string]string `yaml:"headers"`
+	Secret  string            `yaml:"secret"`
+}
+
+type reviewSpec struct {
+	Tool  string            `yaml:"tool"`
+	Label string            `yaml:"label"`
+	Args  map[string]string `yaml:"args"`
+}
+
+// Options are what loading needs besides the file.
+type Options struct {
+	// Env looks up ${NAME}; nil: the process environment.
+	Env func(string) (string, bool)
+	// Client sends the requests; nil: a client of its own.
+	Client *http.Client
+	// Retries is how often a call of an idempotent tool is tried again after
+	// a 5xx or a timeout; Backoff is the first wait (doubled each time).
+	Retries int
+	Backoff time.Duration
+}
+
+// Set is the tools of one file, with what they must keep out of sight.
+type Set struct {
+	Tools []*tools.Tool
+	// secrets are the values of every ${NAME} the file uses.
+	secrets []string
+}
+
+// Redact replaces every secret the file uses in s.
+func (s *Set) Redact(text string) string { return redact(text, s.secrets) }
+
+// Load reads a tools file. Every problem is refused with the file, the line
+// and why: unknown keys, a bad schema, a missing variable, a name used twice.
+func Load(data []byte, source string, o Options) (*Set, error) {
+	if o.Env == nil {
+		o.Env = os.LookupEnv
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{}
+	}
+	if o.Retries == 0 {
+		o.Retries = 2
+	}
+	if o.Backoff == 0 {
+		o.Backoff = 200 * time.Millisecond
+	}
+	var spec fileSpec
+	if err := yaml.UnmarshalWithOptions(data, &spec, yaml.Strict()); err != nil {
+		return nil, fmt.Errorf("tools %s: %s", source, yaml.FormatError(err, false, true))
+	}
+	file, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return nil, fmt.Errorf("tools %s: %v", source, err)
+	}
+	at := func(path string) string {
+		if line := lineOf(file, path); line > 0 {
+			return fmt.Sprintf("tools %s, line %d", source, line)
+		}
+		return "tools " + source
+	}
+	if len(spec.Tools) == 0 {
+		return nil, fmt.Errorf("tools %s: no tools: the file needs a list under tools:", source)
+	}
+	set := &Set{}
+	seen := map[string]bool{}
+	byName := map[string]*tools.Tool{}
+	for i, ts := range spec.Tools {
+		where := at(fmt.Sprintf("$.tools[%d]", i))
+		if seen[ts.Name] {
+			return nil, fmt.Errorf("%s: the name %q is used by an earlier tool", where, ts.Name)
+		}
+		seen[ts.Name] = true
+		t, err := set.build(ts, o, byName, func(key string) string { return at(fmt.Sprintf("$.tools[%d].%s", i, key)) })
+		if err != nil {
+			if strings.HasPrefix(err.Error(), "tools ") {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%s: %v", where, err)
+		}
+		byName[t.Name] = t
+		set.Tools = append(set.Tools, t)
+	}
+	return set, nil
+}
+
+func (set *Set) build(ts toolSpec, o Options, earlier map[string]*tools.Tool, at func(key string) string) (*tools.Tool, error) {
+	if ts.InputSchema == nil {
+		ts.InputSchema = map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false}
+	}
+	schema, err := json.Marshal(ts.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("%s: input_schema: %v", at("input_schema"), err)
+	}
+	spec := tools.Spec{Name: ts.Name, Description: ts.Description, Summary: ts.Summary, Request: ts.Request, Amount: ts.Amount,
+		Risk: tools.Risk(ts.Risk), Idempotent: ts.Idempotent, Schema: schema}
+	props, _ := ts.InputSchema["properties"].(map[string]any)
+	if ts.HTTP != nil {
+		ex, err := set.executor(ts, props, o, at)
+		if err != nil {
+			return nil, err
+		}
+		spec.Run = ex.run
+	}
+	if len(ts.Review) > 0 {
+		var lookups []lookup
+		for j, r := range ts.Review {
+			t, ok := earlier[r.Tool]
+			if !ok {
+				return nil, fmt.Errorf("%s: review uses %q, which is not a tool defined above it", at(fmt.Sprintf("review[%d].tool", j)), r.Tool)
+			}
+			if t.Risk != tools.RiskRead || !t.Executes() {
+				return nil, fmt.Errorf("%s: review uses %q, which is not a read tool with http: approvers only get read-only lookups", at(fmt.Sprintf("review[%d].tool", j)), r.Tool)
+			}
+			for _, v := range r.Args {
+				if err := checkPlaceholders(v, props); err != nil {
+					return nil, fmt.Errorf("%s: %v", at(fmt.Sprintf("review[%d].args", j)), err)
+				}
+			}
+			label := r.Label
+			if label == "" {
+				label = r.Tool
+			}
+			lookups = append(lookups, lookup{tool: t, label: label, args: r.Args})
+		}
+		spec.Review = reviewer(lookups, set.Redact)
+	}
+	return tools.FromSpec(spec)
+}
+
+var (
+	envRef      = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	argRef      = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	validMethod = map[string]bool{"GET": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true}
+)
+
+// env fills ${NAME} from the environment and remembers the values as secrets.
+func (set *Set) env(s string, o Options) (string, error) {
+	var missing []string
+	out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
+		name := envRef.FindStringSubmatch(ref)[1]
+		v, ok := o.Env(name)
+		if !ok || v == "" {
+			missing = append(missing, name)
+			return ""
+		}
+		set.secrets = append(set.secrets, v)
+		return v
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("the environment variable %s is not set", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// checkPlaceholders refuses {field} naming no top-level property.
+func checkPlaceholders(s string, props map[string]any) error {
+	for _, m := range argRef.FindAllStringSubmatch(envRef.ReplaceAllString(s, ""), -1) {
+		if _, ok := props[m[1]]; !ok {
+			return fmt.Errorf("{%s} is not one of the input's properties", m[1])
+		}
+	}
+	return nil
+}
+
+// lineOf is the line of a path in the file (0 when it is not there).
+func lineOf(file *ast.File, path string) int {
+	p, err := yaml.PathString(path)
+	if err != nil {
+		return 0
+	}
+	node, err := p.FilterFile(file)
+	if err != nil || node == nil || node.GetToken() == nil {
+		return 0
+	}
+	return node.GetToken().Position.Line
+}
+
+// redact replaces every secret in s.
+func redact(s string, secrets []string) string {
+	for _, v := range secrets {
+		if len(v) >= 4 {
+			s = strings.ReplaceAll(s, v, "[secret]")
+		}
+	}
+	return s
+}
