@@ -52,8 +52,8 @@ func New(cfg Config) (*Gate, *Runner) {
 	if notify == nil {
 		notify = quiet{}
 	}
-	g := &Gate{store: cfg.Store, tools: cfg.Tools, log: log, notify: notify, business: cfg.Business, ExecutionWait: 10 * time.Second}
-	g.inForce.Store(&cfg.Policy)
+	g := &Gate{store: cfg.Store, log: log, notify: notify, business: cfg.Business, ExecutionWait: 10 * time.Second}
+	g.Reload(cfg.Tools, cfg.Policy)
 	bg, cancel := context.WithCancel(context.Background())
 	r := &Runner{store: cfg.Store, gate: g, model: cfg.Model, log: log, notify: notify, System: DefaultSystemPrompt,
 		MaxStepsPerMessage: 8, MaxTurnsPerRun: 400, MaxCallsPerTurn: 8, ModelTimeout: 60 * time.Second,

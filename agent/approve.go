@@ -52,7 +52,7 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 	if err != nil {
 		return ApproveResult{}, g.lookupError(err, actionID)
 	}
-	tool, ok := g.tools.Get(current.Tool)
+	tool, ok := g.Tools().Get(current.Tool)
 	if !ok || current.Decision != string(policy.NeedsApproval) {
 		return ApproveResult{}, fault.Errorf(fault.NotFound, "action %s was not found", actionID)
 	}
@@ -356,7 +356,7 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 	if err != nil {
 		return Outcome{}, g.lookupError(err, callID)
 	}
-	tool, ok := g.tools.Get(call.Tool)
+	tool, ok := g.Tools().Get(call.Tool)
 	if !ok {
 		return Outcome{}, fault.Errorf(fault.Internal, "tool %s is no longer registered", call.Tool)
 	}
@@ -395,7 +395,7 @@ func (g *Gate) RecoverInterrupted(ctx context.Context) (rerun, unknown int, err 
 		}
 		for i := range calls {
 			call := &calls[i]
-			tool, ok := g.tools.Get(call.Tool)
+			tool, ok := g.Tools().Get(call.Tool)
 			if ok && tool.Idempotent {
 				norm, nerr := tool.Normalize([]byte(call.Args))
 				if nerr == nil {

@@ -23,9 +23,10 @@ import (
 // record, and only then execute. Approvals, rejections and expiry of the
 // calls it queued go through it too.
 type Gate struct {
-	store   *models.Store
-	tools   *tools.Registry
-	inForce atomic.Pointer[policy.Policy] // swapped whole when the policy is reloaded
+	store *models.Store
+	// inForce is the tools and the policy in force, swapped together when
+	// they are reloaded: a decision never sees one without the other.
+	inForce atomic.Pointer[inForce]
 	log     *slog.Logger
 
 	// Limits bound how many actions one run or customer may have waiting.
@@ -43,17 +44,28 @@ type Gate struct {
 	wake func(runID string)
 }
 
+type inForce struct {
+	tools  *tools.Registry
+	policy policy.Policy
+}
+
 // Policy returns the policy in force.
-func (g *Gate) Policy() policy.Policy { return *g.inForce.Load() }
+func (g *Gate) Policy() policy.Policy { return g.inForce.Load().policy }
+
+// Tools returns the registry of tools in force.
+func (g *Gate) Tools() *tools.Registry { return g.inForce.Load().tools }
 
 // SetPolicy puts a new policy in force for every decision from now on. Calls
 // already decided keep the decision, rule and policy version they recorded;
 // an edit to a pending action is decided by the policy in force when it is
 // made.
-func (g *Gate) SetPolicy(p policy.Policy) { g.inForce.Store(&p) }
+func (g *Gate) SetPolicy(p policy.Policy) { g.Reload(g.Tools(), p) }
 
-// Tools returns the registry of tools.
-func (g *Gate) Tools() *tools.Registry { return g.tools }
+// Reload puts new tools and a new policy in force together. A call already
+// waiting for a tool that is gone cannot run; it says so when approved.
+func (g *Gate) Reload(reg *tools.Registry, p policy.Policy) {
+	g.inForce.Store(&inForce{tools: reg, policy: p})
+}
 
 // CallRequest is one tool call as the model asked for it, with who it is for.
 type CallRequest struct {
@@ -93,7 +105,8 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	if req.RunID == "" {
 		return Outcome{}, fault.Errorf(fault.Invalid, "a tool call needs a run")
 	}
-	tool, ok := g.tools.Get(req.Tool)
+	now := g.inForce.Load() // the tools and the policy of one moment
+	tool, ok := now.tools.Get(req.Tool)
 	if !ok {
 		return g.recordInvalid(ctx, req, "", fmt.Sprintf("there is no tool named %q; the tools are: %s",
 			tools.Truncate(req.Tool, 64), strings.Join(g.toolNames(), ", ")))
@@ -113,7 +126,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 			g.log.Warn("tool check failed; deciding without it", "tool", tool.Name, "err", cerr)
 		}
 	}
-	pol := g.Policy()
+	pol := now.policy
 	in := policy.Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map}
 	facts := &gateFacts{store: g.store, business: g.business, req: req}
 	in.Facts = facts
@@ -322,7 +335,7 @@ func (g *Gate) Refuse(ctx context.Context, req CallRequest, reason string) (Outc
 		return Outcome{}, fault.Errorf(fault.Invalid, "a tool call needs a run")
 	}
 	risk := tools.Risk("")
-	if tool, ok := g.tools.Get(req.Tool); ok {
+	if tool, ok := g.Tools().Get(req.Tool); ok {
 		risk = tool.Risk
 	}
 	return g.recordInvalid(ctx, req, risk, reason)
@@ -366,7 +379,7 @@ func rawForRecord(raw []byte) string {
 
 func (g *Gate) toolNames() []string {
 	var names []string
-	for _, t := range g.tools.All() {
+	for _, t := range g.Tools().All() {
 		names = append(names, t.Name)
 	}
 	return names

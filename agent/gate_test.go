@@ -65,7 +65,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	pol, err := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,10 +112,16 @@ func (r *Runner) settleTurn(ctx context.Context, run *models.Run, turn *models.T
 		req := CallRequest{RunID: run.ID, CustomerID: run.CustomerID, CustomerName: run.CustomerName,
 			Channel: run.Channel, TurnID: turn.ID, ModelCallID: mc.ID, Tool: mc.Tool, Args: mc.Args}
 		var err error
-		if i >= r.MaxCallsPerTurn {
+		tool, known := r.gate.Tools().Get(mc.Tool)
+		switch {
+		case i >= r.MaxCallsPerTurn:
 			_, err = r.gate.Refuse(ctx, req, fmt.Sprintf("not done: one reply may make at most %d tool calls; "+
 				"finish these, then ask for the rest in a later reply if the customer still needs them", r.MaxCallsPerTurn))
-		} else {
+		case known && !tool.Executes():
+			// A decision-only tool is carried out by an outside agent;
+			// nobody would carry it out in Countersign's own conversations.
+			_, err = r.gate.Refuse(ctx, req, fmt.Sprintf("not done: %s is not available in this conversation", mc.Tool))
+		default:
 			_, err = r.gate.Call(ctx, req)
 		}
 		if err != nil {
@@ -133,7 +139,7 @@ func (r *Runner) settleTurn(ctx context.Context, run *models.Run, turn *models.T
 		}
 	}
 	if len(pending) > 0 {
-		notice := &models.Turn{RunID: run.ID, Role: models.RoleSystem, Text: pendingNotice(r.gate.tools, pending), Marker: fmt.Sprintf("pending:%d", turn.ID)}
+		notice := &models.Turn{RunID: run.ID, Role: models.RoleSystem, Text: pendingNotice(r.gate.Tools(), pending), Marker: fmt.Sprintf("pending:%d", turn.ID)}
 		if err := r.appendTurn(ctx, notice); err != nil && !errors.Is(err, models.ErrDuplicate) {
 			return false, false, err
 		}

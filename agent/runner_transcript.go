@@ -18,6 +18,9 @@ import (
 func (r *Runner) request(turns []models.Turn, calls []models.ToolCall) llm.Request {
 	req := llm.Request{System: r.System}
 	for _, t := range r.gate.Tools().All() {
+		if !t.Executes() {
+			continue // decision-only: for outside agents, which carry it out
+		}
 		req.Tools = append(req.Tools, llm.ToolSpec{Name: t.Name, Description: t.Description, Schema: t.Schema})
 	}
 	resultTurn := map[string]*models.Turn{}
@@ -55,7 +58,7 @@ func (r *Runner) request(turns []models.Turn, calls []models.ToolCall) llm.Reque
 				}
 				req.Turns = append(req.Turns, llm.Turn{Role: models.RoleTool, CallID: mc.ID, Text: rt.Text,
 					Result: &llm.ToolResult{Tool: c.Tool, Status: c.Status, Output: json.RawMessage(nonEmptyJSON(c.Result)), Error: c.Error,
-						Args: json.RawMessage(args), Request: describeRequest(r.gate.tools, c.Tool, args)}})
+						Args: json.RawMessage(args), Request: describeRequest(r.gate.Tools(), c.Tool, args)}})
 			}
 		}
 	}

@@ -53,7 +53,7 @@ func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
 		t.Fatal(err)
 	}
 	reg, _ := tools.NewRegistry(shop.Tools(store)...)
-	policy, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	policy, err := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/countersign/countersign/tools"
 )
 
-// DefaultPolicyYAML is the shipped policy: the article's rules plus the
-// two-person rule for big refunds and a 24-hour refund ceiling.
+// DefaultPolicyYAML is the built-in policy for any tools: it decides by risk
+// alone. The demo shop's own policy is shop.PolicyYAML.
 //
 //go:embed default.yaml
 var DefaultPolicyYAML []byte

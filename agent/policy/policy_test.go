@@ -22,7 +22,7 @@ func shopRegistry(t testing.TB) *tools.Registry {
 
 func defaultPolicy(t testing.TB) *policy.FilePolicy {
 	t.Helper()
-	p, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", shopRegistry(t))
+	p, err := policy.LoadPolicy(shop.PolicyYAML, "default", shopRegistry(t))
 	if err != nil {
 		t.Fatal(err)
 	}

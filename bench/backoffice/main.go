@@ -80,7 +80,7 @@ func run(nCalls, nPending, nClients int, dir string) error {
 		return err
 	}
 	reg, _ := tools.NewRegistry(shop.Tools(store)...)
-	policy, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	policy, err := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
 	if err != nil {
 		return err
 	}

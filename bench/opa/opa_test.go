@@ -42,7 +42,7 @@ func countersignPolicy(tb testing.TB) *policy.FilePolicy {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	p, err := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
 	if err != nil {
 		tb.Fatal(err)
 	}

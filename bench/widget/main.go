@@ -75,7 +75,7 @@ func run(nStreams, nDecisions int) error {
 		return err
 	}
 	reg, _ := tools.NewRegistry(shop.Tools(store)...)
-	policy, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	policy, _ := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
 	log := slog.New(slog.DiscardHandler)
 	const secret = "widget-bench-secret-widget-bench-secret"
 	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: llm.Offline{}, Business: shop.Facts{Store: store}, Log: log,

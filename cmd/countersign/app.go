@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
 )
@@ -48,7 +50,9 @@ type App struct {
 	stopBg   context.CancelFunc
 	bgDone   chan struct{}
 	registry *tools.Registry
-	reloadMu sync.Mutex
+	// toolsVersion is the SHA-256 of the tools file in force ("" without one).
+	toolsVersion string
+	reloadMu     sync.Mutex
 	// demoPage: /demo is served.
 	demoPage bool
 	// auditKey signs checkpoints of the audit chain; nil: none are taken.
@@ -71,11 +75,12 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if a.auditKey, err = loadAnchor(cfg); err != nil {
 		return fail(err)
 	}
-	registry, err := tools.NewRegistry(shop.Tools(store)...)
+	registry, toolsVersion, err := loadTools(cfg, store)
 	if err != nil {
 		return fail(err)
 	}
-	policy, err := loadPolicy(cfg.Policy, registry)
+	a.toolsVersion = toolsVersion
+	policy, err := loadPolicy(cfg, registry)
 	if err != nil {
 		return fail(err)
 	}
@@ -121,7 +126,11 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		return fail(err)
 	}
 	a.demoPage = demoSecret != ""
-	a.web = web.NewApp(web.AppConfig{Store: store, Tools: registry, Policy: policy, Model: model, Business: shop.Facts{Store: store}, Log: log,
+	var business agent.BusinessFacts
+	if cfg.Demo {
+		business = shop.Facts{Store: store}
+	}
+	a.web = web.NewApp(web.AppConfig{Store: store, Tools: registry, Policy: policy, Model: model, Business: business, Log: log,
 		Web: web.Config{Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), WidgetOrigins: origins,
 			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy}})
 	a.gate, a.runner, a.accounts = a.web.Gate, a.web.Runner, a.web.Accounts
@@ -258,15 +267,48 @@ func randomSecret() string {
 	return hex.EncodeToString(b[:])
 }
 
-func loadPolicy(path string, registry *tools.Registry) (*policy.FilePolicy, error) {
-	if path == "" {
+// loadPolicy reads the policy file, or takes the built-in one: the demo
+// shop's with --demo, else the default that decides by risk.
+func loadPolicy(cfg config, registry *tools.Registry) (*policy.FilePolicy, error) {
+	switch {
+	case cfg.Policy == "" && cfg.Demo:
+		return policy.LoadPolicy(shop.PolicyYAML, "(built-in demo shop policy)", registry)
+	case cfg.Policy == "":
 		return policy.LoadPolicy(policy.DefaultPolicyYAML, "(built-in default)", registry)
 	}
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(cfg.Policy)
 	if err != nil {
 		return nil, fmt.Errorf("read policy: %w", err)
 	}
-	return policy.LoadPolicy(data, path, registry)
+	return policy.LoadPolicy(data, cfg.Policy, registry)
+}
+
+// loadTools builds the tools in force: the demo shop's with --demo, and
+// those of the tools file. version is the file's SHA-256 ("" without one).
+// The store may be nil where the tools are only described.
+func loadTools(cfg config, store *models.Store) (reg *tools.Registry, version string, err error) {
+	var all []*tools.Tool
+	if cfg.Demo {
+		all = append(all, shop.Tools(store)...)
+	}
+	if cfg.Tools != "" {
+		data, err := os.ReadFile(cfg.Tools)
+		if err != nil {
+			return nil, "", fmt.Errorf("read tools: %w", err)
+		}
+		set, err := httptool.Load(data, cfg.Tools, httptool.Options{})
+		if err != nil {
+			return nil, "", err
+		}
+		all = append(all, set.Tools...)
+		sum := sha256.Sum256(data)
+		version = hex.EncodeToString(sum[:])
+	}
+	reg, err = tools.NewRegistry(all...)
+	if err != nil {
+		return nil, "", fmt.Errorf("tools: %w", err)
+	}
+	return reg, version, nil
 }
 
 func failingTests(results []policy.PolicyTestResult) []policy.PolicyTestResult {
@@ -354,16 +396,21 @@ func (a *App) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 	}
 }
 
-// ReloadPolicy reads the policy file again and, if it loads and passes its
-// own tests, puts it in force, with an audit event naming both versions.
-// Otherwise the policy in force stays, and the error says why.
+// ReloadPolicy reads the tools file and the policy file again and, if both
+// load and the policy passes its own tests against those tools, puts them
+// in force together, with an audit event for each that changed. Otherwise
+// what is in force stays, and the error says why.
 func (a *App) ReloadPolicy(ctx context.Context) error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
-	if a.cfg.Policy == "" {
-		return errors.New("serve runs the built-in policy (no --policy file): there is nothing to reload")
+	if a.cfg.Policy == "" && a.cfg.Tools == "" {
+		return errors.New("serve runs the built-in policy and no tools file: there is nothing to reload")
 	}
-	next, err := loadPolicy(a.cfg.Policy, a.registry)
+	registry, toolsVersion, err := loadTools(a.cfg, a.store)
+	if err != nil {
+		return err
+	}
+	next, err := loadPolicy(a.cfg, registry)
 	if err != nil {
 		return err
 	}
@@ -371,19 +418,34 @@ func (a *App) ReloadPolicy(ctx context.Context) error {
 		return fmt.Errorf("the policy %s fails %d of its tests (run `countersign policy test` to see them)", next.Source, len(failed))
 	}
 	prev := a.gate.Policy().Version()
-	if next.Version() == prev {
-		a.log.Info("policy unchanged", "policy_version", prev[:12])
+	policyChanged, toolsChanged := next.Version() != prev, toolsVersion != a.toolsVersion
+	if !policyChanged && !toolsChanged {
+		a.log.Info("policy and tools unchanged", "policy_version", prev[:12])
 		return nil
 	}
 	err = a.store.Write(ctx, func(tx *models.Tx) error {
-		return tx.Audit(models.Event{Actor: "system", Kind: "policy.reloaded", Subject: next.Version(),
-			Payload: map[string]any{"file": a.cfg.Policy, "from_version": prev, "to_version": next.Version()}})
+		if policyChanged {
+			if err := tx.Audit(models.Event{Actor: "system", Kind: "policy.reloaded", Subject: next.Version(),
+				Payload: map[string]any{"file": a.cfg.Policy, "from_version": prev, "to_version": next.Version()}}); err != nil {
+				return err
+			}
+		}
+		if toolsChanged {
+			var names []string
+			for _, t := range registry.All() {
+				names = append(names, t.Name)
+			}
+			return tx.Audit(models.Event{Actor: "system", Kind: "tools.reloaded", Subject: toolsVersion,
+				Payload: map[string]any{"file": a.cfg.Tools, "from_version": a.toolsVersion, "to_version": toolsVersion, "tools": names}})
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("record the policy change: %w", err)
+		return fmt.Errorf("record the change: %w", err)
 	}
-	a.gate.SetPolicy(next)
-	a.log.Info("policy reloaded", "from_version", prev[:12], "to_version", next.Version()[:12])
+	a.gate.Reload(registry, next)
+	a.registry, a.toolsVersion = registry, toolsVersion
+	a.log.Info("policy and tools reloaded", "from_version", prev[:12], "to_version", next.Version()[:12], "tools_changed", toolsChanged)
 	return nil
 }
 
@@ -457,7 +519,6 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.ModelBaseURL, "model-base-url", "", "base URL of an OpenAI-compatible server (Ollama: http://localhost:11434/v1/)")
 	fs.StringVar(&cfg.ModelAPIKey, "model-api-key", "", "API key of the model provider (never logged, never shown to the model)")
 	fs.DurationVar(&cfg.ModelTimeout, "model-timeout", 60*time.Second, "time limit of one model request, retries included")
-	fs.BoolVar(&cfg.Demo, "demo", false, "seed the demo shop (idempotent)")
 	fs.StringVar(&cfg.CustomerSecret, "customer-secret", "", "HS256 secret shops sign customer tokens with")
 	fs.StringVar(&cfg.CustomerSecretPrevious, "customer-secret-previous", "", "during a rotation: the old secret, whose tokens are still accepted")
 	fs.BoolVar(&cfg.DemoPage, "demo-page", false, "with --demo and a customer secret: show /demo anyway (it signs with a secret of its own, for the demo customers only)")

@@ -16,8 +16,6 @@ import (
 	"github.com/countersign/countersign/models/fault"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 // cmdPolicyTest runs a policy file's own tests against the real tools.
@@ -33,12 +31,13 @@ func cmdPolicyTest(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if fs.NArg() == 1 {
 		cfg.Policy = fs.Arg(0)
 	}
-	// The shop tools only need a store to run, not to be described.
-	registry, err := tools.NewRegistry(shop.Tools(nil)...)
+	// The tools only need a store to run, not to be described.
+	registry, _, err := loadTools(*cfg, nil)
 	if err != nil {
-		return err
+		fmt.Fprintln(stdout, err)
+		return exitError{code: 1}
 	}
-	policy, err := loadPolicy(cfg.Policy, registry)
+	policy, err := loadPolicy(*cfg, registry)
 	if err != nil {
 		fmt.Fprintln(stdout, err)
 		return exitError{code: 1}

@@ -15,6 +15,7 @@ type config struct {
 	Addr           string
 	DB             string
 	Policy         string
+	Tools          string
 	Model          string
 	ModelName      string
 	ModelBaseURL   string
@@ -51,7 +52,9 @@ func newFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *config) {
 }
 
 func (cfg *config) policyFlag(fs *flag.FlagSet) {
-	fs.StringVar(&cfg.Policy, "policy", "", "policy file (YAML); empty: the built-in default policy")
+	fs.StringVar(&cfg.Policy, "policy", "", "policy file (YAML); empty: the built-in policy (the demo shop's with --demo)")
+	fs.StringVar(&cfg.Tools, "tools", "", "tools file (YAML): your own tools, run over HTTP or decision-only")
+	fs.BoolVar(&cfg.Demo, "demo", false, "the demo shop: its tools, its policy and its data (seeded, idempotent)")
 }
 
 // parse reads the command line, then fills each flag that was not given

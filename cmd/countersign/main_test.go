@@ -18,8 +18,8 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/countersign/countersign/agent/accounts"
-	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools/shop"
 )
 
 func runCmdIn(t *testing.T, stdin string, args ...string) (string, int) {
@@ -45,8 +45,12 @@ func runCmd(t *testing.T, args ...string) (string, int) {
 
 func TestPolicyTestCommand(t *testing.T) {
 	out, code := runCmd(t, "policy", "test")
-	if code != 0 || !strings.Contains(out, "11 passed, 0 failed") {
+	if code != 0 || !strings.Contains(out, "policy (built-in default)") || !strings.Contains(out, "3 passed, 0 failed") {
 		t.Fatalf("default policy: code %d\n%s", code, out)
+	}
+	out, code = runCmd(t, "policy", "test", "--demo")
+	if code != 0 || !strings.Contains(out, "policy (built-in demo shop policy)") || !strings.Contains(out, "11 passed, 0 failed") {
+		t.Fatalf("demo policy: code %d\n%s", code, out)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(bad, []byte(`
@@ -60,7 +64,7 @@ tests:
     args: {order_id: A1002, amount: 900}
     expect: needs_approval
 `), 0o600)
-	out, code = runCmd(t, "policy", "test", bad)
+	out, code = runCmd(t, "policy", "test", "--demo", bad)
 	if code != 1 || !strings.Contains(out, "FAIL  a $900 refund needs approval") || !strings.Contains(out, "expected needs_approval, got allow") {
 		t.Fatalf("failing policy: code %d\n%s", code, out)
 	}
@@ -287,11 +291,11 @@ func TestTokenRevoke(t *testing.T) {
 func TestPolicyReload(t *testing.T) {
 	dir := t.TempDir()
 	policyPath := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(policyPath, policy.DefaultPolicyYAML, 0o600); err != nil {
+	if err := os.WriteFile(policyPath, shop.PolicyYAML, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: filepath.Join(dir, "cs.db"), Policy: policyPath}, io.Discard)
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: filepath.Join(dir, "cs.db"), Policy: policyPath, Demo: true}, io.Discard)
 	health := func() string {
 		t.Helper()
 		res, err := http.Get("http://" + app.Addr() + "/healthz")

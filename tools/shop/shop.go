@@ -7,6 +7,7 @@ package shop
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"math"
@@ -299,3 +300,9 @@ func Customers() []Customer {
 	}
 	return out
 }
+
+// PolicyYAML is the demo shop's policy: refunds by amount, by order and by
+// customer over 24 hours (what `serve --demo` enforces without --policy).
+//
+//go:embed policy.yaml
+var PolicyYAML []byte
