@@ -269,7 +269,7 @@ func TestBadFilesAreRefusedWithTheLine(t *testing.T) {
 	vars := env(map[string]string{"SHOP_API_KEY": "k", "SHOP_SIGNING_SECRET": "s"})
 	for _, tc := range []struct {
 		name, src, want string
-		env         func(string) (string, bool)
+		env             func(string) (string, bool)
 	}{
 		{"unknown key", strings.Replace(base, "    risk: read\n", "    risk: read\n    colour: red\n", 1), "[5:5] unknown field \"colour\"", vars},
 		{"missing variable", base, "SHOP_API_KEY is not set", env(nil)},
