@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,6 +176,12 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 		return ApproveResult{}, fault.Errorf(fault.Conflict, "this action expired before it was approved")
 	}
 	if !res.Final {
+		return res, nil
+	}
+	if !tool.Executes() {
+		// A decision-only tool: the agent that asked learns of the approval
+		// and carries the call out (Gate.Report).
+		res.Outcome = &Outcome{CallID: actionID, Status: models.CallApproved}
 		return res, nil
 	}
 	// The call runs apart from the approver's request: it finishes and is
@@ -429,6 +437,9 @@ func (g *Gate) RecoverInterrupted(ctx context.Context) (rerun, unknown int, err 
 		return rerun, unknown, fault.Wrap(err, "could not list approved calls")
 	}
 	for _, c := range approved {
+		if t, ok := g.Tools().Get(c.Tool); ok && !t.Executes() {
+			continue // the agent that asked carries it out
+		}
 		if _, err := g.ExecuteApproved(ctx, c.ID); err != nil && fault.CodeOf(err) != fault.Conflict {
 			return rerun, unknown, err
 		}
@@ -446,7 +457,7 @@ func (g *Gate) settled(ctx context.Context, callID string) {
 		g.log.Error("settled call vanished", "call_id", callID, "err", err)
 		return
 	}
-	if call.RunID != "" {
+	if call.TurnID != 0 { // a call of Countersign's own run loop
 		g.wake(call.RunID)
 	}
 }
@@ -531,4 +542,70 @@ func (g *Gate) Reconcile(ctx context.Context, callID string, actor models.Actor,
 func mustJSONString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// Report records how an outside agent carried out a call of a decision-only
+// tool that was allowed or approved: ok with its result (JSON), or failed
+// with what went wrong. Only the agent whose session made the call may, and
+// only once.
+func (g *Gate) Report(ctx context.Context, callID, agentID string, ok bool, result json.RawMessage, errText string) (Outcome, error) {
+	call, err := g.store.ToolCall(ctx, callID)
+	if err != nil {
+		return Outcome{}, g.lookupError(err, callID)
+	}
+	run, err := g.store.Run(ctx, call.RunID)
+	if err != nil || run.AgentID != agentID {
+		return Outcome{}, fault.Errorf(fault.NotFound, "call %s was not found", tools.Truncate(callID, 64))
+	}
+	if t, known := g.Tools().Get(call.Tool); known && t.Executes() {
+		return Outcome{}, fault.Errorf(fault.Conflict, "Countersign runs %s itself; there is no result to report", call.Tool)
+	}
+	status, encoded := models.CallSucceeded, ""
+	ev := outcomeEvent{RunID: call.RunID, Tool: call.Tool}
+	if ok {
+		if len(result) == 0 {
+			result = json.RawMessage("null")
+		}
+		if !json.Valid(result) {
+			return Outcome{}, fault.Errorf(fault.Invalid, "the result is not JSON")
+		}
+		if len(result) > 1<<20 {
+			return Outcome{}, fault.Errorf(fault.Invalid, "the result is over 1 MiB")
+		}
+		encoded = string(result)
+		sum := sha256.Sum256(result)
+		ev.ResultHash = hex.EncodeToString(sum[:])
+	} else {
+		status = models.CallFailed
+		errText = tools.Truncate(strings.TrimSpace(errText), MaxReasonLength)
+		if errText == "" {
+			return Outcome{}, fault.Errorf(fault.Invalid, "say what went wrong: error is empty")
+		}
+		ev.Error = errText
+	}
+	ev.Status = status
+	payload, err := models.EncodePayload(ev)
+	if err != nil {
+		return Outcome{}, fault.Wrap(err, "the result could not be recorded")
+	}
+	err = g.store.Write(ctx, func(tx *models.Tx) error {
+		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallAllowed, models.CallApproved},
+			To: status, Error: errText, Result: encoded}); err != nil {
+			if errors.Is(err, models.ErrConflict) {
+				return fault.Errorf(fault.Conflict, "this call is %s: only an allowed or approved call takes a result, once", call.Status)
+			}
+			return err
+		}
+		return tx.Audit(models.Event{Actor: "agent:" + agentID, Kind: "call." + string(status), Subject: call.ID, Payload: payload})
+	})
+	if err != nil {
+		var e *fault.Error
+		if errors.As(err, &e) {
+			return Outcome{}, e
+		}
+		return Outcome{}, fault.Wrap(err, "the result could not be recorded")
+	}
+	g.notify.ActionChanged(callID)
+	d := policy.Decision{Verdict: policy.Verdict(call.Decision), Rule: call.Rule, Reason: call.Reason, PolicyVersion: call.PolicyVersion}
+	return Outcome{CallID: call.ID, Status: status, Decision: d, Result: json.RawMessage(encoded), Error: errText}, nil
 }

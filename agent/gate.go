@@ -79,6 +79,10 @@ type CallRequest struct {
 	ModelCallID string
 	Tool        string
 	Args        []byte // raw, exactly as the model sent them
+	// For an outside agent's call (the gate API): who asked, as the audit
+	// names it ("agent:<name>"; empty: the model), its Idempotency-Key as
+	// "<agent id>:<key>", and what it said about the call for approvers.
+	Actor, AgentKey, Context string
 }
 
 // Outcome is what became of a call.
@@ -145,9 +149,11 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 		RawArgs:     rawForRecord(req.Args),
 		Args:        string(norm.JSON),
 		ArgsHash:    norm.Hash,
+		AgentKey:    req.AgentKey,
+		Context:     req.Context,
 	}
 	call.IdempotencyKey = IdempotencyKey(call.ID)
-	first, err := prepareDecision(call, d)
+	first, err := prepareDecision(call, d, tool.Executes())
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -170,7 +176,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 				}
 			}
 			if again != d {
-				if rec, err = prepareDecision(call, again); err != nil {
+				if rec, err = prepareDecision(call, again, tool.Executes()); err != nil {
 					return err
 				}
 			}
@@ -183,7 +189,11 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 		if err := tx.CreateToolCall(call); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: "model", Kind: rec.kind, Subject: call.ID, Payload: rec.payload})
+		actor := req.Actor
+		if actor == "" {
+			actor = "model"
+		}
+		return tx.Audit(models.Event{Actor: actor, Kind: rec.kind, Subject: call.ID, Payload: rec.payload})
 	})
 	if err != nil {
 		var e *fault.Error
@@ -197,8 +207,8 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	if d.Verdict == policy.NeedsApproval {
 		g.notify.ActionChanged(call.ID)
 	}
-	if d.Verdict != policy.Allow {
-		return out, nil
+	if d.Verdict != policy.Allow || !tool.Executes() {
+		return out, nil // a decision-only tool's allowed call is the agent's to carry out
 	}
 	return g.execute(ctx, call, req.CustomerName, tool, norm)
 }
@@ -213,12 +223,15 @@ type recordedDecision struct {
 	payload  models.Payload
 }
 
-func prepareDecision(call *models.ToolCall, d policy.Decision) (recordedDecision, error) {
+func prepareDecision(call *models.ToolCall, d policy.Decision, executes bool) (recordedDecision, error) {
 	rec := recordedDecision{decision: d, kind: "call." + decisionEventKind(d.Verdict)}
 	required := 0
 	switch d.Verdict {
 	case policy.Allow:
 		rec.status = models.CallExecuting // recorded as started: a crash from here on is reconciled
+		if !executes {
+			rec.status = models.CallAllowed // the agent that asked carries it out and reports
+		}
 	case policy.Deny:
 		rec.status, rec.errText = models.CallDenied, d.Reason
 	case policy.NeedsApproval:

@@ -18,7 +18,7 @@ func migrate(db *gorm.DB) error {
 		return err
 	}
 	return db.AutoMigrate(&Run{}, &Turn{}, &ToolCall{}, &Approval{}, &AuditEvent{}, &AuditHead{},
-		&Customer{}, &Order{}, &Refund{}, &Staff{}, &Session{}, &APIToken{})
+		&Customer{}, &Order{}, &Refund{}, &Staff{}, &Session{}, &APIToken{}, &Agent{})
 }
 
 // Tool calls are inserted, looked up and updated by their id thousands of

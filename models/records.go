@@ -15,6 +15,10 @@ type Run struct {
 	TokenHash string `gorm:"size:64;index"`
 	// LastError is what went wrong when the run failed, for staff.
 	LastError string `gorm:"type:text"`
+	// AgentID and Session are set for the calls of an outside agent (the
+	// gate API): one run per agent and session, with no transcript.
+	AgentID   string `gorm:"size:40;uniqueIndex:idx_runs_agent_session,priority:1,where:agent_id <> ''"`
+	Session   string `gorm:"size:200;uniqueIndex:idx_runs_agent_session,priority:2,where:agent_id <> ''"`
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -75,9 +79,14 @@ type ToolCall struct {
 
 	// IdempotencyKey is derived from the id, so it is as unique as the id.
 	IdempotencyKey string `gorm:"size:80"`
-	Error          string `gorm:"type:text"` // safe to show the model and the customer
-	ErrorDetail    string `gorm:"type:text"` // for staff only
-	Result         string `gorm:"type:text"`
+	// AgentKey is "<agent id>:<the agent's Idempotency-Key>" for a call an
+	// outside agent made with one: the same key gives back the same call.
+	AgentKey string `gorm:"size:300;uniqueIndex:idx_tool_calls_agent_key,where:agent_key <> ''"`
+	// Context is what an outside agent said about the call, for approvers.
+	Context     string `gorm:"type:text"`
+	Error       string `gorm:"type:text"` // safe to show the model and the customer
+	ErrorDetail string `gorm:"type:text"` // for staff only
+	Result      string `gorm:"type:text"`
 
 	CreatedAt  time.Time `gorm:"index:idx_tool_calls_status_created,priority:2;index:idx_tool_calls_created,priority:1;index:idx_tool_calls_tool_created,priority:2;index:idx_tool_calls_customer_created,priority:2"`
 	UpdatedAt  time.Time
@@ -155,4 +164,15 @@ type Refund struct {
 	Reason         string    `gorm:"size:500"`
 	IdempotencyKey string    `gorm:"size:80;uniqueIndex"`
 	CreatedAt      time.Time `gorm:"index:idx_refunds_customer_created,priority:2"`
+}
+
+// Agent is an outside agent allowed to ask the gate (POST /api/v1/calls)
+// with its key. The key itself is never stored.
+type Agent struct {
+	ID         string `gorm:"primaryKey;size:40"`
+	Name       string `gorm:"size:100;uniqueIndex"`
+	KeyHash    string `gorm:"size:64;uniqueIndex"`
+	CreatedAt  time.Time
+	RevokedAt  *time.Time
+	LastUsedAt *time.Time
 }

@@ -54,6 +54,9 @@ const (
 	PathAPIRun           = "/api/v1/runs/:id"
 	PathAPIRunMessages   = "/api/v1/runs/:id/messages"
 	PathAPIRunEvents     = "/api/v1/runs/:id/events"
+	PathAPICalls         = "/api/v1/calls"
+	PathAPICall          = "/api/v1/calls/:id"
+	PathAPICallResult    = "/api/v1/calls/:id/result"
 )
 
 // Reverse fills a pattern's parameters (":id", ":format"), in order, each

@@ -95,8 +95,10 @@ type callJSON struct {
 }
 
 type decisionJSON struct {
-	Verdict string `json:"verdict"`
-	Reason  string `json:"reason"`
+	Verdict       string `json:"verdict"`
+	Rule          string `json:"rule"`
+	Reason        string `json:"reason"`
+	PolicyVersion string `json:"policy_version"`
 }
 
 // argsJSON shows the normalized arguments, or what the model sent when it
@@ -115,7 +117,7 @@ func argsJSON(c *models.ToolCall) json.RawMessage {
 func toCallJSON(c *models.ToolCall) callJSON {
 	out := callJSON{ID: c.ID, Tool: c.Tool, Args: argsJSON(c), Status: string(c.Status)}
 	if c.Decision != "" {
-		out.Decision = &decisionJSON{Verdict: c.Decision, Reason: c.Reason}
+		out.Decision = &decisionJSON{Verdict: c.Decision, Rule: c.Rule, Reason: c.Reason, PolicyVersion: c.PolicyVersion}
 	}
 	return out
 }

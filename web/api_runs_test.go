@@ -45,10 +45,7 @@ func newAppWith(t *testing.T, configure func(*web.Config)) *app {
 // certificate for 127.0.0.1) when tls is set.
 func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
 	t.Helper()
-	store, err := models.Open(filepath.Join(t.TempDir(), "cs.db"), models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := openStore(t)
 	if _, err := store.SeedDemoShop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +58,23 @@ func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
 	if configure != nil {
 		configure(&cfg)
 	}
-	wa := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: llm.Offline{}, Business: shop.Facts{Store: store},
-		Log: discardLog(), Web: cfg})
+	return startApp(t, web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: llm.Offline{}, Business: shop.Facts{Store: store},
+		Log: discardLog(), Web: cfg}, tls)
+}
+
+func openStore(t *testing.T) *models.Store {
+	t.Helper()
+	store, err := models.Open(filepath.Join(t.TempDir(), "cs.db"), models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+// startApp wires and serves an app on a port for one test.
+func startApp(t *testing.T, cfg web.AppConfig, tls bool) *app {
+	t.Helper()
+	wa := web.NewApp(cfg)
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	if _, err := wa.Start(hubCtx); err != nil {
 		t.Fatal(err)
@@ -78,9 +90,9 @@ func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
 		srv.CloseClientConnections()
 		srv.Close()
 		wa.Close()
-		store.Close()
+		cfg.Store.Close()
 	})
-	return &app{t: t, store: store, gate: wa.Gate, runner: wa.Runner, accounts: wa.Accounts, srv: srv}
+	return &app{t: t, store: cfg.Store, gate: wa.Gate, runner: wa.Runner, accounts: wa.Accounts, srv: srv}
 }
 
 // demoCustomers are the demo shop's customers, as /demo offers them.
@@ -109,7 +121,16 @@ type apiResp struct {
 
 func (a *app) do(method, path, bearer, body string) apiResp {
 	a.t.Helper()
+	return a.doWith(method, path, bearer, body)
+}
+
+// doWith is do with extra headers, as name, value pairs.
+func (a *app) doWith(method, path, bearer, body string, headers ...string) apiResp {
+	a.t.Helper()
 	req, _ := http.NewRequest(method, a.srv.URL+path, strings.NewReader(body))
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}

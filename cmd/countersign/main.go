@@ -44,12 +44,14 @@ Usage:
                     [--model offline|openai|anthropic] [--model-name M] [--model-base-url URL]
                     [--model-api-key KEY] [--model-timeout 60s] [--customer-secret S [--customer-secret-previous S]]
                     [--widget-origins O1,O2] [--trust-proxy] [--tls-cert FILE --tls-key FILE]
-                    [--demo-page] [--customer-token-max-age 24h] [--customer-token-issuer I] [--customer-token-audience A]
+                    [--tools FILE] [--demo-page] [--customer-token-max-age 24h] [--customer-token-issuer I] [--customer-token-audience A]
                     [--audit-key FILE --checkpoints DIR [--checkpoint-every 1h]]
   countersign user add --email E --role approver|supervisor|auditor|admin [--name N]   (password on stdin)
   countersign token create --email E                 (prints a new staff API token)
   countersign token revoke                           (the token on stdin)
-  countersign policy test [FILE] [--db ...]
+  countersign agent add --name NAME                  (prints a new agent key for the gate API)
+  countersign agent list | agent revoke NAME
+  countersign policy test [FILE] [--tools FILE] [--demo]
   countersign audit verify [--db ...] [--checkpoints DIR --audit-public-key FILE]
   countersign audit checkpoint --audit-key FILE --checkpoints DIR [--db ...]
   countersign audit keygen --out FILE                (an Ed25519 key for checkpoints, FILE.pub beside it)
@@ -85,6 +87,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return cmdTokenRevoke(ctx, args[2:], stdin, stdout, stderr)
 		}
 		return usageError("token takes a command: create or revoke")
+	case "agent":
+		switch {
+		case len(args) >= 2 && args[1] == "add":
+			return cmdAgentAdd(ctx, args[2:], stdout, stderr)
+		case len(args) >= 2 && args[1] == "list":
+			return cmdAgentList(ctx, args[2:], stdout, stderr)
+		case len(args) >= 2 && args[1] == "revoke":
+			return cmdAgentRevoke(ctx, args[2:], stdout, stderr)
+		}
+		return usageError("agent takes a command: add, list or revoke")
 	case "audit":
 		switch {
 		case len(args) >= 2 && args[1] == "verify":

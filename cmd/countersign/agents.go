@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/countersign/countersign/agent/accounts"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
+)
+
+var cli = models.Actor{ID: "cli", Name: "command line"}
+
+// cmdAgentAdd registers an outside agent and prints its key, once.
+func cmdAgentAdd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cfg := newFlagSet("agent add", stderr)
+	name := fs.String("name", "", "the agent's name, as the queue and the audit show it")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *name == "" {
+		return usageError("agent add needs --name")
+	}
+	store, err := openExisting(cfg.DB)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	key, _, err := accounts.New(store).AddAgent(ctx, *name, cli)
+	if err != nil {
+		return errors.New(fault.Message(err))
+	}
+	fmt.Fprintln(stdout, key)
+	return nil
+}
+
+// cmdAgentList prints the agents and whether their keys still work.
+func cmdAgentList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cfg := newFlagSet("agent list", stderr)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	store, err := openExisting(cfg.DB)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	all, err := store.Agents(ctx)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tADDED\tKEY")
+	for _, a := range all {
+		state := "works"
+		if a.RevokedAt != nil {
+			state = "revoked " + a.RevokedAt.UTC().Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\n", a.Name, a.CreatedAt.UTC().Format("2006-01-02 15:04"), state)
+	}
+	return w.Flush()
+}
+
+// cmdAgentRevoke ends an agent's key at once.
+func cmdAgentRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cfg := newFlagSet("agent revoke", stderr)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError("agent revoke takes the agent's name")
+	}
+	store, err := openExisting(cfg.DB)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := accounts.New(store).RevokeAgent(ctx, fs.Arg(0), cli); err != nil {
+		return errors.New(fault.Message(err))
+	}
+	fmt.Fprintf(stdout, "the key of %s no longer works\n", fs.Arg(0))
+	return nil
+}

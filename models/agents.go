@@ -1,0 +1,94 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// CreateAgent stores an outside agent with its key's hash.
+func (s *Store) CreateAgent(ctx context.Context, a *Agent, actor string) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		a.CreatedAt = tx.now
+		if err := tx.db.Create(a).Error; err != nil {
+			return fmt.Errorf("create agent: %w", err)
+		}
+		return tx.Audit(Event{Actor: actor, Kind: "agent.created", Subject: a.ID, Payload: map[string]any{"name": a.Name}})
+	})
+}
+
+// Agents lists the outside agents, by name.
+func (s *Store) Agents(ctx context.Context) ([]Agent, error) {
+	var out []Agent
+	err := s.db.WithContext(ctx).Order("name").Find(&out).Error
+	return out, err
+}
+
+// AgentByName reads one outside agent.
+func (s *Store) AgentByName(ctx context.Context, name string) (*Agent, error) {
+	var a Agent
+	if err := s.db.WithContext(ctx).Take(&a, "name = ?", name).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &a, nil
+}
+
+// AgentForKey finds the agent a key (hashed) belongs to, if not revoked.
+func (s *Store) AgentForKey(ctx context.Context, keyHash string) (*Agent, error) {
+	var a Agent
+	if err := s.db.WithContext(ctx).Take(&a, "key_hash = ? AND revoked_at IS NULL", keyHash).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &a, nil
+}
+
+// RevokeAgent ends an agent's key at once.
+func (s *Store) RevokeAgent(ctx context.Context, id, actor string) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		res := tx.db.Model(&Agent{}).Where("id = ? AND revoked_at IS NULL", id).Update("revoked_at", tx.now)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return ErrNotFound
+		}
+		return tx.Audit(Event{Actor: actor, Kind: "agent.revoked", Subject: id, Payload: map[string]any{}})
+	})
+}
+
+// AgentRun is the run that holds an agent's calls in one session, made the
+// first time the session is seen. A session belongs to one customer (or to
+// none): a call naming another is ErrConflict.
+func (s *Store) AgentRun(ctx context.Context, agent *Agent, session, customerID string) (*Run, error) {
+	var run Run
+	err := s.Write(ctx, func(tx *Tx) error {
+		err := tx.db.Take(&run, "agent_id = ? AND session = ?", agent.ID, session).Error
+		if err == nil {
+			if run.CustomerID != customerID {
+				return ErrConflict
+			}
+			return nil
+		}
+		if !errors.Is(err, gorm.ErrRecordNotFound) {
+			return err
+		}
+		run = Run{ID: NewID("run"), AgentID: agent.ID, Session: session, CustomerID: customerID,
+			Channel: "agent:" + agent.Name, Status: RunWaiting}
+		return tx.CreateRun(&run)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// CallByAgentKey finds the call an agent made with an Idempotency-Key.
+func (s *Store) CallByAgentKey(ctx context.Context, agentKey string) (*ToolCall, error) {
+	var c ToolCall
+	if err := s.db.WithContext(ctx).Take(&c, "agent_key = ?", agentKey).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &c, nil
+}

@@ -1,0 +1,255 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/tools"
+)
+
+// The gate API: an agent Countersign does not run asks "may I?" for each
+// tool call (POST /api/v1/calls) with its agent key, and learns the outcome.
+
+type agentCtxKey struct{}
+
+// requireAgentKey lets through requests with a valid agent key.
+func (s *Server) requireAgentKey(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		key, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+		if !ok || strings.TrimSpace(key) == "" {
+			return fault.Errorf(fault.Unauthorized, "send an agent key as Authorization: Bearer <key> (countersign agent add)")
+		}
+		ag, err := s.cfg.Accounts.AgentForKey(c.Request().Context(), key)
+		if err != nil {
+			return err
+		}
+		c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), agentCtxKey{}, ag)))
+		return next(c)
+	}
+}
+
+func currentAgent(c echo.Context) *models.Agent {
+	ag, _ := c.Request().Context().Value(agentCtxKey{}).(*models.Agent)
+	return ag
+}
+
+type callRequestJSON struct {
+	Tool       string          `json:"tool"`
+	Args       json.RawMessage `json:"args"`
+	Session    string          `json:"session"`
+	CustomerID string          `json:"customer_id"`
+	Context    string          `json:"context"`
+}
+
+// agentCallJSON is a call as the agent that asked sees it.
+type agentCallJSON struct {
+	ID         string          `json:"id"`
+	Tool       string          `json:"tool"`
+	Args       json.RawMessage `json:"args"`
+	Status     string          `json:"status"`
+	Decision   *decisionJSON   `json:"decision"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Session    string          `json:"session"`
+	CustomerID string          `json:"customer_id,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	DecidedAt  *time.Time      `json:"decided_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+}
+
+func agentCallView(c *models.ToolCall, session string) agentCallJSON {
+	out := agentCallJSON{ID: c.ID, Tool: c.Tool, Args: argsJSON(c), Status: string(c.Status), Error: c.Error,
+		Session: session, CustomerID: c.CustomerID, CreatedAt: c.CreatedAt, DecidedAt: c.DecidedAt, FinishedAt: c.FinishedAt}
+	if c.Decision != "" {
+		out.Decision = &decisionJSON{Verdict: c.Decision, Rule: c.Rule, Reason: c.Reason, PolicyVersion: c.PolicyVersion}
+	}
+	if c.Result != "" {
+		out.Result = json.RawMessage(c.Result)
+	}
+	return out
+}
+
+// callCreate asks the gate about one call: POST /api/v1/calls.
+func (s *Server) callCreate(c echo.Context) error {
+	ag := currentAgent(c)
+	var req callRequestJSON
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	req.Session = strings.TrimSpace(req.Session)
+	var problems []string
+	if req.Tool == "" {
+		problems = append(problems, "tool is required")
+	}
+	if req.Session == "" || len(req.Session) > 200 {
+		problems = append(problems, "session is required: your conversation's id, at most 200 characters")
+	}
+	if len(req.CustomerID) > 64 {
+		problems = append(problems, "customer_id is at most 64 characters")
+	}
+	if len(req.Context) > 4000 {
+		problems = append(problems, "context is at most 4,000 characters")
+	}
+	if len(problems) > 0 {
+		return fault.Errorf(fault.Invalid, "%s", strings.Join(problems, "; "))
+	}
+	ctx := c.Request().Context()
+	agentKey := ""
+	if k := strings.TrimSpace(c.Request().Header.Get("Idempotency-Key")); k != "" {
+		if len(k) > 200 {
+			return fault.Errorf(fault.Invalid, "the Idempotency-Key is at most 200 characters")
+		}
+		agentKey = ag.ID + ":" + k
+		if prior, err := s.cfg.Store.CallByAgentKey(ctx, agentKey); err == nil {
+			return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(prior, req.Session)})
+		}
+	}
+	run, err := s.cfg.Store.AgentRun(ctx, ag, req.Session, req.CustomerID)
+	if err != nil {
+		if err == models.ErrConflict {
+			return fault.Errorf(fault.Conflict, "session %s belongs to another customer; use a session per conversation", tools.Truncate(req.Session, 64))
+		}
+		return err
+	}
+	args := []byte(req.Args)
+	if len(args) == 0 {
+		args = []byte("{}")
+	}
+	out, err := s.cfg.Gate.Call(ctx, agent.CallRequest{RunID: run.ID, CustomerID: req.CustomerID, Channel: run.Channel,
+		Tool: req.Tool, Args: args, Actor: "agent:" + ag.Name, AgentKey: agentKey, Context: req.Context})
+	if err != nil {
+		if agentKey != "" { // the same key at the same moment: the first one won
+			if prior, perr := s.cfg.Store.CallByAgentKey(ctx, agentKey); perr == nil {
+				return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(prior, req.Session)})
+			}
+		}
+		return err
+	}
+	call, err := s.cfg.Store.ToolCall(ctx, out.CallID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, map[string]any{"call": agentCallView(call, req.Session)})
+}
+
+// agentCall reads a call of the agent's own sessions (another's is 404).
+func (s *Server) agentCall(c echo.Context) (*models.ToolCall, *models.Run, error) {
+	ctx := c.Request().Context()
+	id := c.Param("id")
+	call, err := s.cfg.Store.ToolCall(ctx, id)
+	if err == nil {
+		var run *models.Run
+		if run, err = s.cfg.Store.Run(ctx, call.RunID); err == nil && run.AgentID == currentAgent(c).ID {
+			return call, run, nil
+		}
+	}
+	return nil, nil, fault.Errorf(fault.NotFound, "call %s was not found", tools.Truncate(id, 64))
+}
+
+// MaxCallWait is the longest a GET /api/v1/calls/:id?wait= waits.
+const MaxCallWait = 60 * time.Second
+
+// callGet reads a call: GET /api/v1/calls/:id; with ?wait=30s it answers
+// when the call is decided or done, or when the wait is over.
+func (s *Server) callGet(c echo.Context) error {
+	call, run, err := s.agentCall(c)
+	if err != nil {
+		return err
+	}
+	if w := c.QueryParam("wait"); w != "" {
+		d, err := time.ParseDuration(w)
+		if err != nil || d < 0 {
+			return fault.Errorf(fault.Invalid, "wait must be a duration like 30s")
+		}
+		if d > MaxCallWait {
+			d = MaxCallWait
+		}
+		if call, err = s.waitForCall(c, call, d); err != nil {
+			return err
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(call, run.Session)})
+}
+
+// waiting tells a call whose outcome is still to come: a person has not
+// decided, or Countersign is about to run it or runs it. (An approved call
+// of a decision-only tool is the agent's to carry out: not waiting.)
+func (s *Server) waiting(c *models.ToolCall) bool {
+	switch c.Status {
+	case models.CallPending, models.CallExecuting:
+		return true
+	case models.CallApproved:
+		t, ok := s.cfg.Gate.Tools().Get(c.Tool)
+		return ok && t.Executes()
+	}
+	return false
+}
+
+func (s *Server) waitForCall(c echo.Context, call *models.ToolCall, d time.Duration) (*models.ToolCall, error) {
+	if !s.waiting(call) {
+		return call, nil
+	}
+	allowLongWrite(c)
+	ch, stop := s.cfg.Changes.queue.SubscribeAction(call.ID)
+	defer stop()
+	ctx := c.Request().Context()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	recheck := time.NewTicker(2 * time.Second) // a change told to another instance
+	defer recheck.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return call, nil
+		case <-timer.C:
+			return call, nil
+		case <-ch:
+		case <-recheck.C:
+		}
+		now, err := s.cfg.Store.ToolCall(ctx, call.ID)
+		if err != nil {
+			return call, nil
+		}
+		if call = now; !s.waiting(call) {
+			return call, nil
+		}
+	}
+}
+
+type resultJSON struct {
+	OK     *bool           `json:"ok"`
+	Result json.RawMessage `json:"result"`
+	Error  string          `json:"error"`
+}
+
+// callResult records how the agent carried out a decision-only tool's call:
+// POST /api/v1/calls/:id/result.
+func (s *Server) callResult(c echo.Context) error {
+	call, run, err := s.agentCall(c)
+	if err != nil {
+		return err
+	}
+	var req resultJSON
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if req.OK == nil {
+		return fault.Errorf(fault.Invalid, "ok is required: true with result, or false with error")
+	}
+	if _, err := s.cfg.Gate.Report(c.Request().Context(), call.ID, currentAgent(c).ID, *req.OK, req.Result, req.Error); err != nil {
+		return err
+	}
+	call, err = s.cfg.Store.ToolCall(c.Request().Context(), call.ID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(call, run.Session)})
+}

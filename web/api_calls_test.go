@@ -1,0 +1,177 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/httptool"
+	"github.com/countersign/countersign/web"
+)
+
+// gateAPIApp serves the default policy over a business's own tools: a read
+// and a refund on a backend on a port, and a decision-only escalation.
+func gateAPIApp(t *testing.T) (*app, *atomic.Int32) {
+	t.Helper()
+	var refunds atomic.Int32
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPost {
+			refunds.Add(1)
+			_, _ = w.Write([]byte(`{"refund_id":"rf_1","key":"` + r.Header.Get("Idempotency-Key") + `"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"order_id":"` + strings.TrimPrefix(r.URL.Path, "/orders/") + `","status":"delivered"}`))
+	}))
+	t.Cleanup(backend.Close)
+	set, err := httptool.Load([]byte(`tools:
+  - name: lookup_order
+    risk: read
+    idempotent: true
+    input_schema: {type: object, properties: {order_id: {type: string}}, required: [order_id], additionalProperties: false}
+    http: {method: GET, url: "`+backend.URL+`/orders/{order_id}"}
+  - name: refund_order
+    risk: high_write
+    input_schema: {type: object, properties: {order_id: {type: string}, amount: {type: number, exclusiveMinimum: 0}}, required: [order_id, amount], additionalProperties: false}
+    amount: amount
+    http: {method: POST, url: "`+backend.URL+`/refunds"}
+  - name: escalate_to_human
+    risk: low_write
+    input_schema: {type: object, properties: {why: {type: string}}, required: [why], additionalProperties: false}
+`), "tools.yaml", httptool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := tools.NewRegistry(set.Tools...)
+	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := openStore(t)
+	return startApp(t, web.AppConfig{Store: store, Tools: reg, Policy: pol, Log: discardLog()}, false), &refunds
+}
+
+func callOf(t *testing.T, r apiResp) map[string]any {
+	t.Helper()
+	c, ok := r.Body["call"].(map[string]any)
+	if !ok {
+		t.Fatalf("no call in %d %s", r.Status, r.Raw)
+	}
+	return c
+}
+
+func TestGateAPIEndToEnd(t *testing.T) {
+	a, refunds := gateAPIApp(t)
+	ctx := context.Background()
+	key, _, err := a.accounts.AddAgent(ctx, "support-bot", models.Actor{ID: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherKey, _, _ := a.accounts.AddAgent(ctx, "other-bot", models.Actor{ID: "test"})
+	a.accounts.AddStaff(ctx, "ann@x.test", "Ann", models.Approver, password, models.Actor{ID: "test"})
+	staffTok, _ := a.accounts.CreateAPIToken(ctx, "ann@x.test", models.Actor{})
+
+	// An allowed read runs at once and answers with the backend's JSON.
+	r := a.do("POST", "/api/v1/calls", key, `{"tool":"lookup_order","args":{"order_id":"A7"},"session":"conv-1","customer_id":"cus_1"}`)
+	c := callOf(t, r)
+	if r.Status != 201 || c["status"] != "succeeded" || c["decision"].(map[string]any)["verdict"] != "allow" ||
+		c["result"].(map[string]any)["order_id"] != "A7" || c["decision"].(map[string]any)["policy_version"] == "" {
+		t.Fatalf("allowed read: %d %s", r.Status, r.Raw)
+	}
+
+	// A refund waits for a person; approved through the staff API, the
+	// long poll answers with the result.
+	r = a.do("POST", "/api/v1/calls", key, `{"tool":"refund_order","args":{"order_id":"A7","amount":900},"session":"conv-1","customer_id":"cus_1","context":"customer says <b>broken</b>"}`)
+	pending := callOf(t, r)
+	if r.Status != 201 || pending["status"] != "pending" || refunds.Load() != 0 {
+		t.Fatalf("refund: %d %s (backend saw %d)", r.Status, r.Raw, refunds.Load())
+	}
+	id := pending["id"].(string)
+	done := make(chan apiResp, 1)
+	go func() { done <- a.do("GET", "/api/v1/calls/"+id+"?wait=20s", key, "") }()
+	if r := a.do("POST", "/api/v1/actions/"+id+"/approve", staffTok, `{}`); r.Status != 200 {
+		t.Fatalf("approve: %d %s", r.Status, r.Raw)
+	}
+	r = <-done
+	if c := callOf(t, r); c["status"] != "succeeded" || c["result"].(map[string]any)["refund_id"] != "rf_1" || refunds.Load() != 1 {
+		t.Fatalf("long poll after approval: %s (backend saw %d)", r.Raw, refunds.Load())
+	}
+	// The approver saw the agent's context, escaped.
+	call, _ := a.store.ToolCall(ctx, id)
+	if call.Context != "customer says <b>broken</b>" {
+		t.Fatalf("context %q", call.Context)
+	}
+
+	// Rejected: the agent learns the reason.
+	r = a.do("POST", "/api/v1/calls", key, `{"tool":"refund_order","args":{"order_id":"A8","amount":50},"session":"conv-1","customer_id":"cus_1"}`)
+	id2 := callOf(t, r)["id"].(string)
+	if r := a.do("POST", "/api/v1/actions/"+id2+"/reject", staffTok, `{"reason":"not eligible"}`); r.Status != 200 {
+		t.Fatalf("reject: %d %s", r.Status, r.Raw)
+	}
+	if c := callOf(t, a.do("GET", "/api/v1/calls/"+id2+"?wait=1s", key, "")); c["status"] != "rejected" || !strings.Contains(c["error"].(string), "not eligible") {
+		t.Fatalf("rejected: %v", c)
+	}
+
+	// Invalid arguments and unknown tools are recorded invalid, with why.
+	if c := callOf(t, a.do("POST", "/api/v1/calls", key, `{"tool":"refund_order","args":{"order_id":"A8","amount":-5},"session":"conv-1","customer_id":"cus_1"}`)); c["status"] != "invalid" || !strings.Contains(c["error"].(string), "amount") {
+		t.Fatalf("invalid args: %v", c)
+	}
+	if c := callOf(t, a.do("POST", "/api/v1/calls", key, `{"tool":"wire_money","args":{},"session":"conv-1","customer_id":"cus_1"}`)); c["status"] != "invalid" || !strings.Contains(c["error"].(string), "no tool named") {
+		t.Fatalf("unknown tool: %v", c)
+	}
+
+	// Another agent cannot see the call; a missing session is refused.
+	if r := a.do("GET", "/api/v1/calls/"+id, otherKey, ""); r.Status != 404 {
+		t.Fatalf("another agent's call: %d", r.Status)
+	}
+	if r := a.do("POST", "/api/v1/calls", key, `{"tool":"lookup_order","args":{"order_id":"A7"}}`); r.Status != 400 || !strings.Contains(r.Raw, "session is required") {
+		t.Fatalf("no session: %d %s", r.Status, r.Raw)
+	}
+	// A staff token is not an agent key.
+	if r := a.do("POST", "/api/v1/calls", staffTok, `{"tool":"lookup_order","args":{"order_id":"A7"},"session":"s"}`); r.Status != 401 {
+		t.Fatalf("staff token as agent key: %d", r.Status)
+	}
+
+	// The same Idempotency-Key gives back the same call, not a second one.
+	first := a.doWith("POST", "/api/v1/calls", key, `{"tool":"refund_order","args":{"order_id":"A9","amount":700},"session":"conv-2"}`, "Idempotency-Key", "retry-1")
+	again := a.doWith("POST", "/api/v1/calls", key, `{"tool":"refund_order","args":{"order_id":"A9","amount":700},"session":"conv-2"}`, "Idempotency-Key", "retry-1")
+	if first.Status != 201 || again.Status != 200 || callOf(t, first)["id"] != callOf(t, again)["id"] {
+		t.Fatalf("idempotency: %d %s / %d %s", first.Status, first.Raw, again.Status, again.Raw)
+	}
+
+	// A decision-only tool: allowed, carried out by the agent, reported once.
+	r = a.do("POST", "/api/v1/calls", key, `{"tool":"escalate_to_human","args":{"why":"angry"},"session":"conv-1","customer_id":"cus_1"}`)
+	esc := callOf(t, r)
+	if esc["status"] != "allowed" {
+		t.Fatalf("decision-only: %s", r.Raw)
+	}
+	rep := a.do("POST", "/api/v1/calls/"+esc["id"].(string)+"/result", key, `{"ok":true,"result":{"ticket":"T-1"}}`)
+	if c := callOf(t, rep); c["status"] != "succeeded" || c["result"].(map[string]any)["ticket"] != "T-1" {
+		t.Fatalf("report: %d %s", rep.Status, rep.Raw)
+	}
+	if r := a.do("POST", "/api/v1/calls/"+esc["id"].(string)+"/result", key, `{"ok":false,"error":"twice"}`); r.Status != 409 {
+		t.Fatalf("second report: %d %s", r.Status, r.Raw)
+	}
+	if r := a.do("POST", "/api/v1/calls/"+id+"/result", key, `{"ok":true}`); r.Status != 409 {
+		t.Fatalf("report on a call Countersign ran: %d %s", r.Status, r.Raw)
+	}
+
+	// A revoked key stops at once.
+	if err := a.accounts.RevokeAgent(ctx, "support-bot", models.Actor{ID: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.do("GET", "/api/v1/calls/"+id, key, ""); r.Status != 401 {
+		t.Fatalf("revoked key: %d", r.Status)
+	}
+	if n := refunds.Load(); n != 1 {
+		t.Fatalf("the backend was sent %d refunds; only one was approved", n)
+	}
+}
