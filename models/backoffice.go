@@ -14,6 +14,8 @@ import (
 type ActionRow struct {
 	ToolCall
 	CustomerName string
+	// Agent is the outside agent that asked ("" for Countersign's own runs).
+	Agent string
 	Approvals    int // distinct approvals of the arguments now in force
 }
 
@@ -86,6 +88,7 @@ func (s *Store) PendingActions(ctx context.Context, f ActionFilter) ([]ActionRow
 	}
 	err := s.pendingQuery(ctx, f).
 		Select(`tool_calls.*, runs.customer_name AS customer_name,
+			CASE WHEN runs.agent_id <> '' THEN runs.channel ELSE '' END AS agent,
 			(SELECT COUNT(DISTINCT a.staff_id) FROM approvals a
 			 WHERE a.tool_call_id = tool_calls.id AND a.verdict = 'approve' AND a.args_hash = tool_calls.args_hash) AS approvals`).
 		Order("tool_calls.created_at, tool_calls.id").Offset(f.Offset).Limit(f.Limit).Scan(&rows).Error

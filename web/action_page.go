@@ -76,7 +76,10 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 		Pending: call.Status == models.CallPending, Reason: call.Reason, Rule: call.Rule, PolicyVersion: call.PolicyVersion,
 		Customer: customerLabel(run.CustomerID, run.CustomerName), Args: prettyJSON(call.Args), OriginalArgs: prettyJSON(call.OriginalArgs),
 		Required: call.RequiredApprovals, RequiredRole: string(call.RequiredRole), Result: prettyJSON(call.Result), Error: call.Error,
-		Turns: turnsView(turns, calls), Flash: doneMessages[c.QueryParam("done")]}
+		Turns: turnsView(turns, calls), Flash: doneMessages[c.QueryParam("done")], AgentContext: call.Context}
+	if run.AgentID != "" {
+		v.Agent, v.Session = strings.TrimPrefix(run.Channel, "agent:"), run.Session
+	}
 	current := 0
 	me := ""
 	if sc := currentStaff(c); sc != nil {

@@ -53,8 +53,19 @@ func (s *Server) staffView(c echo.Context) (views.StaffView, error) {
 	if err != nil {
 		return views.StaffView{}, err
 	}
+	agents, err := s.cfg.Store.Agents(c.Request().Context())
+	if err != nil {
+		return views.StaffView{}, err
+	}
 	me := currentStaff(c).staff.ID
 	v := views.StaffView{Roles: names(models.StaffRoles), NewRole: string(models.Approver)}
+	for _, a := range agents {
+		state := "works"
+		if a.RevokedAt != nil {
+			state = "revoked " + clock(*a.RevokedAt)
+		}
+		v.Agents = append(v.Agents, views.AgentRow{Name: a.Name, Added: clock(a.CreatedAt), State: state})
+	}
 	for _, st := range all {
 		v.Rows = append(v.Rows, views.StaffRow{ID: st.ID, Email: st.Email, Name: st.Name, Role: string(st.Role), Disabled: st.Disabled, Self: st.ID == me,
 			Tokens: tokens[st.ID]})

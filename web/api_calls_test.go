@@ -175,3 +175,27 @@ func TestGateAPIEndToEnd(t *testing.T) {
 		t.Fatalf("the backend was sent %d refunds; only one was approved", n)
 	}
 }
+
+// Approvers see who asked and what the agent said, escaped; admins see the
+// agents on the staff page.
+func TestAgentCallsShowInTheBackOffice(t *testing.T) {
+	a, _ := gateAPIApp(t)
+	ctx := context.Background()
+	key, _, _ := a.accounts.AddAgent(ctx, "support-bot", models.Actor{ID: "test"})
+	r := a.do("POST", "/api/v1/calls", key, `{"tool":"refund_order","args":{"order_id":"A7","amount":900},"session":"conv-9","customer_id":"cus_1","context":"<script>alert(1)</script> wants it today"}`)
+	id := callOf(t, r)["id"].(string)
+	a.staff(models.Admin, "ada@x.test", "Ada")
+	b := a.signIn("ada@x.test")
+	_, page := b.get("/queue")
+	if !strings.Contains(page, "via agent support-bot") {
+		t.Fatalf("queue does not say which agent asked:\n%s", page)
+	}
+	_, page = b.get("/actions/" + id)
+	if !strings.Contains(page, "conv-9") || !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt; wants it today") || strings.Contains(page, "<script>alert(1)") {
+		t.Fatalf("action page: agent, session or context missing or unescaped:\n%s", page)
+	}
+	_, page = b.get("/staff")
+	if !strings.Contains(page, "support-bot") || !strings.Contains(page, "works") {
+		t.Fatalf("staff page does not list the agent:\n%s", page)
+	}
+}

@@ -87,7 +87,7 @@ func actionRowView(r *models.ActionRow, summary, amount string) views.ActionRow 
 	if name == "" {
 		name = customerLabel(r.CustomerID, "")
 	}
-	v := views.ActionRow{ID: r.ID, Tool: r.Tool, Risk: r.Risk, Reason: r.Reason, Customer: name, CustomerID: r.CustomerID, Summary: summary,
+	v := views.ActionRow{Agent: strings.TrimPrefix(r.Agent, "agent:"), ID: r.ID, Tool: r.Tool, Risk: r.Risk, Reason: r.Reason, Customer: name, CustomerID: r.CustomerID, Summary: summary,
 		Amount: amount, CreatedAt: rfc3339(r.CreatedAt), Approvals: r.Approvals, Required: r.RequiredApprovals, RequiredRole: string(r.RequiredRole)}
 	if r.ExpiresAt != nil {
 		v.ExpiresAt = rfc3339(*r.ExpiresAt)
