@@ -15,8 +15,8 @@ type ActionRow struct {
 	ToolCall
 	CustomerName string
 	// Agent is the outside agent that asked ("" for Countersign's own runs).
-	Agent string
-	Approvals    int // distinct approvals of the arguments now in force
+	Agent     string
+	Approvals int // distinct approvals of the arguments now in force
 }
 
 // ActionFilter narrows the queue. Zero values match everything.
