@@ -24,8 +24,14 @@ import (
 // serveApp starts an App on a free port and stops it when the test ends.
 func serveApp(t *testing.T, cfg config, stdout io.Writer) *App {
 	t.Helper()
+	return serveAppLogging(t, cfg, stdout, io.Discard)
+}
+
+// serveAppLogging is serveApp with the JSON log written to log.
+func serveAppLogging(t *testing.T, cfg config, stdout, log io.Writer) *App {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	app, err := NewApp(ctx, cfg, stdout, io.Discard)
+	app, err := NewApp(ctx, cfg, stdout, log)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
