@@ -101,6 +101,9 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if err != nil {
 		return fail(err)
 	}
+	if _, offline := model.(llm.Offline); offline && !cfg.Demo {
+		log.Info("the offline model only talks about the demo shop's tools: Countersign's own chat needs --model openai or anthropic for yours (the gate API works with any agent)")
+	}
 	// /demo signs tokens with a secret of its own, valid for the demo
 	// customers only: it never signs as the shop. With the shop's secret
 	// set, the page is off unless --demo-page asks for it.
