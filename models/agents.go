@@ -63,6 +63,13 @@ func (s *Store) RevokeAgent(ctx context.Context, id, actor string) error {
 // none): a call naming another is ErrConflict.
 func (s *Store) AgentRun(ctx context.Context, agent *Agent, session, customerID string) (*Run, error) {
 	var run Run
+	// Most calls come in a session already seen: a read, no write.
+	if err := s.db.WithContext(ctx).Take(&run, "agent_id = ? AND session = ?", agent.ID, session).Error; err == nil {
+		if run.CustomerID != customerID {
+			return nil, ErrConflict
+		}
+		return &run, nil
+	}
 	err := s.Write(ctx, func(tx *Tx) error {
 		err := tx.db.Take(&run, "agent_id = ? AND session = ?", agent.ID, session).Error
 		if err == nil {

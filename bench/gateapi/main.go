@@ -1,0 +1,134 @@
+// Command gateapi measures what asking Countersign adds to a tool call: an
+// allowed read through POST /api/v1/calls (agent key, normalize, decide,
+// record, call the backend, record the result) against calling the same
+// backend directly, alternated in one run, sequentially. BENCHMARKS.md.
+//
+//	go run ./bench/gateapi -n 3000
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/bench/internal/measure"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/httptool"
+	"github.com/countersign/countersign/web"
+)
+
+func main() {
+	n := flag.Int("n", 3000, "calls of each kind")
+	flag.Parse()
+	if err := run(*n); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(n int) error {
+	ctx := context.Background()
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"order_id":"` + strings.TrimPrefix(r.URL.Path, "/orders/") + `","status":"delivered","total":1200}`))
+	}))
+	defer backend.Close()
+	set, err := httptool.Load([]byte(`tools:
+  - name: lookup_order
+    risk: read
+    idempotent: true
+    input_schema: {type: object, properties: {order_id: {type: string}}, required: [order_id], additionalProperties: false}
+    http: {method: GET, url: "`+backend.URL+`/orders/{order_id}"}
+`), "bench", httptool.Options{})
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "gateapi")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	store, err := models.Open(filepath.Join(dir, "cs.db"), models.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	reg, _ := tools.NewRegistry(set.Tools...)
+	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	if err != nil {
+		return err
+	}
+	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: pol, Log: slog.New(slog.DiscardHandler)})
+	defer app.Close()
+	srv := httptest.NewServer(app.Server.Handler())
+	defer srv.Close()
+	key, _, err := app.Accounts.AddAgent(ctx, "bench", models.Actor{ID: "bench"})
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	send := func(req *http.Request) error {
+		res, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode/100 != 2 {
+			return fmt.Errorf("%s %s: %s", req.Method, req.URL.Path, res.Status)
+		}
+		return nil
+	}
+	direct := func(i int) error {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/orders/A%d", backend.URL, i), nil)
+		return send(req)
+	}
+	gated := func(i int) error {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/calls",
+			strings.NewReader(fmt.Sprintf(`{"tool":"lookup_order","args":{"order_id":"A%d"},"session":"s%d"}`, i, i%50)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		return send(req)
+	}
+	for i := 0; i < 200; i++ { // warm up both paths
+		if err := direct(i); err != nil {
+			return err
+		}
+		if err := gated(i); err != nil {
+			return err
+		}
+	}
+	var dLat, gLat []time.Duration
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if err := direct(i); err != nil {
+			return err
+		}
+		t1 := time.Now()
+		if err := gated(i); err != nil {
+			return err
+		}
+		dLat, gLat = append(dLat, t1.Sub(t0)), append(gLat, time.Since(t1))
+	}
+	p := func(l []time.Duration, q float64) time.Duration {
+		s := append([]time.Duration(nil), l...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return s[int(float64(len(s)-1)*q)]
+	}
+	fmt.Printf("calls of each kind: %d (sequential, alternated)\n", n)
+	fmt.Printf("direct to the backend:      p50 %.3f ms  p99 %.3f ms\n", measure.MS(p(dLat, .5)), measure.MS(p(dLat, .99)))
+	fmt.Printf("through POST /api/v1/calls: p50 %.3f ms  p99 %.3f ms\n", measure.MS(p(gLat, .5)), measure.MS(p(gLat, .99)))
+	fmt.Printf("added by Countersign:       p50 %.3f ms  p99 %.3f ms\n", measure.MS(p(gLat, .5)-p(dLat, .5)), measure.MS(p(gLat, .99)-p(dLat, .99)))
+	return nil
+}
