@@ -1,5 +1,5 @@
 # Countersign's everyday commands. `make test` is what CI runs.
-.PHONY: run test generate check bench fuzz
+.PHONY: run test generate check bench fuzz openapi
 
 run:
 	go run ./cmd/countersign serve --demo
@@ -14,9 +14,13 @@ check:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	go vet ./...
 
-test: check
+test: check openapi
 	go test -race -count=1 ./...
 	cd bench/opa && go mod tidy && go vet ./... && go test -count=1 ./...
+
+# The API's OpenAPI document, linted by Redocly's CLI (pinned in .ci/openapi).
+openapi:
+	cd .ci/openapi && npm ci --no-audit --no-fund --silent && npx redocly lint --config redocly.yaml ../../web/openapi.json
 
 bench:
 	go test -run XXX -bench . -benchtime 3s ./agent/...

@@ -54,6 +54,7 @@ const (
 	PathAPIRun           = "/api/v1/runs/:id"
 	PathAPIRunMessages   = "/api/v1/runs/:id/messages"
 	PathAPIRunEvents     = "/api/v1/runs/:id/events"
+	PathAPIOpenAPI       = "/api/v1/openapi.json"
 	PathAPICalls         = "/api/v1/calls"
 	PathAPICall          = "/api/v1/calls/:id"
 	PathAPICallResult    = "/api/v1/calls/:id/result"

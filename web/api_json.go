@@ -1,6 +1,7 @@
 package web
 
 import (
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -138,4 +139,15 @@ func toRunJSON(r *models.Run, turns []models.Turn, calls []models.ToolCall) runJ
 		out.Turns = append(out.Turns, toTurnJSON(&turns[i], calls))
 	}
 	return out
+}
+
+// openAPIDoc describes the API (runs, calls, actions) as OpenAPI 3.1; CI
+// lints it, and the tests check every API answer they get against it.
+//
+//go:embed openapi.json
+var openAPIDoc []byte
+
+// openAPI serves the API's description: GET /api/v1/openapi.json.
+func (s *Server) openAPI(c echo.Context) error {
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSONCharsetUTF8, openAPIDoc)
 }

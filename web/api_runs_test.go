@@ -143,6 +143,7 @@ func (a *app) doWith(method, path, bearer, body string, headers ...string) apiRe
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
+	checkAgainstOpenAPI(a.t, method, path, body, req.Header, res, raw)
 	out := apiResp{Status: res.StatusCode, Raw: string(raw)}
 	_ = json.Unmarshal(raw, &out.Body)
 	return out

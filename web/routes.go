@@ -64,6 +64,7 @@ func (s *Server) routes() {
 	e.GET(views.PathAPIRun, s.runGet, s.requireRunToken)
 	e.POST(views.PathAPIRunMessages, s.runMessage, s.requireRunToken)
 	e.GET(views.PathAPIRunEvents, s.runEvents, s.requireRunToken, s.limitStreams)
+	e.GET(views.PathAPIOpenAPI, s.openAPI)
 	e.POST(views.PathAPICalls, s.callCreate, s.requireAgentKey)
 	e.GET(views.PathAPICall, s.callGet, s.requireAgentKey)
 	e.POST(views.PathAPICallResult, s.callResult, s.requireAgentKey)

@@ -228,7 +228,7 @@ func codeForStatus(status int) fault.Code {
 	case http.StatusUnauthorized:
 		return fault.Unauthorized
 	case http.StatusTooManyRequests:
-		return "rate_limited"
+		return fault.RateLimited
 	}
 	return fault.Internal
 }

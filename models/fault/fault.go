@@ -19,6 +19,7 @@ const (
 	Conflict     Code = "conflict"
 	Forbidden    Code = "forbidden"
 	Unauthorized Code = "unauthorized"
+	RateLimited  Code = "rate_limited"
 	Internal     Code = "internal"
 )
 
