@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/models"
 )
 
 // startExampleBackend builds and runs examples/shopbackend as its own
@@ -147,6 +150,24 @@ func TestExampleToolsWithTheExampleBackend(t *testing.T) {
 	// The audit chain and the records agree.
 	if out, code := runCmd(t, "audit", "verify", "--db", db); code != 0 {
 		t.Fatalf("audit verify: %s", out)
+	}
+	// Neither the audit nor any call's record holds the signing secret.
+	if err := app.store.EachAuditEvent(context.Background(), func(e *models.AuditEvent) error {
+		if strings.Contains(e.Payload, secret) || strings.Contains(e.Actor, secret) {
+			t.Errorf("audit event %d (%s) holds the secret", e.Seq, e.Kind)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{id, over["id"].(string), esc["id"].(string)} {
+		c, err := app.store.ToolCall(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row := c.RawArgs + c.Args + c.Result + c.Error + c.ErrorDetail + c.Context; strings.Contains(row, secret) {
+			t.Errorf("call %s holds the secret", id)
+		}
 	}
 	time.Sleep(10 * time.Millisecond)
 	if !strings.Contains(logs.String(), "countersign listening") || strings.Contains(logs.String(), secret) {
