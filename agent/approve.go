@@ -548,13 +548,13 @@ func mustJSONString(v any) string {
 // tool that was allowed or approved: ok with its result (JSON), or failed
 // with what went wrong. Only the agent whose session made the call may, and
 // only once.
-func (g *Gate) Report(ctx context.Context, callID, agentID string, ok bool, result json.RawMessage, errText string) (Outcome, error) {
+func (g *Gate) Report(ctx context.Context, callID string, by *models.Agent, ok bool, result json.RawMessage, errText string) (Outcome, error) {
 	call, err := g.store.ToolCall(ctx, callID)
 	if err != nil {
 		return Outcome{}, g.lookupError(err, callID)
 	}
 	run, err := g.store.Run(ctx, call.RunID)
-	if err != nil || run.AgentID != agentID {
+	if err != nil || run.AgentID != by.ID {
 		return Outcome{}, fault.Errorf(fault.NotFound, "call %s was not found", tools.Truncate(callID, 64))
 	}
 	if t, known := g.Tools().Get(call.Tool); known && t.Executes() {
@@ -596,7 +596,7 @@ func (g *Gate) Report(ctx context.Context, callID, agentID string, ok bool, resu
 			}
 			return err
 		}
-		return tx.Audit(models.Event{Actor: "agent:" + agentID, Kind: "call." + string(status), Subject: call.ID, Payload: payload})
+		return tx.Audit(models.Event{Actor: "agent:" + by.Name, Kind: "call." + string(status), Subject: call.ID, Payload: payload})
 	})
 	if err != nil {
 		var e *fault.Error

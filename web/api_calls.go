@@ -244,7 +244,7 @@ func (s *Server) callResult(c echo.Context) error {
 	if req.OK == nil {
 		return fault.Errorf(fault.Invalid, "ok is required: true with result, or false with error")
 	}
-	if _, err := s.cfg.Gate.Report(c.Request().Context(), call.ID, currentAgent(c).ID, *req.OK, req.Result, req.Error); err != nil {
+	if _, err := s.cfg.Gate.Report(c.Request().Context(), call.ID, currentAgent(c), *req.OK, req.Result, req.Error); err != nil {
 		return err
 	}
 	call, err = s.cfg.Store.ToolCall(c.Request().Context(), call.ID)
