@@ -38,6 +38,9 @@ type Config struct {
 	Log      *slog.Logger  // nil: quiet
 	Notifier Notifier      // nil: nobody watches
 	Business BusinessFacts // nil: no business facts
+	// ExecutionWait is how long an approval waits for the call it runs
+	// (Gate.ExecutionWait); 0: 10 s.
+	ExecutionWait time.Duration
 }
 
 // New builds the gate and the run loop over one store, wired to each other:
@@ -52,7 +55,10 @@ func New(cfg Config) (*Gate, *Runner) {
 	if notify == nil {
 		notify = quiet{}
 	}
-	g := &Gate{store: cfg.Store, log: log, notify: notify, business: cfg.Business, ExecutionWait: 10 * time.Second}
+	g := &Gate{store: cfg.Store, log: log, notify: notify, business: cfg.Business, ExecutionWait: cfg.ExecutionWait}
+	if g.ExecutionWait == 0 {
+		g.ExecutionWait = 10 * time.Second
+	}
 	g.Reload(cfg.Tools, cfg.Policy)
 	bg, cancel := context.WithCancel(context.Background())
 	r := &Runner{store: cfg.Store, gate: g, model: cfg.Model, log: log, notify: notify, System: DefaultSystemPrompt,

@@ -57,7 +57,7 @@ func newRefundBackend(t *testing.T, secret string) *refundBackend {
 	return b
 }
 
-func httpGate(t *testing.T, url, secret string) (*agent.Gate, *models.Store, string) {
+func httpGate(t *testing.T, url, secret string, wait time.Duration) (*agent.Gate, *models.Store, string) {
 	t.Helper()
 	set, err := httptool.Load([]byte(`tools:
   - name: refund_order
@@ -78,7 +78,7 @@ func httpGate(t *testing.T, url, secret string) (*agent.Gate, *models.Store, str
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate, runner := agent.New(agent.Config{Store: store, Tools: reg, Policy: pol})
+	gate, runner := agent.New(agent.Config{Store: store, Tools: reg, Policy: pol, ExecutionWait: wait})
 	t.Cleanup(runner.Close)
 	runID := models.NewID("run")
 	if err := store.Write(context.Background(), func(tx *models.Tx) error {
@@ -94,7 +94,7 @@ func httpGate(t *testing.T, url, secret string) (*agent.Gate, *models.Store, str
 func TestHTTPToolRunsOnceAfterApproval(t *testing.T) {
 	const secret = "sig-secret-42"
 	b := newRefundBackend(t, secret)
-	gate, store, runID := httpGate(t, b.URL, secret)
+	gate, store, runID := httpGate(t, b.URL, secret, 0)
 	ctx := context.Background()
 	out, err := gate.Call(ctx, agent.CallRequest{RunID: runID, CustomerID: "cus_9", Tool: "refund_order", Args: []byte(`{"order_id":"O1","amount":900}`)})
 	if err != nil || out.Status != models.CallPending {
@@ -126,8 +126,7 @@ func TestApproverLeavingDoesNotCutTheCall(t *testing.T) {
 	const secret = "sig-secret-43"
 	b := newRefundBackend(t, secret)
 	b.release = make(chan struct{})
-	gate, store, runID := httpGate(t, b.URL, secret)
-	gate.ExecutionWait = 50 * time.Millisecond
+	gate, store, runID := httpGate(t, b.URL, secret, 50*time.Millisecond)
 	out, err := gate.Call(context.Background(), agent.CallRequest{RunID: runID, CustomerID: "cus_9", Tool: "refund_order", Args: []byte(`{"order_id":"O2","amount":700}`)})
 	if err != nil {
 		t.Fatal(err)

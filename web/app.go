@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
@@ -47,6 +48,8 @@ type AppConfig struct {
 	Model    llm.Model
 	Business agent.BusinessFacts // nil: no business facts
 	Log      *slog.Logger
+	// ExecutionWait is how long an approval waits for its call (0: 10 s).
+	ExecutionWait time.Duration
 	// Web is the server's settings; NewApp fills in Log, Gate, Runner,
 	// Store, Changes and Accounts.
 	Web Config
@@ -72,7 +75,7 @@ func NewApp(cfg AppConfig) *App {
 	}
 	changes := NewChanges(log)
 	gate, runner := agent.New(agent.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, Model: cfg.Model,
-		Log: log, Notifier: changes, Business: cfg.Business})
+		Log: log, Notifier: changes, Business: cfg.Business, ExecutionWait: cfg.ExecutionWait})
 	a := &App{Gate: gate, Runner: runner, Accounts: accounts.New(cfg.Store), Changes: changes}
 	w := cfg.Web
 	w.Log, w.Gate, w.Runner, w.Store, w.Changes, w.Accounts = log, gate, runner, cfg.Store, changes, a.Accounts
