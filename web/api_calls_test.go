@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -197,5 +198,66 @@ func TestAgentCallsShowInTheBackOffice(t *testing.T) {
 	_, page = b.get("/staff")
 	if !strings.Contains(page, "support-bot") || !strings.Contains(page, "works") {
 		t.Fatalf("staff page does not list the agent:\n%s", page)
+	}
+}
+
+// A tools file's secrets reach no page, export or API answer, even when the
+// backend echoes them back.
+func TestToolSecretsReachNoPage(t *testing.T) {
+	const headerSecret, signingSecret = "hdr-secret-7f3a9c", "sig-secret-2b8e41"
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"order_id":"A7","echo":"` + r.Header.Get("Authorization") + `"}`))
+	}))
+	t.Cleanup(backend.Close)
+	set, err := httptool.Load([]byte(`tools:
+  - name: lookup_order
+    risk: read
+    input_schema: {type: object, properties: {order_id: {type: string}}, required: [order_id], additionalProperties: false}
+    http: {method: GET, url: "`+backend.URL+`/orders/{order_id}", headers: {Authorization: "Bearer ${KEY}"}}
+  - name: refund_order
+    risk: high_write
+    input_schema: {type: object, properties: {order_id: {type: string}, amount: {type: number}}, required: [order_id, amount], additionalProperties: false}
+    http: {method: POST, url: "`+backend.URL+`/refunds", secret: "${SIG}", headers: {Authorization: "Bearer ${KEY}"}}
+    review: [{tool: lookup_order, label: Order, args: {order_id: "{order_id}"}}]
+`), "tools.yaml", httptool.Options{Env: func(k string) (string, bool) {
+		return map[string]string{"KEY": headerSecret, "SIG": signingSecret}[k], true
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := tools.NewRegistry(set.Tools...)
+	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog()}, false)
+	ctx := context.Background()
+	key, _, _ := a.accounts.AddAgent(ctx, "support-bot", models.Actor{ID: "test"})
+	var answers []string
+	read := callOf(t, a.do("POST", "/api/v1/calls", key, `{"tool":"lookup_order","args":{"order_id":"A7"},"session":"s1"}`))
+	raw, _ := json.Marshal(read)
+	answers = append(answers, string(raw))
+	if !strings.Contains(string(raw), "[secret]") {
+		t.Fatalf("the backend's echo was not redacted: %s", raw)
+	}
+	pending := callOf(t, a.do("POST", "/api/v1/calls", key, `{"tool":"refund_order","args":{"order_id":"A7","amount":900},"session":"s1"}`))
+	id := pending["id"].(string)
+	a.staff(models.Admin, "ada@x.test", "Ada")
+	b := a.signIn("ada@x.test")
+	call, _ := a.store.ToolCall(ctx, id)
+	for _, path := range []string{"/queue", "/actions/" + id, "/actions/" + read["id"].(string), "/tools", "/policy", "/audit", "/runs",
+		"/runs/" + call.RunID, "/audit/export.jsonl", "/audit/export.csv", "/audit/chain.jsonl", "/staff"} {
+		res, page := b.get(path)
+		if res.StatusCode != 200 {
+			t.Fatalf("%s: %d", path, res.StatusCode)
+		}
+		answers = append(answers, page)
+		if path == "/actions/"+id && !strings.Contains(page, "Order: order id") {
+			t.Fatalf("the review lookup did not run on the action page:\n%s", page)
+		}
+	}
+	for i, text := range answers {
+		if strings.Contains(text, headerSecret) || strings.Contains(text, signingSecret) {
+			t.Fatalf("answer %d holds a secret:\n%s", i, text)
+		}
 	}
 }
