@@ -153,3 +153,33 @@ func TestApproverLeavingDoesNotCutTheCall(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A backend that fails after the request was sent leaves a write nobody
+// may send again blindly: the call is unknown, for a supervisor, who
+// records what really happened.
+func TestHTTPToolFailureAfterSendingIsUnknown(t *testing.T) {
+	var hits sync.WaitGroup
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer hits.Done()
+		http.Error(w, "upstream broke", http.StatusBadGateway)
+	}))
+	defer backend.Close()
+	hits.Add(1) // exactly one request: the tool is not idempotent
+	gate, store, runID := httpGate(t, backend.URL, "s3cret-value", 0)
+	ctx := context.Background()
+	out, _ := gate.Call(ctx, agent.CallRequest{RunID: runID, CustomerID: "cus_9", Tool: "refund_order", Args: []byte(`{"order_id":"O3","amount":600}`)})
+	if _, err := gate.Approve(ctx, out.CallID, approver1, agent.ApproveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	hits.Wait()
+	call, _ := store.ToolCall(ctx, out.CallID)
+	if call.Status != models.CallUnknown || !strings.Contains(call.Error, "did not confirm it") {
+		t.Fatalf("after a 502: %s %q", call.Status, call.Error)
+	}
+	if err := gate.Reconcile(ctx, out.CallID, supervisor, false, "checked the payments system: no refund went out"); err != nil {
+		t.Fatal(err)
+	}
+	if call, _ := store.ToolCall(ctx, out.CallID); call.Status != models.CallFailed {
+		t.Fatalf("after reconciling: %s", call.Status)
+	}
+}
