@@ -9,7 +9,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
-	"github.com/countersign/countersign/agent/llm"
+	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
@@ -155,7 +155,7 @@ func TestCallsThatCannotSucceedAreNeverQueued(t *testing.T) {
 // per-turn limit, the run to its pending limit, and the queue stays short.
 func TestOneMessageCannotFloodTheQueue(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(llm.Offline{})
+	r := e.runner(offline.Model{})
 	run := e.start(r, "cus_bob", "Bob", strings.Repeat("refund $100 on B2001. ", 180))
 	e.waitRun(run, models.RunPaused)
 	calls, err := e.store.RunCalls(context.Background(), run)
@@ -206,7 +206,7 @@ func TestApprovalsOfDisabledAccountsNoLongerCount(t *testing.T) {
 // reject each of them may close it.
 func TestClosingARunNeedsTheAuthorityToRejectItsActions(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(llm.Offline{})
+	r := e.runner(offline.Model{})
 	run := e.start(r, "cus_bob", "Bob", "refund $1200 on order B2001")
 	e.waitRun(run, models.RunPaused)
 	action := e.pendingAction(run)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/agent/llm"
+	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/models"
 )
 
@@ -18,7 +18,7 @@ import (
 // gate, and answers. Everything is recorded in SQLite.
 func BenchmarkConversation(b *testing.B) {
 	e := newEnv(b)
-	r := e.runner(llm.Offline{})
+	r := e.runner(offline.Model{})
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -40,7 +40,7 @@ func BenchmarkConversation(b *testing.B) {
 // paused run being back to "waiting" with the model's confirmation stored.
 func BenchmarkApprovalToResume(b *testing.B) {
 	e := newEnv(b)
-	r := e.runner(llm.Offline{})
+	r := e.runner(offline.Model{})
 	ctx := context.Background()
 	var mu sync.Mutex
 	waiting := map[string]chan struct{}{}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/llm"
+	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 )
@@ -104,7 +105,7 @@ func (e *env) pendingAction(runID string) *models.ToolCall {
 
 func TestConversationOrderStatus(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(llm.Offline{})
+	r := e.runner(offline.Model{})
 	run := e.start(r, "cus_alice", "Alice", "Where is my order A1002?")
 	e.waitRun(run, models.RunWaiting)
 	if got := e.lastText(run, "assistant"); got != "Order A1002 (Espresso machine, $950.00) was delivered." {
@@ -121,7 +122,7 @@ func TestConversationOrderStatus(t *testing.T) {
 
 func TestConversationSmallRefund(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(llm.Offline{})
+	r := e.runner(offline.Model{})
 	run := e.start(r, "cus_alice", "Alice", "Please refund $20 on order A1001 because it arrived late")
 	e.waitRun(run, models.RunWaiting)
 	if got := e.lastText(run, "assistant"); !strings.Contains(got, "Done: I refunded $20.00 on order A1001") {
@@ -134,7 +135,7 @@ func TestConversationSmallRefund(t *testing.T) {
 
 func TestConversationBigRefundPausesAndResumesAfterApproval(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(llm.Offline{})
+	r := e.runner(offline.Model{})
 	run := e.start(r, "cus_alice", "Alice", "refund $900 on order A1002 because it arrived broken")
 	e.waitRun(run, models.RunPaused)
 	notice := e.lastText(run, "system")
@@ -165,7 +166,7 @@ func TestConversationBigRefundPausesAndResumesAfterApproval(t *testing.T) {
 
 func TestConversationRejectedIsExplainedAndNotRetried(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(llm.Offline{})
+	r := e.runner(offline.Model{})
 	run := e.start(r, "cus_alice", "Alice", "refund $900 on order A1002")
 	e.waitRun(run, models.RunPaused)
 	if err := e.gate.Reject(context.Background(), e.pendingAction(run).ID, approver1, "the item was returned used"); err != nil {
@@ -193,7 +194,7 @@ func TestConversationRejectedIsExplainedAndNotRetried(t *testing.T) {
 
 func TestConversationExpired(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(llm.Offline{})
+	r := e.runner(offline.Model{})
 	run := e.start(r, "cus_alice", "Alice", "refund $900 on order A1002")
 	e.waitRun(run, models.RunPaused)
 	e.clock.Advance(25 * time.Hour)
@@ -208,7 +209,7 @@ func TestConversationExpired(t *testing.T) {
 
 func TestConversationOneAllowedOnePending(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(llm.Offline{})
+	r := e.runner(offline.Model{})
 	run := e.start(r, "cus_alice", "Alice", "Where is A1001 and refund $900 on order A1002")
 	e.waitRun(run, models.RunPaused)
 	if e.executions["get_order_status"].Load() != 1 || e.executions["issue_refund"].Load() != 0 {
@@ -338,7 +339,7 @@ func TestLoopGuardStopsAModelThatNeverAnswers(t *testing.T) {
 
 func TestMessageLimits(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(llm.Offline{})
+	r := e.runner(offline.Model{})
 	if _, err := r.StartRun(context.Background(), agent.StartRequest{Message: "   "}); fault.CodeOf(err) != fault.Invalid {
 		t.Fatalf("empty: %v", err)
 	}
@@ -349,7 +350,7 @@ func TestMessageLimits(t *testing.T) {
 
 func TestAnonymousRunIsToldToSignIn(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(llm.Offline{})
+	r := e.runner(offline.Model{})
 	run := e.start(r, "", "", "where is A1001?")
 	e.waitRun(run, models.RunWaiting)
 	if got := e.lastText(run, "assistant"); !strings.Contains(got, "Please sign in to the shop first") {
@@ -359,7 +360,7 @@ func TestAnonymousRunIsToldToSignIn(t *testing.T) {
 
 func TestClosingARunCancelsItsPendingActions(t *testing.T) {
 	e := newEnv(t)
-	r := e.runner(llm.Offline{})
+	r := e.runner(offline.Model{})
 	run := e.start(r, "cus_alice", "Alice", "refund $900 on order A1002")
 	e.waitRun(run, models.RunPaused)
 	action := e.pendingAction(run)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
-	"github.com/countersign/countersign/agent/llm"
+	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
@@ -58,7 +58,7 @@ func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
 	if configure != nil {
 		configure(&cfg)
 	}
-	return startApp(t, web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: llm.Offline{}, Business: shop.Facts{Store: store},
+	return startApp(t, web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store},
 		Log: discardLog(), Web: cfg}, tls)
 }
 

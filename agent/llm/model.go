@@ -1,7 +1,6 @@
 // Package llm holds the language models a run talks to: the Model
-// interface and its request and reply, the OpenAI-compatible and Anthropic
-// adapters, and the offline model the demo runs on (scripted, no network,
-// it knows the demo shop's tools).
+// interface and its request and reply, and the OpenAI-compatible and
+// Anthropic adapters. The demo's scripted model is agent/llm/offline.
 package llm
 
 import (

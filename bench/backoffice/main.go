@@ -32,7 +32,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/agent/llm"
+	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
@@ -85,7 +85,7 @@ func run(nCalls, nPending, nClients int, dir string) error {
 		return err
 	}
 	log := slog.New(slog.DiscardHandler)
-	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: llm.Offline{}, Business: shop.Facts{Store: store}, Log: log})
+	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log})
 	defer app.Close()
 	gate, accounts := app.Gate, app.Accounts
 	hubCtx, stopHub := context.WithCancel(ctx)

@@ -26,7 +26,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
-	"github.com/countersign/countersign/agent/llm"
+	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
@@ -78,7 +78,7 @@ func run(nStreams, nDecisions int) error {
 	policy, _ := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
 	log := slog.New(slog.DiscardHandler)
 	const secret = "widget-bench-secret-widget-bench-secret"
-	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: llm.Offline{}, Business: shop.Facts{Store: store}, Log: log,
+	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log,
 		Web: web.Config{Customers: web.NewCustomerVerifier(secret), TrustProxy: true}})
 	defer app.Close()
 	gate := app.Gate

@@ -24,6 +24,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/llm"
+	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
@@ -101,7 +102,7 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if err != nil {
 		return fail(err)
 	}
-	if _, offline := model.(llm.Offline); offline && !cfg.Demo {
+	if _, offline := model.(offline.Model); offline && !cfg.Demo {
 		log.Info("the offline model only talks about the demo shop's tools: Countersign's own chat needs --model openai or anthropic for yours (the gate API works with any agent)")
 	}
 	// /demo signs tokens with a secret of its own, valid for the demo
@@ -224,7 +225,7 @@ func newModel(cfg config) (llm.Model, error) {
 	pc := llm.Config{BaseURL: cfg.ModelBaseURL, APIKey: cfg.ModelAPIKey, Model: cfg.ModelName, Timeout: cfg.ModelTimeout}
 	switch cfg.Model {
 	case "", "offline":
-		return llm.Offline{}, nil
+		return offline.Model{}, nil
 	case "openai":
 		if pc.APIKey == "" {
 			pc.APIKey = os.Getenv("OPENAI_API_KEY")

@@ -1,4 +1,4 @@
-package llm
+package offline
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/models"
 )
 
@@ -26,7 +27,7 @@ func TestOfflineModelReadsAmountsOrRefusesThem(t *testing.T) {
 		{"refund $1,2,3 on A1001", 0, "couldn't read that amount"},
 		{"refund some money on A1001", 0, "How much should I refund"},
 	} {
-		r, err := Offline{}.Next(context.Background(), Request{Turns: []Turn{{Role: models.RoleCustomer, Text: tc.msg}}})
+		r, err := Model{}.Next(context.Background(), llm.Request{Turns: []llm.Turn{{Role: models.RoleCustomer, Text: tc.msg}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,13 +48,13 @@ func TestOfflineModelReadsAmountsOrRefusesThem(t *testing.T) {
 // no broken phrases.
 func TestOfflineModelSpeaksToTheCustomer(t *testing.T) {
 	for _, tc := range []struct {
-		r    ToolResult
+		r    llm.ToolResult
 		want string
 	}{
-		{ToolResult{Tool: "cancel_order", Args: []byte(`{"order_id":"A1003"}`), Status: models.CallRejected, Error: "rejected by staff: already packed",
+		{llm.ToolResult{Tool: "cancel_order", Args: []byte(`{"order_id":"A1003"}`), Status: models.CallRejected, Error: "rejected by staff: already packed",
 			Request: "your request to cancel order A1003"},
 			"a team member declined the request to cancel order A1003. Their reason: already packed."},
-		{ToolResult{Tool: "get_order_status", Status: models.CallInvalid, Error: "this needs a signed-in customer: ask the customer to sign in to the shop first"},
+		{llm.ToolResult{Tool: "get_order_status", Status: models.CallInvalid, Error: "this needs a signed-in customer: ask the customer to sign in to the shop first"},
 			"Please sign in to the shop first"},
 	} {
 		if got := describeResult(&tc.r); !strings.Contains(got, tc.want) || strings.Contains(got, "the customer") {

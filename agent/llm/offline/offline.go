@@ -1,4 +1,8 @@
-package llm
+// Package offline is the demo shop's own model: scripted, with no network
+// and no key, it turns plain requests about the demo's orders into calls of
+// the demo's tools and answers from their results. It belongs to the demo,
+// like tools/shop; Countersign reaches it only as an llm.Model.
+package offline
 
 import (
 	"context"
@@ -8,16 +12,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 )
 
-// Offline is a deterministic support agent for the demo shop. It needs no
+// Model is a deterministic support agent for the demo shop. It needs no
 // network and no key: it reads plain requests, turns them into real tool
 // calls through the gate, and writes its replies from the tool results.
 // It never retries a call that was rejected, denied or expired.
-type Offline struct{}
+type Model struct{}
 
 var (
 	reOrderID = regexp.MustCompile(`(?i)\b([a-z][0-9]{4,10})\b`)
@@ -40,8 +45,8 @@ var (
 	reIntent = regexp.MustCompile(`(?i)\b(refund|cancel|send|ship|deliver|where|what|status|track|change|update|list)\b`)
 )
 
-// Next implements Model.
-func (Offline) Next(_ context.Context, req Request) (Reply, error) {
+// Next implements llm.Model.
+func (Model) Next(_ context.Context, req llm.Request) (llm.Reply, error) {
 	// Everything after the last assistant turn is what to answer: results of
 	// its calls, then any customer messages.
 	start := 0
@@ -52,7 +57,7 @@ func (Offline) Next(_ context.Context, req Request) (Reply, error) {
 		}
 	}
 	var lines []string
-	var calls []Call
+	var calls []llm.Call
 	for _, t := range req.Turns[start:] {
 		switch t.Role {
 		case models.RoleTool:
@@ -75,7 +80,7 @@ func (Offline) Next(_ context.Context, req Request) (Reply, error) {
 	if len(lines) == 0 && len(calls) == 0 {
 		lines = append(lines, "How can I help with your orders?")
 	}
-	return Reply{Text: strings.Join(dedupeLines(lines), " "), Calls: calls}, nil
+	return llm.Reply{Text: strings.Join(dedupeLines(lines), " "), Calls: calls}, nil
 }
 
 func dedupeLines(lines []string) []string {
@@ -152,13 +157,13 @@ func parseAmount(text string) (float64, amountProblem) {
 	return amount, amountOK
 }
 
-func call(tool string, args map[string]any) *Call {
+func call(tool string, args map[string]any) *llm.Call {
 	b, _ := json.Marshal(args)
-	return &Call{Tool: tool, Args: b}
+	return &llm.Call{Tool: tool, Args: b}
 }
 
 // understand reads one request: a reply, a tool call, or both.
-func understand(text string) (string, *Call) {
+func understand(text string) (string, *llm.Call) {
 	orderID := ""
 	if m := reOrderID.FindStringSubmatch(text); m != nil {
 		orderID = strings.ToUpper(m[1])
@@ -221,7 +226,7 @@ func statusPhrase(status string) string {
 }
 
 // describeResult turns a tool result into a sentence for the customer.
-func describeResult(r *ToolResult) string {
+func describeResult(r *llm.ToolResult) string {
 	switch r.Status {
 	case models.CallSucceeded:
 	case models.CallRejected:
@@ -293,7 +298,7 @@ func describeResult(r *ToolResult) string {
 	return "Done."
 }
 
-func requestNoun(r *ToolResult) string {
+func requestNoun(r *llm.ToolResult) string {
 	d := strings.TrimPrefix(r.Request, "your ")
 	if d == "" {
 		d = "request"
