@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 )
@@ -95,6 +96,20 @@ func (s *Store) AgentRun(ctx context.Context, agent *Agent, session, customerID 
 func (s *Store) CallByAgentKey(ctx context.Context, agentKey string) (*ToolCall, error) {
 	var c ToolCall
 	if err := s.db.WithContext(ctx).Take(&c, "agent_key = ?", agentKey).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &c, nil
+}
+
+// SameWaitedCall is the latest call of a run for that tool and argument set
+// that needed a person and is still waiting or ended after since: the one
+// an agent that asks again means.
+func (s *Store) SameWaitedCall(ctx context.Context, runID, tool, argsHash string, since time.Time) (*ToolCall, error) {
+	var c ToolCall
+	err := s.db.WithContext(ctx).Where("run_id = ? AND tool = ? AND args_hash = ? AND decision = ?", runID, tool, argsHash, "needs_approval").
+		Where("(status IN ? OR updated_at >= ?)", []CallStatus{CallPending, CallApproved, CallExecuting}, since.UTC()).
+		Order("created_at DESC, id DESC").Take(&c).Error
+	if err != nil {
 		return nil, notFound(err)
 	}
 	return &c, nil

@@ -55,6 +55,7 @@ const (
 	PathAPIRunMessages   = "/api/v1/runs/:id/messages"
 	PathAPIRunEvents     = "/api/v1/runs/:id/events"
 	PathAPIOpenAPI       = "/api/v1/openapi.json"
+	PathMCP              = "/mcp"
 	PathAPICalls         = "/api/v1/calls"
 	PathAPICall          = "/api/v1/calls/:id"
 	PathAPICallResult    = "/api/v1/calls/:id/result"

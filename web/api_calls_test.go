@@ -21,6 +21,17 @@ import (
 // and a refund on a backend on a port, and a decision-only escalation.
 func gateAPIApp(t *testing.T) (*app, *atomic.Int32) {
 	t.Helper()
+	reg, refunds := gateAPITools(t)
+	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog()}, false), refunds
+}
+
+// gateAPITools are those tools, and how many refunds their backend made.
+func gateAPITools(t *testing.T) (*tools.Registry, *atomic.Int32) {
+	t.Helper()
 	var refunds atomic.Int32
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -51,13 +62,11 @@ func gateAPIApp(t *testing.T) (*app, *atomic.Int32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, _ := tools.NewRegistry(set.Tools...)
-	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	reg, err := tools.NewRegistry(set.Tools...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := openStore(t)
-	return startApp(t, web.AppConfig{Store: store, Tools: reg, Policy: pol, Log: discardLog()}, false), &refunds
+	return reg, &refunds
 }
 
 func callOf(t *testing.T, r apiResp) map[string]any {

@@ -65,6 +65,7 @@ func (s *Server) routes() {
 	e.POST(views.PathAPIRunMessages, s.runMessage, s.requireRunToken)
 	e.GET(views.PathAPIRunEvents, s.runEvents, s.requireRunToken, s.limitStreams)
 	e.GET(views.PathAPIOpenAPI, s.openAPI)
+	e.Any(views.PathMCP, s.serveMCP, s.requireAgentKey)
 	e.POST(views.PathAPICalls, s.callCreate, s.requireAgentKey)
 	e.GET(views.PathAPICall, s.callGet, s.requireAgentKey)
 	e.POST(views.PathAPICallResult, s.callResult, s.requireAgentKey)

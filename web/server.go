@@ -53,6 +53,9 @@ type Config struct {
 	// MaxStreams and MaxStreamsPerAddress cap open event streams; 0 takes
 	// the defaults.
 	MaxStreams, MaxStreamsPerAddress int
+	// MCPWait is how long /mcp holds a call that needs a person before it
+	// answers that the call waits (0: 50 s).
+	MCPWait time.Duration
 	// AuditSearchTimeout bounds an audit page whose filter searches text
 	// in the arguments (a scan over the calls); default 15 s.
 	AuditSearchTimeout time.Duration
@@ -111,6 +114,8 @@ type Server struct {
 	streams *streamCounter
 	// grantKey signs chat grants (chat_grant.go).
 	grantKey []byte
+	// mcp serves /mcp (mcp.go).
+	mcp *mcpEndpoint
 
 	chainMu      sync.Mutex
 	chainRunning bool
@@ -152,6 +157,7 @@ func New(cfg Config) *Server {
 		chatRunLimit: newLimiter(4*time.Second, 8, 0),  // 8 at once, then 15 a minute per conversation
 		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
 		grantKey:     newGrantKey(cfg.ChatGrantSeed)}
+	s.mcp = newMCPEndpoint(s)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
 	e.Use(logRequests(cfg.Log))

@@ -1,0 +1,157 @@
+// Package mcpgate is Countersign as an MCP server: an outside agent that
+// speaks the Model Context Protocol sees the tools in force, and each of its
+// tools/call goes through the gate (decided, recorded, run once) in a run of
+// its own per MCP session. A call that waits for a person is held for a
+// while; one not decided in time answers that it waits, and the same call
+// made again returns its outcome instead of a second call.
+package mcpgate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+)
+
+// DefaultWait is how long a call that needs a person is held before the
+// answer says it waits: under the minute MCP clients commonly give up at.
+const DefaultWait = 50 * time.Second
+
+// sameCallWindow is how long a finished call that waited for a person is
+// the answer to the same call made again (a client retrying after a wait).
+const sameCallWindow = 15 * time.Minute
+
+// Gateway builds MCP servers over one gate.
+type Gateway struct {
+	Gate  *agent.Gate
+	Store *models.Store
+	// Wait is how long a call that needs a person is held (0: DefaultWait).
+	Wait time.Duration
+	// Poll is how often a held call is looked at (0: 250 ms).
+	Poll time.Duration
+}
+
+// Server is the MCP server one agent sees: every tool in force that
+// Countersign runs itself (decision-only tools are for the gate API).
+func (gw *Gateway) Server(ag *models.Agent) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, nil)
+	for _, t := range gw.Gate.Tools().All() {
+		if !t.Executes() {
+			continue
+		}
+		tool := t
+		readOnly := t.Risk == tools.RiskRead
+		destructive := t.Risk == tools.RiskHighWrite
+		s.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.Schema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: readOnly, DestructiveHint: &destructive}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return gw.call(ctx, ag, tool, req)
+			})
+	}
+	return s
+}
+
+func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	session := "mcp:" + req.Session.ID()
+	run, err := gw.Store.AgentRun(ctx, ag, session, "")
+	if err != nil {
+		return nil, fmt.Errorf("the MCP session could not be recorded: %w", err)
+	}
+	args := []byte(req.Params.Arguments)
+	if len(args) == 0 {
+		args = []byte("{}")
+	}
+	var call *models.ToolCall
+	if norm, err := tool.Normalize(args); err == nil {
+		// The same call made again (a client that gave up waiting) is
+		// that call, never a second one.
+		call, _ = gw.Store.SameWaitedCall(ctx, run.ID, tool.Name, norm.Hash, time.Now().Add(-sameCallWindow))
+	}
+	if call == nil {
+		out, err := gw.Gate.Call(ctx, agent.CallRequest{RunID: run.ID, Channel: run.Channel, Tool: tool.Name, Args: args,
+			Actor: "agent:" + ag.Name, Context: "over MCP"})
+		if err != nil {
+			return nil, err
+		}
+		if call, err = gw.Store.ToolCall(ctx, out.CallID); err != nil {
+			return nil, err
+		}
+	}
+	call = gw.hold(ctx, req, call)
+	return result(call), nil
+}
+
+// hold waits while a person decides or the call runs, telling a client that
+// asked for progress that it still waits.
+func (gw *Gateway) hold(ctx context.Context, req *mcp.CallToolRequest, call *models.ToolCall) *models.ToolCall {
+	wait, poll := gw.Wait, gw.Poll
+	if wait == 0 {
+		wait = DefaultWait
+	}
+	if poll == 0 {
+		poll = 250 * time.Millisecond
+	}
+	deadline := time.Now().Add(wait)
+	token := req.Params.GetProgressToken()
+	step := 0.0
+	lastNote := time.Now()
+	for waiting(call) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return call
+		case <-time.After(poll):
+		}
+		if now, err := gw.Store.ToolCall(ctx, call.ID); err == nil {
+			call = now
+		}
+		if token != nil && time.Since(lastNote) >= 5*time.Second {
+			step++
+			lastNote = time.Now()
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: step,
+				Message: "waiting for a person to decide (" + string(call.Status) + ")"})
+		}
+	}
+	return call
+}
+
+func waiting(c *models.ToolCall) bool {
+	return c.Status == models.CallPending || c.Status == models.CallApproved || c.Status == models.CallExecuting
+}
+
+// result is the call's outcome as an MCP tool result: the tool's JSON on
+// success; an error result with the reason otherwise; and, for a call still
+// waiting, a plain answer saying so, with its id.
+func result(c *models.ToolCall) *mcp.CallToolResult {
+	text := func(s string, isErr bool) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}, IsError: isErr}
+	}
+	switch c.Status {
+	case models.CallSucceeded:
+		r := text(c.Result, false)
+		var structured map[string]any
+		if json.Unmarshal([]byte(c.Result), &structured) == nil {
+			r.StructuredContent = structured
+		}
+		return r
+	case models.CallPending, models.CallApproved, models.CallExecuting:
+		return text(fmt.Sprintf("Waiting for a person to decide (call %s, %s). Nothing has been done yet unless it says executing. "+
+			"Call this tool again with the same arguments to get the outcome; that never makes a second request.", c.ID, c.Status), false)
+	case models.CallDenied:
+		return text("Denied by policy: "+c.Reason, true)
+	case models.CallRejected:
+		return text("Rejected by a person: "+c.Error, true)
+	case models.CallExpired:
+		return text("Expired: nobody decided in time; nothing was done.", true)
+	case models.CallCancelled:
+		return text("Cancelled: "+c.Error, true)
+	case models.CallUnknown:
+		return text("Outcome unknown: "+c.Error, true)
+	}
+	return text(c.Error, true) // invalid, failed
+}

@@ -1,0 +1,131 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/web"
+)
+
+// bearer adds an agent key to every request of an MCP client.
+type bearer struct{ key string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func mcpClient(t *testing.T, url, key string) (*mcp.ClientSession, error) {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil)
+	return c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{key}}, MaxRetries: -1}, nil)
+}
+
+func textOf(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// An MCP client (the official Go SDK) sees the tools in force and every
+// call goes through the gate: reads run, a refund waits for a person and,
+// asked again after approval, returns its outcome without a second request.
+func TestMCPClientCallsGoThroughTheGate(t *testing.T) {
+	// The gate API's tools, with a short hold so the test need not wait 50 s.
+	set, refunds := gateAPITools(t)
+	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", set)
+	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: set, Policy: pol, Log: discardLog(),
+		Web: web.Config{MCPWait: 300 * time.Millisecond}}, false)
+	ctx := context.Background()
+	key, _, _ := a.accounts.AddAgent(ctx, "desktop", models.Actor{ID: "test"})
+	a.accounts.AddStaff(ctx, "ann@x.test", "Ann", models.Approver, password, models.Actor{ID: "test"})
+	staffTok, _ := a.accounts.CreateAPIToken(ctx, "ann@x.test", models.Actor{})
+
+	if _, err := mcpClient(t, a.srv.URL, "csa_wrong"); err == nil {
+		t.Fatal("a wrong agent key connected")
+	}
+	cs, err := mcpClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range list.Tools {
+		names = append(names, tl.Name)
+	}
+	if strings.Join(names, ",") != "lookup_order,refund_order" {
+		t.Fatalf("tools %v (decision-only tools are not offered over MCP)", names)
+	}
+
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": "A7"}})
+	if err != nil || r.IsError || !strings.Contains(textOf(r), `"order_id":"A7"`) {
+		t.Fatalf("read: %v %+v", err, r)
+	}
+	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A7", "amount": -1}})
+	if !r.IsError || !strings.Contains(textOf(r), "amount") {
+		t.Fatalf("invalid args: %+v", textOf(r))
+	}
+
+	args := map[string]any{"order_id": "A7", "amount": 900}
+	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund_order", Arguments: args})
+	if r.IsError || !strings.Contains(textOf(r), "Waiting for a person") || refunds.Load() != 0 {
+		t.Fatalf("refund before a decision: %s (backend saw %d)", textOf(r), refunds.Load())
+	}
+	pending, _ := a.store.PendingActions(ctx, models.ActionFilter{})
+	if len(pending) != 1 || pending[0].Agent != "agent:desktop" {
+		t.Fatalf("queue: %+v", pending)
+	}
+	// Asked again while it waits: the same call, no second one.
+	cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund_order", Arguments: args})
+	if again, _ := a.store.PendingActions(ctx, models.ActionFilter{}); len(again) != 1 {
+		t.Fatalf("asking again made %d pending calls", len(again))
+	}
+	if r := a.do("POST", "/api/v1/actions/"+pending[0].ID+"/approve", staffTok, `{}`); r.Status != 200 {
+		t.Fatalf("approve: %d %s", r.Status, r.Raw)
+	}
+	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund_order", Arguments: args})
+	var out map[string]any
+	_ = json.Unmarshal([]byte(textOf(r)), &out)
+	if r.IsError || out["refund_id"] != "rf_1" || refunds.Load() != 1 {
+		t.Fatalf("after approval: %s (backend saw %d)", textOf(r), refunds.Load())
+	}
+
+	// Rejected: the client reads the reason.
+	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A8", "amount": 50}})
+	waitingCalls, _ := a.store.PendingActions(ctx, models.ActionFilter{})
+	if len(waitingCalls) != 1 {
+		t.Fatalf("pending: %d", len(waitingCalls))
+	}
+	a.do("POST", "/api/v1/actions/"+waitingCalls[0].ID+"/reject", staffTok, `{"reason":"not eligible"}`)
+	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A8", "amount": 50}})
+	if !r.IsError || !strings.Contains(textOf(r), "not eligible") {
+		t.Fatalf("rejected: %s", textOf(r))
+	}
+	if refunds.Load() != 1 {
+		t.Fatalf("the backend was sent %d refunds", refunds.Load())
+	}
+
+	// A revoked key is refused at once.
+	a.accounts.RevokeAgent(ctx, "desktop", models.Actor{ID: "test"})
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": "A7"}}); err == nil {
+		t.Fatal("a revoked key still calls tools")
+	}
+}
