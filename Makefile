@@ -1,5 +1,5 @@
 # Countersign's everyday commands. `make test` is what CI runs.
-.PHONY: run test generate check bench fuzz openapi
+.PHONY: run test generate check bench fuzz openapi mcp-servers
 
 run:
 	go run ./cmd/countersign serve --demo
@@ -14,9 +14,13 @@ check:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	go vet ./...
 
-test: check openapi
+test: check openapi mcp-servers
 	go test -race -count=1 ./...
 	cd bench/opa && go mod tidy && go vet ./... && go test -count=1 ./...
+
+# Real MCP servers the gateway's tests put behind it (pinned in .ci/mcp).
+mcp-servers:
+	cd .ci/mcp && npm ci --no-audit --no-fund --silent
 
 # The API's OpenAPI document, linted by Redocly's CLI (pinned in .ci/openapi).
 openapi:

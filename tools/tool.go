@@ -85,6 +85,9 @@ type Tool struct {
 	Idempotent  bool
 	// Schema is the JSON Schema of the input, exactly as a model is shown it.
 	Schema json.RawMessage
+	// Origin says where a tool from outside comes from and why it has its
+	// risk (an MCP server's tool); empty for tools defined in Go or a file.
+	Origin string
 
 	schema   *validator.Schema
 	defaults map[string]any

@@ -38,7 +38,7 @@ func (s *Server) policyPage(c echo.Context) error {
 func (s *Server) toolsPage(c echo.Context) error {
 	var v views.ToolsView
 	for _, t := range s.cfg.Gate.Tools().All() {
-		v.Tools = append(v.Tools, views.ToolDetail{Name: t.Name, Risk: string(t.Risk), Description: t.Description,
+		v.Tools = append(v.Tools, views.ToolDetail{Name: t.Name, Risk: string(t.Risk), Description: t.Description, Origin: t.Origin,
 			Schema: prettyJSON(string(t.Schema)), Idempotent: t.Idempotent})
 	}
 	return render(c, http.StatusOK, views.Tools(v))

@@ -53,6 +53,8 @@ type App struct {
 	registry *tools.Registry
 	// toolsVersion is the SHA-256 of the tools file in force ("" without one).
 	toolsVersion string
+	// closeTools ends the connections of the tools in force (MCP servers).
+	closeTools func()
 	reloadMu     sync.Mutex
 	// demoPage: /demo is served.
 	demoPage bool
@@ -76,11 +78,16 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if a.auditKey, err = loadAnchor(cfg); err != nil {
 		return fail(err)
 	}
-	registry, toolsVersion, err := loadTools(cfg, store)
+	registry, toolsVersion, closeTools, err := loadTools(cfg, store)
 	if err != nil {
 		return fail(err)
 	}
-	a.toolsVersion = toolsVersion
+	a.toolsVersion, a.closeTools = toolsVersion, closeTools
+	fail = func(err error) (*App, error) {
+		closeTools()
+		store.Close()
+		return nil, err
+	}
 	policy, err := loadPolicy(cfg, registry)
 	if err != nil {
 		return fail(err)
@@ -290,29 +297,32 @@ func loadPolicy(cfg config, registry *tools.Registry) (*policy.FilePolicy, error
 // loadTools builds the tools in force: the demo shop's with --demo, and
 // those of the tools file. version is the file's SHA-256 ("" without one).
 // The store may be nil where the tools are only described.
-func loadTools(cfg config, store *models.Store) (reg *tools.Registry, version string, err error) {
+func loadTools(cfg config, store *models.Store) (reg *tools.Registry, version string, closeTools func(), err error) {
 	var all []*tools.Tool
+	closeTools = func() {}
 	if cfg.Demo {
 		all = append(all, shop.Tools(store)...)
 	}
 	if cfg.Tools != "" {
 		data, err := os.ReadFile(cfg.Tools)
 		if err != nil {
-			return nil, "", fmt.Errorf("read tools: %w", err)
+			return nil, "", nil, fmt.Errorf("read tools: %w", err)
 		}
 		set, err := httptool.Load(data, cfg.Tools, httptool.Options{})
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
+		closeTools = set.Close
 		all = append(all, set.Tools...)
 		sum := sha256.Sum256(data)
 		version = hex.EncodeToString(sum[:])
 	}
 	reg, err = tools.NewRegistry(all...)
 	if err != nil {
-		return nil, "", fmt.Errorf("tools: %w", err)
+		closeTools()
+		return nil, "", nil, fmt.Errorf("tools: %w", err)
 	}
-	return reg, version, nil
+	return reg, version, closeTools, nil
 }
 
 func failingTests(results []policy.PolicyTestResult) []policy.PolicyTestResult {
@@ -410,10 +420,16 @@ func (a *App) ReloadPolicy(ctx context.Context) error {
 	if a.cfg.Policy == "" && a.cfg.Tools == "" {
 		return errors.New("serve runs the built-in policy and no tools file: there is nothing to reload")
 	}
-	registry, toolsVersion, err := loadTools(a.cfg, a.store)
+	registry, toolsVersion, closeTools, err := loadTools(a.cfg, a.store)
 	if err != nil {
 		return err
 	}
+	swapped := false
+	defer func() {
+		if !swapped {
+			closeTools()
+		}
+	}()
 	next, err := loadPolicy(a.cfg, registry)
 	if err != nil {
 		return err
@@ -449,6 +465,7 @@ func (a *App) ReloadPolicy(ctx context.Context) error {
 	}
 	a.gate.Reload(registry, next)
 	a.registry, a.toolsVersion = registry, toolsVersion
+	a.closeTools, closeTools, swapped = closeTools, a.closeTools, false // the old connections end below
 	a.log.Info("policy and tools reloaded", "from_version", prev[:12], "to_version", next.Version()[:12], "tools_changed", toolsChanged)
 	return nil
 }
@@ -494,6 +511,7 @@ func (a *App) Close() error {
 	}
 	a.stopHub()
 	a.web.Close()
+	a.closeTools()
 	a.checkpoint(context.Background()) // the head as this process leaves it
 	return a.store.Close()
 }

@@ -32,11 +32,12 @@ func cmdPolicyTest(ctx context.Context, args []string, stdout, stderr io.Writer)
 		cfg.Policy = fs.Arg(0)
 	}
 	// The tools only need a store to run, not to be described.
-	registry, _, err := loadTools(*cfg, nil)
+	registry, _, closeTools, err := loadTools(*cfg, nil)
 	if err != nil {
 		fmt.Fprintln(stdout, err)
 		return exitError{code: 1}
 	}
+	defer closeTools()
 	policy, err := loadPolicy(*cfg, registry)
 	if err != nil {
 		fmt.Fprintln(stdout, err)

@@ -23,7 +23,8 @@ import (
 
 // fileSpec is a tools file as written.
 type fileSpec struct {
-	Tools []toolSpec `yaml:"tools"`
+	Tools      []toolSpec      `yaml:"tools"`
+	MCPServers []mcpServerSpec `yaml:"mcp_servers"`
 }
 
 type toolSpec struct {
@@ -70,6 +71,17 @@ type Set struct {
 	Tools []*tools.Tool
 	// secrets are the values of every ${NAME} the file uses.
 	secrets []string
+	// closers end the connections to upstream MCP servers.
+	closers []func() error
+}
+
+// Close ends the connections to the file's MCP servers (their processes
+// stop); the tools of those servers answer that they are not connected.
+func (s *Set) Close() {
+	for _, c := range s.closers {
+		_ = c()
+	}
+	s.closers = nil
 }
 
 // Redact replaces every secret the file uses in s.
@@ -104,8 +116,8 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 		}
 		return "tools " + source
 	}
-	if len(spec.Tools) == 0 {
-		return nil, fmt.Errorf("tools %s: no tools: the file needs a list under tools:", source)
+	if len(spec.Tools) == 0 && len(spec.MCPServers) == 0 {
+		return nil, fmt.Errorf("tools %s: no tools: the file needs a list under tools: or mcp_servers:", source)
 	}
 	set := &Set{}
 	seen := map[string]bool{}
@@ -125,6 +137,21 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 		}
 		byName[t.Name] = t
 		set.Tools = append(set.Tools, t)
+	}
+	for i, ms := range spec.MCPServers {
+		ts, err := set.upstream(ms, o, func(key string) string { return at(fmt.Sprintf("$.mcp_servers[%d].%s", i, key)) })
+		if err != nil {
+			set.Close()
+			return nil, err
+		}
+		for _, t := range ts {
+			if seen[t.Name] {
+				set.Close()
+				return nil, fmt.Errorf("%s: the MCP tool %s has the name of another tool", at(fmt.Sprintf("$.mcp_servers[%d]", i)), t.Name)
+			}
+			seen[t.Name] = true
+			set.Tools = append(set.Tools, t)
+		}
 	}
 	return set, nil
 }

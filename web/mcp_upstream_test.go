@@ -1,0 +1,120 @@
+package web_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/httptool"
+	"github.com/countersign/countersign/web"
+)
+
+// filesystemServer is the official MCP filesystem server from the npm
+// registry, pinned in .ci/mcp (installed by .ci/run and make test).
+func filesystemServer(t *testing.T) string {
+	t.Helper()
+	script, _ := filepath.Abs("../.ci/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+	_, nodeErr := exec.LookPath("node")
+	if _, err := os.Stat(script); err != nil || nodeErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the MCP filesystem server is not installed (%v, %v): .ci/run installs it", err, nodeErr)
+		}
+		t.Skip("no node or no .ci/mcp/node_modules: run make test, which installs them")
+	}
+	return script
+}
+
+// A real MCP server (the filesystem one) behind Countersign, reached by an
+// MCP client through /mcp: reads run, writes wait for a person and happen
+// exactly once when approved, a rejected write never happens.
+func TestMCPGatewayInFrontOfTheFilesystemServer(t *testing.T) {
+	script := filesystemServer(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hello from the share"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set, err := httptool.Load([]byte(`mcp_servers:
+  - name: fs
+    command: node
+    args: ["`+script+`", "`+dir+`"]
+`), "tools.yaml", httptool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	reg, err := tools.NewRegistry(set.Tools...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, ok := reg.Get("fs__read_text_file")
+	write, ok2 := reg.Get("fs__write_file")
+	if !ok || !ok2 || read.Risk != tools.RiskRead || write.Risk != tools.RiskHighWrite || !strings.Contains(read.Origin, "readOnlyHint") {
+		t.Fatalf("upstream tools: read %v %v, write %v", ok, read, ok2)
+	}
+	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(),
+		Web: web.Config{MCPWait: 300 * time.Millisecond}}, false)
+	ctx := context.Background()
+	key, _, _ := a.accounts.AddAgent(ctx, "claude-desktop", models.Actor{ID: "test"})
+	a.accounts.AddStaff(ctx, "ann@x.test", "Ann", models.Approver, password, models.Actor{ID: "test"})
+	staffTok, _ := a.accounts.CreateAPIToken(ctx, "ann@x.test", models.Actor{})
+	cs, err := mcpClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs__read_text_file", Arguments: map[string]any{"path": filepath.Join(dir, "notes.txt")}})
+	if err != nil || r.IsError || !strings.Contains(textOf(r), "hello from the share") {
+		t.Fatalf("read: %v %s", err, textOf(r))
+	}
+
+	target := filepath.Join(dir, "approved.txt")
+	args := map[string]any{"path": target, "content": "written once"}
+	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: args})
+	if !strings.Contains(textOf(r), "Waiting for a person") {
+		t.Fatalf("write before a decision: %s", textOf(r))
+	}
+	if _, err := os.Stat(target); err == nil {
+		t.Fatal("the file was written before anyone approved")
+	}
+	pending, _ := a.store.PendingActions(ctx, models.ActionFilter{})
+	if len(pending) != 1 {
+		t.Fatalf("pending: %d", len(pending))
+	}
+	if r := a.do("POST", "/api/v1/actions/"+pending[0].ID+"/approve", staffTok, `{}`); r.Status != 200 {
+		t.Fatalf("approve: %s", r.Raw)
+	}
+	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: args})
+	if r.IsError {
+		t.Fatalf("after approval: %s", textOf(r))
+	}
+	if b, err := os.ReadFile(target); err != nil || string(b) != "written once" {
+		t.Fatalf("the approved file: %q %v", b, err)
+	}
+	if n, _ := a.store.CallsByStatus(ctx, models.CallSucceeded, 100); len(n) != 2 {
+		t.Fatalf("%d calls ran; a read and one write should have", len(n))
+	}
+
+	// Rejected: no file, and the client reads the reason.
+	other := map[string]any{"path": filepath.Join(dir, "rejected.txt"), "content": "no"}
+	cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: other})
+	pending, _ = a.store.PendingActions(ctx, models.ActionFilter{})
+	a.do("POST", "/api/v1/actions/"+pending[0].ID+"/reject", staffTok, `{"reason":"not in the shared folder, please"}`)
+	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: other})
+	if !r.IsError || !strings.Contains(textOf(r), "not in the shared folder") {
+		t.Fatalf("rejected: %s", textOf(r))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "rejected.txt")); err == nil {
+		t.Fatal("a rejected write happened")
+	}
+}
