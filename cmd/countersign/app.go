@@ -55,7 +55,7 @@ type App struct {
 	toolsVersion string
 	// closeTools ends the connections of the tools in force (MCP servers).
 	closeTools func()
-	reloadMu     sync.Mutex
+	reloadMu   sync.Mutex
 	// demoPage: /demo is served.
 	demoPage bool
 	// auditKey signs checkpoints of the audit chain; nil: none are taken.
