@@ -102,11 +102,13 @@ func (s *Store) CallByAgentKey(ctx context.Context, agentKey string) (*ToolCall,
 }
 
 // SameWaitedCall is the latest call of a run for that tool and argument set
-// that needed a person and is still waiting or ended after since: the one
-// an agent that asks again means.
-func (s *Store) SameWaitedCall(ctx context.Context, runID, tool, argsHash string, since time.Time) (*ToolCall, error) {
+// (normalized JSON, and its hash) that needed a person and is still waiting
+// or ended after since: the one an agent that asks again means. A call a
+// person edited is found by the arguments the agent sent.
+func (s *Store) SameWaitedCall(ctx context.Context, runID, tool, args, argsHash string, since time.Time) (*ToolCall, error) {
 	var c ToolCall
-	err := s.db.WithContext(ctx).Where("run_id = ? AND tool = ? AND args_hash = ? AND decision = ?", runID, tool, argsHash, "needs_approval").
+	err := s.db.WithContext(ctx).Where("run_id = ? AND tool = ? AND decision = ?", runID, tool, "needs_approval").
+		Where("((args_hash = ? AND original_args = '') OR original_args = ?)", argsHash, args).
 		Where("(status IN ? OR updated_at >= ?)", []CallStatus{CallPending, CallApproved, CallExecuting}, since.UTC()).
 		Order("created_at DESC, id DESC").Take(&c).Error
 	if err != nil {

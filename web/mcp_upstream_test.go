@@ -117,4 +117,62 @@ func TestMCPGatewayInFrontOfTheFilesystemServer(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "rejected.txt")); err == nil {
 		t.Fatal("a rejected write happened")
 	}
+
+	// Edited and approved: the edited content is written, and the client
+	// asking again with what it first sent gets that outcome.
+	draft := map[string]any{"path": filepath.Join(dir, "edited.txt"), "content": "draft with a typo"}
+	cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: draft})
+	pending, _ = a.store.PendingActions(ctx, models.ActionFilter{})
+	edit := `{"args":{"path":"` + filepath.Join(dir, "edited.txt") + `","content":"final text"}}`
+	if r := a.do("POST", "/api/v1/actions/"+pending[0].ID+"/approve", staffTok, edit); r.Status != 200 {
+		t.Fatalf("edit and approve: %s", r.Raw)
+	}
+	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: draft})
+	if r.IsError {
+		t.Fatalf("after the edit: %s", textOf(r))
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "edited.txt")); string(b) != "final text" {
+		t.Fatalf("edited file %q", b)
+	}
+	if again, _ := a.store.PendingActions(ctx, models.ActionFilter{}); len(again) != 0 {
+		t.Fatalf("asking again after an edit made %d new pending calls", len(again))
+	}
+}
+
+// A policy rule over an MCP tool's arguments denies, and the client reads why.
+func TestMCPGatewayDeniesByPolicy(t *testing.T) {
+	script := filesystemServer(t)
+	dir := t.TempDir()
+	set, err := httptool.Load([]byte(`mcp_servers:
+  - name: fs
+    command: node
+    args: ["`+script+`", "`+dir+`"]
+`), "tools.yaml", httptool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	reg, _ := tools.NewRegistry(set.Tools...)
+	pol, err := policy.LoadPolicy([]byte(`rules:
+  - name: no-secrets-folder
+    tool: fs__write_file
+    when: args.path.contains("/secrets/")
+    decision: deny
+    reason: "Nothing is written under secrets/"
+`), "inline", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog()}, false)
+	key, _, _ := a.accounts.AddAgent(context.Background(), "bot", models.Actor{ID: "test"})
+	cs, err := mcpClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	r, _ := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "fs__write_file",
+		Arguments: map[string]any{"path": filepath.Join(dir, "secrets", "x.txt"), "content": "k"}})
+	if !r.IsError || !strings.Contains(textOf(r), "Nothing is written under secrets/") {
+		t.Fatalf("denied: %s", textOf(r))
+	}
 }

@@ -71,7 +71,7 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	if norm, err := tool.Normalize(args); err == nil {
 		// The same call made again (a client that gave up waiting) is
 		// that call, never a second one.
-		call, _ = gw.Store.SameWaitedCall(ctx, run.ID, tool.Name, norm.Hash, time.Now().Add(-sameCallWindow))
+		call, _ = gw.Store.SameWaitedCall(ctx, run.ID, tool.Name, string(norm.JSON), norm.Hash, time.Now().Add(-sameCallWindow))
 	}
 	if call == nil {
 		out, err := gw.Gate.Call(ctx, agent.CallRequest{RunID: run.ID, Channel: run.Channel, Tool: tool.Name, Args: args,
