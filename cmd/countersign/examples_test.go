@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/countersign/countersign/models"
 )
 
@@ -151,6 +153,29 @@ func TestExampleToolsWithTheExampleBackend(t *testing.T) {
 	if out, code := runCmd(t, "audit", "verify", "--db", db); code != 0 {
 		t.Fatalf("audit verify: %s", out)
 	}
+	// An MCP client that only starts processes reaches the same gate
+	// through the stdio bridge.
+	toBridge, clientOut := io.Pipe()
+	clientIn, fromBridge := io.Pipe()
+	bridgeCtx, stopBridge := context.WithCancel(context.Background())
+	bridged := make(chan error, 1)
+	go func() {
+		bridged <- run(bridgeCtx, []string{"mcp", "--url", base, "--agent-key", key}, toBridge, fromBridge, io.Discard)
+		fromBridge.Close()
+	}()
+	mc := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, nil)
+	cs, err := mc.Connect(context.Background(), &mcp.IOTransport{Reader: clientIn, Writer: clientOut}, nil)
+	if err != nil {
+		t.Fatalf("connect through the bridge: %v", err)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": "B2001"}})
+	if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "Standing desk") {
+		t.Fatalf("lookup through the bridge: %v %+v", err, res)
+	}
+	cs.Close()
+	stopBridge()
+	<-bridged
+
 	// Neither the audit nor any call's record holds the signing secret.
 	if err := app.store.EachAuditEvent(context.Background(), func(e *models.AuditEvent) error {
 		if strings.Contains(e.Payload, secret) || strings.Contains(e.Actor, secret) {

@@ -51,6 +51,7 @@ Usage:
   countersign token revoke                           (the token on stdin)
   countersign agent add --name NAME                  (prints a new agent key for the gate API)
   countersign agent list | agent revoke NAME
+  countersign mcp --url URL --agent-key KEY          (MCP over stdio, bridged to a running server's /mcp)
   countersign policy test [FILE] [--tools FILE] [--demo]
   countersign audit verify [--db ...] [--checkpoints DIR --audit-public-key FILE]
   countersign audit checkpoint --audit-key FILE --checkpoints DIR [--db ...]
@@ -87,6 +88,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return cmdTokenRevoke(ctx, args[2:], stdin, stdout, stderr)
 		}
 		return usageError("token takes a command: create or revoke")
+	case "mcp":
+		return cmdMCP(ctx, args[1:], stdin, stdout, stderr)
 	case "agent":
 		switch {
 		case len(args) >= 2 && args[1] == "add":
