@@ -2,9 +2,11 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,4 +177,69 @@ func TestMCPGatewayDeniesByPolicy(t *testing.T) {
 	if !r.IsError || !strings.Contains(textOf(r), "Nothing is written under secrets/") {
 		t.Fatalf("denied: %s", textOf(r))
 	}
+}
+
+// tsClient runs the official TypeScript SDK's Client (pinned in .ci/mcp)
+// against /mcp: it lists the tools and makes one call.
+func tsClient(t *testing.T, url, key, tool string, args map[string]any) (names []string, result map[string]any) {
+	t.Helper()
+	filesystemServer(t) // the same install; fails in CI when missing
+	script, _ := filepath.Abs("../.ci/mcp/client.mjs")
+	raw, _ := json.Marshal(args)
+	out, err := exec.Command("node", script, url+"/mcp", key, tool, string(raw)).Output()
+	var got struct {
+		Tools  []string       `json:"tools"`
+		Result map[string]any `json:"result"`
+		Error  string         `json:"error"`
+	}
+	if jerr := json.Unmarshal(out, &got); jerr != nil || err != nil {
+		t.Fatalf("the TypeScript client: %v %v\n%s", err, jerr, out)
+	}
+	return got.Tools, got.Result
+}
+
+// The official TypeScript SDK client, over streamable HTTP, through the
+// gateway to the filesystem server.
+func TestMCPGatewayWithTheTypeScriptClient(t *testing.T) {
+	script := filesystemServer(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("read by TypeScript"), 0o600)
+	set, err := httptool.Load([]byte(`mcp_servers:
+  - name: fs
+    command: node
+    args: ["`+script+`", "`+dir+`"]
+`), "tools.yaml", httptool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	reg, _ := tools.NewRegistry(set.Tools...)
+	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(),
+		Web: web.Config{MCPWait: 200 * time.Millisecond}}, false)
+	key, _, _ := a.accounts.AddAgent(context.Background(), "ts-agent", models.Actor{ID: "test"})
+	names, res := tsClient(t, a.srv.URL, key, "fs__read_text_file", map[string]any{"path": filepath.Join(dir, "a.txt")})
+	raw, _ := json.Marshal(res)
+	if !slices.Contains(names, "fs__write_file") || res["isError"] == true || !strings.Contains(string(raw), "read by TypeScript") {
+		t.Fatalf("tools %v, result %s", names, raw)
+	}
+	_, res = tsClient(t, a.srv.URL, key, "fs__write_file", map[string]any{"path": filepath.Join(dir, "b.txt"), "content": "x"})
+	raw, _ = json.Marshal(res)
+	if !strings.Contains(string(raw), "Waiting for a person") {
+		t.Fatalf("write: %s", raw)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b.txt")); err == nil {
+		t.Fatal("written before approval")
+	}
+	// A revoked key: the client cannot connect.
+	a.accounts.RevokeAgent(context.Background(), "ts-agent", models.Actor{ID: "test"})
+	out, _ := exec.Command("node", mustAbs("../.ci/mcp/client.mjs"), a.srv.URL+"/mcp", key, "fs__read_text_file", `{}`).Output()
+	if !strings.Contains(string(out), `"error"`) || !strings.Contains(string(out), "agent key is not valid") || strings.Contains(string(out), "<html") {
+		t.Fatalf("revoked key: %s", out)
+	}
+}
+
+func mustAbs(p string) string {
+	abs, _ := filepath.Abs(p)
+	return abs
 }

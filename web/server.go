@@ -198,7 +198,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if status >= 500 {
 		s.cfg.Log.Error("request failed", "request_id", c.Response().Header().Get(echo.HeaderXRequestID), "route", c.Path(), "err", err)
 	}
-	if strings.HasPrefix(c.Request().URL.Path, "/api/") {
+	if p := c.Request().URL.Path; strings.HasPrefix(p, "/api/") || p == views.PathMCP {
 		_ = c.JSON(status, map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
 		return
 	}
