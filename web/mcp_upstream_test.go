@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -242,4 +243,62 @@ func TestMCPGatewayWithTheTypeScriptClient(t *testing.T) {
 func mustAbs(p string) string {
 	abs, _ := filepath.Abs(p)
 	return abs
+}
+
+// An upstream killed mid-run: its calls end at once with a clear error,
+// and Countersign keeps serving.
+func TestMCPGatewayUpstreamKilled(t *testing.T) {
+	script := filesystemServer(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("before"), 0o600)
+	set, err := httptool.Load([]byte(`mcp_servers:
+  - name: fs
+    command: node
+    args: ["`+script+`", "`+dir+`"]
+`), "tools.yaml", httptool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	reg, _ := tools.NewRegistry(set.Tools...)
+	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog()}, false)
+	key, _, _ := a.accounts.AddAgent(context.Background(), "bot", models.Actor{ID: "test"})
+	cs, err := mcpClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	read := &mcp.CallToolParams{Name: "fs__read_text_file", Arguments: map[string]any{"path": filepath.Join(dir, "a.txt")}}
+	if r, _ := cs.CallTool(context.Background(), read); r.IsError {
+		t.Fatalf("before: %s", textOf(r))
+	}
+	// Kill the upstream process: the one started with this test's folder.
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	killed := 0
+	for _, p := range procs {
+		b, _ := os.ReadFile(p)
+		if strings.Contains(string(b), script) && strings.Contains(string(b), dir) {
+			pid, _ := strconv.Atoi(strings.Split(p, "/")[2])
+			if proc, err := os.FindProcess(pid); err == nil && proc.Kill() == nil {
+				killed++
+			}
+		}
+	}
+	if killed == 0 {
+		t.Skip("could not find the upstream process to kill (no /proc)")
+	}
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() { r, _ := cs.CallTool(context.Background(), read); done <- r }()
+	select {
+	case r := <-done:
+		if r == nil || !r.IsError || !strings.Contains(textOf(r), "not answering") {
+			t.Fatalf("after the upstream died: %+v", r)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a call to a dead upstream hangs")
+	}
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatalf("Countersign stopped serving: %v", err)
+	}
 }

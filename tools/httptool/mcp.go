@@ -132,8 +132,9 @@ func (set *Set) proxy(ms mcpServerSpec, session *mcp.ClientSession, t *mcp.Tool)
 	run := func(ctx context.Context, call tools.Call, args map[string]any) (any, error) {
 		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: upstreamName, Arguments: args})
 		if err != nil {
-			if errors.Is(err, mcp.ErrConnectionClosed) {
-				return nil, tools.Refuse("the %s MCP server is not connected; nothing was done", ms.Name)
+			if errors.Is(err, mcp.ErrConnectionClosed) || risk == tools.RiskRead {
+				// Not sent, or only a read: nothing changed.
+				return nil, tools.Refuse("the %s MCP server is not answering (%s); nothing was changed", ms.Name, tools.Truncate(set.Redact(err.Error()), 200))
 			}
 			return nil, &tools.UnknownError{Message: "the " + ms.Name + " MCP server did not answer (" + set.Redact(err.Error()) + "); a team member will check what happened"}
 		}
