@@ -51,7 +51,8 @@ type App struct {
 	stopBg   context.CancelFunc
 	bgDone   chan struct{}
 	registry *tools.Registry
-	// toolsVersion is the SHA-256 of the tools file in force ("" without one).
+	// toolsVersion is the SHA-256 of the tools file in force and the tools it
+	// gave ("" without one).
 	toolsVersion string
 	// closeTools ends the connections of the tools in force (MCP servers).
 	closeTools func()
@@ -314,8 +315,14 @@ func loadTools(cfg config, store *models.Store) (reg *tools.Registry, version st
 		}
 		closeTools = set.Close
 		all = append(all, set.Tools...)
-		sum := sha256.Sum256(data)
-		version = hex.EncodeToString(sum[:])
+		// The version covers what the file says and what its MCP servers
+		// offer now, so a reload picks up an upstream's changed tools.
+		h := sha256.New()
+		h.Write(data)
+		for _, t := range set.Tools {
+			fmt.Fprintf(h, "\n%s %s %s", t.Name, t.Risk, t.Schema)
+		}
+		version = hex.EncodeToString(h.Sum(nil))
 	}
 	reg, err = tools.NewRegistry(all...)
 	if err != nil {
