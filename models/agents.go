@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"gorm.io/gorm"
 )
@@ -101,15 +100,16 @@ func (s *Store) CallByAgentKey(ctx context.Context, agentKey string) (*ToolCall,
 	return &c, nil
 }
 
-// SameWaitedCall is the latest call of a run for that tool and argument set
-// (normalized JSON, and its hash) that needed a person and is still waiting
-// or ended after since: the one an agent that asks again means. A call a
-// person edited is found by the arguments the agent sent.
-func (s *Store) SameWaitedCall(ctx context.Context, runID, tool, args, argsHash string, since time.Time) (*ToolCall, error) {
+// WaitingCall is a call of a run for that tool and argument set (normalized
+// JSON, and its hash) that still waits for a person or is about to run or
+// running: the one an agent that asks again means. A call a person edited
+// is found by the arguments the agent sent. It reads the status index, not
+// the run's whole history.
+func (s *Store) WaitingCall(ctx context.Context, runID, tool, args, argsHash string) (*ToolCall, error) {
 	var c ToolCall
-	err := s.db.WithContext(ctx).Where("run_id = ? AND tool = ? AND decision = ?", runID, tool, "needs_approval").
+	err := s.db.WithContext(ctx).Where("status IN ?", []CallStatus{CallPending, CallApproved, CallExecuting}).Where(notSucceeded).
+		Where("run_id = ? AND tool = ? AND decision = ?", runID, tool, "needs_approval").
 		Where("((args_hash = ? AND original_args = '') OR original_args = ?)", argsHash, args).
-		Where("(status IN ? OR updated_at >= ?)", []CallStatus{CallPending, CallApproved, CallExecuting}, since.UTC()).
 		Order("created_at DESC, id DESC").Take(&c).Error
 	if err != nil {
 		return nil, notFound(err)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -35,6 +36,53 @@ type Gateway struct {
 	Wait time.Duration
 	// Poll is how often a held call is looked at (0: 250 ms).
 	Poll time.Duration
+
+	mu sync.Mutex
+	// waited remembers the calls that needed a person, by run, tool and
+	// arguments, for sameCallWindow: asked again after it ended, the call
+	// answers with its outcome. (While a call waits, the database says so
+	// too, across restarts.)
+	waited map[string]waitedCall
+}
+
+type waitedCall struct {
+	id string
+	at time.Time
+}
+
+func waitedKey(runID, tool, args string) string { return runID + "\x00" + tool + "\x00" + args }
+
+// same is the call an agent means when it asks again with these arguments.
+func (gw *Gateway) same(ctx context.Context, runID, tool string, norm tools.Normalized) *models.ToolCall {
+	key := waitedKey(runID, tool, string(norm.JSON))
+	gw.mu.Lock()
+	w, ok := gw.waited[key]
+	gw.mu.Unlock()
+	if ok && time.Since(w.at) < sameCallWindow {
+		if c, err := gw.Store.ToolCall(ctx, w.id); err == nil {
+			return c
+		}
+	}
+	if c, err := gw.Store.WaitingCall(ctx, runID, tool, string(norm.JSON), norm.Hash); err == nil {
+		return c
+	}
+	return nil
+}
+
+// remember notes a call that needed a person, and forgets old ones.
+func (gw *Gateway) remember(runID, tool string, args []byte, callID string) {
+	gw.mu.Lock()
+	defer gw.mu.Unlock()
+	if gw.waited == nil {
+		gw.waited = map[string]waitedCall{}
+	}
+	now := time.Now()
+	for k, w := range gw.waited {
+		if now.Sub(w.at) >= sameCallWindow {
+			delete(gw.waited, k)
+		}
+	}
+	gw.waited[waitedKey(runID, tool, string(args))] = waitedCall{id: callID, at: now}
 }
 
 // Server is the MCP server one agent sees: every tool in force that
@@ -68,10 +116,11 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 		args = []byte("{}")
 	}
 	var call *models.ToolCall
-	if norm, err := tool.Normalize(args); err == nil {
+	norm, normErr := tool.Normalize(args)
+	if normErr == nil {
 		// The same call made again (a client that gave up waiting) is
 		// that call, never a second one.
-		call, _ = gw.Store.SameWaitedCall(ctx, run.ID, tool.Name, string(norm.JSON), norm.Hash, time.Now().Add(-sameCallWindow))
+		call = gw.same(ctx, run.ID, tool.Name, norm)
 	}
 	if call == nil {
 		out, err := gw.Gate.Call(ctx, agent.CallRequest{RunID: run.ID, Channel: run.Channel, Tool: tool.Name, Args: args,
@@ -81,6 +130,9 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 		}
 		if call, err = gw.Store.ToolCall(ctx, out.CallID); err != nil {
 			return nil, err
+		}
+		if normErr == nil && call.Decision == "needs_approval" {
+			gw.remember(run.ID, tool.Name, norm.JSON, call.ID)
 		}
 	}
 	call = gw.hold(ctx, req, call)
