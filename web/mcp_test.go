@@ -129,3 +129,41 @@ func TestMCPClientCallsGoThroughTheGate(t *testing.T) {
 		t.Fatal("a revoked key still calls tools")
 	}
 }
+
+// A client that gives a progress token hears that its call waits for a
+// person while it is held.
+func TestMCPHeldCallSendsProgress(t *testing.T) {
+	set, _ := gateAPITools(t)
+	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", set)
+	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: set, Policy: pol, Log: discardLog(),
+		Web: web.Config{MCPWait: 1200 * time.Millisecond}}, false)
+	key, _, _ := a.accounts.AddAgent(context.Background(), "desktop", models.Actor{ID: "test"})
+	notes := make(chan string, 20)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			select {
+			case notes <- req.Params.Message:
+			default:
+			}
+		}})
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: a.srv.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{key}}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	params := &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A1", "amount": 900}}
+	params.SetProgressToken("refund-1")
+	r, err := cs.CallTool(context.Background(), params)
+	if err != nil || !strings.Contains(textOf(r), "Waiting for a person") {
+		t.Fatalf("held call: %v %s", err, textOf(r))
+	}
+	select {
+	case msg := <-notes:
+		if !strings.Contains(msg, "waiting for a person") {
+			t.Fatalf("progress said %q", msg)
+		}
+	default:
+		t.Fatal("no progress notification while the call was held")
+	}
+}

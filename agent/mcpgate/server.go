@@ -151,6 +151,7 @@ func (gw *Gateway) hold(ctx context.Context, req *mcp.CallToolRequest, call *mod
 	}
 	deadline := time.Now().Add(wait)
 	token := req.Params.GetProgressToken()
+	every := min(5*time.Second, wait/4) // a few notes within any hold
 	step := 0.0
 	lastNote := time.Now()
 	for waiting(call) && time.Now().Before(deadline) {
@@ -162,7 +163,7 @@ func (gw *Gateway) hold(ctx context.Context, req *mcp.CallToolRequest, call *mod
 		if now, err := gw.Store.ToolCall(ctx, call.ID); err == nil {
 			call = now
 		}
-		if token != nil && time.Since(lastNote) >= 5*time.Second {
+		if token != nil && time.Since(lastNote) >= every {
 			step++
 			lastNote = time.Now()
 			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: step,
