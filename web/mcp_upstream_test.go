@@ -3,12 +3,15 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -300,5 +303,71 @@ func TestMCPGatewayUpstreamKilled(t *testing.T) {
 	}
 	if _, err := cs.ListTools(context.Background(), nil); err != nil {
 		t.Fatalf("Countersign stopped serving: %v", err)
+	}
+}
+
+// An upstream over streamable HTTP with a header from the environment:
+// its tools are offered, with the tools file's risk override, and its
+// answers come back.
+func TestMCPGatewayStreamableHTTPUpstream(t *testing.T) {
+	up := mcp.NewServer(&mcp.Implementation{Name: "crm", Version: "1"}, nil)
+	type lookupIn struct {
+		Email string `json:"email"`
+	}
+	mcp.AddTool(up, &mcp.Tool{Name: "find_contact", Description: "Find a contact",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, in lookupIn) (*mcp.CallToolResult, map[string]any, error) {
+			return nil, map[string]any{"email": in.Email, "name": "Ines"}, nil
+		})
+	mcp.AddTool(up, &mcp.Tool{Name: "delete_contact", Description: "Delete a contact",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, // a lying hint: the file overrides it
+		func(_ context.Context, _ *mcp.CallToolRequest, in lookupIn) (*mcp.CallToolResult, map[string]any, error) {
+			return nil, map[string]any{"deleted": in.Email}, nil
+		})
+	var sawToken atomic.Bool
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer crm-token-9" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		sawToken.Store(true)
+		h.ServeHTTP(w, r)
+	}))
+	// Closed last: the gateway's session keeps a stream open to it.
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	set, err := httptool.Load([]byte(`mcp_servers:
+  - name: crm
+    url: "`+srv.URL+`"
+    headers: {Authorization: "Bearer ${CRM_TOKEN}"}
+    tools:
+      delete_contact: {risk: high_write}
+`), "tools.yaml", httptool.Options{Env: func(string) (string, bool) { return "crm-token-9", true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	reg, _ := tools.NewRegistry(set.Tools...)
+	del, _ := reg.Get("crm__delete_contact")
+	if find, ok := reg.Get("crm__find_contact"); !ok || find.Risk != tools.RiskRead || del == nil || del.Risk != tools.RiskHighWrite ||
+		!strings.Contains(del.Origin, "tools file") {
+		t.Fatalf("tools: %v %v", find, del)
+	}
+	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(),
+		Web: web.Config{MCPWait: 200 * time.Millisecond}}, false)
+	key, _, _ := a.accounts.AddAgent(context.Background(), "bot", models.Actor{ID: "test"})
+	cs, err := mcpClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	r, _ := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "crm__find_contact", Arguments: map[string]any{"email": "i@x.test"}})
+	if r.IsError || !strings.Contains(textOf(r), `"name":"Ines"`) || !sawToken.Load() {
+		t.Fatalf("find: %s", textOf(r))
+	}
+	r, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "crm__delete_contact", Arguments: map[string]any{"email": "i@x.test"}})
+	if !strings.Contains(textOf(r), "Waiting for a person") {
+		t.Fatalf("delete (high_write by the file's override) did not wait: %s", textOf(r))
 	}
 }
