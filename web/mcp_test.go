@@ -10,9 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/web"
 )
 
 // bearer adds an agent key to every request of an MCP client.
@@ -47,9 +45,7 @@ func textOf(r *mcp.CallToolResult) string {
 func TestMCPClientCallsGoThroughTheGate(t *testing.T) {
 	// The gate API's tools, with a short hold so the test need not wait 50 s.
 	set, refunds := gateAPITools(t)
-	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", set)
-	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: set, Policy: pol, Log: discardLog(),
-		Web: web.Config{MCPWait: 300 * time.Millisecond}}, false)
+	a := mcpApp(t, set, nil, 300*time.Millisecond)
 	ctx := context.Background()
 	key, _, _ := a.accounts.AddAgent(ctx, "desktop", models.Actor{ID: "test"})
 	a.accounts.AddStaff(ctx, "ann@x.test", "Ann", models.Approver, password, models.Actor{ID: "test"})
@@ -134,9 +130,7 @@ func TestMCPClientCallsGoThroughTheGate(t *testing.T) {
 // person while it is held.
 func TestMCPHeldCallSendsProgress(t *testing.T) {
 	set, _ := gateAPITools(t)
-	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", set)
-	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: set, Policy: pol, Log: discardLog(),
-		Web: web.Config{MCPWait: 1200 * time.Millisecond}}, false)
+	a := mcpApp(t, set, nil, 1200*time.Millisecond)
 	key, _, _ := a.accounts.AddAgent(context.Background(), "desktop", models.Actor{ID: "test"})
 	notes := make(chan string, 20)
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, &mcp.ClientOptions{

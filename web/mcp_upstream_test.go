@@ -24,6 +24,40 @@ import (
 	"github.com/countersign/countersign/web"
 )
 
+// filesystemTools are the filesystem server's tools on dir, through a tools
+// file, as Countersign offers them; the server stops with the test.
+func filesystemTools(t *testing.T, script, dir string) *tools.Registry {
+	t.Helper()
+	set, err := httptool.Load([]byte(`mcp_servers:
+  - name: fs
+    command: node
+    args: ["`+script+`", "`+dir+`"]
+`), "tools.yaml", httptool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	reg, err := tools.NewRegistry(set.Tools...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// mcpApp serves those tools under a policy (nil: the built-in default),
+// holding calls that need a person for wait (0: the default 50 s).
+func mcpApp(t *testing.T, reg *tools.Registry, policyYAML []byte, wait time.Duration) *app {
+	t.Helper()
+	if policyYAML == nil {
+		policyYAML = policy.DefaultPolicyYAML
+	}
+	pol, err := policy.LoadPolicy(policyYAML, "test", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(), Web: web.Config{MCPWait: wait}}, false)
+}
+
 // filesystemServer is the official MCP filesystem server from the npm
 // registry, pinned in .ci/mcp (installed by .ci/run and make test).
 func filesystemServer(t *testing.T) string {
@@ -48,27 +82,13 @@ func TestMCPGatewayInFrontOfTheFilesystemServer(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hello from the share"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	set, err := httptool.Load([]byte(`mcp_servers:
-  - name: fs
-    command: node
-    args: ["`+script+`", "`+dir+`"]
-`), "tools.yaml", httptool.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(set.Close)
-	reg, err := tools.NewRegistry(set.Tools...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := filesystemTools(t, script, dir)
 	read, ok := reg.Get("fs__read_text_file")
 	write, ok2 := reg.Get("fs__write_file")
 	if !ok || !ok2 || read.Risk != tools.RiskRead || write.Risk != tools.RiskHighWrite || !strings.Contains(read.Origin, "readOnlyHint") {
 		t.Fatalf("upstream tools: read %v %v, write %v", ok, read, ok2)
 	}
-	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
-	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(),
-		Web: web.Config{MCPWait: 300 * time.Millisecond}}, false)
+	a := mcpApp(t, reg, nil, 300*time.Millisecond)
 	ctx := context.Background()
 	key, _, _ := a.accounts.AddAgent(ctx, "claude-desktop", models.Actor{ID: "test"})
 	a.accounts.AddStaff(ctx, "ann@x.test", "Ann", models.Approver, password, models.Actor{ID: "test"})
@@ -149,27 +169,14 @@ func TestMCPGatewayInFrontOfTheFilesystemServer(t *testing.T) {
 func TestMCPGatewayDeniesByPolicy(t *testing.T) {
 	script := filesystemServer(t)
 	dir := t.TempDir()
-	set, err := httptool.Load([]byte(`mcp_servers:
-  - name: fs
-    command: node
-    args: ["`+script+`", "`+dir+`"]
-`), "tools.yaml", httptool.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(set.Close)
-	reg, _ := tools.NewRegistry(set.Tools...)
-	pol, err := policy.LoadPolicy([]byte(`rules:
+	reg := filesystemTools(t, script, dir)
+	a := mcpApp(t, reg, []byte(`rules:
   - name: no-secrets-folder
     tool: fs__write_file
     when: args.path.contains("/secrets/")
     decision: deny
     reason: "Nothing is written under secrets/"
-`), "inline", reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog()}, false)
+`), 0)
 	key, _, _ := a.accounts.AddAgent(context.Background(), "bot", models.Actor{ID: "test"})
 	cs, err := mcpClient(t, a.srv.URL, key)
 	if err != nil {
@@ -208,19 +215,8 @@ func TestMCPGatewayWithTheTypeScriptClient(t *testing.T) {
 	script := filesystemServer(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("read by TypeScript"), 0o600)
-	set, err := httptool.Load([]byte(`mcp_servers:
-  - name: fs
-    command: node
-    args: ["`+script+`", "`+dir+`"]
-`), "tools.yaml", httptool.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(set.Close)
-	reg, _ := tools.NewRegistry(set.Tools...)
-	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
-	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(),
-		Web: web.Config{MCPWait: 200 * time.Millisecond}}, false)
+	reg := filesystemTools(t, script, dir)
+	a := mcpApp(t, reg, nil, 200*time.Millisecond)
 	key, _, _ := a.accounts.AddAgent(context.Background(), "ts-agent", models.Actor{ID: "test"})
 	names, res := tsClient(t, a.srv.URL, key, "fs__read_text_file", map[string]any{"path": filepath.Join(dir, "a.txt")})
 	raw, _ := json.Marshal(res)
@@ -254,18 +250,8 @@ func TestMCPGatewayUpstreamKilled(t *testing.T) {
 	script := filesystemServer(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("before"), 0o600)
-	set, err := httptool.Load([]byte(`mcp_servers:
-  - name: fs
-    command: node
-    args: ["`+script+`", "`+dir+`"]
-`), "tools.yaml", httptool.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(set.Close)
-	reg, _ := tools.NewRegistry(set.Tools...)
-	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
-	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog()}, false)
+	reg := filesystemTools(t, script, dir)
+	a := mcpApp(t, reg, nil, 0)
 	key, _, _ := a.accounts.AddAgent(context.Background(), "bot", models.Actor{ID: "test"})
 	cs, err := mcpClient(t, a.srv.URL, key)
 	if err != nil {
@@ -353,9 +339,7 @@ func TestMCPGatewayStreamableHTTPUpstream(t *testing.T) {
 		!strings.Contains(del.Origin, "tools file") {
 		t.Fatalf("tools: %v %v", find, del)
 	}
-	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
-	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(),
-		Web: web.Config{MCPWait: 200 * time.Millisecond}}, false)
+	a := mcpApp(t, reg, nil, 200*time.Millisecond)
 	key, _, _ := a.accounts.AddAgent(context.Background(), "bot", models.Actor{ID: "test"})
 	cs, err := mcpClient(t, a.srv.URL, key)
 	if err != nil {

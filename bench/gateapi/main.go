@@ -17,7 +17,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -121,11 +120,7 @@ func run(n int) error {
 		}
 		dLat, gLat = append(dLat, t1.Sub(t0)), append(gLat, time.Since(t1))
 	}
-	p := func(l []time.Duration, q float64) time.Duration {
-		s := append([]time.Duration(nil), l...)
-		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-		return s[int(float64(len(s)-1)*q)]
-	}
+	p := measure.Percentile
 	fmt.Printf("calls of each kind: %d (sequential, alternated)\n", n)
 	fmt.Printf("direct to the backend:      p50 %.3f ms  p99 %.3f ms\n", measure.MS(p(dLat, .5)), measure.MS(p(dLat, .99)))
 	fmt.Printf("through POST /api/v1/calls: p50 %.3f ms  p99 %.3f ms\n", measure.MS(p(gLat, .5)), measure.MS(p(gLat, .99)))

@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"sort"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -141,11 +140,7 @@ func run(n int) error {
 		dTotal += t1.Sub(t0)
 		gTotal += t2.Sub(t1)
 	}
-	p := func(l []time.Duration, q float64) time.Duration {
-		s := append([]time.Duration(nil), l...)
-		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-		return s[int(float64(len(s)-1)*q)]
-	}
+	p := measure.Percentile
 	fmt.Printf("reads of each kind: %d (sequential, alternated)\n", n)
 	fmt.Printf("straight to the upstream (stdio): p50 %.3f ms  p99 %.3f ms  %.0f calls/s\n", measure.MS(p(dLat, .5)), measure.MS(p(dLat, .99)), float64(n)/dTotal.Seconds())
 	fmt.Printf("through Countersign's /mcp:      p50 %.3f ms  p99 %.3f ms  %.0f calls/s\n", measure.MS(p(gLat, .5)), measure.MS(p(gLat, .99)), float64(n)/gTotal.Seconds())

@@ -4,6 +4,7 @@ package measure
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -22,4 +23,12 @@ func RSSMB() float64 {
 		}
 	}
 	return 0
+}
+
+// Percentile is the q-th quantile (0..1) of durations, nearest rank below;
+// l is not changed.
+func Percentile(l []time.Duration, q float64) time.Duration {
+	s := append([]time.Duration(nil), l...)
+	slices.Sort(s)
+	return s[int(float64(len(s)-1)*q)]
 }
