@@ -13,12 +13,14 @@ import (
 
 // Notifier carries the news that something others watch has changed: an
 // action (queued, approved by one person, decided, expired, executed), seen
-// by the queue and the action's page, and a run (a new turn, a new status),
-// seen by the streams that follow it. The web layer's is in memory; several
+// by the queue and the action's page, a run (a new turn, a new status),
+// seen by the streams that follow it, and the tools in force (a reload),
+// seen by the MCP clients connected. The web layer's is in memory; several
 // instances need a shared one.
 type Notifier interface {
 	ActionChanged(callID string)
 	RunChanged(ev RunEvent)
+	ToolsChanged()
 }
 
 // BusinessFacts adds what the business keeps about a customer, in its own
@@ -73,3 +75,4 @@ type quiet struct{}
 
 func (quiet) ActionChanged(string) {}
 func (quiet) RunChanged(RunEvent)  {}
+func (quiet) ToolsChanged()        {}

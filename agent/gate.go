@@ -64,7 +64,10 @@ func (g *Gate) SetPolicy(p policy.Policy) { g.Reload(g.Tools(), p) }
 // Reload puts new tools and a new policy in force together. A call already
 // waiting for a tool that is gone cannot run; it says so when approved.
 func (g *Gate) Reload(reg *tools.Registry, p policy.Policy) {
-	g.inForce.Store(&inForce{tools: reg, policy: p})
+	prev := g.inForce.Swap(&inForce{tools: reg, policy: p})
+	if prev != nil && prev.tools != reg {
+		g.notify.ToolsChanged()
+	}
 }
 
 // CallRequest is one tool call as the model asked for it, with who it is for.

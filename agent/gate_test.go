@@ -97,6 +97,8 @@ func (n *notes) ActionChanged(id string) {
 	n.mu.Unlock()
 }
 
+func (n *notes) ToolsChanged() {}
+
 func (n *notes) RunChanged(ev agent.RunEvent) {
 	n.mu.Lock()
 	f := n.onRun

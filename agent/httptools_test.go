@@ -73,7 +73,7 @@ func httpGate(t *testing.T, url, secret string, wait time.Duration) (*agent.Gate
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	reg, _ := tools.NewRegistry(set.Tools...)
+	reg, _ := tools.NewRegistry(set.Tools()...)
 	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	if err != nil {
 		t.Fatal(err)

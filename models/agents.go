@@ -103,16 +103,27 @@ func (s *Store) CallByAgentKey(ctx context.Context, agentKey string) (*ToolCall,
 // WaitingCall is a call of a run for that tool and argument set (normalized
 // JSON, and its hash) that still waits for a person or is about to run or
 // running: the one an agent that asks again means. A call a person edited
-// is found by the arguments the agent sent. It reads the status index, not
-// the run's whole history.
+// is found by the arguments the agent sent. It reads the run's calls that
+// are not done (idx_tool_calls_run_waiting: a few rows, however long the
+// run), and picks among them here: asked for the tool too, SQLite would walk
+// every call of that tool instead.
 func (s *Store) WaitingCall(ctx context.Context, runID, tool, args, argsHash string) (*ToolCall, error) {
-	var c ToolCall
-	err := s.db.WithContext(ctx).Where("status IN ?", []CallStatus{CallPending, CallApproved, CallExecuting}).Where(notSucceeded).
-		Where("run_id = ? AND tool = ? AND decision = ?", runID, tool, "needs_approval").
-		Where("((args_hash = ? AND original_args = '') OR original_args = ?)", argsHash, args).
-		Order("created_at DESC, id DESC").Take(&c).Error
+	var waiting []ToolCall
+	err := s.db.WithContext(ctx).Where("run_id = ? AND status IN ?", runID, []CallStatus{CallPending, CallApproved, CallExecuting}).
+		Where(notSucceeded).Where("decision = ?", "needs_approval").Find(&waiting).Error
 	if err != nil {
-		return nil, notFound(err)
+		return nil, err
 	}
-	return &c, nil
+	var found *ToolCall
+	for i := range waiting {
+		c := &waiting[i]
+		same := c.Tool == tool && ((c.ArgsHash == argsHash && c.OriginalArgs == "") || c.OriginalArgs == args)
+		if same && (found == nil || c.CreatedAt.After(found.CreatedAt) || (c.CreatedAt.Equal(found.CreatedAt) && c.ID > found.ID)) {
+			found = c
+		}
+	}
+	if found == nil {
+		return nil, ErrNotFound
+	}
+	return found, nil
 }

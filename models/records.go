@@ -45,8 +45,10 @@ type Turn struct {
 // A tool call whose decision is needs_approval is what staff call an action;
 // the action shares the call's id.
 type ToolCall struct {
-	ID         string `gorm:"primaryKey;size:40;index:idx_tool_calls_created,priority:2;index:idx_tool_calls_status_created,priority:3;index:idx_tool_calls_tool_created,priority:3;index:idx_tool_calls_customer_created,priority:3"`
-	RunID      string `gorm:"size:40;index;not null"`
+	ID string `gorm:"primaryKey;size:40;index:idx_tool_calls_created,priority:2;index:idx_tool_calls_status_created,priority:3;index:idx_tool_calls_tool_created,priority:3;index:idx_tool_calls_customer_created,priority:3"`
+	// The run's calls that are not done yet, by status: what an MCP client
+	// asking again for the same call looks up (WaitingCall).
+	RunID      string `gorm:"size:40;index;index:idx_tool_calls_run_waiting,priority:1,where:status <> 'succeeded';not null"`
 	Run        *Run   `gorm:"constraint:OnDelete:RESTRICT"`
 	CustomerID string `gorm:"size:64;index:idx_tool_calls_customer_created,priority:1"`
 	// TurnID and ModelCallID say which assistant turn asked for the call and
@@ -68,7 +70,7 @@ type ToolCall struct {
 	// looked up by status alone): an allowed call is one index entry while it
 	// runs and none after. Queries by another status say so with
 	// notSucceeded, so that the planner may use it.
-	Status            CallStatus `gorm:"size:16;index:idx_tool_calls_status_created,priority:1,where:status <> 'succeeded'"`
+	Status            CallStatus `gorm:"size:16;index:idx_tool_calls_status_created,priority:1,where:status <> 'succeeded';index:idx_tool_calls_run_waiting,priority:2,where:status <> 'succeeded'"`
 	Decision          string     `gorm:"size:16"`
 	Rule              string     `gorm:"size:100"`
 	Reason            string     `gorm:"type:text"`

@@ -88,6 +88,8 @@ type Tool struct {
 	// Origin says where a tool from outside comes from and why it has its
 	// risk (an MCP server's tool); empty for tools defined in Go or a file.
 	Origin string
+	// Upstream is the MCP server the tool comes from ("" for others).
+	Upstream string
 
 	schema   *validator.Schema
 	defaults map[string]any

@@ -80,6 +80,9 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	if run.AgentID != "" {
 		v.Agent, v.Session = strings.TrimPrefix(run.Channel, "agent:"), run.Session
 	}
+	if t, ok := s.cfg.Gate.Tools().Get(call.Tool); ok && t.Upstream != "" {
+		v.Upstream = t.Upstream
+	}
 	current := 0
 	me := ""
 	if sc := currentStaff(c); sc != nil {

@@ -41,6 +41,12 @@ func (s *Server) toolsPage(c echo.Context) error {
 		v.Tools = append(v.Tools, views.ToolDetail{Name: t.Name, Risk: string(t.Risk), Description: t.Description, Origin: t.Origin,
 			Schema: prettyJSON(string(t.Schema)), Idempotent: t.Idempotent})
 	}
+	if s.cfg.Upstreams != nil {
+		for _, u := range s.cfg.Upstreams() {
+			v.Upstreams = append(v.Upstreams, views.UpstreamRow{Name: u.Name, Via: u.Via, Connected: u.Connected, Since: clock(u.Since),
+				Error: u.Error, Tools: u.Tools, Skipped: u.Skipped})
+		}
+	}
 	return render(c, http.StatusOK, views.Tools(v))
 }
 

@@ -62,7 +62,7 @@ func gateAPITools(t *testing.T) (*tools.Registry, *atomic.Int32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := tools.NewRegistry(set.Tools...)
+	reg, err := tools.NewRegistry(set.Tools()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestToolSecretsReachNoPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, _ := tools.NewRegistry(set.Tools...)
+	reg, _ := tools.NewRegistry(set.Tools()...)
 	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog()}, false)
 	ctx := context.Background()

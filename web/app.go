@@ -3,6 +3,8 @@ package web
 import (
 	"context"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign/agent"
@@ -20,6 +22,9 @@ import (
 type Changes struct {
 	queue *QueueHub
 	runs  *Broker
+
+	mu    sync.Mutex
+	tools []func() // told when the tools in force change
 }
 
 // NewChanges builds an empty notifier.
@@ -35,6 +40,23 @@ func (c *Changes) ActionChanged(callID string) { c.queue.Changed(callID) }
 
 // RunChanged tells the streams that follow the run.
 func (c *Changes) RunChanged(ev agent.RunEvent) { c.runs.Publish(ev) }
+
+// ToolsChanged tells those that offer the tools (the MCP endpoint).
+func (c *Changes) ToolsChanged() {
+	c.mu.Lock()
+	fs := slices.Clone(c.tools)
+	c.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// OnToolsChanged adds f to those told when the tools in force change.
+func (c *Changes) OnToolsChanged(f func()) {
+	c.mu.Lock()
+	c.tools = append(c.tools, f)
+	c.mu.Unlock()
+}
 
 // Streams counts the streams that follow a run.
 func (c *Changes) Streams(runID string) int { return c.runs.Streams(runID) }

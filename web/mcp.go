@@ -25,26 +25,50 @@ type mcpEndpoint struct {
 }
 
 type agentServer struct {
-	tools  *tools.Registry
+	agent  *models.Agent
+	tools  *tools.Registry // the tools it offers
 	server *mcp.Server
 }
 
-// server is the agent's MCP server for the tools in force now.
+// server is the agent's MCP server, offering the tools in force now.
 func (ep *mcpEndpoint) server(ag *models.Agent) *mcp.Server {
 	reg := ep.gw.Gate.Tools()
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	if s, ok := ep.servers[ag.ID]; ok && s.tools == reg {
-		return s.server
+	s, ok := ep.servers[ag.ID]
+	if !ok {
+		s = agentServer{agent: ag, tools: reg, server: ep.gw.Server(ag)}
+		ep.servers[ag.ID] = s
+	} else if s.tools != reg {
+		ep.gw.Offer(s.server, ag, s.tools, reg)
+		s.tools = reg
+		ep.servers[ag.ID] = s
 	}
-	s := agentServer{tools: reg, server: ep.gw.Server(ag)}
-	ep.servers[ag.ID] = s
 	return s.server
 }
 
+// toolsChanged offers the tools now in force on every agent's server: the
+// SDK tells each connected client that the list changed.
+func (ep *mcpEndpoint) toolsChanged() {
+	reg := ep.gw.Gate.Tools()
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	for id, s := range ep.servers {
+		if s.tools != reg {
+			ep.gw.Offer(s.server, s.agent, s.tools, reg)
+			s.tools = reg
+			ep.servers[id] = s
+		}
+	}
+}
+
 func newMCPEndpoint(s *Server) *mcpEndpoint {
-	return &mcpEndpoint{gw: &mcpgate.Gateway{Gate: s.cfg.Gate, Store: s.cfg.Store, Wait: s.cfg.MCPWait},
+	ep := &mcpEndpoint{gw: &mcpgate.Gateway{Gate: s.cfg.Gate, Store: s.cfg.Store, Wait: s.cfg.MCPWait},
 		by: map[string]*mcp.StreamableHTTPHandler{}, servers: map[string]agentServer{}}
+	if s.cfg.Changes != nil {
+		s.cfg.Changes.OnToolsChanged(ep.toolsChanged)
+	}
+	return ep
 }
 
 // serveMCP is /mcp (GET, POST, DELETE), behind requireAgentKey.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,16 @@ import (
 // file, as Countersign offers them; the server stops with the test.
 func filesystemTools(t *testing.T, script, dir string) *tools.Registry {
 	t.Helper()
+	reg, err := tools.NewRegistry(filesystemSet(t, script, dir).Tools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// filesystemSet is the tools file with the filesystem server on dir.
+func filesystemSet(t *testing.T, script, dir string) *httptool.Set {
+	t.Helper()
 	set, err := httptool.Load([]byte(`mcp_servers:
   - name: fs
     command: node
@@ -37,11 +48,7 @@ func filesystemTools(t *testing.T, script, dir string) *tools.Registry {
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
-	reg, err := tools.NewRegistry(set.Tools...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return reg
+	return set
 }
 
 // mcpApp serves those tools under a policy (nil: the built-in default),
@@ -116,6 +123,13 @@ func TestMCPGatewayInFrontOfTheFilesystemServer(t *testing.T) {
 	pending, _ := a.store.PendingActions(ctx, models.ActionFilter{})
 	if len(pending) != 1 {
 		t.Fatalf("pending: %d", len(pending))
+	}
+	// The approver's page names the agent, its MCP session and the server
+	// that will carry the call out.
+	_, page := a.signIn("ann@x.test").get("/actions/" + pending[0].ID)
+	if !strings.Contains(page, "claude-desktop") || !strings.Contains(page, "mcp:") ||
+		!regexp.MustCompile(`the MCP server <strong>fs</strong>`).MatchString(page) {
+		t.Fatalf("the action page does not say who asked and where it runs:\n%s", page)
 	}
 	if r := a.do("POST", "/api/v1/actions/"+pending[0].ID+"/approve", staffTok, `{}`); r.Status != 200 {
 		t.Fatalf("approve: %s", r.Raw)
@@ -245,13 +259,26 @@ func mustAbs(p string) string {
 }
 
 // An upstream killed mid-run: its calls end at once with a clear error,
-// and Countersign keeps serving.
+// Countersign keeps serving, and the server is started again (reconnected
+// with backoff): its tools work again.
 func TestMCPGatewayUpstreamKilled(t *testing.T) {
 	script := filesystemServer(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("before"), 0o600)
-	reg := filesystemTools(t, script, dir)
-	a := mcpApp(t, reg, nil, 0)
+	set := filesystemSet(t, script, dir)
+	reg, _ := tools.NewRegistry(set.Tools()...)
+	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "test", reg)
+	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(),
+		Web: web.Config{Upstreams: set.Upstreams}}, false)
+	a.staff(models.Admin, "ada@x.test", "Ada")
+	admin := a.signIn("ada@x.test")
+	toolsPage := func() string {
+		_, page := admin.get("/tools")
+		return page
+	}
+	if page := toolsPage(); !strings.Contains(page, "connected since") {
+		t.Fatalf("the tools page does not say the server is connected:\n%s", page)
+	}
 	key, _, _ := a.accounts.AddAgent(context.Background(), "bot", models.Actor{ID: "test"})
 	cs, err := mcpClient(t, a.srv.URL, key)
 	if err != nil {
@@ -284,11 +311,25 @@ func TestMCPGatewayUpstreamKilled(t *testing.T) {
 		if r == nil || !r.IsError || !strings.Contains(textOf(r), "not answering") {
 			t.Fatalf("after the upstream died: %+v", r)
 		}
+		if st := set.Upstreams(); !st[0].Connected && !strings.Contains(toolsPage(), "not answering since") {
+			t.Fatalf("the tools page does not say the server is down (%+v)", st)
+		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("a call to a dead upstream hangs")
 	}
 	if _, err := cs.ListTools(context.Background(), nil); err != nil {
 		t.Fatalf("Countersign stopped serving: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, err := cs.CallTool(context.Background(), read)
+		if err == nil && !r.IsError && strings.Contains(textOf(r), "before") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the filesystem server was not started again: %v %+v", err, r)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -333,7 +374,7 @@ func TestMCPGatewayStreamableHTTPUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
-	reg, _ := tools.NewRegistry(set.Tools...)
+	reg, _ := tools.NewRegistry(set.Tools()...)
 	del, _ := reg.Get("crm__delete_contact")
 	if find, ok := reg.Get("crm__find_contact"); !ok || find.Risk != tools.RiskRead || del == nil || del.Risk != tools.RiskHighWrite ||
 		!strings.Contains(del.Origin, "tools file") {

@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 )
 
@@ -56,6 +57,9 @@ type Config struct {
 	// MCPWait is how long /mcp holds a call that needs a person before it
 	// answers that the call waits (0: 50 s).
 	MCPWait time.Duration
+	// Upstreams says how the MCP servers of the tools file are doing, for
+	// the tools page (nil: there are none).
+	Upstreams func() []tools.UpstreamStatus
 	// AuditSearchTimeout bounds an audit page whose filter searches text
 	// in the arguments (a scan over the calls); default 15 s.
 	AuditSearchTimeout time.Duration

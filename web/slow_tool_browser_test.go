@@ -46,7 +46,7 @@ func TestBrowserSlowToolOutcomeArrivesLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, _ := tools.NewRegistry(set.Tools...)
+	reg, _ := tools.NewRegistry(set.Tools()...)
 	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	// The approval waits 200 ms for the call, not for the backend.
 	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(), ExecutionWait: 200 * time.Millisecond}, false)

@@ -89,8 +89,37 @@ func (gw *Gateway) remember(runID, tool string, args []byte, callID string) {
 // Countersign runs itself (decision-only tools are for the gate API).
 func (gw *Gateway) Server(ag *models.Agent) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, nil)
-	for _, t := range gw.Gate.Tools().All() {
-		if !t.Executes() {
+	gw.Offer(s, ag, nil, gw.Gate.Tools())
+	return s
+}
+
+// Offer changes what a server built by Server offers from the tools in prev
+// (nil: none) to those in next: tools gone are removed, new or changed ones
+// added. The SDK tells the connected clients that the list changed.
+func (gw *Gateway) Offer(s *mcp.Server, ag *models.Agent, prev, next *tools.Registry) {
+	offered := func(reg *tools.Registry) map[string]*tools.Tool {
+		out := map[string]*tools.Tool{}
+		if reg != nil {
+			for _, t := range reg.All() {
+				if t.Executes() {
+					out[t.Name] = t
+				}
+			}
+		}
+		return out
+	}
+	before, after := offered(prev), offered(next)
+	var gone []string
+	for name := range before {
+		if after[name] == nil {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		s.RemoveTools(gone...)
+	}
+	for name, t := range after {
+		if was := before[name]; was != nil && sameShape(was, t) {
 			continue
 		}
 		tool := t
@@ -102,7 +131,11 @@ func (gw *Gateway) Server(ag *models.Agent) *mcp.Server {
 				return gw.call(ctx, ag, tool, req)
 			})
 	}
-	return s
+}
+
+// sameShape: a client sees no difference between the two.
+func sameShape(a, b *tools.Tool) bool {
+	return a.Description == b.Description && a.Risk == b.Risk && string(a.Schema) == string(b.Schema)
 }
 
 func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -128,8 +161,13 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 		if err != nil {
 			return nil, err
 		}
-		if call, err = gw.Store.ToolCall(ctx, out.CallID); err != nil {
-			return nil, err
+		// A call that ended at once is answered from its outcome; one that
+		// waits is read back and held.
+		call = &models.ToolCall{ID: out.CallID, Status: out.Status, Result: string(out.Result), Error: out.Error, Reason: out.Decision.Reason}
+		if waiting(call) {
+			if call, err = gw.Store.ToolCall(ctx, out.CallID); err != nil {
+				return nil, err
+			}
 		}
 		if normErr == nil && call.Decision == "needs_approval" {
 			gw.remember(run.ID, tool.Name, norm.JSON, call.ID)

@@ -63,7 +63,7 @@ func run(n int) error {
 		return err
 	}
 	defer store.Close()
-	reg, _ := tools.NewRegistry(set.Tools...)
+	reg, _ := tools.NewRegistry(set.Tools()...)
 	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	if err != nil {
 		return err

@@ -93,7 +93,7 @@ func run(n int) error {
 		return err
 	}
 	defer store.Close()
-	reg, _ := tools.NewRegistry(set.Tools...)
+	reg, _ := tools.NewRegistry(set.Tools()...)
 	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: pol, Log: slog.New(slog.DiscardHandler)})
 	defer app.Close()

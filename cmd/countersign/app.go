@@ -50,13 +50,13 @@ type App struct {
 	stdout   io.Writer
 	stopBg   context.CancelFunc
 	bgDone   chan struct{}
-	registry *tools.Registry
 	// toolsVersion is the SHA-256 of the tools file in force and the tools it
 	// gave ("" without one).
 	toolsVersion string
-	// closeTools ends the connections of the tools in force (MCP servers).
-	closeTools func()
-	reloadMu   sync.Mutex
+	// toolSet is the tools file in force (nil without one); its MCP servers
+	// stay connected until it is replaced.
+	toolSet  *httptool.Set
+	reloadMu sync.Mutex
 	// demoPage: /demo is served.
 	demoPage bool
 	// auditKey signs checkpoints of the audit chain; nil: none are taken.
@@ -79,15 +79,25 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if a.auditKey, err = loadAnchor(cfg); err != nil {
 		return fail(err)
 	}
-	registry, toolsVersion, closeTools, err := loadTools(cfg, store)
+	set, err := loadToolsFile(cfg)
 	if err != nil {
 		return fail(err)
 	}
-	a.toolsVersion, a.closeTools = toolsVersion, closeTools
 	fail = func(err error) (*App, error) {
-		closeTools()
+		set.Close()
 		store.Close()
 		return nil, err
+	}
+	registry, toolsVersion, err := registryOf(cfg, store, set)
+	if err != nil {
+		return fail(err)
+	}
+	a.toolsVersion, a.toolSet = toolsVersion, set
+	for _, u := range set.Upstreams() {
+		if !u.Connected {
+			log.Warn("an MCP server of the tools file is not answering; its tools come when it does (tried again with backoff)",
+				"server", u.Name, "err", u.Error)
+		}
 	}
 	policy, err := loadPolicy(cfg, registry)
 	if err != nil {
@@ -96,7 +106,6 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if failed := failingTests(policy.RunTests(ctx)); len(failed) > 0 {
 		return fail(fmt.Errorf("the policy %s fails %d of its tests (run `countersign policy test` to see them); refusing to start", policy.Source, len(failed)))
 	}
-	a.registry = registry
 	if cfg.Demo {
 		n, err := store.SeedDemoShop(ctx)
 		if err != nil {
@@ -144,8 +153,9 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	}
 	a.web = web.NewApp(web.AppConfig{Store: store, Tools: registry, Policy: policy, Model: model, Business: business, Log: log,
 		Web: web.Config{Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), WidgetOrigins: origins,
-			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy}})
+			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, Upstreams: a.upstreams}})
 	a.gate, a.runner, a.accounts = a.web.Gate, a.web.Runner, a.web.Accounts
+	a.watchTools(set)
 	if cfg.Demo {
 		if err := a.seedDemoStaff(ctx); err != nil {
 			a.web.Close()
@@ -295,41 +305,59 @@ func loadPolicy(cfg config, registry *tools.Registry) (*policy.FilePolicy, error
 	return policy.LoadPolicy(data, cfg.Policy, registry)
 }
 
-// loadTools builds the tools in force: the demo shop's with --demo, and
-// those of the tools file. version is the file's SHA-256 ("" without one).
-// The store may be nil where the tools are only described.
-func loadTools(cfg config, store *models.Store) (reg *tools.Registry, version string, closeTools func(), err error) {
+// loadToolsFile reads the tools file and connects to its MCP servers (nil
+// without a file). Close the set to end those connections.
+func loadToolsFile(cfg config) (*httptool.Set, error) {
+	if cfg.Tools == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(cfg.Tools)
+	if err != nil {
+		return nil, fmt.Errorf("read tools: %w", err)
+	}
+	return httptool.Load(data, cfg.Tools, httptool.Options{})
+}
+
+// registryOf is the tools in force: the demo shop's with --demo, and those
+// of the tools file as its MCP servers offer them now. version covers what
+// the file offers ("" without one), so a reload or an MCP server's changed
+// list is seen. The store may be nil where the tools are only described.
+func registryOf(cfg config, store *models.Store, set *httptool.Set) (reg *tools.Registry, version string, err error) {
 	var all []*tools.Tool
-	closeTools = func() {}
 	if cfg.Demo {
 		all = append(all, shop.Tools(store)...)
 	}
-	if cfg.Tools != "" {
-		data, err := os.ReadFile(cfg.Tools)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("read tools: %w", err)
-		}
-		set, err := httptool.Load(data, cfg.Tools, httptool.Options{})
-		if err != nil {
-			return nil, "", nil, err
-		}
-		closeTools = set.Close
-		all = append(all, set.Tools...)
-		// The version covers what the file says and what its MCP servers
-		// offer now, so a reload picks up an upstream's changed tools.
+	if set != nil {
 		h := sha256.New()
-		h.Write(data)
-		for _, t := range set.Tools {
-			fmt.Fprintf(h, "\n%s %s %s", t.Name, t.Risk, t.Schema)
+		h.Write([]byte(cfg.Tools))
+		for _, t := range set.Tools() {
+			all = append(all, t)
+			fmt.Fprintf(h, "\n%s %s %s %s", t.Name, t.Risk, t.Description, t.Schema)
+		}
+		if data, err := os.ReadFile(cfg.Tools); err == nil {
+			h.Write(data)
 		}
 		version = hex.EncodeToString(h.Sum(nil))
 	}
 	reg, err = tools.NewRegistry(all...)
 	if err != nil {
-		closeTools()
-		return nil, "", nil, fmt.Errorf("tools: %w", err)
+		return nil, "", fmt.Errorf("tools: %w", err)
 	}
-	return reg, version, closeTools, nil
+	return reg, version, nil
+}
+
+// loadTools reads the tools file and builds the tools in force from it.
+func loadTools(cfg config, store *models.Store) (*tools.Registry, string, *httptool.Set, error) {
+	set, err := loadToolsFile(cfg)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	reg, version, err := registryOf(cfg, store, set)
+	if err != nil {
+		set.Close()
+		return nil, "", nil, err
+	}
+	return reg, version, set, nil
 }
 
 func failingTests(results []policy.PolicyTestResult) []policy.PolicyTestResult {
@@ -427,16 +455,39 @@ func (a *App) ReloadPolicy(ctx context.Context) error {
 	if a.cfg.Policy == "" && a.cfg.Tools == "" {
 		return errors.New("serve runs the built-in policy and no tools file: there is nothing to reload")
 	}
-	registry, toolsVersion, closeTools, err := loadTools(a.cfg, a.store)
+	registry, toolsVersion, set, err := loadTools(a.cfg, a.store)
 	if err != nil {
 		return err
 	}
-	swapped := false
-	defer func() {
-		if !swapped {
-			closeTools()
-		}
-	}()
+	if err := a.putInForce(ctx, registry, toolsVersion, set, "reload"); err != nil {
+		set.Close()
+		return err
+	}
+	return nil
+}
+
+// toolsChanged follows an MCP server that changed its tools: the tools in
+// force are built again from the same file and put in force with the policy,
+// if it still passes its tests against them.
+func (a *App) toolsChanged(set *httptool.Set) {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	if set != a.toolSet {
+		return // replaced since
+	}
+	registry, toolsVersion, err := registryOf(a.cfg, a.store, set)
+	if err == nil {
+		err = a.putInForce(context.Background(), registry, toolsVersion, set, "an MCP server changed its tools")
+	}
+	if err != nil {
+		a.log.Error("an MCP server changed its tools; the tools in force stay as they were", "err", err)
+	}
+}
+
+// putInForce puts tools and the policy file, loaded against them, in force
+// together, with an audit event for each that changed (a.reloadMu held).
+// The set becomes the one in force; the previous one is closed.
+func (a *App) putInForce(ctx context.Context, registry *tools.Registry, toolsVersion string, set *httptool.Set, why string) error {
 	next, err := loadPolicy(a.cfg, registry)
 	if err != nil {
 		return err
@@ -448,6 +499,9 @@ func (a *App) ReloadPolicy(ctx context.Context) error {
 	policyChanged, toolsChanged := next.Version() != prev, toolsVersion != a.toolsVersion
 	if !policyChanged && !toolsChanged {
 		a.log.Info("policy and tools unchanged", "policy_version", prev[:12])
+		if set != a.toolSet {
+			set.Close()
+		}
 		return nil
 	}
 	err = a.store.Write(ctx, func(tx *models.Tx) error {
@@ -463,7 +517,8 @@ func (a *App) ReloadPolicy(ctx context.Context) error {
 				names = append(names, t.Name)
 			}
 			return tx.Audit(models.Event{Actor: "system", Kind: "tools.reloaded", Subject: toolsVersion,
-				Payload: map[string]any{"file": a.cfg.Tools, "from_version": a.toolsVersion, "to_version": toolsVersion, "tools": names}})
+				Payload: map[string]any{"file": a.cfg.Tools, "from_version": a.toolsVersion, "to_version": toolsVersion,
+					"tools": names, "why": why}})
 		}
 		return nil
 	})
@@ -471,10 +526,30 @@ func (a *App) ReloadPolicy(ctx context.Context) error {
 		return fmt.Errorf("record the change: %w", err)
 	}
 	a.gate.Reload(registry, next)
-	a.registry, a.toolsVersion = registry, toolsVersion
-	a.closeTools, closeTools, swapped = closeTools, a.closeTools, false // the old connections end below
-	a.log.Info("policy and tools reloaded", "from_version", prev[:12], "to_version", next.Version()[:12], "tools_changed", toolsChanged)
+	a.toolsVersion = toolsVersion
+	if set != a.toolSet {
+		old := a.toolSet
+		a.toolSet = set
+		a.watchTools(set)
+		old.Close() // the old connections end
+	}
+	a.log.Info("policy and tools put in force", "why", why, "from_version", prev[:12], "to_version", next.Version()[:12], "tools_changed", toolsChanged)
 	return nil
+}
+
+// watchTools follows the set's MCP servers' tool lists.
+func (a *App) watchTools(set *httptool.Set) {
+	if set != nil {
+		set.Watch(func() { a.toolsChanged(set) })
+	}
+}
+
+// upstreams says how the MCP servers of the tools file in force are doing.
+func (a *App) upstreams() []tools.UpstreamStatus {
+	a.reloadMu.Lock()
+	set := a.toolSet
+	a.reloadMu.Unlock()
+	return set.Upstreams()
 }
 
 func displayAddr(addr string) string {
@@ -518,7 +593,10 @@ func (a *App) Close() error {
 	}
 	a.stopHub()
 	a.web.Close()
-	a.closeTools()
+	a.reloadMu.Lock()
+	a.toolSet.Close()
+	a.toolSet = nil
+	a.reloadMu.Unlock()
 	a.checkpoint(context.Background()) // the head as this process leaves it
 	return a.store.Close()
 }

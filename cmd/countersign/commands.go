@@ -32,12 +32,17 @@ func cmdPolicyTest(ctx context.Context, args []string, stdout, stderr io.Writer)
 		cfg.Policy = fs.Arg(0)
 	}
 	// The tools only need a store to run, not to be described.
-	registry, _, closeTools, err := loadTools(*cfg, nil)
+	registry, _, set, err := loadTools(*cfg, nil)
 	if err != nil {
 		fmt.Fprintln(stdout, err)
 		return exitError{code: 1}
 	}
-	defer closeTools()
+	defer set.Close()
+	for _, u := range set.Upstreams() {
+		if !u.Connected {
+			fmt.Fprintf(stdout, "warning: the MCP server %s is not answering (%s): its tools are missing\n", u.Name, u.Error)
+		}
+	}
 	policy, err := loadPolicy(*cfg, registry)
 	if err != nil {
 		fmt.Fprintln(stdout, err)

@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -64,24 +66,73 @@ type Options struct {
 	// a 5xx or a timeout; Backoff is the first wait (doubled each time).
 	Retries int
 	Backoff time.Duration
+	// Reconnect is the first wait before connecting again to an MCP server
+	// that went away (doubled each failed try, up to a minute); 0: 1 s.
+	Reconnect time.Duration
 }
 
-// Set is the tools of one file, with what they must keep out of sight.
+// Set is the tools of one file, with what they must keep out of sight. The
+// tools of its MCP servers follow those servers: see Tools and Watch.
 type Set struct {
-	Tools []*tools.Tool
+	// fixed are the tools the file defines itself.
+	fixed []*tools.Tool
+	// upstreams are the file's MCP servers, each kept connected.
+	upstreams []*upstream
 	// secrets are the values of every ${NAME} the file uses.
 	secrets []string
-	// closers end the connections to upstream MCP servers.
-	closers []func() error
+
+	mu    sync.Mutex
+	watch func()
+}
+
+// Tools are the file's tools now: its own, then each MCP server's as that
+// server last listed them (kept while it is down: they answer so).
+func (s *Set) Tools() []*tools.Tool {
+	out := slices.Clone(s.fixed)
+	for _, u := range s.upstreams {
+		out = append(out, u.current()...)
+	}
+	return out
+}
+
+// Watch sets what is called (on a goroutine of its own) whenever an MCP
+// server's tools change: announced by the server, or found on reconnecting.
+func (s *Set) Watch(f func()) {
+	s.mu.Lock()
+	s.watch = f
+	s.mu.Unlock()
+}
+
+func (s *Set) changed() {
+	s.mu.Lock()
+	f := s.watch
+	s.mu.Unlock()
+	if f != nil {
+		go f()
+	}
+}
+
+// Upstreams says how each MCP server of the file is doing.
+func (s *Set) Upstreams() []tools.UpstreamStatus {
+	if s == nil {
+		return nil
+	}
+	var out []tools.UpstreamStatus
+	for _, u := range s.upstreams {
+		out = append(out, u.status())
+	}
+	return out
 }
 
 // Close ends the connections to the file's MCP servers (their processes
-// stop); the tools of those servers answer that they are not connected.
+// stop) and stops reconnecting; their tools answer that they are down.
 func (s *Set) Close() {
-	for _, c := range s.closers {
-		_ = c()
+	if s == nil {
+		return
 	}
-	s.closers = nil
+	for _, u := range s.upstreams {
+		u.close()
+	}
 }
 
 // Redact replaces every secret the file uses in s.
@@ -101,6 +152,9 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 	}
 	if o.Backoff == 0 {
 		o.Backoff = 200 * time.Millisecond
+	}
+	if o.Reconnect == 0 {
+		o.Reconnect = time.Second
 	}
 	var spec fileSpec
 	if err := yaml.UnmarshalWithOptions(data, &spec, yaml.Strict()); err != nil {
@@ -136,22 +190,31 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 			return nil, fmt.Errorf("%s: %v", where, err)
 		}
 		byName[t.Name] = t
-		set.Tools = append(set.Tools, t)
+		set.fixed = append(set.fixed, t)
 	}
+	servers := map[string]bool{}
 	for i, ms := range spec.MCPServers {
-		ts, err := set.upstream(ms, o, func(key string) string { return at(fmt.Sprintf("$.mcp_servers[%d].%s", i, key)) })
+		at := func(key string) string { return at(fmt.Sprintf("$.mcp_servers[%d].%s", i, key)) }
+		if servers[ms.Name] {
+			set.Close()
+			return nil, fmt.Errorf("%s: the name %q is used by an earlier MCP server", at("name"), ms.Name)
+		}
+		servers[ms.Name] = true
+		u, err := set.upstream(ms, o, at)
 		if err != nil {
 			set.Close()
 			return nil, err
 		}
-		for _, t := range ts {
+		set.upstreams = append(set.upstreams, u)
+		for _, t := range u.current() {
 			if seen[t.Name] {
 				set.Close()
-				return nil, fmt.Errorf("%s: the MCP tool %s has the name of another tool", at(fmt.Sprintf("$.mcp_servers[%d]", i)), t.Name)
+				return nil, fmt.Errorf("%s: the MCP tool %s has the name of another tool", at("name"), t.Name)
 			}
-			seen[t.Name] = true
-			set.Tools = append(set.Tools, t)
 		}
+	}
+	for _, u := range set.upstreams {
+		go u.keep()
 	}
 	return set, nil
 }

@@ -116,7 +116,7 @@ func load(t *testing.T, url string, o httptool.Options) *httptool.Set {
 
 func run(t *testing.T, set *httptool.Set, name, args string) (any, error) {
 	t.Helper()
-	for _, tool := range set.Tools {
+	for _, tool := range set.Tools() {
 		if tool.Name == name {
 			n, err := tool.Normalize([]byte(args))
 			if err != nil {
@@ -239,7 +239,7 @@ func TestTimeoutNeverShowsTheURLsSecret(t *testing.T) {
 func TestReviewShowsTheLookupAndSurvivesItsFailure(t *testing.T) {
 	b := newBackend(t)
 	set := load(t, b.URL, httptool.Options{Backoff: time.Millisecond})
-	refund := set.Tools[1]
+	refund := set.Tools()[1]
 	facts, err := refund.ReviewContext(context.Background(), tools.Call{ID: "call_9"}, `{"amount":900,"order_id":"B7"}`)
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +259,7 @@ func TestReviewShowsTheLookupAndSurvivesItsFailure(t *testing.T) {
 
 func TestDecisionOnlyToolHasNoExecutor(t *testing.T) {
 	set := load(t, "http://127.0.0.1:1", httptool.Options{})
-	if set.Tools[2].Executes() || !set.Tools[0].Executes() {
+	if set.Tools()[2].Executes() || !set.Tools()[0].Executes() {
 		t.Fatal("escalate_to_human has no http; lookup_order has")
 	}
 }

@@ -2,14 +2,19 @@ package httptool
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,28 +41,67 @@ type mcpToolOverride struct {
 var serverName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,30}$`)
 
 // ConnectTimeout bounds connecting to an upstream MCP server and listing
-// its tools when the file is loaded.
+// its tools.
 var ConnectTimeout = 30 * time.Second
 
-// upstream connects to one MCP server and offers its tools as
-// <server>__<tool>, each call forwarded once.
-func (set *Set) upstream(ms mcpServerSpec, o Options, at func(string) string) ([]*tools.Tool, error) {
+// maxReconnect is the longest wait between two tries to reach an MCP server
+// that went away.
+const maxReconnect = time.Minute
+
+// HealthEvery is how often a connected MCP server is pinged: one over HTTP
+// that went away is otherwise only found by the next call.
+var HealthEvery = 15 * time.Second
+
+// upstream is one MCP server of a tools file, kept connected: a server that
+// goes away is tried again with backoff while its tools answer that it is
+// down, and a changed tool list (announced by the server, or found on
+// reconnecting) is taken up and told to the set's watcher.
+type upstream struct {
+	spec      mcpServerSpec
+	set       *Set
+	via       string
+	transport func() mcp.Transport // a new one for each connection
+	reconnect time.Duration        // first wait before trying again
+	taken     map[string]bool      // names of the file's own tools
+
+	ctx    context.Context // ended by close
+	cancel context.CancelFunc
+	check  chan struct{} // a call failed: is the server still there?
+
+	mu      sync.Mutex
+	session *mcp.ClientSession
+	tools   []*tools.Tool
+	shape   string // what the tools look like, to see a change
+	st      tools.UpstreamStatus
+}
+
+// upstream reads an MCP server's entry and connects to it once. A server
+// that cannot be reached now is not an error: it is tried again in the
+// background (see keep) and its tools appear when it answers.
+func (set *Set) upstream(ms mcpServerSpec, o Options, at func(string) string) (*upstream, error) {
 	if !serverName.MatchString(ms.Name) {
 		return nil, fmt.Errorf("%s: an MCP server's name is lower case letters, digits and _ (it prefixes its tools)", at("name"))
 	}
-	var transport mcp.Transport
+	u := &upstream{spec: ms, set: set, reconnect: o.Reconnect, taken: map[string]bool{}}
+	for _, t := range set.fixed {
+		u.taken[t.Name] = true
+	}
 	switch {
 	case ms.Command != "" && ms.URL == "":
-		cmd := exec.Command(ms.Command, ms.Args...)
-		cmd.Env = cmd.Environ()
+		env := os.Environ()
 		for k, v := range ms.Env {
 			val, err := set.env(v, o)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %v", at("env"), err)
 			}
-			cmd.Env = append(cmd.Env, k+"="+val)
+			env = append(env, k+"="+val)
 		}
-		transport = &mcp.CommandTransport{Command: cmd}
+		u.via = "stdio: " + set.Redact(strings.Join(append([]string{ms.Command}, ms.Args...), " "))
+		u.transport = func() mcp.Transport {
+			cmd := exec.Command(ms.Command, ms.Args...)
+			cmd.Env = env
+			return &mcp.CommandTransport{Command: cmd}
+		}
 	case ms.URL != "" && ms.Command == "":
 		url, err := set.env(ms.URL, o)
 		if err != nil {
@@ -69,7 +113,10 @@ func (set *Set) upstream(ms mcpServerSpec, o Options, at func(string) string) ([
 				return nil, fmt.Errorf("%s: %v", at("headers"), err)
 			}
 		}
-		transport = &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: withHeaders{headers}}}
+		u.via = set.Redact(url)
+		u.transport = func() mcp.Transport {
+			return &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: withHeaders{headers}}}
+		}
 	default:
 		return nil, fmt.Errorf("%s: an MCP server has either command (stdio) or url (streamable HTTP)", at("name"))
 	}
@@ -78,27 +125,239 @@ func (set *Set) upstream(ms mcpServerSpec, o Options, at func(string) string) ([
 			return nil, fmt.Errorf("%s: tool %s: risk %q is not read, low_write or high_write", at("tools"), name, ov.Risk)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), ConnectTimeout)
-	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "countersign", Version: "1"}, nil)
-	session, err := client.Connect(ctx, transport, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s: MCP server %s: %s", at("name"), ms.Name, set.Redact(err.Error()))
+	u.ctx, u.cancel = context.WithCancel(context.Background())
+	u.check = make(chan struct{}, 1)
+	u.st = tools.UpstreamStatus{Name: ms.Name, Via: u.via, Since: time.Now()}
+	if err := u.connect(); err != nil {
+		u.down(err)
 	}
-	set.closers = append(set.closers, session.Close)
-	var out []*tools.Tool
-	for t, err := range session.Tools(ctx, nil) {
-		if err != nil {
-			return nil, fmt.Errorf("%s: MCP server %s: list tools: %s", at("name"), ms.Name, set.Redact(err.Error()))
+	return u, nil
+}
+
+// connect opens a session, lists the tools and puts both in use.
+func (u *upstream) connect() error {
+	ctx, cancel := context.WithTimeout(u.ctx, ConnectTimeout)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "countersign", Version: "1"}, &mcp.ClientOptions{
+		// Listing again waits for an answer: not on the goroutine
+		// that reads the answers.
+		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { go u.relist(req.Session) },
+	})
+	session, err := client.Connect(ctx, u.transport(), nil)
+	if err != nil {
+		return fmt.Errorf("connect: %s", u.set.Redact(err.Error()))
+	}
+	list, skipped, err := u.list(ctx, session)
+	if err != nil {
+		_ = session.Close()
+		return err
+	}
+	u.mu.Lock()
+	if u.ctx.Err() != nil {
+		u.mu.Unlock()
+		_ = session.Close()
+		return u.ctx.Err()
+	}
+	u.session = session
+	changed := u.use(list, skipped)
+	u.st.Connected, u.st.Since, u.st.Error = true, time.Now(), ""
+	u.mu.Unlock()
+	if changed {
+		u.set.changed()
+	}
+	return nil
+}
+
+// keep reconnects whenever the session ends, waiting longer after each
+// failed try, until close.
+func (u *upstream) keep() {
+	wait := u.reconnect
+	for {
+		u.mu.Lock()
+		s := u.session
+		u.mu.Unlock()
+		if s != nil {
+			err := u.watch(s)
+			if u.ctx.Err() != nil {
+				return
+			}
+			u.down(err)
+			wait = u.reconnect
 		}
-		tool, err := set.proxy(ms, session, t)
-		if err != nil {
-			return nil, fmt.Errorf("%s: MCP server %s: %v", at("name"), ms.Name, err)
+		select {
+		case <-u.ctx.Done():
+			return
+		case <-time.After(wait):
 		}
+		if err := u.connect(); err != nil {
+			if u.ctx.Err() != nil {
+				return
+			}
+			u.down(err)
+			wait = min(2*wait, maxReconnect)
+		}
+	}
+}
+
+// watch returns when the session has ended: closed by the server, or not
+// answering a ping (every HealthEvery, and after a call that failed).
+func (u *upstream) watch(s *mcp.ClientSession) error {
+	ended := make(chan error, 1)
+	go func() { ended <- s.Wait() }()
+	tick := time.NewTicker(HealthEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-ended:
+			if err == nil {
+				err = errors.New("the connection closed")
+			}
+			return err
+		case <-u.ctx.Done():
+			return u.ctx.Err()
+		case <-tick.C:
+		case <-u.check:
+		}
+		ctx, cancel := context.WithTimeout(u.ctx, 5*time.Second)
+		err := s.Ping(ctx, nil)
+		cancel()
+		if err != nil && u.ctx.Err() == nil {
+			_ = s.Close()
+			return fmt.Errorf("no answer to a ping: %s", u.set.Redact(err.Error()))
+		}
+	}
+}
+
+// down notes that the server cannot be reached, and why.
+func (u *upstream) down(err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.st.Connected {
+		u.st.Since = time.Now()
+	}
+	u.session, u.st.Connected, u.st.Error = nil, false, u.set.Redact(err.Error())
+}
+
+// relist takes up a tool list the server says has changed.
+func (u *upstream) relist(s *mcp.ClientSession) {
+	ctx, cancel := context.WithTimeout(u.ctx, ConnectTimeout)
+	defer cancel()
+	list, skipped, err := u.list(ctx, s)
+	u.mu.Lock()
+	if u.session != s {
+		u.mu.Unlock()
+		return
+	}
+	changed := false
+	if err != nil {
+		u.st.Error = err.Error()
+	} else {
+		changed = u.use(list, skipped)
+	}
+	u.mu.Unlock()
+	if changed {
+		u.set.changed()
+	}
+}
+
+// use puts a list in force (u.mu held) and says whether it changed.
+func (u *upstream) use(list []*tools.Tool, skipped []string) bool {
+	h := sha256.New()
+	for _, t := range list {
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%t\n", t.Name, t.Risk, t.Description, t.Schema, t.Idempotent)
+	}
+	shape := hex.EncodeToString(h.Sum(nil))
+	u.st.Tools, u.st.Skipped = len(list), skipped
+	if shape == u.shape {
+		return false
+	}
+	u.tools, u.shape = list, shape
+	return true
+}
+
+// current is the server's tools as it last listed them.
+func (u *upstream) current() []*tools.Tool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.tools
+}
+
+func (u *upstream) status() tools.UpstreamStatus {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	st := u.st
+	st.Skipped = slices.Clone(u.st.Skipped)
+	return st
+}
+
+func (u *upstream) close() {
+	u.cancel()
+	u.mu.Lock()
+	s := u.session
+	u.session = nil
+	if u.st.Connected {
+		u.st.Connected, u.st.Since, u.st.Error = false, time.Now(), "closed"
+	}
+	u.mu.Unlock()
+	if s != nil {
+		_ = s.Close()
+	}
+}
+
+// list asks the server for its tools, as Countersign tools, sorted by name.
+// A tool whose name another tool has is skipped, and said so.
+func (u *upstream) list(ctx context.Context, s *mcp.ClientSession) (out []*tools.Tool, skipped []string, err error) {
+	seen := map[string]bool{}
+	for t, err := range s.Tools(ctx, nil) {
+		if err != nil {
+			return nil, nil, fmt.Errorf("list tools: %s", u.set.Redact(err.Error()))
+		}
+		tool, err := u.proxy(t)
+		if err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s: %v", t.Name, err))
+			continue
+		}
+		if u.taken[tool.Name] || seen[tool.Name] {
+			skipped = append(skipped, fmt.Sprintf("%s: %s is the name of another tool", t.Name, tool.Name))
+			continue
+		}
+		seen[tool.Name] = true
 		out = append(out, tool)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out, skipped, nil
+}
+
+// call forwards one call to the server on the session in use now.
+func (u *upstream) call(ctx context.Context, name string, risk tools.Risk, args map[string]any) (any, error) {
+	u.mu.Lock()
+	s, st := u.session, u.st
+	u.mu.Unlock()
+	server := u.spec.Name
+	if s == nil {
+		return nil, tools.Refuse("the %s MCP server is not answering (down since %s: %s); Countersign keeps trying to reconnect; nothing was changed",
+			server, st.Since.UTC().Format("15:04:05 MST"), tools.Truncate(st.Error, 200))
+	}
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		select { // is it still there? (found out apart from this call)
+		case u.check <- struct{}{}:
+		default:
+		}
+		if errors.Is(err, mcp.ErrConnectionClosed) || risk == tools.RiskRead {
+			// Not sent, or only a read: nothing changed.
+			return nil, tools.Refuse("the %s MCP server is not answering (%s); nothing was changed", server, tools.Truncate(u.set.Redact(err.Error()), 200))
+		}
+		return nil, &tools.UnknownError{Message: "the " + server + " MCP server did not answer (" + u.set.Redact(err.Error()) + "); a team member will check what happened"}
+	}
+	text := contentText(res.Content)
+	if res.IsError {
+		return nil, tools.Refuse("%s", tools.Truncate(u.set.Redact(text), 1000))
+	}
+	if res.StructuredContent != nil {
+		return res.StructuredContent, nil
+	}
+	return map[string]any{"text": u.set.Redact(text)}, nil
 }
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9_]+`)
@@ -106,7 +365,8 @@ var unsafeName = regexp.MustCompile(`[^a-z0-9_]+`)
 // proxy is one upstream tool as a Countersign tool. Its risk is the tools
 // file's override, else read from the annotations, which are only hints:
 // anything not marked read-only or non-destructive is a high-risk write.
-func (set *Set) proxy(ms mcpServerSpec, session *mcp.ClientSession, t *mcp.Tool) (*tools.Tool, error) {
+func (u *upstream) proxy(t *mcp.Tool) (*tools.Tool, error) {
+	ms := u.spec
 	name := ms.Name + "__" + strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(t.Name), "_"), "_")
 	risk, source := tools.RiskHighWrite, "not marked read-only or non-destructive"
 	if a := t.Annotations; a != nil {
@@ -125,27 +385,12 @@ func (set *Set) proxy(ms mcpServerSpec, session *mcp.ClientSession, t *mcp.Tool)
 	}
 	schema, err := json.Marshal(t.InputSchema)
 	if err != nil {
-		return nil, fmt.Errorf("tool %s: input schema: %v", t.Name, err)
+		return nil, fmt.Errorf("input schema: %v", err)
 	}
 	idempotent := t.Annotations != nil && t.Annotations.IdempotentHint
 	upstreamName := t.Name
 	run := func(ctx context.Context, call tools.Call, args map[string]any) (any, error) {
-		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: upstreamName, Arguments: args})
-		if err != nil {
-			if errors.Is(err, mcp.ErrConnectionClosed) || risk == tools.RiskRead {
-				// Not sent, or only a read: nothing changed.
-				return nil, tools.Refuse("the %s MCP server is not answering (%s); nothing was changed", ms.Name, tools.Truncate(set.Redact(err.Error()), 200))
-			}
-			return nil, &tools.UnknownError{Message: "the " + ms.Name + " MCP server did not answer (" + set.Redact(err.Error()) + "); a team member will check what happened"}
-		}
-		text := contentText(res.Content)
-		if res.IsError {
-			return nil, tools.Refuse("%s", tools.Truncate(set.Redact(text), 1000))
-		}
-		if res.StructuredContent != nil {
-			return res.StructuredContent, nil
-		}
-		return map[string]any{"text": set.Redact(text)}, nil
+		return u.call(ctx, upstreamName, risk, args)
 	}
 	tool, err := tools.FromSpec(tools.Spec{Name: name, Description: t.Description, Risk: risk, Idempotent: idempotent,
 		Schema: schema, Run: run, Summary: name})
@@ -153,6 +398,7 @@ func (set *Set) proxy(ms mcpServerSpec, session *mcp.ClientSession, t *mcp.Tool)
 		return nil, err
 	}
 	tool.Origin = "MCP server " + ms.Name + " (" + upstreamName + "); risk from " + source
+	tool.Upstream = ms.Name
 	return tool, nil
 }
 

@@ -1,0 +1,21 @@
+package tools
+
+import "time"
+
+// UpstreamStatus is how a server that offers tools from outside (an MCP
+// server of the tools file) is doing, for the people who run Countersign.
+type UpstreamStatus struct {
+	Name string
+	// Via is how it is reached: the command it runs, or its URL (with
+	// no secrets).
+	Via       string
+	Connected bool
+	// Since is when it connected or went away.
+	Since time.Time
+	// Error is why it is not connected, or what went wrong last.
+	Error string
+	// Tools counts the tools it offers (the last list it gave).
+	Tools int
+	// Skipped names tools it offers that Countersign does not, and why.
+	Skipped []string
+}
