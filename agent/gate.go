@@ -168,6 +168,15 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	err = g.store.Write(ctx, func(tx *models.Tx) error {
 		rec = first
 		if facts.used || d.Verdict == policy.NeedsApproval {
+			// Calls for one customer (or one anonymous run) are decided one
+			// at a time, on every instance.
+			scope := "run:" + req.RunID
+			if req.CustomerID != "" {
+				scope = "customer:" + req.CustomerID
+			}
+			if err := tx.Serialize(scope); err != nil {
+				return err
+			}
 			in.Facts = &txFacts{tx: tx, gateFacts: gateFacts{store: g.store, business: g.business, req: req}}
 			again, err := pol.Decide(ctx, in)
 			if err != nil {

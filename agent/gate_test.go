@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storetest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 )
@@ -46,11 +46,7 @@ func (c *clock) Advance(d time.Duration) {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	store, err := models.Open(filepath.Join(t.TempDir(), "countersign.db"), models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := storetest.Open(t)
 	clk := &clock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
 	store.Now = clk.Now
 	if _, err := store.SeedDemoShop(context.Background()); err != nil {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storetest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 )
@@ -68,11 +68,7 @@ func httpGate(t *testing.T, url, secret string, wait time.Duration) (*agent.Gate
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := models.Open(filepath.Join(t.TempDir(), "cs.db"), models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := storetest.Open(t)
 	reg, _ := tools.NewRegistry(set.Tools()...)
 	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	if err != nil {

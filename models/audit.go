@@ -61,7 +61,14 @@ func (tx *Tx) Audit(ev Event) error {
 }
 
 func (tx *Tx) loadChain() error {
-	row, err := tx.queryRow(`SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`)
+	query := `SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`
+	if tx.pg != nil {
+		// Every instance appends to one chain: the head row is locked until
+		// this unit commits, so the next unit, here or elsewhere, links to
+		// what this one appended.
+		query = `SELECT seq, hash FROM audit_heads WHERE id = 1 FOR UPDATE`
+	}
+	row, err := tx.queryRow(query)
 	switch {
 	case err == nil:
 		seq, ok1 := row[0].(int64)

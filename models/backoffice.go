@@ -40,16 +40,16 @@ func (s *Store) pendingQuery(ctx context.Context, f ActionFilter) *gorm.DB {
 		q = q.Where("tool_calls.tool = ?", f.Tool)
 	}
 	if c := strings.TrimSpace(f.Customer); c != "" {
-		q = q.Where("(tool_calls.customer_id = ? OR runs.customer_name LIKE ? ESCAPE '\\')", c, escapeLike(c)+"%")
+		q = q.Where("(tool_calls.customer_id = ? OR runs.customer_name "+s.d.like()+" ? ESCAPE '\\')", c, escapeLike(c)+"%")
 	}
 	if f.MinAmount != nil || f.MaxAmount != nil {
-		q = q.Where(amountWhere(f))
+		q = q.Where(amountWhere(s.d, f))
 	}
 	return q
 }
 
 // amountWhere matches calls whose tool has a sum of money within the bounds.
-func amountWhere(f ActionFilter) clause.Expr {
+func amountWhere(d dialect, f ActionFilter) clause.Expr {
 	tools := make([]string, 0, len(f.AmountArgs))
 	for t := range f.AmountArgs {
 		tools = append(tools, t)
@@ -61,16 +61,16 @@ func amountWhere(f ActionFilter) clause.Expr {
 		if i > 0 {
 			sql.WriteString(" OR ")
 		}
-		amount := "CAST(json_extract(tool_calls.args, ?) AS REAL)"
+		amount := d.argNumber("tool_calls.args")
 		sql.WriteString("(tool_calls.tool = ?")
 		vars = append(vars, t)
 		if f.MinAmount != nil {
 			sql.WriteString(" AND " + amount + " >= ?")
-			vars = append(vars, "$."+f.AmountArgs[t], *f.MinAmount)
+			vars = append(vars, d.argKey(f.AmountArgs[t]), *f.MinAmount)
 		}
 		if f.MaxAmount != nil {
 			sql.WriteString(" AND " + amount + " <= ?")
-			vars = append(vars, "$."+f.AmountArgs[t], *f.MaxAmount)
+			vars = append(vars, d.argKey(f.AmountArgs[t]), *f.MaxAmount)
 		}
 		sql.WriteString(")")
 	}
@@ -212,11 +212,12 @@ func (s *Store) auditQuery(ctx context.Context, q AuditQuery) *gorm.DB {
 		// EXISTS into a join with a Bloom filter built over every approval
 		// first, much slower on a large log (BENCHMARKS.md, "The back office").
 		db = db.Where(`(SELECT 1 FROM approvals a WHERE a.tool_call_id = tool_calls.id
-			AND (a.staff_name LIKE ? ESCAPE '\' OR a.staff_id = ?) LIMIT 1) IS NOT NULL`, like, q.Staff)
+			AND (a.staff_name `+s.d.like()+` ? ESCAPE '\' OR a.staff_id = ?) LIMIT 1) IS NOT NULL`, like, q.Staff)
 	}
 	if q.Text != "" {
 		like := "%" + escapeLike(q.Text) + "%"
-		db = db.Where(`(tool_calls.args LIKE ? ESCAPE '\' OR tool_calls.raw_args LIKE ? ESCAPE '\')`, like, like)
+		op := s.d.like()
+		db = db.Where(`(tool_calls.args `+op+` ? ESCAPE '\' OR tool_calls.raw_args `+op+` ? ESCAPE '\')`, like, like)
 	}
 	if !q.From.IsZero() {
 		db = db.Where("tool_calls.created_at >= ?", q.From.UTC())

@@ -15,6 +15,9 @@ import (
 // name and renamed into place, so path never holds half a backup. A path that
 // exists is refused rather than overwritten.
 func (s *Store) Backup(ctx context.Context, path string) error {
+	if s.d.pg {
+		return errors.New("backup copies a SQLite file; back up PostgreSQL with pg_dump (README, \"Backups\")")
+	}
 	if path == "" {
 		return errors.New("the backup needs a file name")
 	}

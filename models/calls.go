@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"gorm.io/gorm/clause"
+
 	"strings"
 	"time"
 
@@ -39,10 +41,12 @@ func (tx *Tx) CreateToolCall(c *ToolCall) error {
 	return nil
 }
 
-// ToolCall reads a tool call inside the unit of work.
+// ToolCall reads a tool call inside the unit of work, to change it: on
+// PostgreSQL the row stays locked until the unit ends, so two units deciding
+// on one call (two approvals of an action) take turns.
 func (tx *Tx) ToolCall(id string) (*ToolCall, error) {
 	var c ToolCall
-	if err := tx.db.Take(&c, "id = ?", id).Error; err != nil {
+	if err := tx.db.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&c, "id = ?", id).Error; err != nil {
 		return nil, notFound(err)
 	}
 	return &c, nil

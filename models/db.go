@@ -30,11 +30,15 @@ var ErrClosed = errors.New("store is closed")
 // Store is the application's database: a gorm handle for reads and a single
 // batching writer for every state change (see writer.go).
 type Store struct {
-	reads  sync.Map // query -> *sql.Stmt on the read pool, for hot reads
-	db     *gorm.DB // readers: a small pool, running in parallel thanks to WAL
-	wdb    *gorm.DB // the single writer connection, used only by the writer goroutine
-	writer *writer
-	ckpt   *checkpointer
+	reads  sync.Map      // query -> *sql.Stmt on the read pool, for hot reads
+	db     *gorm.DB      // readers: a small pool, running in parallel thanks to WAL
+	wdb    *gorm.DB      // the single writer connection, used only by the writer goroutine
+	writer *writer       // SQLite: the single batching writer
+	ckpt   *checkpointer // SQLite: the write-ahead log's checkpoints
+	d      dialect
+	// pool is PostgreSQL's connection pool: reads and write transactions,
+	// each unit of work in a transaction of its own (postgres.go).
+	pool *sql.DB
 	// Now is the clock used for record timestamps; tests replace it.
 	Now func() time.Time
 }
@@ -45,12 +49,18 @@ type Options struct {
 	MaxBatch int
 }
 
-// Open opens (creating if needed) the SQLite database at path, applies the
-// connection settings Countersign relies on (WAL, busy timeout, foreign keys,
-// immediate write transactions) and migrates the schema.
+// Open opens the database: PostgreSQL for a postgres:// or postgresql://
+// URL (postgres.go), otherwise the SQLite file at that path, created if
+// needed. Either way the schema is migrated to this version first.
+//
+// For SQLite it applies the connection settings Countersign relies on (WAL,
+// busy timeout, foreign keys, immediate write transactions).
 func Open(path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("database path is empty")
+	}
+	if IsPostgres(path) {
+		return openPostgres(path)
 	}
 	// SQLite has one writer at a time: give it one connection of its own, so
 	// its prepared statements stay warm, and let readers share a pool.
@@ -58,7 +68,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := migrate(wdb); err != nil {
+	if err := migrateSQLite(wdb); err != nil {
 		closePool(wdb)
 		return nil, fmt.Errorf("migrate database %s: %w", path, err)
 	}
@@ -142,6 +152,10 @@ func sqliteDSN(path string, cacheKiB int) string {
 // Close stops the writer (after it has finished what it was given) and closes
 // the database.
 func (s *Store) Close() error {
+	if s.d.pg {
+		s.reads.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
+		return s.pool.Close()
+	}
 	s.writer.close()
 	s.ckpt.close()
 	s.reads.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
@@ -189,7 +203,7 @@ func (s *Store) readRow(ctx context.Context, query string, args ...any) (*sql.Ro
 	if err != nil {
 		return nil, err
 	}
-	stmt, err := pool.PrepareContext(ctx, query)
+	stmt, err := pool.PrepareContext(ctx, s.d.rebind(query))
 	if err != nil {
 		return nil, err
 	}

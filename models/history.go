@@ -29,8 +29,8 @@ type CallTotal struct {
 // liveCallStatuses are the calls that did, may yet, or may have happened.
 var liveCallStatuses = []CallStatus{CallPending, CallApproved, CallExecuting, CallSucceeded, CallUnknown}
 
-func sumCallArgs(db *gorm.DB, q CallTotal) (float64, error) {
-	db = db.Model(&ToolCall{}).Select("COALESCE(SUM(CAST(json_extract(args, ?) AS REAL)), 0)", "$."+q.Field).
+func sumCallArgs(db *gorm.DB, d dialect, q CallTotal) (float64, error) {
+	db = db.Model(&ToolCall{}).Select("COALESCE(SUM("+d.argNumber("args")+"), 0)", d.argKey(q.Field)).
 		Where("tool = ? AND status IN ?", q.Tool, liveCallStatuses)
 	if q.CustomerID != "" {
 		db = db.Where("customer_id = ?", q.CustomerID)
@@ -44,18 +44,11 @@ func sumCallArgs(db *gorm.DB, q CallTotal) (float64, error) {
 		db = db.Where("created_at >= ?", q.Since.UTC())
 	}
 	for field, v := range q.Same {
-		switch x := v.(type) {
-		case bool: // json_extract gives 1 or 0
-			if x {
-				v = 1
-			} else {
-				v = 0
-			}
-		case string, float64, int64, int:
-		default:
-			return 0, fmt.Errorf("total of %s: argument %s is not a plain value", q.Field, field)
+		cond, vals, err := d.argEquals("args", field, v)
+		if err != nil {
+			return 0, fmt.Errorf("total of %s: %w", q.Field, err)
 		}
-		db = db.Where("json_extract(args, ?) = ?", "$."+field, v)
+		db = db.Where(cond, vals...)
 	}
 	var total float64
 	err := db.Scan(&total).Error
@@ -64,12 +57,12 @@ func sumCallArgs(db *gorm.DB, q CallTotal) (float64, error) {
 
 // SumCallArgs sums an argument over earlier live calls (see CallTotal).
 func (s *Store) SumCallArgs(ctx context.Context, q CallTotal) (float64, error) {
-	return sumCallArgs(s.db.WithContext(ctx), q)
+	return sumCallArgs(s.db.WithContext(ctx), s.d, q)
 }
 
 // SumCallArgs is Store.SumCallArgs inside the unit of work.
 func (tx *Tx) SumCallArgs(q CallTotal) (float64, error) {
-	return sumCallArgs(tx.db, q)
+	return sumCallArgs(tx.db, tx.dialect(), q)
 }
 
 // RunCallCounts is Store.RunCallCounts inside the unit of work.

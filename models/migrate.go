@@ -1,13 +1,100 @@
 package models
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
+	"io/fs"
 	"strings"
 
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
 	"gorm.io/gorm"
+
+	"github.com/countersign/countersign/models/migrations"
 )
 
-func migrate(db *gorm.DB) error {
+// goose keeps the versions applied in this table.
+const versionTable = "goose_db_version"
+
+// migrateSQLite brings a SQLite database to this version's schema with the
+// versioned migrations in migrations/sqlite. A database made before there
+// were versioned migrations (it has tables but no version table) is first
+// brought forward the way those releases did it (migrateLegacy: gorm's
+// AutoMigrate of the records, and the rebuilds below), which leaves it in
+// the shape of the latest migration; then every migration is recorded as
+// applied without running it again. TestMigrationsMatchTheRecords holds the
+// migrations and the records to the same shape.
+func migrateSQLite(db *gorm.DB) error {
+	ctx := context.Background()
+	var tables []string
+	if err := db.Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, 'tool_calls')`, versionTable).
+		Scan(&tables).Error; err != nil {
+		return err
+	}
+	pool, err := db.DB()
+	if err != nil {
+		return err
+	}
+	dir, err := fs.Sub(migrations.SQLite, "sqlite")
+	if err != nil {
+		return err
+	}
+	if len(tables) == 1 && tables[0] == "tool_calls" {
+		if err := migrateLegacy(db); err != nil {
+			return err
+		}
+		if err := markApplied(ctx, pool, dir); err != nil {
+			return fmt.Errorf("record the versions: %w", err)
+		}
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, pool, dir, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return err
+	}
+	_, err = p.Up(ctx)
+	return err
+}
+
+// markApplied records every migration in dir as applied, as goose would
+// have after running them.
+func markApplied(ctx context.Context, pool *sql.DB, dir fs.FS) error {
+	store, err := database.NewStore(goose.DialectSQLite3, versionTable)
+	if err != nil {
+		return err
+	}
+	files, err := fs.Glob(dir, "*.sql")
+	if err != nil {
+		return err
+	}
+	tx, err := pool.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := store.CreateVersionTable(ctx, tx); err != nil {
+		return err
+	}
+	versions := []int64{0} // goose's own first row
+	for _, f := range files {
+		v, err := goose.NumericComponent(f)
+		if err != nil {
+			return err
+		}
+		versions = append(versions, v)
+	}
+	for _, v := range versions {
+		if err := store.Insert(ctx, tx, database.InsertRequest{Version: v}); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// migrateLegacy is how releases before versioned migrations brought a
+// database forward: gorm's AutoMigrate of the records, with the rebuilds it
+// cannot do itself.
+func migrateLegacy(db *gorm.DB) error {
 	if err := db.AutoMigrate(&Run{}); err != nil {
 		return fmt.Errorf("runs: %w", err)
 	}

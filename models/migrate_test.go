@@ -2,6 +2,8 @@ package models
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -135,5 +137,122 @@ func TestQueriesByStatusUseThePartialIndex(t *testing.T) {
 	sql, vars := dry(s.db.Model(&ToolCall{}).Where("status = ?", CallPending).Where(notSucceeded).Order("created_at, id"))
 	if p := plan("pending", sql, vars); !strings.Contains(p, "idx_tool_calls_status_created") {
 		t.Errorf("pending calls do not use the status index: %s", p)
+	}
+}
+
+// shape is a SQLite database's tables, columns and indexes, as text that
+// does not depend on how they were created.
+func shape(t *testing.T, db *gorm.DB) []string {
+	t.Helper()
+	var out []string
+	var tables []string
+	if err := db.Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> ? ORDER BY name`, versionTable).
+		Scan(&tables).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range tables {
+		var cols []struct {
+			Name, Type string
+			Notnull    int
+			Dflt       *string `gorm:"column:dflt_value"`
+			Pk         int
+		}
+		if err := db.Raw(`SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?)`, table).Scan(&cols).Error; err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cols {
+			d := ""
+			if c.Dflt != nil {
+				d = *c.Dflt
+			}
+			out = append(out, fmt.Sprintf("%s.%s %s notnull=%d default=%s pk=%d", table, c.Name, c.Type, c.Notnull, d, c.Pk))
+		}
+		ddl, indexes := schemaOf(t, db, table)
+		out = append(out, fmt.Sprintf("%s without rowid=%t", table, strings.Contains(ddl, "WITHOUT ROWID")))
+		for _, ix := range indexes {
+			out = append(out, strings.Replace(ix, "IF NOT EXISTS ", "", 1))
+		}
+	}
+	return out
+}
+
+// The versioned migrations and the records (what gorm makes of them, the
+// way databases were brought forward before versioned migrations) describe
+// the same schema: a change to a record needs a migration, and a migration
+// needs the record to change with it.
+func TestMigrationsMatchTheRecords(t *testing.T) {
+	dir := t.TempDir()
+	migrated, err := Open(filepath.Join(dir, "migrated.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer migrated.Close()
+	legacy, err := gorm.Open(sqlite.Open(sqliteDSN(filepath.Join(dir, "legacy.db"), 2048)), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrateLegacy(legacy); err != nil {
+		t.Fatal(err)
+	}
+	got, want := shape(t, migrated.db), shape(t, legacy)
+	if !slices.Equal(got, want) {
+		t.Fatalf("the migrations give:\n%s\n\nthe records give:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A database made by the last release before versioned migrations opens
+// with its data and audit chain intact, is recorded as at the latest
+// version, takes new work, and opens again without migrating twice.
+func TestReleaseDatabaseMigratesForward(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "release.db")
+	data, err := os.ReadFile("testdata/release-3c16be5.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.VerifyAuditChain(ctx)
+	if err != nil || !rep.OK || rep.Events != 43 {
+		t.Fatalf("the release's audit chain: %+v %v", rep, err)
+	}
+	pending, err := s.PendingActions(ctx, ActionFilter{})
+	if err != nil || len(pending) != 1 || pending[0].Tool != "issue_refund" {
+		t.Fatalf("the release's pending action: %+v %v", pending, err)
+	}
+	if st, err := s.StaffByEmail(ctx, "ann@shop.test"); err != nil || st.Role != Approver {
+		t.Fatalf("the release's staff: %+v %v", st, err)
+	}
+	var versions []int64
+	if err := s.db.Raw(`SELECT version_id FROM ` + versionTable + ` WHERE is_applied ORDER BY id`).Scan(&versions).Error; err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("migrations/sqlite/*.sql")
+	if len(versions) != len(files)+1 || versions[0] != 0 {
+		t.Fatalf("versions recorded %v for %d migrations", versions, len(files))
+	}
+	if err := s.Write(ctx, func(tx *Tx) error {
+		return tx.Audit(Event{Actor: "test", Kind: "test.after_migration", Subject: "x"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if rep, err := s.VerifyAuditChain(ctx); err != nil || !rep.OK || rep.Events != 44 {
+		t.Fatalf("after new work and a second open: %+v %v", rep, err)
+	}
+	var again []int64
+	s.db.Raw(`SELECT version_id FROM ` + versionTable).Scan(&again)
+	if len(again) != len(versions) {
+		t.Fatalf("opened twice, versions %v became %v", versions, again)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"gorm.io/gorm/clause"
 )
 
 // Turn roles.
@@ -18,8 +20,15 @@ const (
 // is already in the run.
 var ErrDuplicate = errors.New("duplicate")
 
-// AppendTurn adds a turn at the end of its run's transcript.
+// AppendTurn adds a turn at the end of its run's transcript. The run is
+// locked first (on PostgreSQL), so two instances never give two turns one
+// number.
 func (tx *Tx) AppendTurn(t *Turn) error {
+	if tx.pg != nil {
+		if _, err := tx.Run(t.RunID); err != nil {
+			return fmt.Errorf("append turn: %w", err)
+		}
+	}
 	if t.Marker != "" {
 		var n int64
 		if err := tx.db.Model(&Turn{}).Where("run_id = ? AND marker = ?", t.RunID, t.Marker).Count(&n).Error; err != nil {
@@ -60,10 +69,11 @@ func (tx *Tx) SetRunStatus(id string, to RunStatus, lastError string, from ...Ru
 	return res.RowsAffected == 1, nil
 }
 
-// Run reads a run inside the unit of work.
+// Run reads a run inside the unit of work, locked until the unit ends (on
+// PostgreSQL).
 func (tx *Tx) Run(id string) (*Run, error) {
 	var r Run
-	if err := tx.db.Take(&r, "id = ?", id).Error; err != nil {
+	if err := tx.db.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&r, "id = ?", id).Error; err != nil {
 		return nil, notFound(err)
 	}
 	return &r, nil

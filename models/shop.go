@@ -97,7 +97,9 @@ func (s *Store) RefundedSince(ctx context.Context, customerID string, since time
 
 func (tx *Tx) customerOrder(customerID, orderID string) (*Order, error) {
 	var o Order
-	if err := tx.db.Take(&o, "id = ? AND customer_id = ?", orderID, customerID).Error; err != nil {
+	// Locked (on PostgreSQL) until the unit ends: two refunds of one order
+	// on two instances add up instead of one overwriting the other.
+	if err := tx.db.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&o, "id = ? AND customer_id = ?", orderID, customerID).Error; err != nil {
 		err = notFound(err)
 		if errors.Is(err, ErrNotFound) {
 			return nil, fmt.Errorf("%w: order %s was not found for this customer", ErrRefused, orderID)

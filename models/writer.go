@@ -7,6 +7,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -19,9 +20,30 @@ import (
 // commits together with its audit events, or not at all.
 type Tx struct {
 	db    *gorm.DB // gorm on the same transaction, for queries off the hot path
-	w     *writer
+	w     *writer  // SQLite: the writer whose transaction this is
+	pg    *sql.Tx  // PostgreSQL: the unit's own transaction
+	ctx   context.Context
 	chain chainState
 	now   time.Time
+}
+
+func (tx *Tx) dialect() dialect { return dialect{pg: tx.pg != nil} }
+
+// Serialize makes the units of work that give the same key take turns from
+// here to their end, across instances: what one of them decides from what
+// it reads (a customer's totals) counts the others' writes. On PostgreSQL it
+// is a transaction advisory lock; on SQLite, whose single writer runs one
+// unit at a time, there is nothing to do.
+func (tx *Tx) Serialize(key string) error {
+	if tx.pg == nil {
+		return nil
+	}
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	if _, err := tx.exec("SELECT pg_advisory_xact_lock(?)", int64(h.Sum64())); err != nil {
+		return fmt.Errorf("serialize %s: %w", key, err)
+	}
+	return nil
 }
 
 // Now is the time of this unit of work, in UTC, at microsecond precision
@@ -33,12 +55,22 @@ func (tx *Tx) Now() time.Time { return tx.now }
 // audit events, skips gorm's reflection, database/sql's per-statement
 // allocations and SQLite's parser.
 func (tx *Tx) exec(query string, args ...any) (rowsAffected int64, err error) {
+	if tx.pg != nil {
+		res, err := tx.pg.ExecContext(tx.ctx, dialect{pg: true}.rebind(query), args...)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	}
 	return tx.w.exec(query, args)
 }
 
 // queryRow is exec for a query that returns one row; it returns the row's
 // values, or sql.ErrNoRows.
 func (tx *Tx) queryRow(query string, args ...any) ([]driver.Value, error) {
+	if tx.pg != nil {
+		return pgQueryRow(tx.ctx, tx.pg, query, args)
+	}
 	return tx.w.queryRow(query, args)
 }
 
@@ -82,6 +114,9 @@ type WriterStats struct {
 
 // WriterStats reports what the writer has committed since the store opened.
 func (s *Store) WriterStats() WriterStats {
+	if s.writer == nil {
+		return WriterStats{}
+	}
 	return WriterStats{Commits: s.writer.commits.Load(), Units: s.writer.units.Load()}
 }
 
@@ -232,6 +267,9 @@ func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if s.d.pg {
+		return s.writePostgres(ctx, fn)
+	}
 	r := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	select {
 	case s.writer.reqs <- r:
@@ -309,7 +347,7 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 	}
 	gtx := w.store.wdb.Session(&gorm.Session{NewDB: true})
 	gtx.Statement.ConnPool = stx
-	tx := &Tx{db: gtx, w: w}
+	tx := &Tx{db: gtx, w: w, ctx: context.Background()}
 	abort := func(err error) error {
 		stx.Rollback()
 		return err

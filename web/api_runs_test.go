@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storetest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
@@ -64,11 +64,7 @@ func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
 
 func openStore(t *testing.T) *models.Store {
 	t.Helper()
-	store, err := models.Open(filepath.Join(t.TempDir(), "cs.db"), models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store
+	return storetest.Open(t)
 }
 
 // startApp wires and serves an app on a port for one test.

@@ -2,7 +2,6 @@ package accounts_test
 
 import (
 	"context"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storetest"
 )
 
 // Each password hash takes 64 MiB. Thirty-two sign-in attempts at once must
@@ -19,12 +19,7 @@ import (
 // leaves room for the garbage collector's lag on a busy machine.
 func openStore(t *testing.T) *models.Store {
 	t.Helper()
-	store, err := models.Open(filepath.Join(t.TempDir(), "countersign.db"), models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	return store
+	return storetest.Open(t)
 }
 
 func TestSignInFloodsDoNotTakeMemoryPerAttempt(t *testing.T) {

@@ -398,7 +398,7 @@ func (a *App) Run(ctx context.Context) error {
 	go a.reloadOnHangup(bg, hup)
 	a.checkpoint(bg) // the head as this process finds it
 	go a.sweep(bg)
-	a.log.Info("countersign listening", "addr", a.Addr(), "db", a.cfg.DB, "policy_version", a.gate.Policy().Version()[:12])
+	a.log.Info("countersign listening", "addr", a.Addr(), "db", models.RedactDSN(a.cfg.DB), "policy_version", a.gate.Policy().Version()[:12])
 	scheme := "http"
 	if a.server.TLSConfig != nil {
 		scheme = "https"

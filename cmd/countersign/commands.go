@@ -138,6 +138,9 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 // empty database and report on that. (Only `user add` and `serve` create
 // one.)
 func openExisting(path string) (*models.Store, error) {
+	if models.IsPostgres(path) {
+		return models.Open(path, models.Options{})
+	}
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("no database at %s (give its path with --db)", path)
@@ -157,6 +160,9 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *to == "" {
 		return usageError("backup needs --to FILE")
+	}
+	if models.IsPostgres(cfg.DB) {
+		return errors.New("backup copies a SQLite file; on PostgreSQL use pg_dump (see the README, \"Backups\")")
 	}
 	store, err := openExisting(cfg.DB)
 	if err != nil {

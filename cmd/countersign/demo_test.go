@@ -3,11 +3,12 @@ package main
 import (
 	"io"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/models/storetest"
 
 	"github.com/countersign/countersign/web"
 )
@@ -30,13 +31,12 @@ func get(t *testing.T, url string) (int, string) {
 // demo customers.
 func TestDemoPageNeverSignsAsTheShop(t *testing.T) {
 	const shopSecret = "the-shops-own-secret-the-shops-own"
-	dir := t.TempDir()
-	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: filepath.Join(dir, "a.db"), Demo: true, CustomerSecret: shopSecret}, io.Discard)
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t), Demo: true, CustomerSecret: shopSecret}, io.Discard)
 	if code, _ := get(t, "http://"+app.Addr()+"/demo?as=cus_alice"); code != http.StatusNotFound {
 		t.Fatalf("/demo with the shop's secret set: %d, want 404", code)
 	}
 
-	app = serveApp(t, config{Addr: "127.0.0.1:0", DB: filepath.Join(dir, "b.db"), Demo: true, CustomerSecret: shopSecret, DemoPage: true}, io.Discard)
+	app = serveApp(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t), Demo: true, CustomerSecret: shopSecret, DemoPage: true}, io.Discard)
 	code, page := get(t, "http://"+app.Addr()+"/demo?as=cus_alice")
 	m := demoToken.FindStringSubmatch(page)
 	if code != 200 || m == nil {
@@ -68,7 +68,7 @@ func TestDemoPageNeverSignsAsTheShop(t *testing.T) {
 		t.Fatalf("the shop's token beside the demo page: %d", res.StatusCode)
 	}
 
-	app = serveApp(t, config{Addr: "127.0.0.1:0", DB: filepath.Join(dir, "c.db"), Demo: true}, io.Discard)
+	app = serveApp(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t), Demo: true}, io.Discard)
 	if code, page := get(t, "http://"+app.Addr()+"/demo?as=cus_bob"); code != 200 || !demoToken.MatchString(page) {
 		t.Fatalf("/demo with --demo alone: %d", code)
 	}

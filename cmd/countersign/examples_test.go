@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/models/storetest"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/models"
@@ -73,8 +75,7 @@ func TestExampleToolsWithTheExampleBackend(t *testing.T) {
 	shopURL := startExampleBackend(t, secret)
 	t.Setenv("SHOP_URL", shopURL)
 	t.Setenv("SHOP_SIGNING_SECRET", secret)
-	dir := t.TempDir()
-	db := filepath.Join(dir, "cs.db")
+	db := storetest.DSN(t)
 	if out, code := runCmd(t, "policy", "test", "--tools", "../../examples/tools.yaml"); code != 0 {
 		t.Fatalf("policy test --tools: %d\n%s", code, out)
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/models/storetest"
+
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/countersign/countersign/agent/accounts"
@@ -98,8 +100,7 @@ func TestEnvironmentFillsFlags(t *testing.T) {
 }
 
 func TestServeBootsAndAuditVerifyDetectsTampering(t *testing.T) {
-	dir := t.TempDir()
-	db := filepath.Join(dir, "cs.db")
+	db := storetest.DSN(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	app, err := NewApp(ctx, config{Addr: "127.0.0.1:0", DB: db, Demo: true}, io.Discard, io.Discard)
 	if err != nil {
@@ -134,7 +135,7 @@ func TestServeBootsAndAuditVerifyDetectsTampering(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "audit chain intact: 5 events") { // demo shop + 4 demo staff
 		t.Fatalf("verify: code %d\n%s", code, out)
 	}
-	raw, err := sql.Open("sqlite3", db)
+	raw, err := rawDB(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func TestBackupCommand(t *testing.T) {
 
 // A leaked staff API token can be ended alone, without disabling its owner.
 func TestTokenRevoke(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "cs.db")
+	db := storetest.DSN(t)
 	if out, code := runCmdIn(t, "a long enough password\n", "user", "add", "--db", db, "--email", "ops@x.test", "--role", "admin"); code != 0 {
 		t.Fatalf("user add: %d %s", code, out)
 	}
@@ -295,7 +296,7 @@ func TestPolicyReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: filepath.Join(dir, "cs.db"), Policy: policyPath, Demo: true}, io.Discard)
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t), Policy: policyPath, Demo: true}, io.Discard)
 	health := func() string {
 		t.Helper()
 		res, err := http.Get("http://" + app.Addr() + "/healthz")
@@ -352,4 +353,13 @@ tests:
 	if err != nil || err2 != nil || !rep.OK || len(events) != 1 || events[0].Kind != "policy.reloaded" {
 		t.Fatalf("audit: %+v %v %v %+v", rep, err, err2, events)
 	}
+}
+
+// rawDB opens the database behind Countersign's back, as an attacker with
+// access to it would.
+func rawDB(db string) (*sql.DB, error) {
+	if models.IsPostgres(db) {
+		return sql.Open("pgx", db)
+	}
+	return sql.Open("sqlite3", db)
 }

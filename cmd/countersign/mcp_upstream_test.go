@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/models/storetest"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/models"
@@ -83,7 +85,7 @@ mcp_servers:
     url: "`+url+`"
 `), 0o600)
 	ctx := context.Background()
-	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: filepath.Join(dir, "cs.db"), Tools: toolsPath}, io.Discard)
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t), Tools: toolsPath}, io.Discard)
 	key, _, err := app.accounts.AddAgent(ctx, "desk", models.Actor{ID: "test"})
 	if err != nil {
 		t.Fatal(err)

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/models/storetest"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
@@ -119,7 +120,7 @@ func refunds(t *testing.T, db, order string) []models.Refund {
 }
 
 func TestRestartWhilePausedThenApproveRefundsOnce(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "cs.db")
+	db := storetest.DSN(t)
 	tok, _ := web.SignCustomerToken(testSecret, "cus_alice", "Alice", time.Hour)
 
 	first := boot(t, db)
@@ -151,7 +152,7 @@ func TestRestartWhilePausedThenApproveRefundsOnce(t *testing.T) {
 }
 
 func TestRestartContinuesARunCaughtBetweenSteps(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "cs.db")
+	db := storetest.DSN(t)
 	// A run as a crash leaves it: the model asked for a refund, and the
 	// process died before the call reached the gate.
 	s, err := models.Open(db, models.Options{})

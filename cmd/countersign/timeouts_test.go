@@ -6,17 +6,18 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/models/storetest"
 )
 
 // A client that stops sending its body is cut off by the read timeout; an
 // event stream outlives both the read and the write timeouts and still
 // delivers what happens later.
 func TestServerTimeoutsSpareEventStreams(t *testing.T) {
-	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: filepath.Join(t.TempDir(), "cs.db"), Demo: true,
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t), Demo: true,
 		ReadTimeout: time.Second, WriteTimeout: time.Second, IdleTimeout: time.Second}, io.Discard)
 	base := "http://" + app.Addr()
 

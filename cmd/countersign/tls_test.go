@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/models/storetest"
 )
 
 // serveApp starts an App on a free port and stops it when the test ends.
@@ -99,7 +101,7 @@ func TestServeOverTLS(t *testing.T) {
 	dir := t.TempDir()
 	certPath, keyPath := writeCert(t, dir, "first")
 	out := &lockedBuffer{}
-	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: filepath.Join(dir, "cs.db"), TLSCert: certPath, TLSKey: keyPath}, out)
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t), TLSCert: certPath, TLSKey: keyPath}, out)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	base := "https://" + app.Addr()
 	res, err := client.Get(base + "/healthz")
