@@ -14,8 +14,12 @@ check:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	go vet ./...
 
+# The suite on SQLite; then, when COUNTERSIGN_TEST_POSTGRES holds a
+# PostgreSQL URL (.ci/run sets it), again with every store on PostgreSQL.
 test: check openapi mcp-servers
-	go test -race -count=1 ./...
+	env -u COUNTERSIGN_TEST_POSTGRES go test -race -count=1 ./...
+	@if [ -n "$$COUNTERSIGN_TEST_POSTGRES" ]; then echo "== the suite again on PostgreSQL"; \
+		go test -race -count=1 ./models/... ./agent/... ./web/... ./cmd/...; fi
 	cd bench/opa && go mod tidy && go vet ./... && go test -count=1 ./...
 
 # Real MCP servers the gateway's tests put behind it (pinned in .ci/mcp).

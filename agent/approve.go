@@ -388,21 +388,38 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 	return out, err
 }
 
-// RecoverInterrupted is run at start-up. Approved calls that never started
-// are run; calls caught executing are run again when their tool is
-// idempotent (with the same idempotency key) and otherwise marked unknown
-// for a person to reconcile.
-func (g *Gate) RecoverInterrupted(ctx context.Context) (rerun, unknown int, err error) {
+// RecoverInterrupted takes over the calls that a process which is gone left
+// in the middle: approved calls that never started are run; calls caught
+// executing are run again when their tool is idempotent (with the same
+// idempotency key) and otherwise marked unknown for a person to reconcile.
+// A call is only taken when its owner has not beaten within alive (0: every
+// call, at the start of SQLite's one server), and
+// only after this instance has claimed it: of two instances recovering at
+// once, one takes each call. Servers run it at start and, sharing
+// PostgreSQL, every few seconds.
+func (g *Gate) RecoverInterrupted(ctx context.Context, alive time.Duration) (rerun, unknown int, err error) {
+	claim := func(c *models.ToolCall) (bool, error) {
+		err := g.store.Write(ctx, func(tx *models.Tx) error { return tx.ClaimCall(c.ID, c.Status, c.Owner) })
+		if errors.Is(err, models.ErrConflict) {
+			return false, nil
+		}
+		return err == nil, err
+	}
 	for {
-		calls, err := g.store.CallsByStatus(ctx, models.CallExecuting, 200)
-		if err != nil || len(calls) == 0 {
-			if err != nil {
-				return rerun, unknown, fault.Wrap(err, "could not list interrupted calls")
-			}
+		calls, err := g.store.OrphanedCalls(ctx, models.CallExecuting, alive, 200)
+		if err != nil {
+			return rerun, unknown, fault.Wrap(err, "could not list interrupted calls")
+		}
+		if len(calls) == 0 {
 			break
 		}
 		for i := range calls {
 			call := &calls[i]
+			if ok, err := claim(call); err != nil {
+				return rerun, unknown, fault.Wrap(err, "could not claim an interrupted call")
+			} else if !ok {
+				continue // another instance took it
+			}
 			tool, ok := g.Tools().Get(call.Tool)
 			if ok && tool.Idempotent {
 				norm, nerr := tool.Normalize([]byte(call.Args))
@@ -432,13 +449,19 @@ func (g *Gate) RecoverInterrupted(ctx context.Context) (rerun, unknown int, err 
 			g.settled(ctx, call.ID)
 		}
 	}
-	approved, err := g.store.CallsByStatus(ctx, models.CallApproved, 10000)
+	approved, err := g.store.OrphanedCalls(ctx, models.CallApproved, alive, 10000)
 	if err != nil {
 		return rerun, unknown, fault.Wrap(err, "could not list approved calls")
 	}
-	for _, c := range approved {
+	for i := range approved {
+		c := &approved[i]
 		if t, ok := g.Tools().Get(c.Tool); ok && !t.Executes() {
 			continue // the agent that asked carries it out
+		}
+		if ok, err := claim(c); err != nil {
+			return rerun, unknown, fault.Wrap(err, "could not claim an approved call")
+		} else if !ok {
+			continue
 		}
 		if _, err := g.ExecuteApproved(ctx, c.ID); err != nil && fault.CodeOf(err) != fault.Conflict {
 			return rerun, unknown, err

@@ -582,7 +582,7 @@ func TestRecoverInterruptedCalls(t *testing.T) {
 	}
 	refund := mk("issue_refund", `{"amount":20,"order_id":"A1001"}`)
 	unknownTool := mk("retired_tool", `{}`)
-	rerun, unknown, err := e.gate.RecoverInterrupted(ctx)
+	rerun, unknown, err := e.gate.RecoverInterrupted(ctx, 0)
 	if err != nil || rerun != 1 || unknown != 1 {
 		t.Fatalf("rerun %d unknown %d: %v", rerun, unknown, err)
 	}
@@ -593,7 +593,7 @@ func TestRecoverInterruptedCalls(t *testing.T) {
 		t.Fatalf("non-recoverable call is %s", s)
 	}
 	// Running the recovered refund again with the same key pays nothing twice.
-	if _, _, err := e.gate.RecoverInterrupted(ctx); err != nil {
+	if _, _, err := e.gate.RecoverInterrupted(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	if e.order("A1001").RefundedCents != 2000 {
@@ -632,7 +632,7 @@ func TestReconcileAnUnknownCall(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.gate.RecoverInterrupted(ctx); err != nil {
+	if _, _, err := e.gate.RecoverInterrupted(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.gate.Reconcile(ctx, id, approver1, true, "checked"); fault.CodeOf(err) != fault.Forbidden {

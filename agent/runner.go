@@ -280,11 +280,65 @@ func (r *Runner) Kick(runID string) <-chan struct{} {
 		if r.bg.Err() != nil {
 			return
 		}
+		if r.store.Postgres() { // and across the instances sharing the database
+			release, ok := r.lease(runID)
+			if !ok {
+				return
+			}
+			defer release()
+		}
 		if err := r.advance(r.bg, runID); err != nil && r.bg.Err() == nil {
 			r.log.Error("run step failed", "run_id", runID, "err", err)
 		}
 	}()
 	return done
+}
+
+// runLease is how long an instance holds a run it steps; it renews the
+// lease while it works, and an instance that dies loses it after this long.
+const runLease = 30 * time.Second
+
+// lease waits until this instance holds the run's lease (another instance
+// stepping it lets go when done), and keeps it renewed until release.
+func (r *Runner) lease(runID string) (release func(), ok bool) {
+	for {
+		held, err := r.store.LeaseRun(r.bg, runID, runLease)
+		if err != nil {
+			r.log.Error("could not lease a run", "run_id", runID, "err", err)
+		}
+		if held {
+			break
+		}
+		select {
+		case <-r.bg.Done():
+			return nil, false
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(runLease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if _, err := r.store.LeaseRun(context.WithoutCancel(r.bg), runID, runLease); err != nil {
+					r.log.Error("could not renew a run's lease", "run_id", runID, "err", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+		if err := r.store.ReleaseRun(context.WithoutCancel(r.bg), runID); err != nil {
+			r.log.Error("could not release a run", "run_id", runID, "err", err)
+		}
+	}, true
 }
 
 func (r *Runner) lock(id string) *runLock {

@@ -23,18 +23,18 @@ func (tx *Tx) CreateRun(r *Run) error {
 
 // CreateToolCall inserts a tool call with its decision.
 func (tx *Tx) CreateToolCall(c *ToolCall) error {
-	c.CreatedAt, c.UpdatedAt = tx.now, tx.now
+	c.CreatedAt, c.UpdatedAt, c.Owner = tx.now, tx.now, tx.self
 	if c.Decision != "" {
 		now := tx.now
 		c.DecidedAt = &now
 	}
 	_, err := tx.exec(`INSERT INTO tool_calls (id, run_id, customer_id, turn_id, model_call_id, tool, risk, raw_args, args, args_hash, original_args,
 		status, decision, rule, reason, policy_version, required_approvals, required_role, expires_at,
-		idempotency_key, agent_key, context, error, error_detail, result, created_at, updated_at, decided_at, finished_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		idempotency_key, agent_key, context, error, error_detail, result, created_at, updated_at, decided_at, finished_at, owner)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.RunID, c.CustomerID, c.TurnID, c.ModelCallID, c.Tool, c.Risk, c.RawArgs, c.Args, c.ArgsHash, c.OriginalArgs,
 		c.Status, c.Decision, c.Rule, c.Reason, c.PolicyVersion, c.RequiredApprovals, c.RequiredRole, c.ExpiresAt,
-		c.IdempotencyKey, c.AgentKey, c.Context, c.Error, c.ErrorDetail, c.Result, c.CreatedAt, c.UpdatedAt, c.DecidedAt, c.FinishedAt)
+		c.IdempotencyKey, c.AgentKey, c.Context, c.Error, c.ErrorDetail, c.Result, c.CreatedAt, c.UpdatedAt, c.DecidedAt, c.FinishedAt, tx.self)
 	if err != nil {
 		return fmt.Errorf("record tool call: %w", err)
 	}
@@ -77,6 +77,10 @@ func (tx *Tx) ChangeCallStatus(ch CallChange) error {
 	args = append(args, ch.To, tx.now)
 	switch ch.To {
 	case CallApproved, CallExecuting:
+		// This instance runs it (or, approved, is about to): the call is
+		// its own until it stops beating.
+		q.WriteString(", owner = ?")
+		args = append(args, tx.self)
 		if ch.To == CallApproved {
 			q.WriteString(", decided_at = ?")
 			args = append(args, tx.now)

@@ -39,6 +39,10 @@ type Store struct {
 	// pool is PostgreSQL's connection pool: reads and write transactions,
 	// each unit of work in a transaction of its own (postgres.go).
 	pool *sql.DB
+	dsn  string // PostgreSQL's URL, for the connection that listens
+	// self is this process among the servers sharing the database
+	// (instances.go): the owner of the calls it runs.
+	self string
 	// Now is the clock used for record timestamps; tests replace it.
 	Now func() time.Time
 }
@@ -77,7 +81,7 @@ func Open(path string, opts Options) (*Store, error) {
 		closePool(wdb)
 		return nil, err
 	}
-	s := &Store{db: db, wdb: wdb, Now: func() time.Time { return time.Now().UTC() }}
+	s := &Store{db: db, wdb: wdb, self: NewID("inst"), Now: func() time.Time { return time.Now().UTC() }}
 	conn, err := wdb.DB()
 	if err != nil {
 		return nil, err

@@ -62,7 +62,7 @@ func openPostgres(dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	return &Store{db: db, wdb: db, pool: pool, d: dialect{pg: true}, Now: func() time.Time { return time.Now().UTC() }}, nil
+	return &Store{db: db, wdb: db, pool: pool, d: dialect{pg: true}, dsn: dsn, self: NewID("inst"), Now: func() time.Time { return time.Now().UTC() }}, nil
 }
 
 // migratePostgres applies the migrations not applied yet, holding
@@ -107,7 +107,7 @@ func (s *Store) writePostgresOnce(ctx context.Context, fn func(*Tx) error) error
 	}
 	gtx := s.db.Session(&gorm.Session{NewDB: true, Context: ctx})
 	gtx.Statement.ConnPool = stx
-	tx := &Tx{db: gtx, pg: stx, ctx: ctx, now: s.now().Truncate(time.Microsecond)}
+	tx := &Tx{db: gtx, pg: stx, ctx: ctx, self: s.self, now: s.now().Truncate(time.Microsecond)}
 	if err := callUnit(fn, tx); err != nil {
 		stx.Rollback()
 		return err

@@ -21,6 +21,10 @@ type Run struct {
 	Session   string `gorm:"size:200;uniqueIndex:idx_runs_agent_session,priority:2,where:agent_id <> ''"`
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Worker is the instance stepping the run until LeaseUntil: one
+	// instance at a time works on a run (Store.LeaseRun).
+	Worker     string `gorm:"size:40;default:''"`
+	LeaseUntil *time.Time
 }
 
 // Turn is one entry of a run's transcript.
@@ -94,6 +98,18 @@ type ToolCall struct {
 	UpdatedAt  time.Time
 	DecidedAt  *time.Time
 	FinishedAt *time.Time
+	// Owner is the instance that started running the call: recovery after
+	// a crash only takes calls whose owner is gone (Store.OrphanedCalls).
+	Owner string `gorm:"size:40;default:''"`
+}
+
+// Instance is one running server: it beats while it lives, and its calls are
+// its own until it stops beating.
+type Instance struct {
+	ID          string `gorm:"primaryKey;size:40"`
+	Host        string `gorm:"size:200"`
+	StartedAt   time.Time
+	HeartbeatAt time.Time
 }
 
 // Approval is one staff member's verdict on an action, kept forever.

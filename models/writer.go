@@ -23,6 +23,7 @@ type Tx struct {
 	w     *writer  // SQLite: the writer whose transaction this is
 	pg    *sql.Tx  // PostgreSQL: the unit's own transaction
 	ctx   context.Context
+	self  string // the store's instance id (Store.Instance)
 	chain chainState
 	now   time.Time
 }
@@ -347,7 +348,7 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 	}
 	gtx := w.store.wdb.Session(&gorm.Session{NewDB: true})
 	gtx.Statement.ConnPool = stx
-	tx := &Tx{db: gtx, w: w, ctx: context.Background()}
+	tx := &Tx{db: gtx, w: w, ctx: context.Background(), self: w.store.self}
 	abort := func(err error) error {
 		stx.Rollback()
 		return err

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -84,6 +85,11 @@ type App struct {
 	Accounts *accounts.Service
 	Changes  *Changes
 	Server   *Server
+
+	store *models.Store
+	// alive is how recently an instance must have beaten for its calls to
+	// be left alone by recovery (0 on SQLite: one server at a time).
+	alive time.Duration
 }
 
 // NewApp wires an app: one notifier told by the gate and the run loop and
@@ -98,7 +104,10 @@ func NewApp(cfg AppConfig) *App {
 	changes := NewChanges(log)
 	gate, runner := agent.New(agent.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, Model: cfg.Model,
 		Log: log, Notifier: changes, Business: cfg.Business, ExecutionWait: cfg.ExecutionWait})
-	a := &App{Gate: gate, Runner: runner, Accounts: accounts.New(cfg.Store), Changes: changes}
+	a := &App{Gate: gate, Runner: runner, Accounts: accounts.New(cfg.Store), Changes: changes, store: cfg.Store}
+	if cfg.Store.Postgres() {
+		a.alive = models.InstanceAlive
+	}
 	w := cfg.Web
 	w.Log, w.Gate, w.Runner, w.Store, w.Changes, w.Accounts = log, gate, runner, cfg.Store, changes, a.Accounts
 	a.Server = New(w)
@@ -116,15 +125,62 @@ type Started struct {
 func (a *App) Start(ctx context.Context) (Started, error) {
 	var st Started
 	var err error
-	if st.Rerun, st.Unknown, err = a.Gate.RecoverInterrupted(ctx); err != nil {
+	if a.alive > 0 {
+		if err := a.store.Beat(ctx, hostname()); err != nil {
+			return st, err
+		}
+	}
+	if st.Rerun, st.Unknown, err = a.Gate.RecoverInterrupted(ctx, a.alive); err != nil {
 		return st, err
 	}
 	if st.Resumed, err = a.Runner.ResumeRuns(ctx); err != nil {
 		return st, err
 	}
 	go a.Server.Run(ctx)
+	if a.alive > 0 {
+		go a.beat(ctx)
+	}
 	return st, nil
 }
 
-// Close stops the run loop after the steps in progress finish.
-func (a *App) Close() { a.Runner.Close() }
+// beat keeps this instance alive in the shared database and, every beat,
+// takes over what an instance that stopped beating left in the middle.
+func (a *App) beat(ctx context.Context) {
+	t := time.NewTicker(models.BeatEvery)
+	defer t.Stop()
+	log := a.Server.cfg.Log
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := a.store.Beat(ctx, hostname()); err != nil && ctx.Err() == nil {
+			log.Error("heartbeat failed", "err", err)
+			continue
+		}
+		rerun, unknown, err := a.Gate.RecoverInterrupted(ctx, a.alive)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Error("recovering another instance's calls failed", "err", err)
+		case rerun+unknown > 0:
+			log.Warn("took over the calls of an instance that stopped", "rerun", rerun, "unknown", unknown)
+		}
+	}
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+// Close stops the run loop after the steps in progress finish, and (sharing
+// PostgreSQL) says this instance has left.
+func (a *App) Close() {
+	a.Runner.Close()
+	if a.alive > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = a.store.Leave(ctx)
+	}
+}

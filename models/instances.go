@@ -1,0 +1,104 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Several servers may share one PostgreSQL database. Each is an instance:
+// it beats in the instances table while it runs, and the calls it starts
+// running are its own (tool_calls.owner). When it stops beating, another
+// instance takes over what it left: calls caught running are recovered
+// (OrphanedCalls), runs it was stepping are leased again (LeaseRun).
+
+// BeatEvery is how often a server sharing PostgreSQL beats; InstanceAlive
+// is how long after its last beat an instance counts as gone.
+const (
+	BeatEvery     = 5 * time.Second
+	InstanceAlive = 20 * time.Second
+)
+
+// Instance is this process's id among the servers sharing the database.
+func (s *Store) Instance() string { return s.self }
+
+// Beat records that this instance is alive (creating its row the first
+// time). A server calls it every few seconds.
+func (s *Store) Beat(ctx context.Context, host string) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		n, err := tx.exec(`UPDATE instances SET heartbeat_at = ? WHERE id = ?`, tx.now, s.self)
+		if err != nil {
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+		if n == 0 {
+			if _, err := tx.exec(`INSERT INTO instances (id, host, started_at, heartbeat_at) VALUES (?, ?, ?, ?)`,
+				s.self, host, tx.now, tx.now); err != nil {
+				return fmt.Errorf("heartbeat: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// Leave removes this instance's row as it stops: what it leaves behind is
+// recovered at once, without waiting for its beat to go stale.
+func (s *Store) Leave(ctx context.Context) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		_, err := tx.exec(`DELETE FROM instances WHERE id = ?`, s.self)
+		return err
+	})
+}
+
+// LiveInstances are the instances that beat within the last alive.
+func (s *Store) LiveInstances(ctx context.Context, alive time.Duration) ([]Instance, error) {
+	var out []Instance
+	err := s.db.WithContext(ctx).Where("heartbeat_at >= ?", s.now().Add(-alive)).Order("started_at").Find(&out).Error
+	return out, err
+}
+
+// OrphanedCalls lists calls in a status (executing or approved) that no
+// live instance owns: their owner stopped beating alive ago, left, or never
+// beat; this instance's own calls are not orphans. With alive 0 every call
+// in that status is listed: the start of the one server of a SQLite file,
+// which owns whatever a process before it left.
+func (s *Store) OrphanedCalls(ctx context.Context, status CallStatus, alive time.Duration, limit int) ([]ToolCall, error) {
+	var out []ToolCall
+	q := s.db.WithContext(ctx).Where("status = ?", status).Where(notSucceeded)
+	if alive > 0 {
+		q = q.Where("owner <> ?", s.self).
+			Where("owner NOT IN (SELECT id FROM instances WHERE heartbeat_at >= ?)", s.now().Add(-alive))
+	}
+	err := q.Order("created_at, id").Limit(limit).Find(&out).Error
+	return out, err
+}
+
+// ClaimCall makes this instance the owner of a call that another, gone,
+// instance owned, if it is still in that status with that owner: of two
+// instances recovering the same call, one claims it.
+func (tx *Tx) ClaimCall(id string, status CallStatus, from string) error {
+	return tx.changeOne(id, `UPDATE tool_calls SET owner = ?, updated_at = ? WHERE id = ? AND status = ? AND owner = ?`,
+		tx.self, tx.now, id, status, from)
+}
+
+// LeaseRun makes this instance the one stepping a run until now+d, if no
+// other live instance holds it; it says whether it does.
+func (s *Store) LeaseRun(ctx context.Context, runID string, d time.Duration) (bool, error) {
+	var ok bool
+	err := s.Write(ctx, func(tx *Tx) error {
+		until := tx.now.Add(d)
+		n, err := tx.exec(`UPDATE runs SET worker = ?, lease_until = ? WHERE id = ?
+			AND (worker = ? OR worker = '' OR worker IS NULL OR lease_until IS NULL OR lease_until < ?)`,
+			s.self, until, runID, s.self, tx.now)
+		ok = n == 1
+		return err
+	})
+	return ok, err
+}
+
+// ReleaseRun gives up this instance's lease on a run.
+func (s *Store) ReleaseRun(ctx context.Context, runID string) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		_, err := tx.exec(`UPDATE runs SET worker = '', lease_until = NULL WHERE id = ? AND worker = ?`, runID, s.self)
+		return err
+	})
+}
