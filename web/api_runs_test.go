@@ -49,6 +49,13 @@ func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
 	if _, err := store.SeedDemoShop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return demoAppOn(t, store, configure, tls)
+}
+
+// demoAppOn serves the demo shop on a store (one of several instances on
+// one database, when they share it).
+func demoAppOn(t *testing.T, store *models.Store, configure func(*web.Config), tls bool) *app {
+	t.Helper()
 	reg, _ := tools.NewRegistry(shop.Tools(store)...)
 	policy, err := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
 	if err != nil {

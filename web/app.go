@@ -2,7 +2,9 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"sync/atomic"
 	"os"
 	"slices"
 	"sync"
@@ -23,9 +25,26 @@ import (
 type Changes struct {
 	queue *QueueHub
 	runs  *Broker
+	log   *slog.Logger
 
 	mu    sync.Mutex
 	tools []func() // told when the tools in force change
+
+	// shared: on PostgreSQL, what changes here is told to the other
+	// instances, and what changes there is heard here (share).
+	shared atomic.Pointer[models.Store]
+}
+
+// changesChannel is the PostgreSQL channel the instances tell each other on.
+const changesChannel = "countersign_changes"
+
+// change is one notification between instances.
+type change struct {
+	From   string `json:"from"`             // the instance it happened on
+	Action string `json:"action,omitempty"` // a changed action's id
+	Run    string `json:"run,omitempty"`    // a run with a new turn or status
+	Seq    int64  `json:"seq,omitempty"`    // the new turn's number
+	Status string `json:"status,omitempty"` // the run's new status
 }
 
 // NewChanges builds an empty notifier.
@@ -33,14 +52,97 @@ func NewChanges(log *slog.Logger) *Changes {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Changes{queue: NewQueueHub(log), runs: NewBroker()}
+	return &Changes{queue: NewQueueHub(log), runs: NewBroker(), log: log}
 }
 
-// ActionChanged tells the pages that show the action, and the queue.
-func (c *Changes) ActionChanged(callID string) { c.queue.Changed(callID) }
+// ActionChanged tells the pages that show the action, and the queue, here
+// and on the other instances.
+func (c *Changes) ActionChanged(callID string) {
+	c.queue.Changed(callID)
+	c.tell(change{Action: callID})
+}
 
-// RunChanged tells the streams that follow the run.
-func (c *Changes) RunChanged(ev agent.RunEvent) { c.runs.Publish(ev) }
+// RunChanged tells the streams that follow the run, here and on the other
+// instances.
+func (c *Changes) RunChanged(ev agent.RunEvent) {
+	c.runs.Publish(ev)
+	ch := change{Run: ev.RunID, Status: string(ev.Status)}
+	if ev.Turn != nil {
+		ch.Seq = ev.Turn.Seq
+	}
+	c.tell(ch)
+}
+
+func (c *Changes) tell(ch change) {
+	shared := c.shared.Load()
+	if shared == nil {
+		return
+	}
+	ch.From = shared.Instance()
+	b, _ := json.Marshal(ch)
+	if err := shared.Notify(context.Background(), changesChannel, string(b)); err != nil {
+		c.log.Warn("could not tell the other instances", "err", err)
+	}
+}
+
+// share makes the changes of every instance on the store's PostgreSQL
+// database reach this one's pages and streams, until ctx ends. While the
+// listening connection is down, the queue pages are refreshed every two
+// seconds instead (and once more when it is back): nothing is missed, only
+// later. Run streams catch up by themselves when they reconnect.
+func (c *Changes) share(ctx context.Context, store *models.Store) {
+	c.shared.Store(store)
+	var down atomic.Bool
+	go func() {
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if down.Load() {
+					c.queue.ChangedAll()
+				}
+			}
+		}
+	}()
+	go store.Listen(ctx, changesChannel, func(payload string) { c.heard(ctx, payload) },
+		func() {
+			if down.Swap(false) {
+				c.queue.ChangedAll()
+			}
+		},
+		func(err error) {
+			if !down.Swap(true) {
+				c.log.Warn("not hearing the other instances; polling until it is back", "err", err)
+			}
+		})
+}
+
+// heard passes on a change made on another instance.
+func (c *Changes) heard(ctx context.Context, payload string) {
+	var ch change
+	shared := c.shared.Load()
+	if err := json.Unmarshal([]byte(payload), &ch); err != nil || ch.From == shared.Instance() {
+		return
+	}
+	if ch.Action != "" {
+		c.queue.Changed(ch.Action)
+	}
+	if ch.Run == "" {
+		return
+	}
+	ev := agent.RunEvent{RunID: ch.Run, Status: models.RunStatus(ch.Status)}
+	if ch.Seq > 0 {
+		turns, err := shared.Turns(ctx, ch.Run, ch.Seq-1)
+		if err != nil || len(turns) == 0 {
+			return
+		}
+		ev.Turn = &turns[0]
+	}
+	c.runs.Publish(ev)
+}
 
 // ToolsChanged tells those that offer the tools (the MCP endpoint).
 func (c *Changes) ToolsChanged() {
@@ -139,6 +241,7 @@ func (a *App) Start(ctx context.Context) (Started, error) {
 	go a.Server.Run(ctx)
 	if a.alive > 0 {
 		go a.beat(ctx)
+		a.Changes.share(ctx, a.store)
 	}
 	return st, nil
 }

@@ -43,6 +43,25 @@ func (h *QueueHub) Changed(callID string) {
 	}
 }
 
+// ChangedAll is Changed for every action: the queue and every open action
+// page look again (after changes that may have been missed).
+func (h *QueueHub) ChangedAll() {
+	h.mu.Lock()
+	for _, chans := range h.actions {
+		for ch := range chans {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	h.mu.Unlock()
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
 // Run renders the queue's rows after each change and fans them out, until
 // ctx ends.
 func (h *QueueHub) Run(ctx context.Context, render func(ctx context.Context) ([]byte, error)) {

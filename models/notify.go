@@ -1,0 +1,70 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Instances sharing PostgreSQL tell each other what changed (an action, a
+// run's turn) with NOTIFY, and hear it on a connection of their own with
+// LISTEN. On SQLite, with one server, there is nobody else to tell.
+
+// Notify sends payload on channel to every instance listening (this one
+// too). It does nothing on SQLite.
+func (s *Store) Notify(ctx context.Context, channel, payload string) error {
+	if !s.d.pg {
+		return nil
+	}
+	_, err := s.pool.ExecContext(ctx, "SELECT pg_notify($1, $2)", channel, payload)
+	return err
+}
+
+// Listen hands fn every payload sent on channel, until ctx ends, on a
+// connection of its own. A lost connection is made again with backoff;
+// connected is called on each (re)connection, and down while there is none,
+// so the caller can catch up on what it may have missed. It returns at once
+// on SQLite.
+func (s *Store) Listen(ctx context.Context, channel string, fn func(payload string), connected func(), down func(error)) {
+	if !s.d.pg {
+		return
+	}
+	wait := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := s.listenOnce(ctx, channel, fn, func() {
+			wait = 100 * time.Millisecond
+			connected()
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		down(err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context, channel string, fn func(string), connected func()) error {
+	conn, err := pgx.Connect(ctx, s.dsn)
+	if err != nil {
+		return fmt.Errorf("connect to listen: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	connected()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		fn(n.Payload)
+	}
+}
