@@ -1,0 +1,76 @@
+package models_test
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storetest"
+)
+
+// The audit page's text search finds a piece of text in the arguments
+// whatever its case, on either database; on PostgreSQL a trigram index can
+// answer it.
+func TestAuditTextSearchIgnoresCase(t *testing.T) {
+	dsn := storetest.DSN(t)
+	s, err := models.Open(dsn, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	run := models.NewID("run")
+	err = s.Write(ctx, func(tx *models.Tx) error {
+		if err := tx.CreateRun(&models.Run{ID: run, Channel: "api", Status: models.RunActive}); err != nil {
+			return err
+		}
+		for i, args := range []string{`{"note":"Parcel for MÜLLER at Gate 5"}`, `{"note":"nothing to see"}`} {
+			if err := tx.CreateToolCall(&models.ToolCall{ID: models.NewID("call"), RunID: run, Tool: "note", Risk: "read",
+				Args: args, RawArgs: args, Status: models.CallSucceeded, Decision: "allow", TurnID: int64(i)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"gate 5", "GATE 5", "parcel for"} {
+		rows, err := s.AuditCalls(ctx, models.AuditQuery{Text: q, Limit: 10})
+		if err != nil || len(rows) != 1 || !strings.Contains(rows[0].Args, "Gate 5") {
+			t.Fatalf("search %q: %d rows, %v", q, len(rows), err)
+		}
+	}
+	if !s.Postgres() {
+		return
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET enable_seqscan = off"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.QueryContext(ctx, `EXPLAIN SELECT id FROM tool_calls WHERE args ILIKE '%gate 5%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		rows.Scan(&line)
+		plan = append(plan, line)
+	}
+	if !strings.Contains(strings.Join(plan, "\n"), "idx_tool_calls_args_trgm") {
+		t.Fatalf("the text search cannot use the trigram index:\n%s", strings.Join(plan, "\n"))
+	}
+}
