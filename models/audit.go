@@ -62,7 +62,7 @@ func (tx *Tx) Audit(ev Event) error {
 
 func (tx *Tx) loadChain() error {
 	query := `SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`
-	if tx.pg != nil {
+	if tx.d.pg {
 		// Every instance appends to one chain: the head row is locked until
 		// this unit commits, so the next unit, here or elsewhere, links to
 		// what this one appended.

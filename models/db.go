@@ -157,6 +157,7 @@ func sqliteDSN(path string, cacheKiB int) string {
 // the database.
 func (s *Store) Close() error {
 	if s.d.pg {
+		s.writer.close()
 		s.reads.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
 		return s.pool.Close()
 	}

@@ -3,7 +3,6 @@ package models
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,15 +20,18 @@ import (
 )
 
 // PostgreSQL: several instances may share the database, so nothing may lean
-// on being the only writer. Each unit of work runs in a transaction of its
-// own (READ COMMITTED), and the rules that SQLite's single writer kept
-// without saying are kept by locks taken in the unit:
+// on being the only writer. Each instance writes as on SQLite, through one
+// batching writer (writer.go: units of work grouped in one transaction, READ
+// COMMITTED here), and the rules that SQLite's single writer kept without
+// saying are kept by locks:
 //   - a call read to be changed is locked (Tx.ToolCall: FOR UPDATE), so two
 //     approvals of one action are counted one after the other;
 //   - a run is locked before a turn is numbered (Tx.AppendTurn);
-//   - the audit chain's head row is locked by the first event a unit appends
-//     (Tx.loadChain), so the chain stays one line across instances.
-// A unit that meets a deadlock or a serialization failure is run again from
+//   - the audit chain's head row is locked when a batch begins
+//     (writer.attempt), so the batches of all instances take turns in one
+//     order and the chain stays one line across instances;
+//   - a customer's decisions are made one at a time (Tx.Serialize).
+// A batch that meets a deadlock or a serialization failure is run again from
 // the start, as a unit on SQLite may be (Write's contract).
 
 // pgPoolSize is how many connections one instance keeps to PostgreSQL.
@@ -53,16 +55,25 @@ func openPostgres(dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("migrate database %s: %w", redactDSN(dsn), err)
 	}
-	db, err := gorm.Open(postgres.New(postgres.Config{Conn: pool}), &gorm.Config{
-		Logger:                 logger.Discard,
-		SkipDefaultTransaction: true,
-		NowFunc:                func() time.Time { return time.Now().UTC() },
-	})
-	if err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("open database: %w", err)
+	// Two gorm handles on the one pool: reads, and the writer's (which
+	// points its statements at the writer's transaction).
+	var dbs [2]*gorm.DB
+	for i := range dbs {
+		if dbs[i], err = gorm.Open(postgres.New(postgres.Config{Conn: pool}), &gorm.Config{
+			Logger:                 logger.Discard,
+			SkipDefaultTransaction: true,
+			NowFunc:                func() time.Time { return time.Now().UTC() },
+		}); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("open database: %w", err)
+		}
 	}
-	return &Store{db: db, wdb: db, pool: pool, d: dialect{pg: true}, dsn: dsn, self: NewID("inst"), Now: func() time.Time { return time.Now().UTC() }}, nil
+	s := &Store{db: dbs[0], wdb: dbs[1], pool: pool, d: dialect{pg: true}, dsn: dsn, self: NewID("inst"), Now: func() time.Time { return time.Now().UTC() }}
+	if s.writer, err = newWriter(s, pool, 0); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // migratePostgres applies the migrations not applied yet, holding
@@ -85,81 +96,12 @@ func migratePostgres(ctx context.Context, pool *sql.DB) error {
 	return err
 }
 
-// writePostgres runs one unit of work in its own transaction. Once begun it
-// runs to its end even if the caller gives up (as on SQLite), and it is run
-// again when PostgreSQL asks for that (deadlock, serialization failure).
-func (s *Store) writePostgres(ctx context.Context, fn func(*Tx) error) error {
-	ctx = context.WithoutCancel(ctx)
-	var err error
-	for attempt := 0; attempt < 8; attempt++ {
-		if err = s.writePostgresOnce(ctx, fn); !retryable(err) {
-			return err
-		}
-		time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
-	}
-	return err
-}
-
-func (s *Store) writePostgresOnce(ctx context.Context, fn func(*Tx) error) error {
-	stx, err := s.pool.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin transaction: %w", err)
-	}
-	gtx := s.db.Session(&gorm.Session{NewDB: true, Context: ctx})
-	gtx.Statement.ConnPool = stx
-	tx := &Tx{db: gtx, pg: stx, ctx: ctx, self: s.self, now: s.now().Truncate(time.Microsecond)}
-	if err := callUnit(fn, tx); err != nil {
-		stx.Rollback()
-		return err
-	}
-	if err := tx.saveChainHead(); err != nil {
-		stx.Rollback()
-		return err
-	}
-	if err := stx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
-
 // retryable: PostgreSQL ended the transaction so that another could go on;
 // running it again is the answer (40001 serialization failure, 40P01
 // deadlock).
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
-}
-
-// pgQueryRow is Tx.queryRow on PostgreSQL.
-func pgQueryRow(ctx context.Context, tx *sql.Tx, query string, args []any) ([]driver.Value, error) {
-	rows, err := tx.QueryContext(ctx, dialect{pg: true}.rebind(query), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		return nil, sql.ErrNoRows
-	}
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		return nil, err
-	}
-	out := make([]driver.Value, len(vals))
-	for i, v := range vals {
-		out[i] = v
-	}
-	return out, rows.Err()
 }
 
 // RedactDSN is a --db value fit for a log: a SQLite path as it is, a

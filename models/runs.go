@@ -24,7 +24,7 @@ var ErrDuplicate = errors.New("duplicate")
 // locked first (on PostgreSQL), so two instances never give two turns one
 // number.
 func (tx *Tx) AppendTurn(t *Turn) error {
-	if tx.pg != nil {
+	if tx.d.pg {
 		if _, err := tx.Run(t.RunID); err != nil {
 			return fmt.Errorf("append turn: %w", err)
 		}

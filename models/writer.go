@@ -20,15 +20,14 @@ import (
 // commits together with its audit events, or not at all.
 type Tx struct {
 	db    *gorm.DB // gorm on the same transaction, for queries off the hot path
-	w     *writer  // SQLite: the writer whose transaction this is
-	pg    *sql.Tx  // PostgreSQL: the unit's own transaction
-	ctx   context.Context
+	w     *writer  // the writer whose transaction this is
+	d     dialect
 	self  string // the store's instance id (Store.Instance)
 	chain chainState
 	now   time.Time
 }
 
-func (tx *Tx) dialect() dialect { return dialect{pg: tx.pg != nil} }
+func (tx *Tx) dialect() dialect { return tx.d }
 
 // Serialize makes the units of work that give the same key take turns from
 // here to their end, across instances: what one of them decides from what
@@ -36,7 +35,7 @@ func (tx *Tx) dialect() dialect { return dialect{pg: tx.pg != nil} }
 // is a transaction advisory lock; on SQLite, whose single writer runs one
 // unit at a time, there is nothing to do.
 func (tx *Tx) Serialize(key string) error {
-	if tx.pg == nil {
+	if !tx.d.pg {
 		return nil
 	}
 	h := fnv.New64a()
@@ -56,22 +55,12 @@ func (tx *Tx) Now() time.Time { return tx.now }
 // audit events, skips gorm's reflection, database/sql's per-statement
 // allocations and SQLite's parser.
 func (tx *Tx) exec(query string, args ...any) (rowsAffected int64, err error) {
-	if tx.pg != nil {
-		res, err := tx.pg.ExecContext(tx.ctx, dialect{pg: true}.rebind(query), args...)
-		if err != nil {
-			return 0, err
-		}
-		return res.RowsAffected()
-	}
 	return tx.w.exec(query, args)
 }
 
 // queryRow is exec for a query that returns one row; it returns the row's
 // values, or sql.ErrNoRows.
 func (tx *Tx) queryRow(query string, args ...any) ([]driver.Value, error) {
-	if tx.pg != nil {
-		return pgQueryRow(tx.ctx, tx.pg, query, args)
-	}
 	return tx.w.queryRow(query, args)
 }
 
@@ -184,7 +173,7 @@ func (w *writer) runRaw(dc any) error {
 	st, cached := w.stmts[w.cur.query]
 	if !cached {
 		var err error
-		st, err = dc.(driver.ConnPrepareContext).PrepareContext(ctx, w.cur.query)
+		st, err = dc.(driver.ConnPrepareContext).PrepareContext(ctx, w.store.d.rebind(w.cur.query))
 		if err != nil {
 			return err
 		}
@@ -268,9 +257,6 @@ func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.d.pg {
-		return s.writePostgres(ctx, fn)
-	}
 	r := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	select {
 	case s.writer.reqs <- r:
@@ -301,7 +287,9 @@ func (w *writer) loop() {
 				}
 			}
 			w.run(batch)
-			w.store.ckpt.finish(w.conn)
+			if w.store.ckpt != nil {
+				w.store.ckpt.finish(w.conn)
+			}
 		case <-w.quit:
 			return
 		}
@@ -315,19 +303,31 @@ func (w *writer) close() {
 
 func (w *writer) run(batch []*writeReq) {
 	results := make([]error, len(batch))
-	for i, r := range batch {
-		results[i] = r.ctx.Err() // a caller that gave up before its turn is skipped
+	reset := func() {
+		for i, r := range batch {
+			results[i] = r.ctx.Err() // a caller that gave up before its turn is skipped
+		}
 	}
+	reset()
 	// First try the whole batch without savepoints: units rarely fail, and
 	// two statements fewer per unit is a large part of a unit's cost. If one
 	// fails, the transaction is rolled back and the batch runs again with a
 	// savepoint around each unit, so the failure stays that unit's alone.
-	err := w.attempt(batch, results, false)
-	if errors.Is(err, errRetryWithSavepoints) {
-		for i, r := range batch {
-			results[i] = r.ctx.Err()
+	// PostgreSQL may also end a transaction so that another (on another
+	// instance) can go on, a deadlock or a serialization failure: then the
+	// batch runs again from the start, as a unit's contract allows.
+	savepoints := false
+	var err error
+	for try := 0; ; try++ {
+		err = w.attempt(batch, results, savepoints)
+		if errors.Is(err, errRetryWithSavepoints) && !savepoints {
+			savepoints = true
+		} else if retryable(err) && try < 8 {
+			time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
+		} else {
+			break
 		}
-		err = w.attempt(batch, results, true)
+		reset()
 	}
 	for i, r := range batch {
 		if results[i] == nil {
@@ -348,10 +348,19 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 	}
 	gtx := w.store.wdb.Session(&gorm.Session{NewDB: true})
 	gtx.Statement.ConnPool = stx
-	tx := &Tx{db: gtx, w: w, ctx: context.Background(), self: w.store.self}
+	tx := &Tx{db: gtx, w: w, d: w.store.d, self: w.store.self}
 	abort := func(err error) error {
 		stx.Rollback()
 		return err
+	}
+	if w.store.d.pg {
+		// Every instance appends to one chain: its head is locked first,
+		// for the whole batch, so batches of all instances take turns in
+		// one order and the next batch, here or elsewhere, links to what
+		// this one appended.
+		if err := tx.loadChain(); err != nil {
+			return abort(err)
+		}
 	}
 	ran := 0
 	for i, r := range batch {
@@ -361,6 +370,9 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 		tx.now = w.store.now().Truncate(time.Microsecond)
 		if !savepoints {
 			if err := callUnit(r.fn, tx); err != nil {
+				if retryable(err) {
+					return abort(err) // the whole batch again
+				}
 				results[i] = err
 				if len(batch) == 1 {
 					return abort(nil)
@@ -375,6 +387,9 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 		}
 		saved := tx.chain
 		if err := callUnit(r.fn, tx); err != nil {
+			if retryable(err) {
+				return abort(err) // the whole batch again
+			}
 			results[i] = err
 			tx.chain = saved
 			if _, rbErr := tx.exec("ROLLBACK TO SAVEPOINT unit"); rbErr != nil {
@@ -397,7 +412,9 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 	if err := stx.Commit(); err != nil {
 		return abort(fmt.Errorf("commit: %w", err))
 	}
-	w.store.ckpt.committed()
+	if w.store.ckpt != nil {
+		w.store.ckpt.committed()
+	}
 	w.commits.Add(1)
 	w.units.Add(int64(ran))
 	return nil
