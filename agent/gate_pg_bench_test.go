@@ -14,11 +14,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storetest"
-	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 // With COUNTERSIGN_TEST_POSTGRES set, BenchmarkGateCall measures one
@@ -37,23 +34,12 @@ func BenchmarkGateCallTwoInstances(b *testing.B) {
 	var gates []*agent.Gate
 	var runs []string
 	for i := range 2 {
-		s, err := models.Open(dsn, models.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close() })
+		s, g := instanceOn(b, dsn)
 		if i == 0 {
 			if _, err := s.SeedDemoShop(context.Background()); err != nil {
 				b.Fatal(err)
 			}
 		}
-		reg, _ := tools.NewRegistry(shop.Tools(s)...)
-		pol, err := policy.LoadPolicy(shop.PolicyYAML, "demo", reg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		g, r := agent.New(agent.Config{Store: s, Tools: reg, Policy: pol, Business: shop.Facts{Store: s}})
-		b.Cleanup(r.Close)
 		run := models.NewID("run")
 		if err := s.Write(context.Background(), func(tx *models.Tx) error {
 			return tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "test", Status: "active"})

@@ -19,23 +19,8 @@ import (
 func TestRecoveryLeavesALiveInstancesCallsAlone(t *testing.T) {
 	dsn := storetest.DSN(t)
 	ctx := context.Background()
-	open := func() (*models.Store, *agent.Gate) {
-		s, err := models.Open(dsn, models.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		reg, _ := tools.NewRegistry(shop.Tools(s)...)
-		pol, err := policy.LoadPolicy(shop.PolicyYAML, "demo", reg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, r := agent.New(agent.Config{Store: s, Tools: reg, Policy: pol, Business: shop.Facts{Store: s}})
-		t.Cleanup(r.Close)
-		return s, g
-	}
-	a, _ := open()
-	b, gateB := open()
+	a, _ := instanceOn(t, dsn)
+	b, gateB := instanceOn(t, dsn)
 	if _, err := a.SeedDemoShop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -84,4 +69,23 @@ func TestRecoveryLeavesALiveInstancesCallsAlone(t *testing.T) {
 	if live, _ := b.LiveInstances(ctx, -time.Second); len(live) != 0 {
 		t.Fatalf("an instance counted as alive past its time: %+v", live)
 	}
+}
+
+// instanceOn is one instance on the database at dsn: its own store, and a
+// gate with the demo shop's tools and policy; both end with the test.
+func instanceOn(t testing.TB, dsn string) (*models.Store, *agent.Gate) {
+	t.Helper()
+	s, err := models.Open(dsn, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	reg, _ := tools.NewRegistry(shop.Tools(s)...)
+	pol, err := policy.LoadPolicy(shop.PolicyYAML, "demo", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, r := agent.New(agent.Config{Store: s, Tools: reg, Policy: pol, Business: shop.Facts{Store: s}})
+	t.Cleanup(r.Close)
+	return s, g
 }

@@ -30,13 +30,23 @@ func NewQueueHub(log *slog.Logger) *QueueHub {
 // Changed is called after anything happens to an action.
 func (h *QueueHub) Changed(callID string) {
 	h.mu.Lock()
-	for ch := range h.actions[callID] {
+	wake(h.actions[callID])
+	h.mu.Unlock()
+	h.render()
+}
+
+// wake tells each page (h.mu held); one already told need not hear it twice.
+func wake(pages map[chan struct{}]struct{}) {
+	for ch := range pages {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 	}
-	h.mu.Unlock()
+}
+
+// render asks Run for the queue's rows again.
+func (h *QueueHub) render() {
 	select {
 	case h.kick <- struct{}{}:
 	default: // a render is already due; it will include this change
@@ -47,19 +57,11 @@ func (h *QueueHub) Changed(callID string) {
 // page look again (after changes that may have been missed).
 func (h *QueueHub) ChangedAll() {
 	h.mu.Lock()
-	for _, chans := range h.actions {
-		for ch := range chans {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
+	for _, pages := range h.actions {
+		wake(pages)
 	}
 	h.mu.Unlock()
-	select {
-	case h.kick <- struct{}{}:
-	default:
-	}
+	h.render()
 }
 
 // Run renders the queue's rows after each change and fans them out, until
