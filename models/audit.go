@@ -226,46 +226,68 @@ func (s *Store) EachAuditEvent(ctx context.Context, fn func(*AuditEvent) error) 
 }
 
 // VerifyAuditChain walks the whole chain in order and reports the first link
-// that was changed, removed or reordered.
+// that was changed, removed or reordered. The server may be appending while
+// it walks: the head is written in the same transaction as its events, so
+// once the walk has reached the head it read, everything up to there was
+// committed; events appended after the head was read are walked too, and the
+// head read again.
 func (s *Store) VerifyAuditChain(ctx context.Context) (ChainReport, error) {
 	var rep ChainReport
 	prevHash := ""
 	expected := int64(1)
-	err := s.EachAuditEvent(ctx, func(e *AuditEvent) error {
-		switch {
-		case e.Seq != expected:
-			rep.BadSeq, rep.Problem = expected, fmt.Sprintf("event %d is missing (next present is %d)", expected, e.Seq)
-		case e.PrevHash != prevHash:
-			rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d does not link to the event before it", e.Seq)
-		case eventHash(*e) != e.Hash:
-			rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d was altered (its hash does not match its content)", e.Seq)
+	walk := func(from int64) error {
+		const page = 2000
+		for {
+			var rows []AuditEvent
+			if err := s.db.WithContext(ctx).Where("seq > ?", from).Order("seq").Limit(page).Find(&rows).Error; err != nil {
+				return fmt.Errorf("read audit events: %w", err)
+			}
+			for i := range rows {
+				e := &rows[i]
+				switch {
+				case e.Seq != expected:
+					rep.BadSeq, rep.Problem = expected, fmt.Sprintf("event %d is missing (next present is %d)", expected, e.Seq)
+				case e.PrevHash != prevHash:
+					rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d does not link to the event before it", e.Seq)
+				case eventHash(*e) != e.Hash:
+					rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d was altered (its hash does not match its content)", e.Seq)
+				}
+				if rep.Problem != "" {
+					return errStopWalk
+				}
+				rep.Events++
+				prevHash = e.Hash
+				expected++
+				from = e.Seq
+			}
+			if len(rows) < page {
+				return nil
+			}
 		}
-		if rep.Problem != "" {
-			return errStopWalk
-		}
-		rep.Events++
-		prevHash = e.Hash
-		expected++
-		return nil
-	})
-	if errors.Is(err, errStopWalk) {
-		return rep, nil
 	}
-	if err != nil {
-		return rep, err
-	}
-	var head AuditHead
-	err = s.db.WithContext(ctx).Take(&head, 1).Error
-	switch {
-	case errors.Is(notFound(err), ErrNotFound):
-		if rep.Events > 0 {
-			rep.BadSeq, rep.Problem = 1, "the chain head record is missing"
+	for round := 0; ; round++ {
+		if err := walk(expected - 1); errors.Is(err, errStopWalk) {
 			return rep, nil
+		} else if err != nil {
+			return rep, err
 		}
-	case err != nil:
-		return rep, fmt.Errorf("read audit head: %w", err)
-	default:
+		var head AuditHead
+		err := s.db.WithContext(ctx).Take(&head, 1).Error
+		switch {
+		case errors.Is(notFound(err), ErrNotFound):
+			if rep.Events > 0 {
+				rep.BadSeq, rep.Problem = 1, "the chain head record is missing"
+				return rep, nil
+			}
+			rep.OK = true
+			return rep, nil
+		case err != nil:
+			return rep, fmt.Errorf("read audit head: %w", err)
+		}
 		rep.HeadSeq = head.Seq
+		if head.Seq > rep.Events && round < 10 {
+			continue // appended since the walk passed: walk on
+		}
 		if head.Seq != rep.Events || head.Hash != prevHash {
 			rep.BadSeq = rep.Events + 1
 			if head.Seq < rep.Events {
@@ -274,7 +296,7 @@ func (s *Store) VerifyAuditChain(ctx context.Context) (ChainReport, error) {
 			rep.Problem = fmt.Sprintf("the chain ends at event %d but its head says %d", rep.Events, head.Seq)
 			return rep, nil
 		}
+		rep.OK = true
+		return rep, nil
 	}
-	rep.OK = true
-	return rep, nil
 }

@@ -4,6 +4,8 @@
 // live updates to many open queue streams.
 //
 //	go run ./bench/backoffice -calls 1000000 -pending 10000 -clients 1000
+//	go run ./bench/backoffice -db postgres://…/empty_database   # the same on PostgreSQL,
+//	                                                            # decisions made on a second instance
 package main
 
 import (
@@ -29,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/countersign/countersign/agent"
@@ -46,16 +49,17 @@ func main() {
 	pending := flag.Int("pending", 10_000, "pending actions to seed")
 	clients := flag.Int("clients", 1000, "queue streams to open")
 	dir := flag.String("dir", "", "where to keep the database (default: a temporary directory)")
+	db := flag.String("db", "", "an empty PostgreSQL database's URL to use instead of a SQLite file")
 	flag.Parse()
-	if err := run(*calls, *pending, *clients, *dir); err != nil {
+	if err := run(*calls, *pending, *clients, *dir, *db); err != nil {
 		fmt.Fprintln(os.Stderr, "backoffice:", err)
 		os.Exit(1)
 	}
 }
 
-func run(nCalls, nPending, nClients int, dir string) error {
+func run(nCalls, nPending, nClients int, dir, dsn string) error {
 	ctx := context.Background()
-	if dir == "" {
+	if dir == "" && dsn == "" {
 		d, err := os.MkdirTemp("", "cs-bench-")
 		if err != nil {
 			return err
@@ -63,13 +67,15 @@ func run(nCalls, nPending, nClients int, dir string) error {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	path := filepath.Join(dir, "bench.db")
+	path := dsn
+	if path == "" {
+		path = filepath.Join(dir, "bench.db")
+	}
 	t0 := time.Now()
 	if err := seed(path, nCalls, nPending); err != nil {
 		return err
 	}
-	fi, _ := os.Stat(path)
-	fmt.Printf("seeded %d decided calls and %d pending actions in %s (%.0f MB)\n", nCalls, nPending, time.Since(t0).Round(time.Second), float64(fi.Size())/1e6)
+	fmt.Printf("seeded %d decided calls and %d pending actions in %s (%.0f MB)\n", nCalls, nPending, time.Since(t0).Round(time.Second), dbSize(path)/1e6)
 
 	store, err := models.Open(path, models.Options{})
 	if err != nil {
@@ -85,7 +91,9 @@ func run(nCalls, nPending, nClients int, dir string) error {
 		return err
 	}
 	log := slog.New(slog.DiscardHandler)
-	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log})
+	// Every stream comes from this one address: lift the per-address cap.
+	streams := web.Config{MaxStreams: nClients + 100, MaxStreamsPerAddress: nClients + 100}
+	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log, Web: streams})
 	defer app.Close()
 	gate, accounts := app.Gate, app.Accounts
 	hubCtx, stopHub := context.WithCancel(ctx)
@@ -151,6 +159,22 @@ func run(nCalls, nPending, nClients int, dir string) error {
 		fmt.Printf("  %-40s %d rows in %s: %.0f rows/s\n", p, rows, el.Round(time.Millisecond), float64(rows)/el.Seconds())
 	}
 
+	if models.IsPostgres(path) {
+		// The decisions are made on a second instance on the same database:
+		// the streams open on the first hear of them through PostgreSQL.
+		other, err := models.Open(path, models.Options{})
+		if err != nil {
+			return err
+		}
+		defer other.Close()
+		app2 := web.NewApp(web.AppConfig{Store: other, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: other}, Log: log})
+		defer app2.Close()
+		if _, err := app2.Start(hubCtx); err != nil {
+			return err
+		}
+		fmt.Printf("\nlive updates: %d open queue streams on one instance, decisions made on another\n", nClients)
+		return liveUpdates(ctx, srv.URL, client, app2.Gate, other, admin, nClients)
+	}
 	fmt.Printf("\nlive updates: %d open queue streams\n", nClients)
 	return liveUpdates(ctx, srv.URL, client, gate, store, admin, nClients)
 }
@@ -165,16 +189,32 @@ func seed(path string, nCalls, nPending int) error {
 		return err
 	}
 	s.Close()
-	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_synchronous=OFF&_foreign_keys=off")
+	db, err := openRaw(path, false)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
+	pg := models.IsPostgres(path)
+	if pg {
+		if _, err := db.Exec("SET synchronous_commit = off"); err != nil {
+			return err
+		}
+	}
+	prepare := func(tx *sql.Tx, q string) *sql.Stmt {
+		if pg {
+			q = dollars(q)
+		}
+		st, err := tx.Prepare(q)
+		if err != nil {
+			panic(err)
+		}
+		return st
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	const nRuns = 20_000
 	tx, _ := db.Begin()
-	runStmt, _ := tx.Prepare(`INSERT INTO runs (id, customer_id, customer_name, channel, status, token_hash, last_error, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?)`)
+	runStmt := prepare(tx, `INSERT INTO runs (id, customer_id, customer_name, channel, status, token_hash, last_error, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?)`)
 	start := time.Now().UTC().Add(-90 * 24 * time.Hour)
 	runs := make([]string, nRuns)
 	for i := range runs {
@@ -198,10 +238,10 @@ func seed(path string, nCalls, nPending int) error {
 					}
 				}
 				tx, _ = db.Begin()
-				callStmt, _ = tx.Prepare(`INSERT INTO tool_calls (id, run_id, customer_id, turn_id, model_call_id, tool, risk, raw_args, args, args_hash, original_args,
+				callStmt = prepare(tx, `INSERT INTO tool_calls (id, run_id, customer_id, turn_id, model_call_id, tool, risk, raw_args, args, args_hash, original_args,
 					status, decision, rule, reason, policy_version, required_approvals, required_role, expires_at, idempotency_key, error, error_detail, result,
 					created_at, updated_at, decided_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
-				apprStmt, _ = tx.Prepare(`INSERT INTO approvals (tool_call_id, staff_id, staff_name, staff_role, verdict, note, args, args_hash, edited, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)`)
+				apprStmt = prepare(tx, `INSERT INTO approvals (tool_call_id, staff_id, staff_name, staff_role, verdict, note, args, args_hash, edited, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)`)
 			}
 			k := offset + i
 			id := fmt.Sprintf("call_bench%09d", k)
@@ -254,11 +294,12 @@ func seed(path string, nCalls, nPending int) error {
 }
 
 func plans(path string) error {
-	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	db, err := openRaw(path, true)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	pg := models.IsPostgres(path)
 	for _, q := range []struct{ name, sql string }{
 		{"queue", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE tool_calls.status = 'pending' AND tool_calls.status <> 'succeeded' ORDER BY tool_calls.created_at, tool_calls.id LIMIT 100`},
 		{"queue approvals", `SELECT COUNT(DISTINCT a.staff_id) FROM approvals a WHERE a.tool_call_id = 'x' AND a.verdict = 'approve' AND a.args_hash = 'h'`},
@@ -268,7 +309,11 @@ func plans(path string) error {
 		{"audit by staff", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE (SELECT 1 FROM approvals a WHERE a.tool_call_id = tool_calls.id AND (a.staff_name LIKE '%Ben%' ESCAPE '\' OR a.staff_id = 'Ben') LIMIT 1) IS NOT NULL ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
 		{"run transcript calls", `SELECT * FROM tool_calls WHERE run_id = 'x' ORDER BY created_at, id`},
 	} {
-		rows, err := db.Query("EXPLAIN QUERY PLAN " + q.sql)
+		explain := "EXPLAIN QUERY PLAN "
+		if pg {
+			explain = "EXPLAIN "
+		}
+		rows, err := db.Query(explain + q.sql)
 		if err != nil {
 			return err
 		}
@@ -276,10 +321,15 @@ func plans(path string) error {
 		for rows.Next() {
 			var id, parent, notused int
 			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			if pg {
+				err = rows.Scan(&detail)
+			} else {
+				err = rows.Scan(&id, &parent, &notused, &detail)
+			}
+			if err != nil {
 				return err
 			}
-			steps = append(steps, detail)
+			steps = append(steps, strings.TrimSpace(detail))
 		}
 		rows.Close()
 		fmt.Printf("  %-22s %s\n", q.name, strings.Join(steps, " | "))
@@ -288,14 +338,18 @@ func plans(path string) error {
 }
 
 func deepCursor(path string, offset int) (string, error) {
-	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	db, err := openRaw(path, true)
 	if err != nil {
 		return "", err
 	}
 	defer db.Close()
 	var at time.Time
 	var id string
-	err = db.QueryRow(`SELECT created_at, id FROM tool_calls ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?`, offset).Scan(&at, &id)
+	q := `SELECT created_at, id FROM tool_calls ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?`
+	if models.IsPostgres(path) {
+		q = dollars(q)
+	}
+	err = db.QueryRow(q, offset).Scan(&at, &id)
 	return at.UTC().Format(time.RFC3339Nano) + "|" + id, err
 }
 
@@ -420,4 +474,50 @@ func liveUpdates(ctx context.Context, base string, signedIn *http.Client, gate *
 	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
 	fmt.Printf("  decision to all %d streams having the new queue: median %.1f ms, worst %.1f ms (5 decisions)\n", n, measure.MS(lats[len(lats)/2]), measure.MS(lats[len(lats)-1]))
 	return nil
+}
+
+// openRaw opens the benchmark's database behind the application's back:
+// to seed it fast, or read only.
+func openRaw(path string, readOnly bool) (*sql.DB, error) {
+	if models.IsPostgres(path) {
+		return sql.Open("pgx", path)
+	}
+	if readOnly {
+		return sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	}
+	return sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_synchronous=OFF&_foreign_keys=off")
+}
+
+// dollars writes a query's ? placeholders as PostgreSQL's $1, $2, ….
+func dollars(q string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// dbSize is the database's size in bytes.
+func dbSize(path string) float64 {
+	if !models.IsPostgres(path) {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return 0
+		}
+		return float64(fi.Size())
+	}
+	db, err := openRaw(path, true)
+	if err != nil {
+		return 0
+	}
+	defer db.Close()
+	var size int64
+	db.QueryRow("SELECT pg_database_size(current_database())").Scan(&size)
+	return float64(size)
 }
