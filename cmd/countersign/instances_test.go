@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -196,8 +198,43 @@ tests:
 		}
 	}
 
+	// Ann's queue page is open on B; the action becomes pending through A.
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	if res, err := browser.PostForm(b.url+"/login", url.Values{"email": {"ann@x.test"}, "password": {"a long enough password"}}); err != nil || res.StatusCode != 200 {
+		t.Fatalf("sign in on B: %v %v", res, err)
+	}
+	streamCtx, stopStream := context.WithCancel(ctx)
+	defer stopStream()
+	req, _ := http.NewRequestWithContext(streamCtx, "GET", b.url+"/queue/events", nil)
+	stream, err := browser.Do(req)
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("queue stream on B: %v %v", stream, err)
+	}
+	defer stream.Body.Close()
+	seen := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(stream.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			seen <- sc.Text()
+		}
+	}()
+
 	// Thirty approvals of one action, at once, half on each instance.
 	one := pending(a, "pay", 1)
+	for deadline := time.After(10 * time.Second); ; {
+		var line string
+		select {
+		case line = <-seen:
+		case <-deadline:
+			t.Fatal("the queue page open on B never showed the action made pending through A")
+		}
+		if strings.Contains(line, one.ID) {
+			break
+		}
+	}
+	stopStream()
 	var wg sync.WaitGroup
 	for i := range 30 {
 		inst := a
