@@ -77,7 +77,8 @@ type writeReq struct {
 // instead of on the file lock is what turns many small commits into few.
 type writer struct {
 	store    *Store
-	conn     *sql.Conn // the one connection of the writer's pool, held for the writer's life
+	db       *sql.DB
+	conn     *sql.Conn // the one connection of the writer's pool, held for the writer's life (or until lost)
 	reqs     chan *writeReq
 	maxBatch int
 	quit     chan struct{}
@@ -132,6 +133,7 @@ func newWriter(s *Store, db *sql.DB, maxBatch int) (*writer, error) {
 	}
 	w := &writer{
 		store:    s,
+		db:       db,
 		conn:     conn,
 		reqs:     make(chan *writeReq),
 		maxBatch: maxBatch,
@@ -320,9 +322,11 @@ func (w *writer) run(batch []*writeReq) {
 	var err error
 	for try := 0; ; try++ {
 		err = w.attempt(batch, results, savepoints)
+		lost := w.connectionLost(err)
 		if errors.Is(err, errRetryWithSavepoints) && !savepoints {
 			savepoints = true
-		} else if retryable(err) && try < 8 {
+		} else if (retryable(err) || (lost && !errors.Is(err, errCommit))) && try < 8 {
+			// Nothing of the batch was committed: run it again.
 			time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
 		} else {
 			break
@@ -338,6 +342,27 @@ func (w *writer) run(batch []*writeReq) {
 }
 
 var errRetryWithSavepoints = errors.New("a unit failed: retry the batch with savepoints")
+
+// errCommit marks a failed COMMIT: whether the batch was committed is not
+// known, so it is never run again.
+var errCommit = errors.New("commit")
+
+// connectionLost takes a new connection when the writer's was lost (a
+// PostgreSQL server restarted, a proxy cut it): the prepared statements go
+// with it. It says whether it had to.
+func (w *writer) connectionLost(err error) bool {
+	if err == nil || !(errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) || w.conn.PingContext(context.Background()) != nil) {
+		return false
+	}
+	w.closeStatements()
+	w.stmts = map[string]driver.Stmt{}
+	conn, cerr := w.db.Conn(context.Background())
+	if cerr != nil {
+		return false
+	}
+	w.conn = conn
+	return true
+}
 
 // attempt runs the batch in one transaction. Without savepoints, the first
 // failing unit aborts the attempt (unless it is the only unit).
@@ -410,7 +435,7 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 		return abort(err)
 	}
 	if err := stx.Commit(); err != nil {
-		return abort(fmt.Errorf("commit: %w", err))
+		return abort(fmt.Errorf("%w: %w", errCommit, err))
 	}
 	if w.store.ckpt != nil {
 		w.store.ckpt.committed()

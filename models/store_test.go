@@ -74,3 +74,40 @@ func TestAuditTextSearchIgnoresCase(t *testing.T) {
 		t.Fatalf("the text search cannot use the trigram index:\n%s", strings.Join(plan, "\n"))
 	}
 }
+
+// The writer's connection to PostgreSQL is cut (a restart, a proxy): the
+// next write takes a new one, and nothing written before is lost.
+func TestWriterReconnectsAfterLosingItsConnection(t *testing.T) {
+	if !storetest.Postgres() {
+		t.Skip("the connection that can be cut is PostgreSQL's")
+	}
+	dsn := storetest.DSN(t)
+	s, err := models.Open(dsn, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	audit := func(subject string) error {
+		return s.Write(ctx, func(tx *models.Tx) error { return tx.Audit(models.Event{Actor: "test", Kind: "test", Subject: subject}) })
+	}
+	if err := audit("before"); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var cut int
+	if err := db.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&cut); err != nil || cut == 0 {
+		t.Fatalf("cut %d connections: %v", cut, err)
+	}
+	if err := audit("after"); err != nil {
+		t.Fatalf("a write after the connection was cut: %v", err)
+	}
+	if rep, err := s.VerifyAuditChain(ctx); err != nil || !rep.OK || rep.Events != 2 {
+		t.Fatalf("chain: %+v %v", rep, err)
+	}
+}
