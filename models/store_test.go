@@ -89,7 +89,9 @@ func TestWriterReconnectsAfterLosingItsConnection(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	audit := func(subject string) error {
-		return s.Write(ctx, func(tx *models.Tx) error { return tx.Audit(models.Event{Actor: "test", Kind: "test", Subject: subject}) })
+		return s.Write(ctx, func(tx *models.Tx) error {
+			return tx.Audit(models.Event{Actor: "test", Kind: "test", Subject: subject})
+		})
 	}
 	if err := audit("before"); err != nil {
 		t.Fatal(err)
