@@ -23,7 +23,10 @@ type CallTotal struct {
 	// CustomerID scopes the sum; when empty, RunID does (anonymous runs).
 	CustomerID, RunID string
 	Since             time.Time // zero: all time
-	ExcludeID         string    // a call left out (the action being edited)
+	// Before, when set, only counts calls made before it: the totals as
+	// they stood when a recorded call was decided (policy replay).
+	Before    time.Time
+	ExcludeID string // a call left out (the action being edited)
 }
 
 // liveCallStatuses are the calls that did, may yet, or may have happened.
@@ -42,6 +45,9 @@ func sumCallArgs(db *gorm.DB, d dialect, q CallTotal) (float64, error) {
 	}
 	if !q.Since.IsZero() {
 		db = db.Where("created_at >= ?", q.Since.UTC())
+	}
+	if !q.Before.IsZero() {
+		db = db.Where("created_at < ?", q.Before.UTC())
 	}
 	for field, v := range q.Same {
 		cond, vals, err := d.argEquals("args", field, v)
@@ -85,4 +91,22 @@ func (tx *Tx) PendingActionCounts(runID, customerID string) (inRun, forCustomer 
 		}
 	}
 	return inRun, forCustomer, nil
+}
+
+// CallsDecidedSince lists calls that got a decision from a policy (allow,
+// deny, needs approval), made since a time, oldest first, a page at a time:
+// after the (created_at, id) of the last one of the page before.
+func (s *Store) CallsDecidedSince(ctx context.Context, since, afterCreated time.Time, afterID string, limit int) ([]ToolCall, error) {
+	var out []ToolCall
+	q := s.db.WithContext(ctx).Where("created_at >= ? AND decision <> ''", since.UTC())
+	if afterID != "" {
+		q = q.Where("(created_at, id) > (?, ?)", afterCreated.UTC(), afterID)
+	}
+	err := q.Order("created_at, id").Limit(limit).Find(&out).Error
+	return out, err
+}
+
+// RunCallCountsBefore counts a run's calls by tool made before a time.
+func (s *Store) RunCallCountsBefore(ctx context.Context, runID string, before time.Time) (map[string]int64, error) {
+	return runCallCounts(s.db.WithContext(ctx).Where("created_at < ?", before.UTC()), runID)
 }

@@ -47,7 +47,7 @@ func newFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *config) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := &config{}
-	fs.StringVar(&cfg.DB, "db", "countersign.db", "SQLite database file")
+	fs.StringVar(&cfg.DB, "db", "countersign.db", "the database: a SQLite file, or a postgres:// URL")
 	return fs, cfg
 }
 

@@ -53,6 +53,8 @@ Usage:
   countersign agent list | agent revoke NAME
   countersign mcp --url URL --agent-key KEY          (MCP over stdio, bridged to a running server's /mcp)
   countersign policy test [FILE] [--tools FILE] [--demo]
+  countersign policy replay FILE [--since 720h] [--tools FILE] [--demo] [--db]
+                                   what FILE would have decided about the calls recorded since then
   countersign audit verify [--db ...] [--checkpoints DIR --audit-public-key FILE]
   countersign audit checkpoint --audit-key FILE --checkpoints DIR [--db ...]
   countersign audit keygen --out FILE                (an Ed25519 key for checkpoints, FILE.pub beside it)
@@ -71,10 +73,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "serve":
 		return cmdServe(ctx, args[1:], stdout, stderr)
 	case "policy":
-		if len(args) < 2 || args[1] != "test" {
-			return usageError("policy takes one command: test")
+		switch {
+		case len(args) >= 2 && args[1] == "test":
+			return cmdPolicyTest(ctx, args[2:], stdout, stderr)
+		case len(args) >= 2 && args[1] == "replay":
+			return cmdPolicyReplay(ctx, args[2:], stdout, stderr)
 		}
-		return cmdPolicyTest(ctx, args[2:], stdout, stderr)
+		return usageError("policy takes a command: test or replay")
 	case "user":
 		if len(args) < 2 || args[1] != "add" {
 			return usageError("user takes one command: add")

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models/storetest"
 
 	_ "github.com/mattn/go-sqlite3"
@@ -362,4 +363,38 @@ func rawDB(db string) (*sql.DB, error) {
 		return sql.Open("pgx", db)
 	}
 	return sql.Open("sqlite3", db)
+}
+
+// `policy replay` says what a candidate policy would have decided about the
+// calls recorded, without changing anything.
+func TestPolicyReplayCommand(t *testing.T) {
+	dir := t.TempDir()
+	db := storetest.DSN(t)
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: db, Demo: true}, io.Discard)
+	ctx := context.Background()
+	run := models.NewID("run")
+	if err := app.store.Write(ctx, func(tx *models.Tx) error {
+		return tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "api", Status: models.RunActive})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range []string{`{"order_id":"A1002"}`, `{"order_id":"A1001","amount":20}`} {
+		tool := "get_order_status"
+		if strings.Contains(args, "amount") {
+			tool = "issue_refund"
+		}
+		if _, err := app.gate.Call(ctx, agent.CallRequest{RunID: run, CustomerID: "cus_alice", Tool: tool, Args: []byte(args)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	candidate := filepath.Join(dir, "candidate.yaml")
+	os.WriteFile(candidate, []byte("rules:\n  - name: no-refunds\n    tool: issue_refund\n    decision: deny\n    reason: paused\n"), 0o600)
+	out, code := runCmd(t, "policy", "replay", candidate, "--demo", "--since", "1h", "--db", db)
+	if code != 0 || !strings.Contains(out, "replayed 2 decided calls") || !strings.Contains(out, "1 unchanged, 1 would change") ||
+		!strings.Contains(out, "allow -> deny") {
+		t.Fatalf("replay: %d\n%s", code, out)
+	}
+	if out, code := runCmd(t, "policy", "replay", "--db", db); code != 2 || !strings.Contains(out, "candidate policy file") {
+		t.Fatalf("no file: %d %s", code, out)
+	}
 }
