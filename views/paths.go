@@ -28,11 +28,12 @@ const (
 	PathRunRetry = "/runs/:id/retry"
 	PathRunClose = "/runs/:id/close"
 
-	PathAudit       = "/audit"
-	PathAuditChain  = "/audit/chain.jsonl"
-	PathAuditExport = "/audit/export.:format"
-	PathPolicy      = "/policy"
-	PathTools       = "/tools"
+	PathAudit        = "/audit"
+	PathAuditChain   = "/audit/chain.jsonl"
+	PathAuditExport  = "/audit/export.:format"
+	PathPolicy       = "/policy"
+	PathPolicyReplay = "/policy/replay"
+	PathTools        = "/tools"
 
 	PathStaff             = "/staff"
 	PathStaffRole         = "/staff/:id/role"

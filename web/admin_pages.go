@@ -1,11 +1,14 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
@@ -13,6 +16,56 @@ import (
 )
 
 func (s *Server) policyPage(c echo.Context) error {
+	return render(c, http.StatusOK, views.Policy(s.policyView(c)))
+}
+
+// maxCandidatePolicy bounds a policy pasted into /policy.
+const maxCandidatePolicy = 256 << 10
+
+// policyReplay is POST /policy/replay (admins): the candidate policy decides
+// again the calls recorded over the period asked for, and the page shows
+// what would change. Nothing is changed.
+func (s *Server) policyReplay(c echo.Context) error {
+	v := s.policyView(c)
+	v.Candidate, v.Since = c.FormValue("policy"), strings.TrimSpace(c.FormValue("since"))
+	if v.Since == "" {
+		v.Since = "720h"
+	}
+	period, err := time.ParseDuration(v.Since)
+	switch {
+	case err != nil || period <= 0:
+		v.ReplayError = "The period is a duration such as 720h (30 days) or 24h."
+	case strings.TrimSpace(v.Candidate) == "":
+		v.ReplayError = "Paste a candidate policy to replay."
+	case len(v.Candidate) > maxCandidatePolicy:
+		v.ReplayError = "The candidate policy is over 256 KiB."
+	}
+	if v.ReplayError != "" {
+		return render(c, http.StatusUnprocessableEntity, views.Policy(v))
+	}
+	reg := s.cfg.Gate.Tools()
+	candidate, err := policy.LoadPolicy([]byte(v.Candidate), "the candidate", reg)
+	if err != nil {
+		v.ReplayError = err.Error()
+		return render(c, http.StatusUnprocessableEntity, views.Policy(v))
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 60*time.Second)
+	defer cancel()
+	from := time.Now().Add(-period).UTC()
+	rep, err := agent.ReplayPolicy(ctx, s.cfg.Store, reg, candidate, from)
+	if err != nil {
+		return err
+	}
+	rv := &views.ReplayView{From: clock(from), Calls: rep.Calls, Unchanged: rep.Unchanged, Changed: rep.Calls - rep.Unchanged - rep.Failed,
+		Failed: rep.Failed, FirstFail: rep.FirstFail}
+	for _, ch := range rep.Changes {
+		rv.Changes = append(rv.Changes, views.ReplayChangeView{From: ch.From, To: ch.To, Count: ch.Count, Examples: ch.Examples})
+	}
+	v.Replay = rv
+	return render(c, http.StatusOK, views.Policy(v))
+}
+
+func (s *Server) policyView(c echo.Context) views.PolicyView {
 	p := s.cfg.Gate.Policy()
 	v := views.PolicyView{Source: "a Go policy", Version: p.Version()}
 	if fp, ok := p.(*policy.FilePolicy); ok {
@@ -32,7 +85,7 @@ func (s *Server) policyPage(c echo.Context) error {
 			v.Tests = append(v.Tests, views.PolicyTestView{Name: t.Name, Passed: t.Passed, Problem: t.Problem})
 		}
 	}
-	return render(c, http.StatusOK, views.Policy(v))
+	return v
 }
 
 func (s *Server) toolsPage(c echo.Context) error {

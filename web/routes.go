@@ -43,6 +43,7 @@ func (s *Server) routes() {
 	e.POST(views.PathRunRetry, s.runRetry, deciders...)
 	e.POST(views.PathRunClose, s.runClose, deciders...)
 
+	e.POST(views.PathPolicyReplay, s.policyReplay, admins...)
 	e.GET(views.PathStaff, s.staffPage, admins...)
 	e.POST(views.PathStaff, s.staffAdd, admins...)
 	e.POST(views.PathStaffRole, s.staffRole, admins...)
