@@ -27,6 +27,10 @@ type Gate struct {
 	// inForce is the tools and the policy in force, swapped together when
 	// they are reloaded: a decision never sees one without the other.
 	inForce atomic.Pointer[inForce]
+	// shadow is a policy tried beside the one in force (SetShadow), and
+	// shadowSeen how many calls it decided.
+	shadow     atomic.Pointer[policy.Policy]
+	shadowSeen atomic.Int64
 	log     *slog.Logger
 
 	// Limits bound how many actions one run or customer may have waiting.
@@ -51,6 +55,52 @@ type inForce struct {
 
 // Policy returns the policy in force.
 func (g *Gate) Policy() policy.Policy { return g.inForce.Load().policy }
+
+// SetShadow tries a policy beside the one in force (nil: none): it decides
+// every call too, nothing follows from its decision, and where it disagrees
+// the call is noted (models.ShadowDecision).
+func (g *Gate) SetShadow(p policy.Policy) {
+	if p == nil {
+		g.shadow.Store(nil)
+		return
+	}
+	g.shadow.Store(&p)
+	g.shadowSeen.Store(0)
+}
+
+// Shadow is the policy tried beside the one in force (nil: none) and how
+// many calls it decided since it was set.
+func (g *Gate) Shadow() (policy.Policy, int64) {
+	p := g.shadow.Load()
+	if p == nil {
+		return nil, 0
+	}
+	return *p, g.shadowSeen.Load()
+}
+
+// tryShadow decides a call with the shadow policy, if there is one, and
+// notes where it disagrees with what was decided.
+func (g *Gate) tryShadow(ctx context.Context, req CallRequest, in policy.Input, call *models.ToolCall) {
+	p := g.shadow.Load()
+	if p == nil {
+		return
+	}
+	g.shadowSeen.Add(1)
+	in.Facts = &gateFacts{store: g.store, business: g.business, req: req, exclude: call.ID}
+	d, err := (*p).Decide(ctx, in)
+	shadow := verdictText(string(d.Verdict), d.Approvals, string(d.Role))
+	if err != nil {
+		shadow = "error: " + tools.Truncate(err.Error(), 50)
+	}
+	decided := verdictText(call.Decision, int(call.RequiredApprovals), string(call.RequiredRole))
+	if shadow == decided {
+		return
+	}
+	if err := g.store.RecordShadow(context.WithoutCancel(ctx), &models.ShadowDecision{ToolCallID: call.ID,
+		PolicyVersion: (*p).Version(), Decided: decided, Shadow: shadow}); err != nil {
+		g.log.Warn("could not note the shadow policy's decision", "call_id", call.ID, "err", err)
+	}
+}
 
 // Tools returns the registry of tools in force.
 func (g *Gate) Tools() *tools.Registry { return g.inForce.Load().tools }
@@ -215,6 +265,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 		return Outcome{}, fault.Wrap(err, "the tool call could not be recorded")
 	}
 	d = rec.decision
+	g.tryShadow(ctx, req, in, call)
 	out := Outcome{CallID: call.ID, Status: call.Status, Decision: d, Error: call.Error}
 	if d.Verdict == policy.NeedsApproval {
 		g.notify.ActionChanged(call.ID)

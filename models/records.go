@@ -194,3 +194,14 @@ type Agent struct {
 	RevokedAt  *time.Time
 	LastUsedAt *time.Time
 }
+
+// ShadowDecision is a call on which the shadow policy (tried beside the one
+// in force, deciding nothing) disagreed with the decision made.
+type ShadowDecision struct {
+	ID            int64     `gorm:"primaryKey;autoIncrement"`
+	ToolCallID    string    `gorm:"size:40;not null;index"`
+	PolicyVersion string    `gorm:"size:64;index:idx_shadow_decisions_version_created,priority:1"`
+	Decided       string    `gorm:"size:64"` // what the policy in force decided
+	Shadow        string    `gorm:"size:64"` // what the shadow would have
+	CreatedAt     time.Time `gorm:"index:idx_shadow_decisions_version_created,priority:2"`
+}

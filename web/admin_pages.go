@@ -85,6 +85,20 @@ func (s *Server) policyView(c echo.Context) views.PolicyView {
 			v.Tests = append(v.Tests, views.PolicyTestView{Name: t.Name, Passed: t.Passed, Problem: t.Problem})
 		}
 	}
+	if sp, seen := s.cfg.Gate.Shadow(); sp != nil {
+		sv := &views.ShadowView{Source: "a Go policy", Version: sp.Version(), Seen: seen}
+		if fp, ok := sp.(*policy.FilePolicy); ok {
+			sv.Source = fp.Source
+		}
+		counts, err := s.cfg.Store.ShadowDisagreements(c.Request().Context(), sp.Version())
+		if err != nil {
+			s.cfg.Log.Error("read the shadow policy's disagreements", "err", err)
+		}
+		for _, ct := range counts {
+			sv.Disagreed = append(sv.Disagreed, views.ReplayChangeView{From: ct.Decided, To: ct.Shadow, Count: int(ct.Count), Examples: ct.Examples})
+		}
+		v.Shadow = sv
+	}
 	return v
 }
 

@@ -1,10 +1,12 @@
 package web_test
 
 import (
+	"context"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 )
 
@@ -41,5 +43,31 @@ func TestPolicyPageReplaysACandidate(t *testing.T) {
 	}
 	if _, page := ann.get("/policy"); strings.Contains(page, "Try a policy before it rules") {
 		t.Fatal("the replay form is shown to an approver")
+	}
+}
+
+// A shadow policy decides beside the one in force: nothing follows from
+// it, and /policy shows where it disagreed, with the calls.
+func TestShadowPolicyDisagreementsShowOnThePolicyPage(t *testing.T) {
+	a := newApp(t)
+	shadow, err := policy.LoadPolicy([]byte("rules:\n  - name: no-refunds\n    tool: issue_refund\n    decision: deny\n    reason: paused\n"),
+		"shadow.yaml", a.gate.Tools())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.gate.SetShadow(shadow)
+	action := a.pendingRefund("it arrived broken") // the model also looks the order up first: an allowed read
+	if c, _ := a.store.ToolCall(context.Background(), action.ID); c.Status != models.CallPending {
+		t.Fatalf("the shadow changed the decision in force: %s", c.Status)
+	}
+	a.staff(models.Auditor, "aud@x.test", "Audrey")
+	_, page := a.signIn("aud@x.test").get("/policy")
+	if !strings.Contains(page, "Shadow policy") || !strings.Contains(page, "shadow.yaml") || !strings.Contains(page, `data-testid="shadow"`) ||
+		!strings.Contains(page, action.ID) || !strings.Contains(page, "<td>deny</td>") {
+		t.Fatalf("the policy page does not show the shadow's disagreement:\n%s", page)
+	}
+	counts, err := a.store.ShadowDisagreements(context.Background(), shadow.Version())
+	if err != nil || len(counts) != 1 || counts[0].Count != 1 || counts[0].Shadow != "deny" {
+		t.Fatalf("disagreements: %+v %v (the read it agreed on is not one)", counts, err)
 	}
 }

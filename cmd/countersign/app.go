@@ -156,6 +156,14 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, Upstreams: a.upstreams}})
 	a.gate, a.runner, a.accounts = a.web.Gate, a.web.Runner, a.web.Accounts
 	a.watchTools(set)
+	if cfg.ShadowPolicy != "" {
+		shadow, err := loadShadow(ctx, cfg, registry)
+		if err != nil {
+			a.web.Close()
+			return fail(err)
+		}
+		a.gate.SetShadow(shadow)
+	}
 	if cfg.Demo {
 		if err := a.seedDemoStaff(ctx); err != nil {
 			a.web.Close()
@@ -305,6 +313,23 @@ func loadPolicy(cfg config, registry *tools.Registry) (*policy.FilePolicy, error
 	return policy.LoadPolicy(data, cfg.Policy, registry)
 }
 
+// loadShadow reads the shadow policy file against the tools and insists
+// that it passes its own tests, as the policy in force must.
+func loadShadow(ctx context.Context, cfg config, registry *tools.Registry) (*policy.FilePolicy, error) {
+	data, err := os.ReadFile(cfg.ShadowPolicy)
+	if err != nil {
+		return nil, fmt.Errorf("read shadow policy: %w", err)
+	}
+	p, err := policy.LoadPolicy(data, cfg.ShadowPolicy, registry)
+	if err != nil {
+		return nil, err
+	}
+	if failed := failingTests(p.RunTests(ctx)); len(failed) > 0 {
+		return nil, fmt.Errorf("the shadow policy %s fails %d of its tests (run `countersign policy test %s`)", p.Source, len(failed), p.Source)
+	}
+	return p, nil
+}
+
 // loadToolsFile reads the tools file and connects to its MCP servers (nil
 // without a file). Close the set to end those connections.
 func loadToolsFile(cfg config) (*httptool.Set, error) {
@@ -452,6 +477,17 @@ func (a *App) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 func (a *App) ReloadPolicy(ctx context.Context) error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
+	if a.cfg.ShadowPolicy != "" {
+		if shadow, err := loadShadow(ctx, a.cfg, a.gate.Tools()); err != nil {
+			a.log.Error("shadow policy not reloaded; the previous one stays", "err", err)
+		} else if prev, _ := a.gate.Shadow(); prev == nil || prev.Version() != shadow.Version() {
+			a.gate.SetShadow(shadow)
+			a.log.Info("shadow policy reloaded", "version", shadow.Version()[:12])
+		}
+		if a.cfg.Policy == "" && a.cfg.Tools == "" {
+			return nil
+		}
+	}
 	if a.cfg.Policy == "" && a.cfg.Tools == "" {
 		return errors.New("serve runs the built-in policy and no tools file: there is nothing to reload")
 	}
@@ -621,6 +657,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs, cfg := newFlagSet("serve", stderr)
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address to listen on")
 	cfg.policyFlag(fs)
+	fs.StringVar(&cfg.ShadowPolicy, "shadow-policy", "", "a policy file tried beside the one in force: it decides nothing, and /policy shows where it disagrees")
 	fs.StringVar(&cfg.Model, "model", "offline", "model provider: offline, openai or anthropic")
 	fs.StringVar(&cfg.ModelName, "model-name", "", "model to ask for (openai: gpt-4o-mini, anthropic: claude-sonnet-4-5 by default)")
 	fs.StringVar(&cfg.ModelBaseURL, "model-base-url", "", "base URL of an OpenAI-compatible server (Ollama: http://localhost:11434/v1/)")

@@ -15,6 +15,7 @@ type config struct {
 	Addr           string
 	DB             string
 	Policy         string
+	ShadowPolicy   string
 	Tools          string
 	Model          string
 	ModelName      string

@@ -21,6 +21,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/countersign/countersign/agent/accounts"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools/shop"
 )
@@ -396,5 +397,32 @@ func TestPolicyReplayCommand(t *testing.T) {
 	}
 	if out, code := runCmd(t, "policy", "replay", "--db", db); code != 2 || !strings.Contains(out, "candidate policy file") {
 		t.Fatalf("no file: %d %s", code, out)
+	}
+}
+
+// --shadow-policy is tried beside the policy in force; one whose own tests
+// fail is refused, as the policy in force would be.
+func TestServeTakesAShadowPolicy(t *testing.T) {
+	dir := t.TempDir()
+	shadow := filepath.Join(dir, "shadow.yaml")
+	os.WriteFile(shadow, []byte(`rules:
+  - name: no-refunds
+    tool: issue_refund
+    decision: deny
+    reason: paused
+tests:
+  - name: refunds are denied
+    tool: issue_refund
+    args: {order_id: A1001, amount: 5}
+    expect: deny
+`), 0o600)
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t), Demo: true, ShadowPolicy: shadow}, io.Discard)
+	if p, _ := app.gate.Shadow(); p == nil || !strings.Contains(p.(*policy.FilePolicy).Source, "shadow.yaml") {
+		t.Fatalf("shadow in force: %v", p)
+	}
+	os.WriteFile(shadow, []byte("rules: []\ntests:\n  - name: wrong\n    tool: issue_refund\n    args: {order_id: A1001, amount: 5}\n    expect: deny\n"), 0o600)
+	out, code := runCmd(t, "serve", "--db", filepath.Join(dir, "x.db"), "--demo", "--shadow-policy", shadow, "--addr", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(out, "shadow policy") || !strings.Contains(out, "fails 1 of its tests") {
+		t.Fatalf("a failing shadow policy: %d %s", code, out)
 	}
 }
