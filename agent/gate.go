@@ -31,7 +31,7 @@ type Gate struct {
 	// shadowSeen how many calls it decided.
 	shadow     atomic.Pointer[policy.Policy]
 	shadowSeen atomic.Int64
-	log     *slog.Logger
+	log        *slog.Logger
 
 	// Limits bound how many actions one run or customer may have waiting.
 	Limits Limits
