@@ -2,11 +2,14 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools/shop"
 )
 
@@ -53,5 +56,63 @@ func TestReplayAPolicyOverRecordedCalls(t *testing.T) {
 	// Only calls since the time asked for.
 	if rep, _ := agent.ReplayPolicy(ctx, e.store, e.gate.Tools(), strict, e.clock.Now().Add(time.Hour)); rep.Calls != 0 {
 		t.Fatalf("calls from before --since were replayed: %+v", rep)
+	}
+}
+
+// After a reload, the actions waiting for a person are decided again: the
+// new policy's denial cancels one, its stricter rule makes one wait for
+// more, and a rule that would allow approves nothing.
+func TestReloadDecidesWaitingActionsAgain(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	refund := func(customer, order string, amount int) string {
+		out := e.call(e.newRun(customer, customer), customer, "issue_refund", fmt.Sprintf(`{"order_id":%q,"amount":%d}`, order, amount))
+		if out.Status != models.CallPending {
+			t.Fatalf("refund %s: %s", order, out.Status)
+		}
+		return out.CallID
+	}
+	stricter := refund("cus_alice", "A1002", 900)
+	denied := refund("cus_bob", "B2001", 300)
+	next, err := policy.LoadPolicy([]byte(`rules:
+  - name: bob-paused
+    tool: issue_refund
+    when: args.order_id == "B2001"
+    decision: deny
+    reason: refunds on B2001 are paused
+  - name: big-two-people
+    tool: issue_refund
+    when: args.amount > 500
+    decision: needs_approval
+    reason: two people now
+    approvals: 2
+    role: supervisor
+  - name: the-rest
+    tool: issue_refund
+    decision: allow
+    reason: fine
+`), "next", e.gate.Tools())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.gate.SetPolicy(next)
+	re, err := e.gate.RedecidePending(ctx)
+	if err != nil || re.Cancelled != 1 || re.Stricter != 1 {
+		t.Fatalf("redecided %+v %v", re, err)
+	}
+	if c := e.callRecord(denied); c.Status != models.CallCancelled || !strings.Contains(c.Error, "refunds on B2001 are paused") {
+		t.Fatalf("the denied one: %s %q", c.Status, c.Error)
+	}
+	if c := e.callRecord(stricter); c.Status != models.CallPending || c.RequiredApprovals != 2 || c.RequiredRole != models.Supervisor {
+		t.Fatalf("the stricter one: %s %d %s", c.Status, c.RequiredApprovals, c.RequiredRole)
+	}
+	// A policy that would allow it approves nothing.
+	lenient, _ := policy.LoadPolicy([]byte("rules:\n  - name: all\n    tool: issue_refund\n    decision: allow\n    reason: fine\n"), "lenient", e.gate.Tools())
+	e.gate.SetPolicy(lenient)
+	if re, err := e.gate.RedecidePending(ctx); err != nil || re.Cancelled+re.Stricter != 0 {
+		t.Fatalf("a lenient policy changed %+v %v", re, err)
+	}
+	if c := e.callRecord(stricter); c.Status != models.CallPending || c.RequiredApprovals != 2 {
+		t.Fatalf("a reload eased or approved an action: %s %d", c.Status, c.RequiredApprovals)
 	}
 }

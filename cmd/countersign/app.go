@@ -563,6 +563,15 @@ func (a *App) putInForce(ctx context.Context, registry *tools.Registry, toolsVer
 	}
 	a.gate.Reload(registry, next)
 	a.toolsVersion = toolsVersion
+	if policyChanged {
+		// The actions waiting for a person are decided again: one the new
+		// policy denies is cancelled, one it asks more of waits for it.
+		if re, err := a.gate.RedecidePending(ctx); err != nil {
+			a.log.Error("could not decide the waiting actions again", "err", err)
+		} else if re.Cancelled+re.Stricter > 0 {
+			a.log.Info("waiting actions decided again", "cancelled", re.Cancelled, "stricter", re.Stricter)
+		}
+	}
 	if set != a.toolSet {
 		old := a.toolSet
 		a.toolSet = set
