@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storetest"
 )
@@ -76,4 +77,41 @@ func TestInstancesShareTheQueueLive(t *testing.T) {
 	until("the action gone after A rejected it", func(l string) bool {
 		return strings.HasPrefix(l, "data:") && !strings.Contains(l, call.ID)
 	})
+}
+
+// A customer's run stream open on one instance shows what happens to the
+// run on another: the approval made there, the reply and the new status.
+func TestInstancesShareRunStreams(t *testing.T) {
+	if !storetest.Postgres() {
+		t.Skip("several instances need PostgreSQL (" + storetest.Env + "; make test sets it in CI)")
+	}
+	dsn := storetest.DSN(t)
+	storeA, err := models.Open(dsn, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeB, err := models.Open(dsn, models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storeA.SeedDemoShop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a, b := demoAppOn(t, storeA, nil, false), demoAppOn(t, storeB, nil, false)
+	r := a.do("POST", "/api/v1/runs", "", `{"message":"refund $900 on order A1002 because it arrived broken","customer_token":"`+token(t, secret, "cus_alice", "Alice", time.Hour)+`"}`)
+	if r.Status != 201 || runStatus(r) != "paused" {
+		t.Fatalf("%d %s", r.Status, r.Raw)
+	}
+	id, rt := r.Body["run"].(map[string]any)["id"].(string), r.Body["run_token"].(string)
+	s := b.stream(id, rt, "") // on B
+	s.until(t, func(ev event) bool { return ev.Name == "status" && ev.Data["status"] == "paused" })
+	calls, _ := a.store.RunCalls(context.Background(), id)
+	if _, err := a.gate.Approve(context.Background(), calls[0].ID, models.Actor{ID: "stf_1", Name: "Ann", Role: models.Approver}, agent.ApproveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	ev := s.until(t, func(ev event) bool { return ev.Name == "turn" && ev.Data["role"] == "assistant" })
+	if !strings.Contains(ev.Data["text"].(string), "Done: I refunded $900.00 on order A1002") {
+		t.Fatalf("the reply on B's stream: %+v", ev)
+	}
+	s.until(t, func(ev event) bool { return ev.Name == "status" && ev.Data["status"] == "waiting" })
 }
