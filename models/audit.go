@@ -206,8 +206,12 @@ var errStopWalk = errors.New("stop walking the chain")
 // EachAuditEvent hands every audit event to fn in sequence order, reading a
 // page at a time; fn's error stops the walk and is returned.
 func (s *Store) EachAuditEvent(ctx context.Context, fn func(*AuditEvent) error) error {
+	return s.eachAuditEventAfter(ctx, 0, fn)
+}
+
+// eachAuditEventAfter is EachAuditEvent from the event after seq from.
+func (s *Store) eachAuditEventAfter(ctx context.Context, from int64, fn func(*AuditEvent) error) error {
 	const page = 2000
-	from := int64(0)
 	for {
 		var rows []AuditEvent
 		if err := s.db.WithContext(ctx).Where("seq > ?", from).Order("seq").Limit(page).Find(&rows).Error; err != nil {
@@ -235,38 +239,25 @@ func (s *Store) VerifyAuditChain(ctx context.Context) (ChainReport, error) {
 	var rep ChainReport
 	prevHash := ""
 	expected := int64(1)
-	walk := func(from int64) error {
-		const page = 2000
-		for {
-			var rows []AuditEvent
-			if err := s.db.WithContext(ctx).Where("seq > ?", from).Order("seq").Limit(page).Find(&rows).Error; err != nil {
-				return fmt.Errorf("read audit events: %w", err)
-			}
-			for i := range rows {
-				e := &rows[i]
-				switch {
-				case e.Seq != expected:
-					rep.BadSeq, rep.Problem = expected, fmt.Sprintf("event %d is missing (next present is %d)", expected, e.Seq)
-				case e.PrevHash != prevHash:
-					rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d does not link to the event before it", e.Seq)
-				case eventHash(*e) != e.Hash:
-					rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d was altered (its hash does not match its content)", e.Seq)
-				}
-				if rep.Problem != "" {
-					return errStopWalk
-				}
-				rep.Events++
-				prevHash = e.Hash
-				expected++
-				from = e.Seq
-			}
-			if len(rows) < page {
-				return nil
-			}
+	check := func(e *AuditEvent) error {
+		switch {
+		case e.Seq != expected:
+			rep.BadSeq, rep.Problem = expected, fmt.Sprintf("event %d is missing (next present is %d)", expected, e.Seq)
+		case e.PrevHash != prevHash:
+			rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d does not link to the event before it", e.Seq)
+		case eventHash(*e) != e.Hash:
+			rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d was altered (its hash does not match its content)", e.Seq)
 		}
+		if rep.Problem != "" {
+			return errStopWalk
+		}
+		rep.Events++
+		prevHash = e.Hash
+		expected++
+		return nil
 	}
 	for round := 0; ; round++ {
-		if err := walk(expected - 1); errors.Is(err, errStopWalk) {
+		if err := s.eachAuditEventAfter(ctx, expected-1, check); errors.Is(err, errStopWalk) {
 			return rep, nil
 		} else if err != nil {
 			return rep, err
