@@ -57,6 +57,9 @@ func (tx *Tx) Audit(ev Event) error {
 		return fmt.Errorf("append audit event: %w", err)
 	}
 	tx.chain.seq, tx.chain.hash, tx.chain.dirty = rec.Seq, rec.Hash, true
+	if out := outboxOf(&tx.w.store.outbox); out != nil {
+		return out(tx, ev)
+	}
 	return nil
 }
 

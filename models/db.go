@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/driver/sqlite"
@@ -42,7 +43,8 @@ type Store struct {
 	dsn  string // PostgreSQL's URL, for the connection that listens
 	// self is this process among the servers sharing the database
 	// (instances.go): the owner of the calls it runs.
-	self string
+	self   string
+	outbox atomic.Pointer[outboxHolder] // SetOutbox
 	// Now is the clock used for record timestamps; tests replace it.
 	Now func() time.Time
 }

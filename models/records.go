@@ -101,6 +101,11 @@ type ToolCall struct {
 	// Owner is the instance that started running the call: recovery after
 	// a crash only takes calls whose owner is gone (Store.OrphanedCalls).
 	Owner string `gorm:"size:40;default:''"`
+	// OverdueAt is when a pending action was found unanswered for too long
+	// and its supervisors were told; RemindedAt when its approvers were
+	// reminded that it is about to expire.
+	OverdueAt  *time.Time
+	RemindedAt *time.Time
 }
 
 // Instance is one running server: it beats while it lives, and its calls are

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // Staff is a back-office account.
@@ -18,6 +20,9 @@ type Staff struct {
 	Disabled     bool
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	// SlackUserID links the account to a Slack user: a click in Slack acts
+	// as this account (agent/outbox, web's Slack interactions).
+	SlackUserID string `gorm:"size:40;default:''"`
 }
 
 // Session is a signed-in browser. Its id is stored as a SHA-256 of the
@@ -252,4 +257,74 @@ func (s *Store) StaffByTokenHash(ctx context.Context, hash string) (*Staff, erro
 		return nil, notFound(err)
 	}
 	return s.StaffByID(ctx, t.StaffID)
+}
+
+// ErrSlackTaken is returned when a Slack user is already linked to another
+// account.
+var ErrSlackTaken = errors.New("slack user taken")
+
+// LinkSlack links an account to a Slack user id ("" unlinks it). One Slack
+// user acts as one account at most.
+func (s *Store) LinkSlack(ctx context.Context, id, slackUser, actor string) error {
+	slackUser = strings.TrimSpace(slackUser)
+	return s.Write(ctx, func(tx *Tx) error {
+		var st Staff
+		if err := tx.db.Take(&st, "id = ?", id).Error; err != nil {
+			return notFound(err)
+		}
+		if st.SlackUserID == slackUser {
+			return nil
+		}
+		if slackUser != "" {
+			var n int64
+			if err := tx.db.Model(&Staff{}).Where("slack_user_id = ? AND id <> ?", slackUser, id).Count(&n).Error; err != nil {
+				return err
+			}
+			if n > 0 {
+				return ErrSlackTaken
+			}
+		}
+		if err := tx.db.Model(&Staff{}).Where("id = ?", id).Updates(map[string]any{"slack_user_id": slackUser, "updated_at": tx.now}).Error; err != nil {
+			return err
+		}
+		return tx.Audit(Event{Actor: actor, Kind: "staff.updated", Subject: id,
+			Payload: map[string]any{"slack_user": map[string]string{"from": st.SlackUserID, "to": slackUser}}})
+	})
+}
+
+// StaffBySlack finds the account linked to a Slack user.
+func (s *Store) StaffBySlack(ctx context.Context, slackUser string) (*Staff, error) {
+	if slackUser == "" {
+		return nil, notFound(gorm.ErrRecordNotFound)
+	}
+	var st Staff
+	if err := s.db.WithContext(ctx).Take(&st, "slack_user_id = ?", slackUser).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &st, nil
+}
+
+// StaffWhoMayDecide lists the enabled accounts whose role may decide an
+// action that needs the given role, with an email address.
+func (s *Store) StaffWhoMayDecide(ctx context.Context, role StaffRole) ([]Staff, error) {
+	return staffWhoMayDecide(s.db.WithContext(ctx), role)
+}
+
+func staffWhoMayDecide(db *gorm.DB, role StaffRole) ([]Staff, error) {
+	var all []Staff
+	if err := db.Where("NOT disabled AND email <> ''").Order("email").Find(&all).Error; err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, st := range all {
+		if st.Role.AtLeast(role) && st.Role.CanDecide() {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// StaffWhoMayDecide is Store.StaffWhoMayDecide inside a unit of work.
+func (tx *Tx) StaffWhoMayDecide(role StaffRole) ([]Staff, error) {
+	return staffWhoMayDecide(tx.db, role)
 }

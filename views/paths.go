@@ -39,6 +39,7 @@ const (
 	PathStaffRole         = "/staff/:id/role"
 	PathStaffDisabled     = "/staff/:id/disabled"
 	PathStaffRevokeTokens = "/staff/:id/tokens/revoke"
+	PathStaffSlack        = "/staff/:id/slack"
 
 	PathWidget       = "/widget.js"
 	PathDemo         = "/demo"
@@ -60,6 +61,8 @@ const (
 	PathAPICalls         = "/api/v1/calls"
 	PathAPICall          = "/api/v1/calls/:id"
 	PathAPICallResult    = "/api/v1/calls/:id/result"
+
+	PathSlackInteractions = "/integrations/slack/interactions"
 )
 
 // Reverse fills a pattern's parameters (":id", ":format"), in order, each

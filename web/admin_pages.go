@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -141,13 +142,59 @@ func (s *Server) staffView(c echo.Context) (views.StaffView, error) {
 	}
 	for _, st := range all {
 		v.Rows = append(v.Rows, views.StaffRow{ID: st.ID, Email: st.Email, Name: st.Name, Role: string(st.Role), Disabled: st.Disabled, Self: st.ID == me,
-			Tokens: tokens[st.ID]})
+			Tokens: tokens[st.ID], Slack: st.SlackUserID})
+	}
+	if v.Deliveries, err = s.deliveryRows(c); err != nil {
+		return views.StaffView{}, err
+	}
+	if s.cfg.Outbox != nil {
+		v.Reaching = strings.Join(s.cfg.Outbox.Channels(), ", ")
 	}
 	return v, nil
 }
 
+// deliveryRows is the delivery log: the latest 50, newest first.
+func (s *Server) deliveryRows(c echo.Context) ([]views.DeliveryRow, error) {
+	ds, err := s.cfg.Store.Deliveries(c.Request().Context(), 50)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]views.DeliveryRow, 0, len(ds))
+	for _, d := range ds {
+		r := views.DeliveryRow{ID: strconv.FormatInt(d.ID, 10), At: clock(d.CreatedAt), Channel: d.Channel, Target: d.Target,
+			Event: d.Event, About: d.Subject, Status: string(d.Status), Attempts: strconv.Itoa(d.Attempts), LastError: d.LastError}
+		switch {
+		case strings.HasPrefix(d.Subject, "call_"):
+			r.AboutURL = views.ActionPath(d.Subject)
+		case strings.HasPrefix(d.Subject, "run_"):
+			r.AboutURL = views.RunPath(d.Subject)
+		}
+		if d.Status == models.DeliveryQueued && d.Attempts > 0 {
+			r.NextTry = clock(d.NextAt)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func (s *Server) staffSlack(c echo.Context) error {
+	if err := s.cfg.Accounts.LinkSlack(c.Request().Context(), c.Param("id"), c.FormValue("slack_user"), currentStaff(c).staff.Actor()); err != nil {
+		if fault.CodeOf(err) == fault.Internal {
+			return err
+		}
+		v, verr := s.staffView(c)
+		if verr != nil {
+			return verr
+		}
+		v.FlashError = sentence(fault.Message(err))
+		return render(c, statusForCode(fault.CodeOf(err)), views.StaffPage(v))
+	}
+	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=slack"))
+}
+
 var staffFlash = map[string]string{"added": "Account added.", "role": "Role changed; their open sessions were ended.", "disabled": "Account disabled; their sessions and API tokens were ended at once.", "enabled": "Account enabled.",
-	"tokens": "Their staff API tokens were revoked; the account and its sessions are unchanged."}
+	"tokens": "Their staff API tokens were revoked; the account and its sessions are unchanged.",
+	"slack":  "Slack user saved: their clicks in Slack act as this account."}
 
 func (s *Server) staffPage(c echo.Context) error {
 	v, err := s.staffView(c)

@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/llm"
+	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
@@ -175,6 +176,10 @@ type AppConfig struct {
 	Log      *slog.Logger
 	// ExecutionWait is how long an approval waits for its call (0: 10 s).
 	ExecutionWait time.Duration
+	// Outbox reaches people outside and escalates unanswered actions
+	// (nil: nobody outside; actions are still marked overdue after the
+	// default time).
+	Outbox *outbox.Outbox
 	// Web is the server's settings; NewApp fills in Log, Gate, Runner,
 	// Store, Changes and Accounts.
 	Web Config
@@ -187,6 +192,7 @@ type App struct {
 	Accounts *accounts.Service
 	Changes  *Changes
 	Server   *Server
+	Outbox   *outbox.Outbox
 
 	store *models.Store
 	// alive is how recently an instance must have beaten for its calls to
@@ -206,12 +212,17 @@ func NewApp(cfg AppConfig) *App {
 	changes := NewChanges(log)
 	gate, runner := agent.New(agent.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, Model: cfg.Model,
 		Log: log, Notifier: changes, Business: cfg.Business, ExecutionWait: cfg.ExecutionWait})
-	a := &App{Gate: gate, Runner: runner, Accounts: accounts.New(cfg.Store), Changes: changes, store: cfg.Store}
+	ob := cfg.Outbox
+	if ob == nil {
+		ob, _ = outbox.New(cfg.Store, outbox.Config{Log: log}) // the zero config is valid
+	}
+	ob.Attach(gate.Tools, changes.ActionChanged)
+	a := &App{Gate: gate, Runner: runner, Accounts: accounts.New(cfg.Store), Changes: changes, Outbox: ob, store: cfg.Store}
 	if cfg.Store.Postgres() {
 		a.alive = models.InstanceAlive
 	}
 	w := cfg.Web
-	w.Log, w.Gate, w.Runner, w.Store, w.Changes, w.Accounts = log, gate, runner, cfg.Store, changes, a.Accounts
+	w.Log, w.Gate, w.Runner, w.Store, w.Changes, w.Accounts, w.Outbox = log, gate, runner, cfg.Store, changes, a.Accounts, ob
 	a.Server = New(w)
 	return a
 }
@@ -239,6 +250,10 @@ func (a *App) Start(ctx context.Context) (Started, error) {
 		return st, err
 	}
 	go a.Server.Run(ctx)
+	if a.Outbox.Enabled() {
+		a.Outbox.Install()
+	}
+	go a.Outbox.Run(ctx, time.Second)
 	if a.alive > 0 {
 		go a.beat(ctx)
 		a.Changes.share(ctx, a.store)

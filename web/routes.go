@@ -49,6 +49,7 @@ func (s *Server) routes() {
 	e.POST(views.PathStaffRole, s.staffRole, admins...)
 	e.POST(views.PathStaffDisabled, s.staffDisabled, admins...)
 	e.POST(views.PathStaffRevokeTokens, s.staffRevokeTokens, admins...)
+	e.POST(views.PathStaffSlack, s.staffSlack, admins...)
 
 	e.GET(views.PathWidget, s.widgetJS)
 	e.GET(views.PathDemo, s.demoPage)
@@ -70,4 +71,5 @@ func (s *Server) routes() {
 	e.POST(views.PathAPICalls, s.callCreate, s.requireAgentKey)
 	e.GET(views.PathAPICall, s.callGet, s.requireAgentKey)
 	e.POST(views.PathAPICallResult, s.callResult, s.requireAgentKey)
+	e.POST(views.PathSlackInteractions, s.slackInteraction) // Slack's signature instead of a session
 }

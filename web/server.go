@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
+	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
@@ -63,6 +64,10 @@ type Config struct {
 	// AuditSearchTimeout bounds an audit page whose filter searches text
 	// in the arguments (a scan over the calls); default 15 s.
 	AuditSearchTimeout time.Duration
+	// Outbox reaches people outside (webhooks, Slack, email) and escalates;
+	// SlackSigningSecret enables Slack's interactions endpoint.
+	Outbox             *outbox.Outbox
+	SlackSigningSecret string
 }
 
 // DemoCustomer is one customer of the demo shop, as /demo offers them.

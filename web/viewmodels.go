@@ -88,7 +88,8 @@ func actionRowView(r *models.ActionRow, summary, amount string) views.ActionRow 
 		name = customerLabel(r.CustomerID, "")
 	}
 	v := views.ActionRow{Agent: strings.TrimPrefix(r.Agent, "agent:"), ID: r.ID, Tool: r.Tool, Risk: r.Risk, Reason: r.Reason, Customer: name, CustomerID: r.CustomerID, Summary: summary,
-		Amount: amount, CreatedAt: rfc3339(r.CreatedAt), Approvals: r.Approvals, Required: r.RequiredApprovals, RequiredRole: string(r.RequiredRole)}
+		Amount: amount, CreatedAt: rfc3339(r.CreatedAt), Approvals: r.Approvals, Required: r.RequiredApprovals, RequiredRole: string(r.RequiredRole),
+		Overdue: r.OverdueAt != nil}
 	if r.ExpiresAt != nil {
 		v.ExpiresAt = rfc3339(*r.ExpiresAt)
 	}

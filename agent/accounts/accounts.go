@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"regexp"
 	"strings"
 	"time"
 
@@ -254,4 +255,29 @@ func (a *Service) update(ctx context.Context, id string, role *models.StaffRole,
 		return fault.Wrap(err, "could not update the account")
 	}
 	return nil
+}
+
+// slackUserID is how Slack writes a user's id (U…, or W… on Enterprise Grid).
+var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]{2,20}$`)
+
+// LinkSlack links an account to a Slack user ("" unlinks it): a click on a
+// Slack message's buttons by that user acts as the account.
+func (a *Service) LinkSlack(ctx context.Context, staffID, slackUser string, by models.Actor) error {
+	if by.Role != models.Admin {
+		return fault.Errorf(fault.Forbidden, "only an admin can link Slack users")
+	}
+	slackUser = strings.ToUpper(strings.TrimSpace(slackUser))
+	if slackUser != "" && !slackUserID.MatchString(slackUser) {
+		return fault.Errorf(fault.Invalid, "%q is not a Slack user id: it looks like U012AB3CD (in Slack: the member's profile, ⋮, Copy member ID)", slackUser)
+	}
+	switch err := a.store.LinkSlack(ctx, staffID, slackUser, by.String()); {
+	case err == nil:
+		return nil
+	case errors.Is(err, models.ErrNotFound):
+		return fault.Errorf(fault.NotFound, "no such account")
+	case errors.Is(err, models.ErrSlackTaken):
+		return fault.Errorf(fault.Conflict, "the Slack user %s is already linked to another account", slackUser)
+	default:
+		return fault.Wrap(err, "could not link the Slack user")
+	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/llm/offline"
+	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
@@ -151,9 +152,20 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if cfg.Demo {
 		business = shop.Facts{Store: store}
 	}
+	reach, err := cfg.outboxConfig()
+	if err != nil {
+		return fail(err)
+	}
+	reach.Log = log
+	ob, err := outbox.New(store, reach)
+	if err != nil {
+		return fail(err)
+	}
 	a.web = web.NewApp(web.AppConfig{Store: store, Tools: registry, Policy: policy, Model: model, Business: business, Log: log,
+		Outbox: ob,
 		Web: web.Config{Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), WidgetOrigins: origins,
-			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, Upstreams: a.upstreams}})
+			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, Upstreams: a.upstreams,
+			SlackSigningSecret: cfg.Reach.SlackSigning}})
 	a.gate, a.runner, a.accounts = a.web.Gate, a.web.Runner, a.web.Accounts
 	a.watchTools(set)
 	if cfg.ShadowPolicy != "" {
@@ -684,6 +696,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.anchorFlags(fs)
 	fs.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", time.Hour, "how often to write an audit checkpoint (when the chain has grown)")
 	fs.BoolVar(&cfg.TrustProxy, "trust-proxy", false, "behind a reverse proxy: take the client address, scheme and host from X-Forwarded-For/-Proto/-Host (only if the proxy sets them)")
+	cfg.reachFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}

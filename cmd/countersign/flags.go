@@ -42,6 +42,8 @@ type config struct {
 	TrustProxy                             bool
 	TLSCert                                string
 	TLSKey                                 string
+	// Reach: webhooks, Slack, email, escalation (reach.go).
+	Reach reachConfig
 }
 
 func newFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *config) {

@@ -1,0 +1,186 @@
+package outbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/models"
+)
+
+// Event is what a webhook receives: one thing that happened, as JSON, with
+// an id to tell a retried delivery from a new event.
+type Event struct {
+	ID        string      `json:"id"`
+	Type      string      `json:"type"` // action.pending, action.decided, action.overdue, action.reminder, call.finished, run.failed
+	CreatedAt time.Time   `json:"created_at"`
+	Actor     string      `json:"actor"` // as in the audit log: "staff:ID (Name)", "system", "model", "agent:Name"
+	Action    *ActionData `json:"action,omitempty"`
+	Call      *CallData   `json:"call,omitempty"`
+	Run       *RunData    `json:"run,omitempty"`
+}
+
+// ActionData is a call that needs (or needed) a person.
+type ActionData struct {
+	ID                string          `json:"id"`
+	RunID             string          `json:"run_id"`
+	CustomerID        string          `json:"customer_id,omitempty"`
+	Tool              string          `json:"tool"`
+	Summary           string          `json:"summary"`
+	Args              json.RawMessage `json:"args"`
+	Status            string          `json:"status"`
+	Rule              string          `json:"rule"`
+	Reason            string          `json:"reason"`
+	RequiredApprovals int             `json:"required_approvals"`
+	RequiredRole      string          `json:"required_role,omitempty"`
+	Approvals         int             `json:"approvals"`
+	ExpiresAt         *time.Time      `json:"expires_at,omitempty"`
+	Outcome           string          `json:"outcome,omitempty"` // why it was rejected, cancelled or expired
+	URL               string          `json:"url"`
+}
+
+// CallData is a call that finished running.
+type CallData struct {
+	ID         string `json:"id"`
+	RunID      string `json:"run_id"`
+	CustomerID string `json:"customer_id,omitempty"`
+	Tool       string `json:"tool"`
+	Summary    string `json:"summary"`
+	Status     string `json:"status"` // succeeded, failed, unknown
+	Error      string `json:"error,omitempty"`
+}
+
+// RunData is a run that failed.
+type RunData struct {
+	ID         string `json:"id"`
+	CustomerID string `json:"customer_id,omitempty"`
+	Error      string `json:"error"`
+}
+
+// Record turns an audit event into the deliveries that tell of it, inside
+// the event's transaction (it is the store's models.Outbox).
+func (o *Outbox) Record(tx *models.Tx, ev models.Event) error {
+	switch ev.Kind {
+	case "call.pending":
+		return o.tell(tx, ev, "action.pending")
+	case "action.approved", "action.rejected", "action.expired", "action.cancelled":
+		return o.tell(tx, ev, "action.decided")
+	case "action.approval_added":
+		return o.tell(tx, ev, "action.approval_added")
+	case "action.overdue":
+		return o.tell(tx, ev, "action.overdue")
+	case "action.reminder":
+		return o.tell(tx, ev, "action.reminder")
+	case "call.succeeded", "call.failed", "call.unknown":
+		return o.tell(tx, ev, "call.finished")
+	case "run.status":
+		if p, ok := ev.Payload.(map[string]any); ok && fmt.Sprint(p["to"]) == string(models.RunFailed) {
+			return o.runFailed(tx, ev)
+		}
+	}
+	return nil
+}
+
+// tell queues what each channel says of an event about a call.
+func (o *Outbox) tell(tx *models.Tx, ev models.Event, kind string) error {
+	call, customer, approvals, err := tx.CallNotice(ev.Subject)
+	if err != nil {
+		return err
+	}
+	if kind == "call.finished" && call.Decision != "needs_approval" && len(o.cfg.Webhooks) == 0 {
+		return nil
+	}
+	n := o.notice(tx, ev, kind, call, customer, approvals)
+	if kind != "action.approval_added" { // a step toward a decision: Slack shows it, receivers hear the decision
+		if err := o.queueWebhooks(tx, n.event()); err != nil {
+			return err
+		}
+	}
+	if o.slackEnabled() {
+		if err := o.queueSlack(tx, n); err != nil {
+			return err
+		}
+	}
+	if o.smtp != nil {
+		return o.queueEmail(tx, n)
+	}
+	return nil
+}
+
+func (o *Outbox) runFailed(tx *models.Tx, ev models.Event) error {
+	run, err := tx.RunNotice(ev.Subject)
+	if err != nil {
+		return err
+	}
+	return o.queueWebhooks(tx, Event{ID: models.NewID("evt"), Type: "run.failed", CreatedAt: tx.Now(), Actor: ev.Actor,
+		Run: &RunData{ID: run.ID, CustomerID: run.CustomerID, Error: run.LastError}})
+}
+
+// notice is an event about a call, with what every channel needs to say it.
+type notice struct {
+	kind     string
+	at       time.Time
+	actor    string
+	call     *models.ToolCall
+	customer string // the customer's name, or id, or ""
+	summary  string
+	link     string
+	approved int
+	outcome  string
+}
+
+func (o *Outbox) notice(tx *models.Tx, ev models.Event, kind string, call *models.ToolCall, customer string, approvals int) notice {
+	n := notice{kind: kind, at: tx.Now(), actor: ev.Actor, call: call, customer: customer, summary: call.Tool,
+		link: o.cfg.Link(call.ID), approved: approvals, outcome: call.Error}
+	if o.cfg.Tools != nil {
+		if t, ok := o.cfg.Tools().Get(call.Tool); ok {
+			n.summary = t.Summarize(call.Args)
+		}
+	}
+	return n
+}
+
+func (n notice) event() Event {
+	ev := Event{ID: models.NewID("evt"), Type: n.kind, CreatedAt: n.at, Actor: n.actor}
+	c := n.call
+	if n.kind == "call.finished" {
+		ev.Call = &CallData{ID: c.ID, RunID: c.RunID, CustomerID: c.CustomerID, Tool: c.Tool, Summary: n.summary,
+			Status: string(c.Status), Error: c.Error}
+		return ev
+	}
+	ev.Action = &ActionData{ID: c.ID, RunID: c.RunID, CustomerID: c.CustomerID, Tool: c.Tool, Summary: n.summary,
+		Args: json.RawMessage(c.Args), Status: string(c.Status), Rule: c.Rule, Reason: c.Reason,
+		RequiredApprovals: max(c.RequiredApprovals, 1), RequiredRole: string(c.RequiredRole), Approvals: n.approved,
+		ExpiresAt: c.ExpiresAt, URL: n.link}
+	if c.Status != models.CallPending && c.Status != models.CallApproved {
+		ev.Action.Outcome = c.Error
+	}
+	return ev
+}
+
+// queueWebhooks queues the event for every webhook.
+func (o *Outbox) queueWebhooks(tx *models.Tx, ev Event) error {
+	if len(o.cfg.Webhooks) == 0 {
+		return nil
+	}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	subject := ev.Type
+	switch {
+	case ev.Action != nil:
+		subject = ev.Action.ID
+	case ev.Call != nil:
+		subject = ev.Call.ID
+	case ev.Run != nil:
+		subject = ev.Run.ID
+	}
+	for _, u := range o.cfg.Webhooks {
+		if err := tx.Enqueue(&models.Delivery{Channel: channelWebhook, Target: redactURL(u), Event: ev.Type,
+			Subject: subject, Body: string(body)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/slack-go/slack"
+
+	"github.com/countersign/countersign/models"
+)
+
+// The ids of a Slack message's parts, read back by the interactions
+// endpoint (web): the buttons' action ids carry the verdict, their value the
+// action's id, and the reason box is read from the message's state.
+const (
+	SlackApprove     = "countersign_approve"
+	SlackReject      = "countersign_reject"
+	SlackOpen        = "countersign_open"
+	SlackReasonBlock = "countersign_reason"
+	SlackReasonInput = "countersign_reason_text"
+)
+
+// slackMessage is a queued Slack delivery: a new message, or an update of
+// the one posted for the action (posted anew when it cannot be updated).
+type slackMessage struct {
+	Update bool            `json:"update,omitempty"`
+	Text   string          `json:"text"`
+	Blocks json.RawMessage `json:"blocks"`
+}
+
+// queueSlack queues what Slack is told of an action: the action when it
+// waits (with buttons), the step or the outcome when that changes, a note
+// when it is overdue or about to expire.
+func (o *Outbox) queueSlack(tx *models.Tx, n notice) error {
+	var m slackMessage
+	switch n.kind {
+	case "action.pending":
+		m = slackMessage{Text: "Approval needed: " + n.summary, Blocks: mustBlocks(ActionBlocks(n.view(), true))}
+	case "action.approval_added", "action.decided":
+		m = slackMessage{Update: true, Text: n.statusLine(), Blocks: mustBlocks(ActionBlocks(n.view(), n.call.Status == models.CallPending))}
+	case "call.finished":
+		if n.call.Decision != "needs_approval" {
+			return nil
+		}
+		m = slackMessage{Update: true, Text: n.statusLine(), Blocks: mustBlocks(ActionBlocks(n.view(), false))}
+	case "action.overdue", "action.reminder":
+		text := n.statusLine()
+		m = slackMessage{Text: text, Blocks: mustBlocks(slack.Blocks{BlockSet: []slack.Block{
+			slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, escapeSlack(text)+"\n<"+n.link+"|Open it>", false, false), nil, nil)}})}
+	default:
+		return nil
+	}
+	body, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return tx.Enqueue(&models.Delivery{Channel: channelSlack, Target: "slack", Event: n.kind, Subject: n.call.ID, Body: string(body)})
+}
+
+// ActionView is what a Slack message says of an action.
+type ActionView struct {
+	ID, Summary, Customer, Rule, Reason, Link string
+	Status                                    models.CallStatus
+	Approvals, Required                       int
+	Role                                      string
+	By                                        string // who decided, or the latest step
+	Outcome                                   string
+}
+
+func (n notice) view() ActionView {
+	c := n.call
+	v := ActionView{ID: c.ID, Summary: n.summary, Customer: n.customer, Rule: c.Rule, Reason: c.Reason, Link: n.link,
+		Status: c.Status, Approvals: n.approved, Required: max(c.RequiredApprovals, 1), Role: string(c.RequiredRole)}
+	if n.kind != "action.pending" {
+		v.By = actorName(n.actor)
+	}
+	if c.Status != models.CallPending && c.Status != models.CallApproved {
+		v.Outcome = c.Error
+	}
+	return v
+}
+
+// statusLine says in one line where the action is.
+func (n notice) statusLine() string {
+	by := actorName(n.actor)
+	switch n.kind {
+	case "action.overdue":
+		return fmt.Sprintf("Overdue: %s for %s has waited too long for a decision.", n.summary, orAnonymous(n.customer))
+	case "action.reminder":
+		return fmt.Sprintf("Reminder: %s for %s expires soon unless someone decides.", n.summary, orAnonymous(n.customer))
+	case "action.approval_added":
+		return fmt.Sprintf("%s: approved by %s (%d of %d).", n.summary, by, n.approved, max(n.call.RequiredApprovals, 1))
+	}
+	return fmt.Sprintf("%s: %s.", n.summary, outcomeWords(n.call.Status, by))
+}
+
+func outcomeWords(s models.CallStatus, by string) string {
+	switch s {
+	case models.CallApproved, models.CallExecuting:
+		return "approved by " + by
+	case models.CallSucceeded:
+		return "approved and done"
+	case models.CallFailed:
+		return "approved, but it failed"
+	case models.CallUnknown:
+		return "approved; whether it went through is unknown, a supervisor must check"
+	case models.CallRejected:
+		return "rejected by " + by
+	case models.CallExpired:
+		return "expired: nobody decided in time"
+	case models.CallCancelled:
+		return "cancelled"
+	}
+	return string(s)
+}
+
+func orAnonymous(customer string) string {
+	if customer == "" {
+		return "an anonymous customer"
+	}
+	return customer
+}
+
+// escapeSlack escapes what Slack's mrkdwn reads as markup.
+func escapeSlack(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// ActionBlocks is a Slack message for an action: what it asks, for whom,
+// why, where it stands; with buttons and a reason box while it waits.
+func ActionBlocks(v ActionView, buttons bool) slack.Blocks {
+	md := func(s string) *slack.TextBlockObject {
+		return slack.NewTextBlockObject(slack.MarkdownType, s, false, false)
+	}
+	plain := func(s string) *slack.TextBlockObject {
+		return slack.NewTextBlockObject(slack.PlainTextType, s, false, false)
+	}
+	head := "*" + escapeSlack(v.Summary) + "*"
+	if v.Status == models.CallPending {
+		head = "Approval needed: " + head
+	}
+	fields := []*slack.TextBlockObject{
+		md("*Customer*\n" + escapeSlack(orAnonymous(v.Customer))),
+		md("*Rule*\n" + escapeSlack(v.Rule)),
+		md("*Approvals*\n" + fmt.Sprintf("%d of %d", v.Approvals, v.Required)),
+	}
+	if v.Role != "" {
+		fields = append(fields, md("*Needs*\n"+escapeSlack(v.Role)))
+	}
+	blocks := []slack.Block{slack.NewSectionBlock(md(head+"\n"+escapeSlack(v.Reason)), fields, nil)}
+	if v.Status != models.CallPending {
+		status := outcomeWords(v.Status, v.By)
+		if v.Outcome != "" {
+			status += " (" + v.Outcome + ")"
+		}
+		blocks = append(blocks, slack.NewContextBlock("countersign_status", md("*"+escapeSlack(strings.ToUpper(status[:1])+status[1:])+"*")))
+	} else if v.By != "" && v.Approvals > 0 {
+		blocks = append(blocks, slack.NewContextBlock("countersign_status", md(escapeSlack(fmt.Sprintf("Approved by %s (%d of %d)", v.By, v.Approvals, v.Required)))))
+	}
+	if buttons {
+		reason := slack.NewInputBlock(SlackReasonBlock, plain("Reason (needed to reject)"), nil,
+			slack.NewPlainTextInputBlockElement(plain("Why not?"), SlackReasonInput))
+		reason.Optional = true
+		reason.DispatchAction = false
+		approve := slack.NewButtonBlockElement(SlackApprove, v.ID, plain("Approve"))
+		approve.Style = slack.StylePrimary
+		reject := slack.NewButtonBlockElement(SlackReject, v.ID, plain("Reject"))
+		reject.Style = slack.StyleDanger
+		open := slack.NewButtonBlockElement(SlackOpen, v.ID, plain("Open"))
+		open.URL = v.Link
+		blocks = append(blocks, reason, slack.NewActionBlock("countersign_actions", approve, reject, open))
+	} else {
+		open := slack.NewButtonBlockElement(SlackOpen, v.ID, plain("Open"))
+		open.URL = v.Link
+		blocks = append(blocks, slack.NewActionBlock("countersign_actions", open))
+	}
+	return slack.Blocks{BlockSet: blocks}
+}
+
+func mustBlocks(b slack.Blocks) json.RawMessage {
+	out, err := json.Marshal(b)
+	if err != nil {
+		panic(err) // blocks built here always marshal
+	}
+	return out
+}
+
+// sendSlack posts or updates a message. Through the Web API the posted
+// message's channel and timestamp come back as the delivery's ref, and an
+// update edits that message; through an incoming webhook (which cannot
+// edit) an update is posted as a message of its own.
+func (o *Outbox) sendSlack(ctx context.Context, d models.Delivery) (string, error) {
+	var m slackMessage
+	if err := json.Unmarshal([]byte(d.Body), &m); err != nil {
+		return "", permanent{fmt.Errorf("a Slack message that does not decode: %w", err)}
+	}
+	var blocks slack.Blocks
+	if err := json.Unmarshal(m.Blocks, &blocks); err != nil {
+		return "", permanent{fmt.Errorf("a Slack message that does not decode: %w", err)}
+	}
+	if o.cfg.SlackToken != "" {
+		api := o.slackAPI()
+		if m.Update {
+			ref, err := o.store.DeliveryRef(ctx, channelSlack, "action.pending", d.Subject)
+			if err != nil {
+				return "", err
+			}
+			if channel, ts, ok := strings.Cut(ref, "/"); ok {
+				_, _, _, err := api.UpdateMessageContext(ctx, channel, ts, slack.MsgOptionText(m.Text, false), slack.MsgOptionBlocks(blocks.BlockSet...))
+				return "", slackError(err)
+			}
+		}
+		channel, ts, err := api.PostMessageContext(ctx, o.cfg.SlackChannel, slack.MsgOptionText(m.Text, false), slack.MsgOptionBlocks(blocks.BlockSet...))
+		if err != nil {
+			return "", slackError(err)
+		}
+		return channel + "/" + ts, nil
+	}
+	if o.cfg.SlackWebhook == "" {
+		return "", permanent{errors.New("Slack is no longer configured")}
+	}
+	return "", slackError(slack.PostWebhookCustomHTTPContext(ctx, o.cfg.SlackWebhook, o.cfg.Client,
+		&slack.WebhookMessage{Text: m.Text, Blocks: &blocks}))
+}
+
+func (o *Outbox) slackAPI() *slack.Client {
+	opts := []slack.Option{slack.OptionHTTPClient(o.cfg.Client)}
+	if o.cfg.SlackAPIURL != "" {
+		opts = append(opts, slack.OptionAPIURL(o.cfg.SlackAPIURL))
+	}
+	return slack.New(o.cfg.SlackToken, opts...)
+}
+
+// slackError keeps Slack's answer and drops anything that could hold the
+// webhook's secret path.
+func slackError(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, "hooks.slack.com"); i >= 0 {
+		msg = msg[:i] + "(the webhook)"
+	}
+	return errors.New("Slack: " + msg)
+}
+
+// Respond answers a Slack interaction through its response_url: replace
+// the message the person clicked (replace), or tell them alone (ephemeral).
+func (o *Outbox) Respond(ctx context.Context, responseURL string, v *ActionView, text string) error {
+	msg := &slack.WebhookMessage{Text: text}
+	if v != nil {
+		blocks := ActionBlocks(*v, v.Status == models.CallPending)
+		msg.Blocks, msg.ReplaceOriginal = &blocks, true
+	} else {
+		msg.ResponseType = slack.ResponseTypeEphemeral
+	}
+	return slackError(slack.PostWebhookCustomHTTPContext(ctx, responseURL, o.cfg.Client, msg))
+}
+
+// View is what a Slack message says of an action as it stands now; by is
+// who acted last ("" for nobody).
+func (o *Outbox) View(ctx context.Context, callID, by string) (ActionView, error) {
+	call, customer, approvals, err := o.store.CallNotice(ctx, callID)
+	if err != nil {
+		return ActionView{}, err
+	}
+	n := notice{kind: "action.view", actor: by, call: call, customer: customer, summary: call.Tool,
+		link: o.cfg.Link(call.ID), approved: approvals}
+	if o.cfg.Tools != nil {
+		if t, ok := o.cfg.Tools().Get(call.Tool); ok {
+			n.summary = t.Summarize(call.Args)
+		}
+	}
+	return n.view(), nil
+}
