@@ -246,6 +246,8 @@ func (o *Outbox) attempt(ctx context.Context, d models.Delivery) {
 	}
 	if err := o.store.FinishAttempt(ctx, d, a); err != nil && ctx.Err() == nil {
 		o.cfg.Log.Error("could not record a delivery attempt", "delivery", d.ID, "err", err)
+	} else if a.OK {
+		o.Kick() // the next delivery of the same subject may be due
 	}
 }
 
