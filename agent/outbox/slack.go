@@ -209,11 +209,11 @@ func (o *Outbox) sendSlack(ctx context.Context, d models.Delivery) (string, erro
 				return "", err
 			}
 			if channel, ts, ok := strings.Cut(ref, "/"); ok {
-				_, _, _, err := api.UpdateMessageContext(ctx, channel, ts, slack.MsgOptionText(m.Text, false), slack.MsgOptionBlocks(blocks.BlockSet...))
+				_, _, _, err := api.UpdateMessageContext(ctx, channel, ts, slack.MsgOptionText(escapeSlack(m.Text), false), slack.MsgOptionBlocks(blocks.BlockSet...))
 				return "", slackError(err)
 			}
 		}
-		channel, ts, err := api.PostMessageContext(ctx, o.cfg.SlackChannel, slack.MsgOptionText(m.Text, false), slack.MsgOptionBlocks(blocks.BlockSet...))
+		channel, ts, err := api.PostMessageContext(ctx, o.cfg.SlackChannel, slack.MsgOptionText(escapeSlack(m.Text), false), slack.MsgOptionBlocks(blocks.BlockSet...))
 		if err != nil {
 			return "", slackError(err)
 		}
@@ -223,7 +223,7 @@ func (o *Outbox) sendSlack(ctx context.Context, d models.Delivery) (string, erro
 		return "", permanent{errors.New("Slack is no longer configured")}
 	}
 	return "", slackError(slack.PostWebhookCustomHTTPContext(ctx, o.cfg.SlackWebhook, o.cfg.Client,
-		&slack.WebhookMessage{Text: m.Text, Blocks: &blocks}))
+		&slack.WebhookMessage{Text: escapeSlack(m.Text), Blocks: &blocks}))
 }
 
 func (o *Outbox) slackAPI() *slack.Client {
@@ -250,7 +250,7 @@ func slackError(err error) error {
 // Respond answers a Slack interaction through its response_url: replace
 // the message the person clicked (replace), or tell them alone (ephemeral).
 func (o *Outbox) Respond(ctx context.Context, responseURL string, v *ActionView, text string) error {
-	msg := &slack.WebhookMessage{Text: text}
+	msg := &slack.WebhookMessage{Text: escapeSlack(text)}
 	if v != nil {
 		blocks := ActionBlocks(*v, v.Status == models.CallPending)
 		msg.Blocks, msg.ReplaceOriginal = &blocks, true
