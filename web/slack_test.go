@@ -1,0 +1,256 @@
+package web_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/agent/llm/offline"
+	"github.com/countersign/countersign/agent/outbox"
+	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/shop"
+	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web"
+)
+
+const slackSecret = "slack-signing-secret-for-tests"
+
+// slackWorld is Slack as Countersign meets it: the incoming webhook the
+// messages are posted to, and the response_urls interactions are answered
+// on. A real HTTP server that keeps what it is sent.
+type slackWorld struct {
+	mu    sync.Mutex
+	hook  []map[string]any            // messages posted to the webhook
+	reply map[string][]map[string]any // answers, by response_url path
+	srv   *httptest.Server
+}
+
+func newSlackWorld(t *testing.T) *slackWorld {
+	w := &slackWorld{reply: map[string][]map[string]any{}}
+	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var m map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		w.mu.Lock()
+		if r.URL.Path == "/hook" {
+			w.hook = append(w.hook, m)
+		} else {
+			w.reply[r.URL.Path] = append(w.reply[r.URL.Path], m)
+		}
+		w.mu.Unlock()
+		_, _ = rw.Write([]byte("ok"))
+	}))
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+// waitReply waits for an answer on a response_url path.
+func (w *slackWorld) waitReply(t *testing.T, path string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		w.mu.Lock()
+		got := w.reply[path]
+		w.mu.Unlock()
+		if len(got) > 0 {
+			return got[len(got)-1]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no answer on %s", path)
+	return nil
+}
+
+// waitHook waits for the nth message posted to the webhook.
+func (w *slackWorld) waitHook(t *testing.T, n int) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		w.mu.Lock()
+		got := w.hook
+		w.mu.Unlock()
+		if len(got) >= n {
+			return got[n-1]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("fewer than %d messages posted to the Slack webhook", n)
+	return nil
+}
+
+// slackApp is the demo app posting to the fake Slack's webhook, with the
+// interactions endpoint on.
+func slackApp(t *testing.T, w *slackWorld) *app {
+	t.Helper()
+	store := openStore(t)
+	if _, err := store.SeedDemoShop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := tools.NewRegistry(shop.Tools(store)...)
+	pol, err := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := outbox.New(store, outbox.Config{SlackWebhook: w.srv.URL + "/hook",
+		Link: func(id string) string { return "https://cs.example" + views.ActionPath(id) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startApp(t, web.AppConfig{Store: store, Tools: reg, Policy: pol, Model: offline.Model{}, Business: shop.Facts{Store: store},
+		Log: discardLog(), Outbox: ob,
+		Web: web.Config{Customers: web.NewCustomerVerifier(secret), ReplyWait: 5 * time.Second, SlackSigningSecret: slackSecret}}, false)
+}
+
+// click is a signed Slack interaction: user pressed the button on the
+// action's message, with the reason box holding reason. at is when Slack
+// signed it; key is the secret it signed with.
+func (a *app) click(key string, at time.Time, user, button, actionID, reason, responsePath string, w *slackWorld) int {
+	a.t.Helper()
+	payload, _ := json.Marshal(map[string]any{
+		"type": "block_actions", "user": map[string]any{"id": user}, "response_url": w.srv.URL + responsePath,
+		"actions": []map[string]any{{"action_id": button, "block_id": "countersign_actions", "value": actionID, "type": "button"}},
+		"state": map[string]any{"values": map[string]any{outbox.SlackReasonBlock: map[string]any{
+			outbox.SlackReasonInput: map[string]any{"type": "plain_text_input", "value": reason}}}},
+	})
+	body := url.Values{"payload": {string(payload)}}.Encode()
+	ts := strconv.FormatInt(at.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(key))
+	fmt.Fprintf(mac, "v0:%s:%s", ts, body)
+	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+views.PathSlackInteractions, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Slack-Request-Timestamp", ts)
+	req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
+}
+
+func (a *app) approvalsOf(id string) (models.CallStatus, int) {
+	a.t.Helper()
+	c, _, n, err := a.store.CallNotice(context.Background(), id)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return c.Status, n
+}
+
+// An action that waits is posted to Slack with its buttons. A correctly
+// signed click acts as the linked staff account, with the back office's
+// rules: a two-person action needs a second person; a bad signature, an old
+// timestamp, an unlinked Slack user and an auditor change nothing (the
+// latter two are told why, to them alone); Reject needs a reason. The
+// outcome replaces the clicked message, and the decision is posted.
+func TestSlackApprovesAsTheLinkedAccount(t *testing.T) {
+	w := newSlackWorld(t)
+	a := slackApp(t, w)
+	a.staff(models.Admin, "ada@example.com", "Ada")
+	sue := a.staff(models.Supervisor, "sue@example.com", "Sue")
+	ann := a.staff(models.Approver, "ann@example.com", "Ann")
+	otto := a.staff(models.Auditor, "otto@example.com", "Otto")
+	admin := a.signIn("ada@example.com")
+	for st, slackID := range map[*models.Staff]string{sue: "U0SUE", ann: "u0ann", otto: "U0OTTO"} {
+		res, body := admin.post(views.Reverse(views.PathStaffSlack, st.ID), url.Values{"csrf": {admin.csrf}, "slack_user": {slackID}})
+		if res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("link %s: %d %s", st.Name, res.StatusCode, body)
+		}
+	}
+	if res, body := admin.post(views.Reverse(views.PathStaffSlack, ann.ID), url.Values{"csrf": {admin.csrf}, "slack_user": {"not an id"}}); res.StatusCode != http.StatusBadRequest ||
+		!strings.Contains(body, "is not a Slack user id") {
+		t.Fatalf("a bad Slack id: %d", res.StatusCode)
+	}
+	if res, _ := admin.post(views.Reverse(views.PathStaffSlack, ann.ID), url.Values{"slack_user": {"U0X"}}); res.StatusCode != http.StatusForbidden {
+		t.Fatalf("linking without the CSRF token: %d", res.StatusCode)
+	}
+
+	out := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":1200}`)
+	msg := w.waitHook(t, 1)
+	blocks, _ := json.Marshal(msg["blocks"])
+	if !strings.Contains(string(blocks), out.CallID) || !strings.Contains(string(blocks), "Refund $1,200.00 on order B2001") {
+		t.Fatalf("the message: %s", blocks)
+	}
+	now := time.Now()
+	if code := a.click("wrong-secret", now, "U0SUE", outbox.SlackApprove, out.CallID, "", "/r/bad", w); code != http.StatusUnauthorized {
+		t.Fatalf("a bad signature: %d", code)
+	}
+	if code := a.click(slackSecret, now.Add(-6*time.Minute), "U0SUE", outbox.SlackApprove, out.CallID, "", "/r/old", w); code != http.StatusUnauthorized {
+		t.Fatalf("an old timestamp: %d", code)
+	}
+	if code := a.click(slackSecret, now, "U0NOBODY", outbox.SlackApprove, out.CallID, "", "/r/nobody", w); code != http.StatusOK {
+		t.Fatalf("an unlinked user: %d", code)
+	}
+	if r := w.waitReply(t, "/r/nobody"); r["response_type"] != "ephemeral" || !strings.Contains(fmt.Sprint(r["text"]), "not linked") {
+		t.Fatalf("the unlinked user was told: %v", r)
+	}
+	a.click(slackSecret, now, "U0OTTO", outbox.SlackApprove, out.CallID, "", "/r/otto", w)
+	if r := w.waitReply(t, "/r/otto"); r["response_type"] != "ephemeral" || !strings.Contains(fmt.Sprint(r["text"]), "cannot decide") {
+		t.Fatalf("the auditor was told: %v", r)
+	}
+	if st, n := a.approvalsOf(out.CallID); st != models.CallPending || n != 0 {
+		t.Fatalf("after refused clicks: %s, %d approvals", st, n)
+	}
+
+	a.click(slackSecret, now, "U0SUE", outbox.SlackApprove, out.CallID, "", "/r/sue", w)
+	r := w.waitReply(t, "/r/sue")
+	if r["replace_original"] != true || !strings.Contains(mustJSON(r["blocks"]), "1 of 2") {
+		t.Fatalf("the first approval's message: %v", r)
+	}
+	if st, n := a.approvalsOf(out.CallID); st != models.CallPending || n != 1 {
+		t.Fatalf("after one of two: %s, %d approvals", st, n)
+	}
+	a.click(slackSecret, now, "U0ANN", outbox.SlackReject, out.CallID, "  ", "/r/ann-reject", w)
+	if r := w.waitReply(t, "/r/ann-reject"); !strings.Contains(fmt.Sprint(r["text"]), "Type a reason") {
+		t.Fatalf("a rejection without a reason: %v", r)
+	}
+	a.click(slackSecret, now, "U0ANN", outbox.SlackApprove, out.CallID, "", "/r/ann", w)
+	r = w.waitReply(t, "/r/ann")
+	if !strings.Contains(mustJSON(r["blocks"]), "Approved") || strings.Contains(mustJSON(r["blocks"]), outbox.SlackApprove) {
+		t.Fatalf("the decided message: %v", r)
+	}
+	if st, n := a.approvalsOf(out.CallID); n != 2 || (st != models.CallSucceeded && st != models.CallExecuting && st != models.CallApproved) {
+		t.Fatalf("after two of two: %s, %d approvals", st, n)
+	}
+	// The decision is posted too (an incoming webhook cannot edit the first message).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w.mu.Lock()
+		var texts []string
+		for _, m := range w.hook {
+			texts = append(texts, fmt.Sprint(m["text"]))
+		}
+		w.mu.Unlock()
+		if strings.Contains(strings.Join(texts, "\n"), "approved by Ann") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the decision was not posted: %q", texts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The staff page lists the deliveries.
+	_, page := admin.get(views.PathStaff)
+	if !strings.Contains(page, `data-testid="deliveries"`) || !strings.Contains(page, "action.pending") || !strings.Contains(page, "delivered") {
+		t.Fatal("the staff page does not list the deliveries")
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
