@@ -95,6 +95,13 @@ func (w *slackWorld) waitHook(t *testing.T, n int) map[string]any {
 // interactions endpoint on.
 func slackApp(t *testing.T, w *slackWorld) *app {
 	t.Helper()
+	return outboxApp(t, outbox.Config{SlackWebhook: w.srv.URL + "/hook"},
+		web.Config{Customers: web.NewCustomerVerifier(secret), ReplyWait: 5 * time.Second, SlackSigningSecret: slackSecret})
+}
+
+// outboxApp is the demo app with an outbox of the given configuration.
+func outboxApp(t *testing.T, oc outbox.Config, wc web.Config) *app {
+	t.Helper()
 	store := openStore(t)
 	if _, err := store.SeedDemoShop(context.Background()); err != nil {
 		t.Fatal(err)
@@ -104,14 +111,14 @@ func slackApp(t *testing.T, w *slackWorld) *app {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob, err := outbox.New(store, outbox.Config{SlackWebhook: w.srv.URL + "/hook",
-		Link: func(id string) string { return "https://cs.example" + views.ActionPath(id) }})
+	oc.Link = func(id string) string { return "https://cs.example" + views.ActionPath(id) }
+	ob, err := outbox.New(store, oc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return startApp(t, web.AppConfig{Store: store, Tools: reg, Policy: pol, Model: offline.Model{}, Business: shop.Facts{Store: store},
 		Log: discardLog(), Outbox: ob,
-		Web: web.Config{Customers: web.NewCustomerVerifier(secret), ReplyWait: 5 * time.Second, SlackSigningSecret: slackSecret}}, false)
+		Web: wc}, false)
 }
 
 // click is a signed Slack interaction: user pressed the button on the
@@ -119,8 +126,12 @@ func slackApp(t *testing.T, w *slackWorld) *app {
 // signed it; key is the secret it signed with.
 func (a *app) click(key string, at time.Time, user, button, actionID, reason, responsePath string, w *slackWorld) int {
 	a.t.Helper()
+	base := "http://127.0.0.1:1"
+	if w != nil {
+		base = w.srv.URL
+	}
 	payload, _ := json.Marshal(map[string]any{
-		"type": "block_actions", "user": map[string]any{"id": user}, "response_url": w.srv.URL + responsePath,
+		"type": "block_actions", "user": map[string]any{"id": user}, "response_url": base + responsePath,
 		"actions": []map[string]any{{"action_id": button, "block_id": "countersign_actions", "value": actionID, "type": "button"}},
 		"state": map[string]any{"values": map[string]any{outbox.SlackReasonBlock: map[string]any{
 			outbox.SlackReasonInput: map[string]any{"type": "plain_text_input", "value": reason}}}},
@@ -253,4 +264,28 @@ func TestSlackApprovesAsTheLinkedAccount(t *testing.T) {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// An action nobody answers in time is marked overdue in the queue (here
+// after a millisecond), and one answered in time is not; without a signing
+// secret there are no Slack interactions to take.
+func TestQueueMarksOverdueActions(t *testing.T) {
+	a := outboxApp(t, outbox.Config{EscalateAfter: time.Millisecond}, web.Config{Customers: web.NewCustomerVerifier(secret)})
+	a.staff(models.Approver, "ann@example.com", "Ann")
+	out := a.refund(a.run("cus_alice", "Alice"), "cus_alice", `{"order_id":"A1001","amount":100}`)
+	b := a.signIn("ann@example.com")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, page := b.get(views.PathQueue)
+		if strings.Contains(page, `data-testid="overdue"`) && strings.Contains(page, out.CallID) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the action was not marked overdue in the queue")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code := a.click(slackSecret, time.Now(), "U0ANN", outbox.SlackApprove, out.CallID, "", "/r", nil); code != http.StatusNotFound {
+		t.Fatalf("Slack interactions without a signing secret: %d", code)
+	}
 }
