@@ -126,18 +126,22 @@ type notice struct {
 	summary  string
 	link     string
 	approved int
-	outcome  string
 }
 
 func (o *Outbox) notice(tx *models.Tx, ev models.Event, kind string, call *models.ToolCall, customer string, approvals int) notice {
-	n := notice{kind: kind, at: tx.Now(), actor: ev.Actor, call: call, customer: customer, summary: call.Tool,
-		link: o.cfg.Link(call.ID), approved: approvals, outcome: call.Error}
+	return notice{kind: kind, at: tx.Now(), actor: ev.Actor, call: call, customer: customer, summary: o.summarize(call),
+		link: o.cfg.Link(call.ID), approved: approvals}
+}
+
+// summarize says what a call asks for in its tool's words (the tool's name
+// when it is no longer registered).
+func (o *Outbox) summarize(call *models.ToolCall) string {
 	if o.cfg.Tools != nil {
 		if t, ok := o.cfg.Tools().Get(call.Tool); ok {
-			n.summary = t.Summarize(call.Args)
+			return t.Summarize(call.Args)
 		}
 	}
-	return n
+	return call.Tool
 }
 
 func (n notice) event() Event {

@@ -267,12 +267,7 @@ func (o *Outbox) View(ctx context.Context, callID, by string) (ActionView, error
 	if err != nil {
 		return ActionView{}, err
 	}
-	n := notice{kind: "action.view", actor: by, call: call, customer: customer, summary: call.Tool,
+	n := notice{kind: "action.view", actor: by, call: call, customer: customer, summary: o.summarize(call),
 		link: o.cfg.Link(call.ID), approved: approvals}
-	if o.cfg.Tools != nil {
-		if t, ok := o.cfg.Tools().Get(call.Tool); ok {
-			n.summary = t.Summarize(call.Args)
-		}
-	}
 	return n.view(), nil
 }
