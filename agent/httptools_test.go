@@ -30,6 +30,7 @@ type refundBackend struct {
 	bodies  []string
 	badSigs int
 	release chan struct{} // when set, answers wait for it
+	arrived chan struct{} // when set, told of each request as it arrives
 }
 
 func newRefundBackend(t *testing.T, secret string) *refundBackend {
@@ -45,8 +46,11 @@ func newRefundBackend(t *testing.T, secret string) *refundBackend {
 		}
 		b.keys = append(b.keys, r.Header.Get("Idempotency-Key"))
 		b.bodies = append(b.bodies, string(body))
-		release := b.release
+		release, arrived := b.release, b.arrived
 		b.mu.Unlock()
+		if arrived != nil {
+			arrived <- struct{}{}
+		}
 		if release != nil {
 			<-release
 		}
@@ -121,7 +125,7 @@ func TestHTTPToolRunsOnceAfterApproval(t *testing.T) {
 func TestApproverLeavingDoesNotCutTheCall(t *testing.T) {
 	const secret = "sig-secret-43"
 	b := newRefundBackend(t, secret)
-	b.release = make(chan struct{})
+	b.release, b.arrived = make(chan struct{}), make(chan struct{}, 1)
 	var released sync.Once
 	release := func() { released.Do(func() { close(b.release) }) }
 	t.Cleanup(release) // before the backend closes: a failed test must not leave its answer hanging
@@ -131,7 +135,7 @@ func TestApproverLeavingDoesNotCutTheCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqCtx, closeTab := context.WithCancel(context.Background())
-	go func() { time.Sleep(20 * time.Millisecond); closeTab() }()
+	go func() { <-b.arrived; closeTab() }() // the tab closes while the backend works
 	res, err := gate.Approve(reqCtx, out.CallID, approver1, agent.ApproveRequest{})
 	if err != nil || !res.Final || res.Outcome != nil {
 		t.Fatalf("approve: %+v %v (the outcome is not known yet)", res, err)
