@@ -26,6 +26,10 @@ type ApproveRequest struct {
 	// Args, when set, replaces the arguments (raw JSON). They are validated
 	// and decided again; an edit the policy would deny is refused.
 	Args []byte
+	// Grant, when set, also allows later calls of the same tool for the
+	// same customer without asking, within its bounds (supervisors and
+	// admins, on an action that needs one approval).
+	Grant *GrantRequest
 }
 
 // ApproveResult says what an approval did.
@@ -37,6 +41,8 @@ type ApproveResult struct {
 	// Outcome is the execution's outcome when Final and it ended within
 	// Gate.ExecutionWait; nil while it still runs.
 	Outcome *Outcome
+	// Grant is the standing grant this approval gave, if it asked for one.
+	Grant *models.Grant
 }
 
 // Approve records an approval. When it is the last one the action needs,
@@ -89,6 +95,11 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 	// What cannot work is not approved: the tool's own read-only check runs
 	// on the arguments that would run (edited or not), before anything is
 	// recorded.
+	if req.Grant != nil {
+		if err := checkGrant(req.Grant, actor, current, tool); err != nil {
+			return ApproveResult{}, err
+		}
+	}
 	if err := g.checkBeforeApproval(ctx, tool, current, edit); err != nil {
 		return ApproveResult{}, err
 	}
@@ -130,6 +141,9 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 			}
 			call.Args, call.ArgsHash = string(edit.JSON), edit.Hash
 		}
+		if req.Grant != nil && required > 1 {
+			return fault.Errorf(fault.Invalid, "this action needs %d approvals; a standing grant would let one person skip that, so it cannot be given here", required)
+		}
 		prior, err := tx.Approvals(call.ID)
 		if err != nil {
 			return err
@@ -164,8 +178,14 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 			return err
 		}
 		res.Final = true
-		return tx.Audit(models.Event{Actor: actor.String(), Kind: "action.approved", Subject: call.ID,
-			Payload: map[string]any{"args_hash": call.ArgsHash, "approvals": count, "required": required, "note": note}})
+		payload := map[string]any{"args_hash": call.ArgsHash, "approvals": count, "required": required, "note": note}
+		if req.Grant != nil {
+			if res.Grant, err = giveGrant(tx, req.Grant, actor, call); err != nil {
+				return err
+			}
+			payload["grant_id"] = res.Grant.ID
+		}
+		return tx.Audit(models.Event{Actor: actor.String(), Kind: "action.approved", Subject: call.ID, Payload: payload})
 	})
 	if err != nil {
 		return ApproveResult{}, g.writeError(err, actionID)

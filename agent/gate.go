@@ -92,7 +92,7 @@ func (g *Gate) tryShadow(ctx context.Context, req CallRequest, in policy.Input, 
 	if err != nil {
 		shadow = "error: " + tools.Truncate(err.Error(), 50)
 	}
-	decided := verdictText(call.Decision, int(call.RequiredApprovals), string(call.RequiredRole))
+	decided := ruledText(call)
 	if shadow == decided {
 		return
 	}
@@ -215,8 +215,11 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	// visible, so concurrent calls cannot all slip under one threshold; so
 	// is the count of actions already waiting for a person.
 	var rec recordedDecision
+	// granted is the standing grant that allowed the call instead of a
+	// person, if one did.
+	var granted *grantUse
 	err = g.store.Write(ctx, func(tx *models.Tx) error {
-		rec = first
+		rec, granted = first, nil
 		if facts.used || d.Verdict == policy.NeedsApproval {
 			// Calls for one customer (or one anonymous run) are decided one
 			// at a time, on every instance.
@@ -233,6 +236,11 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 				return fault.Wrap(err, "the policy could not decide")
 			}
 			if again.Verdict == policy.NeedsApproval {
+				if again, granted, err = grantFor(tx, req, tool, norm, again); err != nil {
+					return err
+				}
+			}
+			if again.Verdict == policy.NeedsApproval {
 				if again, err = g.limitPending(tx, req, again); err != nil {
 					return err
 				}
@@ -244,6 +252,10 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 			}
 		}
 		rec.apply(call)
+		if granted != nil {
+			// What a person would have had to approve, for replays.
+			call.RequiredApprovals, call.RequiredRole = 1, granted.ruled.Role
+		}
 		if rec.decision.Verdict == policy.NeedsApproval && rec.decision.Expires > 0 {
 			at := tx.Now().Add(rec.decision.Expires)
 			call.ExpiresAt = &at
@@ -255,7 +267,13 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 		if actor == "" {
 			actor = "model"
 		}
-		return tx.Audit(models.Event{Actor: actor, Kind: rec.kind, Subject: call.ID, Payload: rec.payload})
+		if err := tx.Audit(models.Event{Actor: actor, Kind: rec.kind, Subject: call.ID, Payload: rec.payload}); err != nil {
+			return err
+		}
+		if granted != nil {
+			return granted.audit(tx, call)
+		}
+		return nil
 	})
 	if err != nil {
 		var e *fault.Error

@@ -68,7 +68,7 @@ func ReplayPolicy(ctx context.Context, store *models.Store, reg *tools.Registry,
 				}
 				continue
 			}
-			from := verdictText(c.Decision, int(c.RequiredApprovals), string(c.RequiredRole))
+			from := ruledText(c)
 			to := verdictText(string(d.Verdict), d.Approvals, string(d.Role))
 			if from == to {
 				rep.Unchanged++
@@ -114,6 +114,15 @@ func decideAgain(ctx context.Context, store *models.Store, reg *tools.Registry, 
 		risk = t.Risk
 	}
 	return p.Decide(ctx, policy.Input{Tool: c.Tool, Risk: risk, Args: args, Facts: &replayFacts{store: store, call: c, run: run}})
+}
+
+// ruledText is what the policy decided of a recorded call: a call a
+// standing grant allowed was one the policy wanted a person to approve.
+func ruledText(c *models.ToolCall) string {
+	if _, ok := GrantOf(c.Rule); ok {
+		return verdictText(string(policy.NeedsApproval), int(c.RequiredApprovals), string(c.RequiredRole))
+	}
+	return verdictText(c.Decision, int(c.RequiredApprovals), string(c.RequiredRole))
 }
 
 func verdictText(verdict string, approvals int, role string) string {

@@ -52,6 +52,9 @@ func (t *Tool) AmountOf(args string) (float64, bool) {
 	return f, ok
 }
 
+// Money writes a sum of dollars as people read it: "$1,250.00".
+func Money(f float64) string { return dollars.Sprintf("$%.2f", f) }
+
 // fill replaces a phrase's placeholders with the arguments (JSON).
 func fill(phrase, args string) string {
 	var m map[string]any
@@ -64,7 +67,7 @@ func fill(phrase, args string) string {
 		}
 		if parts[2] == ":money" {
 			if f, ok := v.(float64); ok {
-				return dollars.Sprintf("$%.2f", f)
+				return Money(f)
 			}
 		}
 		switch x := v.(type) {

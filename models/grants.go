@@ -1,0 +1,180 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Grant is a standing permission a supervisor gave while approving an
+// action: later calls of the same tool for the same customer that would
+// wait for one person's approval run without asking, until the grant is
+// used up, expires or is revoked. The gate consults it after the policy
+// (agent.Gate.Call); it never turns a denial into anything else.
+type Grant struct {
+	ID         string `gorm:"primaryKey;size:40"`
+	Tool       string `gorm:"size:100;index:idx_grants_lookup,priority:2"`
+	CustomerID string `gorm:"size:64;index:idx_grants_lookup,priority:1"`
+	// CustomerName is the customer's name when the grant was given, to show.
+	CustomerName string `gorm:"size:200"`
+	// MaxUses bounds how many calls it allows (0: no count bound);
+	// MaxAmount the sum of their amounts, in the tool's Amount argument
+	// (0: no amount bound). ExpiresAt always bounds it.
+	MaxUses    int64
+	Uses       int64
+	MaxAmount  float64
+	UsedAmount float64
+	ExpiresAt  time.Time `gorm:"index"`
+	// Role is the granting person's role: it covers only calls that role
+	// could have approved alone.
+	Role StaffRole `gorm:"size:16"`
+	// CreatedBy is who gave it ("staff:<id> (<name>)" as the audit names
+	// them), SourceCallID the action they approved while giving it.
+	CreatedByID  string `gorm:"size:40"`
+	CreatedBy    string `gorm:"size:200"`
+	SourceCallID string `gorm:"size:40"`
+	Note         string `gorm:"type:text"`
+	CreatedAt    time.Time
+	LastUsedAt   *time.Time
+	RevokedAt    *time.Time
+	RevokedBy    string `gorm:"size:200;default:''"`
+	RevokeReason string `gorm:"type:text"`
+}
+
+// GrantState says whether a grant still allows calls, and if not, why.
+type GrantState string
+
+// Grant states, derived from the record and the clock.
+const (
+	GrantActive    GrantState = "active"
+	GrantExhausted GrantState = "used up"
+	GrantExpired   GrantState = "expired"
+	GrantRevoked   GrantState = "revoked"
+)
+
+// amountSlack absorbs the rounding of sums of dollars held as floats: a
+// grant of $100 takes $40 + $60 whatever the float sum says.
+const amountSlack = 1e-6
+
+// StateAt is the grant's state at the given time.
+func (g *Grant) StateAt(now time.Time) GrantState {
+	switch {
+	case g.RevokedAt != nil:
+		return GrantRevoked
+	case !now.Before(g.ExpiresAt):
+		return GrantExpired
+	case g.MaxUses > 0 && g.Uses >= g.MaxUses,
+		g.MaxAmount > 0 && g.UsedAmount >= g.MaxAmount-amountSlack:
+		return GrantExhausted
+	}
+	return GrantActive
+}
+
+// CreateGrant records a grant, in the unit of work of the approval that
+// gives it.
+func (tx *Tx) CreateGrant(g *Grant) error {
+	g.CreatedAt = tx.now
+	if err := tx.db.Create(g).Error; err != nil {
+		return fmt.Errorf("create grant: %w", err)
+	}
+	return nil
+}
+
+// UseGrant finds an active grant of the customer for the tool that can
+// take a call of the given amount (0 when the tool has none) and counts
+// the call against it; of several, the one that expires first is used.
+// It returns nil, nil when no grant covers the call. The count is a
+// conditional update, so two calls at once never take the last use twice.
+func (tx *Tx) UseGrant(tool, customerID string, role StaffRole, amount float64) (*Grant, error) {
+	if customerID == "" {
+		return nil, nil
+	}
+	var candidates []Grant
+	err := tx.db.Where("customer_id = ? AND tool = ? AND revoked_at IS NULL AND expires_at > ?", customerID, tool, tx.now).
+		Where("max_uses = 0 OR uses < max_uses").
+		Where("max_amount = 0 OR used_amount + ? <= max_amount + ?", amount, amountSlack).
+		Order("expires_at, id").Limit(20).Find(&candidates).Error
+	if err != nil {
+		return nil, fmt.Errorf("find a grant: %w", err)
+	}
+	for i := range candidates {
+		g := &candidates[i]
+		if !g.Role.AtLeast(role) {
+			continue // the person who gave it could not have approved this call
+		}
+		res := tx.db.Model(&Grant{}).
+			Where("id = ? AND revoked_at IS NULL AND (max_uses = 0 OR uses < max_uses) AND (max_amount = 0 OR used_amount + ? <= max_amount + ?)",
+				g.ID, amount, amountSlack).
+			Updates(map[string]any{"uses": gorm.Expr("uses + 1"), "used_amount": gorm.Expr("used_amount + ?", amount), "last_used_at": tx.now})
+		if res.Error != nil {
+			return nil, fmt.Errorf("use grant %s: %w", g.ID, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			continue
+		}
+		g.Uses++
+		g.UsedAmount += amount
+		at := tx.now
+		g.LastUsedAt = &at
+		return g, nil
+	}
+	return nil, nil
+}
+
+// RevokeGrant ends a grant before its time, with who did it and why, and
+// audits it. A grant already revoked, expired or used up is a conflict.
+func (s *Store) RevokeGrant(ctx context.Context, id, actor, reason string) (*Grant, error) {
+	var g Grant
+	err := s.Write(ctx, func(tx *Tx) error {
+		if err := tx.db.Where("id = ?", id).Take(&g).Error; err != nil {
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return ErrNotFound
+			}
+			return err
+		}
+		if st := g.StateAt(tx.now); st != GrantActive {
+			return fmt.Errorf("%w: the grant is already %s", ErrConflict, st)
+		}
+		at := tx.now
+		res := tx.db.Model(&Grant{}).Where("id = ? AND revoked_at IS NULL", id).
+			Updates(map[string]any{"revoked_at": at, "revoked_by": actor, "revoke_reason": reason})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("%w: the grant is already revoked", ErrConflict)
+		}
+		g.RevokedAt, g.RevokedBy, g.RevokeReason = &at, actor, reason
+		return tx.Audit(Event{Actor: actor, Kind: "grant.revoked", Subject: id, Payload: map[string]any{
+			"customer_id": g.CustomerID, "tool": g.Tool, "uses": g.Uses, "used_amount": g.UsedAmount, "reason": reason}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &g, nil
+}
+
+// Grant reads one grant.
+func (s *Store) Grant(ctx context.Context, id string) (*Grant, error) {
+	var g Grant
+	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&g).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, ErrNotFound
+	}
+	return &g, err
+}
+
+// Grants lists the grants that still allow calls, and those that ended
+// within the last `ended` (expired, used up or revoked), newest first, up
+// to limit.
+func (s *Store) Grants(ctx context.Context, ended time.Duration, limit int) ([]Grant, error) {
+	since := s.Now().Add(-ended)
+	var out []Grant
+	err := s.db.WithContext(ctx).
+		Where("revoked_at > ? OR (revoked_at IS NULL AND expires_at > ?)", since, since).
+		Order("created_at DESC, id DESC").Limit(limit).Find(&out).Error
+	return out, err
+}
