@@ -112,17 +112,14 @@ func grantFor(tx *models.Tx, req CallRequest, tool *tools.Tool, norm tools.Norma
 	if err != nil || g == nil {
 		return d, nil, err
 	}
-	by := g.CreatedBy
-	if _, name, ok := strings.Cut(by, " ("); ok {
-		by = strings.TrimSuffix(name, ")")
-	}
-	return policy.Decision{Verdict: policy.Allow, Rule: GrantRule + g.ID, PolicyVersion: d.PolicyVersion,
-		Reason: fmt.Sprintf("Allowed by %s's standing grant (%s); the policy asked: %s", by, grantLeft(g), d.Reason)},
-		&grantUse{grant: g, amount: amount, ruled: d}, nil
+	reason := fmt.Sprintf("Allowed by %s's standing grant (%s); the policy asked: %s", models.ActorName(g.CreatedBy), GrantUsed(g), d.Reason)
+	allowed := policy.Decision{Verdict: policy.Allow, Rule: GrantRule + g.ID, Reason: reason, PolicyVersion: d.PolicyVersion}
+	return allowed, &grantUse{grant: g, amount: amount, ruled: d}, nil
 }
 
-// grantLeft says what a grant still allows after its latest use.
-func grantLeft(g *models.Grant) string {
+// GrantUsed says how much of a grant was used: "2 of 3 calls used, $100.00
+// of $150.00 used".
+func GrantUsed(g *models.Grant) string {
 	var parts []string
 	if g.MaxUses > 0 {
 		parts = append(parts, fmt.Sprintf("%d of %d calls used", g.Uses, g.MaxUses))

@@ -3,6 +3,7 @@ package models
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 )
 
 // HashToken is how secrets handed out (run tokens, session ids, API tokens)
@@ -25,6 +26,15 @@ func (a Actor) String() string {
 		return "system"
 	}
 	return "staff:" + a.ID + " (" + a.Name + ")"
+}
+
+// ActorName is the person's name in an actor as the audit log writes it
+// ("staff:stf_x (Sue)" gives "Sue"); other actors are given as they are.
+func ActorName(actor string) string {
+	if _, name, ok := strings.Cut(actor, " ("); ok && strings.HasSuffix(name, ")") {
+		return strings.TrimSuffix(name, ")")
+	}
+	return actor
 }
 
 // SystemActor is the actor of sweeps and recoveries.

@@ -10,8 +10,9 @@ type RequestInfo struct {
 	StaffRole string
 	CSRF      string
 	Path      string
-	// What the role may do, as the web layer decided it.
-	CanDecide, CanReconcile, IsAdmin bool
+	// What the role may do, as the web layer decided it. CanSupervise:
+	// reconcile calls, give and revoke standing grants.
+	CanDecide, CanSupervise, IsAdmin bool
 }
 
 type requestInfoKey struct{}

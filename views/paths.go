@@ -33,6 +33,7 @@ const (
 	PathAuditExport  = "/audit/export.:format"
 	PathPolicy       = "/policy"
 	PathPolicyReplay = "/policy/replay"
+	PathGrantRevoke  = "/policy/grants/:id/revoke"
 	PathTools        = "/tools"
 
 	PathStaff             = "/staff"
@@ -52,6 +53,8 @@ const (
 	PathAPIAction        = "/api/v1/actions/:id"
 	PathAPIActionApprove = "/api/v1/actions/:id/approve"
 	PathAPIActionReject  = "/api/v1/actions/:id/reject"
+	PathAPIGrants        = "/api/v1/grants"
+	PathAPIGrantRevoke   = "/api/v1/grants/:id/revoke"
 	PathAPIRuns          = "/api/v1/runs"
 	PathAPIRun           = "/api/v1/runs/:id"
 	PathAPIRunMessages   = "/api/v1/runs/:id/messages"

@@ -97,7 +97,12 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	v.ApprovalsSoFar = current
 	if done := c.QueryParam("done"); done == "approved" || done == "approval_added" {
 		v.Flash, v.FlashError = approvalOutcome(call, current)
+		if v.FlashError == "" {
+			v.Flash += s.grantGivenMessage(c, call)
+		}
 	}
+	v.GrantOffer = s.grantOffer(call, run)
+	v.GrantID, _ = agent.GrantOf(call.Rule)
 	if call.Args == "" {
 		v.Args = call.RawArgs
 	}
@@ -206,6 +211,11 @@ func (s *Server) actionApprove(c echo.Context) error {
 			return s.actionRerender(c, id, http.StatusBadRequest, "Fix the highlighted fields.", fieldErrs, true)
 		}
 	}
+	grant, err := grantFromForm(c.FormValue)
+	if err != nil {
+		return s.actionRerender(c, id, http.StatusBadRequest, fault.Message(err), nil, req.Args != nil)
+	}
+	req.Grant = grant
 	res, err := s.cfg.Gate.Approve(c.Request().Context(), id, sc.staff.Actor(), req)
 	if err != nil {
 		var ae *tools.ArgsError
@@ -226,7 +236,11 @@ func (s *Server) actionApprove(c echo.Context) error {
 	if res.Final {
 		done = "approved"
 	}
-	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.ActionPath(id), "done="+url.QueryEscape(done)))
+	q := url.Values{"done": {done}}
+	if res.Grant != nil {
+		q.Set("grant", res.Grant.ID)
+	}
+	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.ActionPath(id), q.Encode()))
 }
 
 // staffWords rewrites a validation message for a person: a regular
@@ -262,6 +276,7 @@ func (s *Server) actionRerender(c echo.Context, id string, status int, msg strin
 		return err
 	}
 	v.FlashError, v.EditOpen = sentence(msg), editOpen
+	keepGrantTyped(c, v.GrantOffer)
 	if editOpen && status == http.StatusBadRequest && len(fieldErrs) == 0 {
 		v.EditError = sentence(msg)
 	}

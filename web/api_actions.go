@@ -126,8 +126,9 @@ func (s *Server) loadActionJSON(c echo.Context, id string) (actionJSON, error) {
 }
 
 type apiApproveRequest struct {
-	Note string          `json:"note"`
-	Args json.RawMessage `json:"args"`
+	Note  string           `json:"note"`
+	Args  json.RawMessage  `json:"args"`
+	Grant *apiGrantRequest `json:"grant"`
 }
 
 func (s *Server) apiApprove(c echo.Context) error {
@@ -140,6 +141,12 @@ func (s *Server) apiApprove(c echo.Context) error {
 	ar := agent.ApproveRequest{Note: req.Note}
 	if len(req.Args) > 0 && string(req.Args) != "null" {
 		ar.Args = req.Args
+	}
+	if req.Grant != nil {
+		var err error
+		if ar.Grant, err = req.Grant.request(req.Note); err != nil {
+			return err
+		}
 	}
 	res, err := s.cfg.Gate.Approve(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor(), ar)
 	if err != nil {
@@ -158,8 +165,13 @@ func (s *Server) apiApprove(c echo.Context) error {
 			outcome["error"] = res.Outcome.Error
 		}
 	}
+	var grant *grantJSON
+	if res.Grant != nil {
+		g := s.grantToJSON(res.Grant)
+		grant = &g
+	}
 	return c.JSON(http.StatusOK, map[string]any{"action": a, "final": res.Final, "outcome": outcome,
-		"approvals": res.Approvals, "required": res.Required})
+		"approvals": res.Approvals, "required": res.Required, "grant": grant})
 }
 
 type apiRejectRequest struct {

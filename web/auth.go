@@ -39,7 +39,7 @@ func (s *Server) loadStaff(next echo.HandlerFunc) echo.HandlerFunc {
 			if sess, st, err := s.cfg.Accounts.Session(r.Context(), ck.Value); err == nil {
 				ctx := context.WithValue(r.Context(), staffCtxKey{}, &staffCtx{staff: st, sess: sess, cookie: ck.Value})
 				info.StaffName, info.StaffRole, info.CSRF = st.Name, string(st.Role), sess.CSRFToken
-				info.CanDecide, info.CanReconcile, info.IsAdmin = st.Role.CanDecide(), st.Role.AtLeast(models.Supervisor), st.Role.IsAdmin()
+				info.CanDecide, info.CanSupervise, info.IsAdmin = st.Role.CanDecide(), st.Role.AtLeast(models.Supervisor), st.Role.IsAdmin()
 				r = r.WithContext(ctx)
 			}
 		}

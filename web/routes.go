@@ -23,6 +23,7 @@ func (s *Server) routes() {
 	// every unknown path.
 	staff := []echo.MiddlewareFunc{s.requireRole(mayRead), s.checkCSRF}
 	deciders := []echo.MiddlewareFunc{s.requireRole(mayDecide), s.checkCSRF}
+	supervisors := []echo.MiddlewareFunc{s.requireRole(maySupervise), s.checkCSRF}
 	admins := []echo.MiddlewareFunc{s.requireRole(mayAdmin), s.checkCSRF}
 
 	e.GET(views.PathQueue, s.queuePage, staff...)
@@ -43,6 +44,7 @@ func (s *Server) routes() {
 	e.POST(views.PathRunRetry, s.runRetry, deciders...)
 	e.POST(views.PathRunClose, s.runClose, deciders...)
 
+	e.POST(views.PathGrantRevoke, s.grantRevoke, supervisors...)
 	e.POST(views.PathPolicyReplay, s.policyReplay, admins...)
 	e.GET(views.PathStaff, s.staffPage, admins...)
 	e.POST(views.PathStaff, s.staffAdd, admins...)
@@ -62,6 +64,8 @@ func (s *Server) routes() {
 	e.GET(views.PathAPIAction, s.apiAction, s.requireStaffToken)
 	e.POST(views.PathAPIActionApprove, s.apiApprove, s.requireStaffToken, s.apiRequireRole(mayDecide))
 	e.POST(views.PathAPIActionReject, s.apiReject, s.requireStaffToken, s.apiRequireRole(mayDecide))
+	e.GET(views.PathAPIGrants, s.apiGrants, s.requireStaffToken)
+	e.POST(views.PathAPIGrantRevoke, s.apiGrantRevoke, s.requireStaffToken) // the gate asks for a supervisor
 	e.POST(views.PathAPIRuns, s.runCreate)
 	e.GET(views.PathAPIRun, s.runGet, s.requireRunToken)
 	e.POST(views.PathAPIRunMessages, s.runMessage, s.requireRunToken)
