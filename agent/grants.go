@@ -35,7 +35,11 @@ const GrantRule = "grant:"
 
 // GrantOf returns the id of the grant that allowed a call, from its rule.
 func GrantOf(rule string) (string, bool) {
-	return strings.CutPrefix(rule, GrantRule)
+	id, ok := strings.CutPrefix(rule, GrantRule)
+	if !ok {
+		return "", false
+	}
+	return id, true
 }
 
 // checkGrant says why a grant cannot be given with this approval, before

@@ -946,7 +946,7 @@ func grantsSection(v PolicyView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 82, "<div class=\"scroll-x\" tabindex=\"0\" role=\"region\" aria-label=\"Standing grants (scrolls sideways)\"><table class=\"list\" data-testid=\"grants\"><thead><tr><th>Customer</th><th>Tool</th><th>Used</th><th>Until</th><th>Given by</th><th>State</th><th></th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 82, "<div class=\"scroll-x\" tabindex=\"0\" role=\"region\" aria-label=\"Standing grants (scrolls sideways)\"><table class=\"list\" data-testid=\"grants\"><thead><tr><th>Customer</th><th>Tool</th><th>Used</th><th>Until</th><th>Given by</th><th>State</th><th>Revoke</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

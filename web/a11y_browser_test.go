@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -54,6 +55,12 @@ func TestBrowserEveryPagePassesAxe(t *testing.T) {
 	if _, err := a.gate.Approve(context.Background(), decided.ID, models.Actor{ID: "stf_x", Name: "X", Role: models.Supervisor}, agent.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
+	// Bob's refund approved with a standing grant, so /policy lists one.
+	bobs := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":100,"reason":"scratched"}`)
+	if _, err := a.gate.Approve(context.Background(), bobs.CallID, models.Actor{ID: "stf_x", Name: "X", Role: models.Supervisor},
+		agent.ApproveRequest{Grant: &agent.GrantRequest{Uses: 2, For: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
 	pages := []struct {
 		who         context.Context
 		path, ready string
@@ -68,7 +75,7 @@ func TestBrowserEveryPagePassesAxe(t *testing.T) {
 		{ada, "/runs", "main", "runs"},
 		{ada, "/runs/" + pending.RunID, "main", "run"},
 		{ada, "/audit", "[data-testid=audit]", "audit-list"},
-		{ada, "/policy", "main", "policy"},
+		{ada, "/policy", "[data-testid=revoke-grant]", "policy"},
 		{ada, "/tools", "main", "tools"},
 		{ada, "/staff", "main", "staff"},
 	}

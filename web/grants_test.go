@@ -31,8 +31,12 @@ func TestStandingGrantFromTheActionPageToPolicy(t *testing.T) {
 	if _, body := ann.get(page); strings.Contains(body, `data-testid="grant"`) {
 		t.Fatal("an approver is offered a standing grant")
 	}
-	if _, body := sue.get(page); !strings.Contains(body, `data-testid="grant"`) || !strings.Contains(body, "Also allow this for Alice") {
+	_, body := sue.get(page)
+	if !strings.Contains(body, `data-testid="grant"`) || !strings.Contains(body, "Also allow this for Alice") {
 		t.Fatal("the supervisor is not offered a standing grant")
+	}
+	if strings.Contains(body, "granted-by") {
+		t.Fatal("a call the policy sent to a person is shown as allowed by a grant")
 	}
 	approve := views.Reverse(views.PathActionApprove, first.CallID)
 	grant := func(b *browser, uses, amount string) (*http.Response, string) {
