@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/audit"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 )
@@ -119,6 +120,13 @@ func TestGrantIsUsedThenExhausted(t *testing.T) {
 	rep, err := agent.ReplayPolicy(context.Background(), e.store, e.gate.Tools(), e.gate.Policy(), e.clock.Now().Add(-time.Hour))
 	if err != nil || rep.Calls != 6 || rep.Unchanged != 6 {
 		t.Fatalf("replay of the policy in force: %+v %v", rep, err)
+	}
+	// The audit chain holds, and every call row agrees with its events.
+	if chain, err := e.store.VerifyAuditChain(context.Background()); err != nil || !chain.OK {
+		t.Fatalf("audit chain: %+v %v", chain, err)
+	}
+	if recs, err := audit.VerifyRecords(context.Background(), e.store); err != nil || !recs.OK || recs.Calls != 6 {
+		t.Fatalf("call rows against their events: %+v %v", recs, err)
 	}
 }
 
