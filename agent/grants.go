@@ -80,14 +80,14 @@ func giveGrant(tx *models.Tx, req *GrantRequest, actor models.Actor, call *model
 	if err != nil {
 		return nil, err
 	}
-	g := &models.Grant{ID: models.NewID("grant"), Tool: call.Tool, CustomerID: call.CustomerID, CustomerName: run.CustomerName,
+	g := &models.Grant{ID: models.NewID("grant"), Tool: call.Tool, CustomerID: call.CustomerID, CustomerName: run.CustomerName, AgentID: run.AgentID,
 		MaxUses: int64(req.Uses), MaxAmount: req.Amount, ExpiresAt: tx.Now().Add(req.For), Role: actor.Role,
 		CreatedByID: actor.ID, CreatedBy: actor.String(), SourceCallID: call.ID, Note: strings.TrimSpace(req.Note)}
 	if err := tx.CreateGrant(g); err != nil {
 		return nil, err
 	}
 	return g, tx.Audit(models.Event{Actor: actor.String(), Kind: "grant.created", Subject: g.ID, Payload: map[string]any{
-		"tool": g.Tool, "customer_id": g.CustomerID, "max_uses": g.MaxUses, "max_amount": g.MaxAmount,
+		"tool": g.Tool, "customer_id": g.CustomerID, "agent_id": g.AgentID, "max_uses": g.MaxUses, "max_amount": g.MaxAmount,
 		"expires_at": g.ExpiresAt.UTC().Format(time.RFC3339Nano), "source_call_id": call.ID, "note": g.Note}})
 }
 
@@ -112,7 +112,7 @@ func grantFor(tx *models.Tx, req CallRequest, tool *tools.Tool, norm tools.Norma
 	if a, ok := tool.AmountOf(string(norm.JSON)); ok && a > 0 {
 		amount = a
 	}
-	g, err := tx.UseGrant(tool.Name, req.CustomerID, d.Role, amount)
+	g, err := tx.UseGrant(tool.Name, req.CustomerID, req.RunID, d.Role, amount)
 	if err != nil || g == nil {
 		return d, nil, err
 	}

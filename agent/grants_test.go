@@ -302,3 +302,44 @@ func TestConcurrentCallsShareAGrantExactly(t *testing.T) {
 		t.Fatalf("uses recorded: %d", stored.Uses)
 	}
 }
+
+// A grant covers calls that come the way the call it was given on came: one
+// given in Countersign's own conversation with a signed-in customer is not
+// used by an outside agent that merely names the customer, and one given on
+// an agent's call covers that agent's other sessions, not another agent's.
+func TestGrantCoversCallsThatComeTheSameWay(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	agentRun := func(agentID, session string) string {
+		id := models.NewID("run")
+		if err := e.store.Write(ctx, func(tx *models.Tx) error {
+			return tx.CreateRun(&models.Run{ID: id, AgentID: agentID, Session: session, CustomerID: "cus_bob", CustomerName: "Bob",
+				Channel: "agent:" + agentID, Status: "active"})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	refund := func(run string) agent.Outcome {
+		return e.call(run, "cus_bob", "issue_refund", `{"order_id":"B2001","amount":60,"reason":"broken"}`)
+	}
+	own := e.grantOn("cus_bob", "Bob", "B2001", 60, agent.GrantRequest{Uses: 5, For: time.Hour})
+	if out := refund(agentRun("agt_one", "s1")); out.Status != models.CallPending {
+		t.Fatalf("an outside agent used a grant given in Countersign's own conversation: %+v", out)
+	}
+	if out := refund(e.newRun("cus_bob", "Bob")); out.Decision.Rule != agent.GrantRule+own.ID {
+		t.Fatalf("another of Countersign's conversations: %+v", out)
+	}
+
+	first := refund(agentRun("agt_one", "s2"))
+	res, err := e.gate.Approve(ctx, first.CallID, supervisor, agent.ApproveRequest{Grant: &agent.GrantRequest{Uses: 5, For: time.Hour}})
+	if err != nil || res.Grant == nil || res.Grant.AgentID != "agt_one" {
+		t.Fatalf("a grant on an agent's call: %+v %v", res, err)
+	}
+	if out := refund(agentRun("agt_one", "s3")); out.Decision.Rule != agent.GrantRule+res.Grant.ID {
+		t.Fatalf("the same agent, another session: %+v", out)
+	}
+	if out := refund(agentRun("agt_two", "s1")); out.Status != models.CallPending {
+		t.Fatalf("another agent used the first agent's grant: %+v", out)
+	}
+}

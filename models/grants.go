@@ -21,6 +21,11 @@ type Grant struct {
 	CustomerID string `gorm:"size:64;index:idx_grants_lookup,priority:1"`
 	// CustomerName is the customer's name when the grant was given, to show.
 	CustomerName string `gorm:"size:200"`
+	// AgentID is the outside agent whose call it was given on ("" for
+	// Countersign's own conversations): it covers only calls that come the
+	// same way, so a grant given on a signed-in widget customer's call is
+	// not used by an agent that merely names that customer.
+	AgentID string `gorm:"size:40;default:''"`
 	// MaxUses bounds how many calls it allows (0: no count bound);
 	// MaxAmount the sum of their amounts, in the tool's Amount argument
 	// (0: no amount bound). ExpiresAt always bounds it.
@@ -88,6 +93,7 @@ func (tx *Tx) CreateGrant(g *Grant) error {
 // none: it is one prepared query on the lookup index, through the writer's
 // fast path. The roles are those whose grant covers the call, padded.
 const grantLookup = `SELECT id FROM grants WHERE customer_id = ? AND tool = ? AND revoked_at IS NULL AND expires_at > ?
+	AND agent_id = COALESCE((SELECT agent_id FROM runs WHERE id = ?), '')
 	AND role IN (?, ?, ?, ?) AND (max_uses = 0 OR uses < max_uses) AND (max_amount = 0 OR used_amount + ? <= max_amount + ?)
 	ORDER BY expires_at, id LIMIT 1`
 
@@ -96,14 +102,16 @@ const grantTake = `UPDATE grants SET uses = uses + 1, used_amount = used_amount 
 	WHERE id = ? AND revoked_at IS NULL AND expires_at > ? AND (max_uses = 0 OR uses < max_uses)
 	AND (max_amount = 0 OR used_amount + ? <= max_amount + ?)`
 
-// UseGrant finds an active grant of the customer for the tool, given by
+// UseGrant finds an active grant of the customer for the tool, given on a
+// call that came the way the run's calls come (the same outside agent, or
+// Countersign's own conversations), by
 // someone whose role could have approved the call alone (role is what the
 // policy asked for), that can take a call of the given amount (0 when the
 // tool has none), and counts the call against it; of several, the one that
 // expires first is used. It returns nil, nil when no grant covers the
 // call. The count is a conditional update, so two calls at once never take
 // the last use twice.
-func (tx *Tx) UseGrant(tool, customerID string, role StaffRole, amount float64) (*Grant, error) {
+func (tx *Tx) UseGrant(tool, customerID, runID string, role StaffRole, amount float64) (*Grant, error) {
 	if customerID == "" {
 		return nil, nil
 	}
@@ -116,7 +124,7 @@ func (tx *Tx) UseGrant(tool, customerID string, role StaffRole, amount float64) 
 		}
 	}
 	for range 3 { // another unit may take or revoke the one found first
-		row, err := tx.queryRow(grantLookup, customerID, tool, tx.now, roles[0], roles[1], roles[2], roles[3], amount, amountSlack)
+		row, err := tx.queryRow(grantLookup, customerID, tool, tx.now, runID, roles[0], roles[1], roles[2], roles[3], amount, amountSlack)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -106,6 +107,12 @@ func (s *Server) grantRows(c echo.Context) []views.GrantRow {
 		s.cfg.Log.Error("read the standing grants", "err", err)
 		return nil
 	}
+	agents := map[string]string{}
+	if all, err := s.cfg.Store.Agents(c.Request().Context()); err == nil {
+		for _, ag := range all {
+			agents[ag.ID] = ag.Name
+		}
+	}
 	now := s.cfg.Store.Now()
 	rows := make([]views.GrantRow, 0, len(grants))
 	for i := range grants {
@@ -114,6 +121,9 @@ func (s *Server) grantRows(c echo.Context) []views.GrantRow {
 		row := views.GrantRow{ID: g.ID, Customer: customerLabel(g.CustomerID, g.CustomerName), Tool: g.Tool, Used: agent.GrantUsed(g),
 			By: models.ActorName(g.CreatedBy), Source: g.SourceCallID, State: string(state), Note: g.Note,
 			Until: rfc3339(g.ExpiresAt), UntilText: clock(g.ExpiresAt), Active: state == models.GrantActive}
+		if g.AgentID != "" {
+			row.Via = "calls from agent " + cmp.Or(agents[g.AgentID], g.AgentID)
+		}
 		if g.RevokedAt != nil {
 			row.Ended = "by " + models.ActorName(g.RevokedBy) + ", " + clock(*g.RevokedAt)
 			if g.RevokeReason != "" {
@@ -147,6 +157,7 @@ type grantJSON struct {
 	Tool         string     `json:"tool"`
 	CustomerID   string     `json:"customer_id"`
 	CustomerName string     `json:"customer_name"`
+	AgentID      string     `json:"agent_id"`
 	State        string     `json:"state"`
 	MaxUses      int64      `json:"max_uses"`
 	Uses         int64      `json:"uses"`
@@ -164,7 +175,7 @@ type grantJSON struct {
 }
 
 func (s *Server) grantToJSON(g *models.Grant) grantJSON {
-	return grantJSON{ID: g.ID, Tool: g.Tool, CustomerID: g.CustomerID, CustomerName: g.CustomerName, State: string(g.StateAt(s.cfg.Store.Now())),
+	return grantJSON{ID: g.ID, Tool: g.Tool, CustomerID: g.CustomerID, CustomerName: g.CustomerName, AgentID: g.AgentID, State: string(g.StateAt(s.cfg.Store.Now())),
 		MaxUses: g.MaxUses, Uses: g.Uses, MaxAmount: g.MaxAmount, UsedAmount: g.UsedAmount, ExpiresAt: g.ExpiresAt.UTC(),
 		CreatedBy: g.CreatedBy, SourceCallID: g.SourceCallID, Note: g.Note, CreatedAt: g.CreatedAt.UTC(), LastUsedAt: utcPtr(g.LastUsedAt),
 		RevokedAt: utcPtr(g.RevokedAt), RevokedBy: g.RevokedBy, RevokeReason: g.RevokeReason}

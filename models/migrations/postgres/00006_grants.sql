@@ -7,6 +7,7 @@ CREATE TABLE grants (
     tool varchar(100),
     customer_id varchar(64),
     customer_name varchar(200),
+    agent_id varchar(40) DEFAULT '',
     max_uses bigint,
     uses bigint,
     max_amount double precision,
