@@ -155,6 +155,21 @@ func (s *Store) FinishAttempt(ctx context.Context, d Delivery, a Attempt) error 
 	})
 }
 
+// PruneDeliveries deletes up to limit deliveries that ended (delivered,
+// or given up) and were made before the time, oldest first, and says how
+// many it deleted. Their attempts stay in the audit log; deliveries still
+// queued are never deleted.
+func (s *Store) PruneDeliveries(ctx context.Context, before time.Time, limit int) (int64, error) {
+	var n int64
+	err := s.Write(ctx, func(tx *Tx) error {
+		res := tx.db.Exec(`DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries
+			WHERE status IN (?, ?) AND created_at < ? ORDER BY id LIMIT ?)`, DeliveryDelivered, DeliveryFailed, before.UTC(), limit)
+		n = res.RowsAffected
+		return res.Error
+	})
+	return n, err
+}
+
 // Deliveries lists the latest deliveries, newest first.
 func (s *Store) Deliveries(ctx context.Context, limit int) ([]Delivery, error) {
 	var out []Delivery

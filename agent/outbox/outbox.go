@@ -63,6 +63,9 @@ const (
 	DefaultRemindBefore  = 5 * time.Minute
 	// MaxAttempts is how often a delivery is tried before it is given up.
 	MaxAttempts = 8
+	// KeepDeliveries is how long a delivery that ended (delivered or given
+	// up) is kept; its attempts stay in the audit log.
+	KeepDeliveries = 30 * 24 * time.Hour
 )
 
 // Outbox is the deliveries of one store.
@@ -169,9 +172,16 @@ func (o *Outbox) Run(ctx context.Context, every time.Duration) {
 	defer t.Stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var pruned time.Time
 	for {
 		if _, _, err := o.Escalate(ctx); err != nil && ctx.Err() == nil {
 			o.cfg.Log.Error("escalating unanswered actions failed", "err", err)
+		}
+		if now := o.store.Now(); now.Sub(pruned) >= time.Hour {
+			pruned = now
+			if _, err := o.Prune(ctx); err != nil && ctx.Err() == nil {
+				o.cfg.Log.Error("pruning old deliveries failed", "err", err)
+			}
 		}
 		if err := o.dispatch(ctx, &wg); err != nil && ctx.Err() == nil {
 			o.cfg.Log.Error("sending deliveries failed", "err", err)
@@ -181,6 +191,20 @@ func (o *Outbox) Run(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		case <-o.kick:
+		}
+	}
+}
+
+// Prune deletes the deliveries that ended more than KeepDeliveries ago, a
+// thousand at a time, and says how many it deleted. Run does it hourly.
+func (o *Outbox) Prune(ctx context.Context) (int64, error) {
+	var total int64
+	before := o.store.Now().Add(-KeepDeliveries)
+	for {
+		n, err := o.store.PruneDeliveries(ctx, before, 1000)
+		total += n
+		if err != nil || n < 1000 {
+			return total, err
 		}
 	}
 }

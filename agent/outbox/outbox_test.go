@@ -311,6 +311,41 @@ func TestDeliveriesSurviveARestart(t *testing.T) {
 	if k := again.auditKinds(); k["delivery.failed"] != 1 || k["delivery.retrying"] < outbox.MaxAttempts-1 {
 		t.Fatalf("audited: %v", k)
 	}
+
+	// Deliveries that ended are kept for KeepDeliveries, then deleted; one
+	// still queued is kept whatever its age; the audit log keeps them all.
+	rcv.mu.Lock()
+	rcv.failures = 1000
+	rcv.mu.Unlock()
+	queued := again.refund("cus_alice", "Alice", `{"order_id":"A1001","amount":100}`)
+	if n, err := again.out.Prune(context.Background()); err != nil || n != 0 {
+		t.Fatalf("pruned %d young deliveries: %v", n, err)
+	}
+	ended := 0
+	for _, d := range ds {
+		if d.Status != models.DeliveryQueued {
+			ended++
+		}
+	}
+	again.clock.Add(outbox.KeepDeliveries + time.Hour)
+	if n, err := again.out.Prune(context.Background()); err != nil || n != int64(ended) || ended < 2 {
+		t.Fatalf("pruned %d of the %d that ended: %v", n, ended, err)
+	}
+	left, _ := again.store.DeliveriesAbout(context.Background(), out.CallID)
+	if len(left) != len(ds)-ended {
+		t.Fatalf("left after pruning: %+v", left)
+	}
+	for _, d := range left {
+		if d.Status != models.DeliveryQueued {
+			t.Fatalf("an ended delivery was kept: %+v", d)
+		}
+	}
+	if ds, _ := again.store.DeliveriesAbout(context.Background(), queued.CallID); len(ds) != 1 || ds[0].Status != models.DeliveryQueued {
+		t.Fatalf("the queued delivery: %+v", ds)
+	}
+	if k := again.auditKinds(); k["delivery.failed"] != 1 {
+		t.Fatalf("the audit log lost attempts: %v", k)
+	}
 }
 
 // A pending action unanswered for EscalateAfter is marked overdue once, and
