@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strconv"
@@ -74,7 +75,11 @@ func outboxOf(p *atomic.Pointer[outboxHolder]) Outbox {
 // Enqueue stores a delivery, due now, in this unit of work.
 func (tx *Tx) Enqueue(d *Delivery) error {
 	d.ID, d.Status, d.Attempts, d.NextAt, d.CreatedAt = 0, DeliveryQueued, 0, tx.now, tx.now
-	if err := tx.db.Create(d).Error; err != nil {
+	// On the writer's prepared fast path: with a webhook, every finished
+	// call queues one.
+	_, err := tx.exec(`INSERT INTO deliveries (channel, target, event, subject, body, status, attempts, next_at, claimed_by, last_error, ref, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, 0, ?, '', '', '', ?)`, d.Channel, d.Target, d.Event, d.Subject, d.Body, string(d.Status), d.NextAt, d.CreatedAt)
+	if err != nil {
 		return fmt.Errorf("queue a delivery: %w", err)
 	}
 	return nil
@@ -197,32 +202,125 @@ func (s *Store) DeliveryRef(ctx context.Context, channel, event, subject string)
 }
 
 // CallNotice reads a call as the outbox tells of it, without locking: the
-// call, its customer's name (or id) and how many approvals it has.
-func (tx *Tx) CallNotice(id string) (*ToolCall, string, int, error) { return callNotice(tx.db, id) }
+// call, its customer's name (or id) and how many approvals of its current
+// arguments it has. It reads only the columns the outbox tells of, on the
+// writer's prepared fast path (with a webhook, every finished call is
+// told); the other fields of the call are zero.
+func (tx *Tx) CallNotice(id string) (*ToolCall, string, int, error) {
+	row, err := tx.queryRow(callNoticeQuery, id)
+	if err != nil {
+		return nil, "", 0, notFound(err)
+	}
+	c, customer, err := scanCallNotice(row)
+	if err != nil || c.Decision != "needs_approval" {
+		return c, customer, 0, err // nobody approves a call the policy decided
+	}
+	row, err = tx.queryRow(`SELECT count(*) FROM approvals WHERE tool_call_id = ? AND verdict = 'approve' AND args_hash = ?`, id, c.ArgsHash)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	n, _ := row[0].(int64)
+	return c, customer, int(n), nil
+}
 
 // CallNotice is Tx.CallNotice outside a unit of work.
 func (s *Store) CallNotice(ctx context.Context, id string) (*ToolCall, string, int, error) {
-	return callNotice(s.db.WithContext(ctx), id)
+	var c *ToolCall
+	var customer string
+	var n int
+	err := s.Write(ctx, func(tx *Tx) error {
+		var err error
+		c, customer, n, err = tx.CallNotice(id)
+		return err
+	})
+	return c, customer, n, err
 }
 
-func callNotice(db *gorm.DB, id string) (*ToolCall, string, int, error) {
+const callNoticeQuery = `SELECT c.id, c.run_id, c.customer_id, c.tool, c.args, c.args_hash, c.status, c.decision, c.rule, c.reason,
+	c.required_approvals, c.required_role, c.error, c.expires_at, c.overdue_at, c.created_at, r.customer_id, r.customer_name
+	FROM tool_calls c LEFT JOIN runs r ON r.id = c.run_id WHERE c.id = ?`
+
+func scanCallNotice(row []driver.Value) (*ToolCall, string, error) {
 	var c ToolCall
-	if err := db.Take(&c, "id = ?", id).Error; err != nil {
-		return nil, "", 0, notFound(err)
+	texts := []*string{&c.ID, &c.RunID, &c.CustomerID, &c.Tool, &c.Args, &c.ArgsHash, nil, &c.Decision, &c.Rule, &c.Reason}
+	for i, p := range texts {
+		v, _ := textValue(row[i])
+		if p != nil {
+			*p = v
+		} else {
+			c.Status = CallStatus(v)
+		}
 	}
-	var run Run
-	if err := db.Select("customer_id", "customer_name").Take(&run, "id = ?", c.RunID).Error; err != nil {
-		return nil, "", 0, notFound(err)
+	c.RequiredApprovals = int(intValue(row[10]))
+	role, _ := textValue(row[11])
+	c.RequiredRole = StaffRole(role)
+	c.Error, _ = textValue(row[12])
+	var err error
+	if c.ExpiresAt, err = timeValue(row[13]); err != nil {
+		return nil, "", err
 	}
-	customer := run.CustomerName
+	if c.OverdueAt, err = timeValue(row[14]); err != nil {
+		return nil, "", err
+	}
+	created, err := timeValue(row[15])
+	if err != nil {
+		return nil, "", err
+	}
+	if created != nil {
+		c.CreatedAt = *created
+	}
+	customerID, _ := textValue(row[16])
+	customer, _ := textValue(row[17])
 	if customer == "" {
-		customer = run.CustomerID
+		customer = customerID
 	}
-	var n int64
-	if err := db.Model(&Approval{}).Where("tool_call_id = ? AND verdict = ? AND args_hash = ?", id, "approve", c.ArgsHash).Count(&n).Error; err != nil {
-		return nil, "", 0, err
+	return &c, customer, nil
+}
+
+// intValue reads an INTEGER column from the driver (NULL is 0).
+func intValue(v driver.Value) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case int32:
+		return int64(x)
+	case float64:
+		return int64(x)
 	}
-	return &c, customer, int(n), nil
+	return 0
+}
+
+// timeValue reads a time column from the driver: a time, NULL (nil), or
+// text as SQLite may keep it.
+func timeValue(v driver.Value) (*time.Time, error) {
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case time.Time:
+		return &x, nil
+	}
+	s, ok := textValue(v)
+	if !ok {
+		return nil, fmt.Errorf("not a time: %T", v)
+	}
+	for _, layout := range []string{"2006-01-02 15:04:05.999999999-07:00", time.RFC3339Nano, "2006-01-02 15:04:05.999999999", "2006-01-02 15:04:05"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return &t, nil
+		}
+	}
+	return nil, fmt.Errorf("not a time: %q", s)
+}
+
+// CallDecision is the decision recorded for a call ("needs_approval" for
+// an action), read on the writer's prepared fast path: the outbox asks it
+// of every finished call.
+func (tx *Tx) CallDecision(id string) (string, error) {
+	row, err := tx.queryRow(`SELECT decision FROM tool_calls WHERE id = ?`, id)
+	if err != nil {
+		return "", notFound(err)
+	}
+	d, _ := textValue(row[0])
+	return d, nil
 }
 
 // RunNotice reads a run as the outbox tells of it, without locking.

@@ -72,6 +72,13 @@ func (o *Outbox) Record(tx *models.Tx, ev models.Event) error {
 	case "action.reminder":
 		return o.tell(tx, ev, "action.reminder")
 	case "call.succeeded", "call.failed", "call.unknown":
+		if len(o.cfg.Webhooks) == 0 {
+			// Only webhooks hear of every call; people hear how an action ended.
+			decision, err := tx.CallDecision(ev.Subject)
+			if err != nil || decision != "needs_approval" {
+				return err
+			}
+		}
 		return o.tell(tx, ev, "call.finished")
 	case "run.status":
 		if p, ok := ev.Payload.(map[string]any); ok && fmt.Sprint(p["to"]) == string(models.RunFailed) {

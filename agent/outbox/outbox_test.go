@@ -42,7 +42,7 @@ func (c *clock) Add(d time.Duration) {
 }
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	store *models.Store
 	gate  *agent.Gate
 	clock *clock
@@ -51,7 +51,7 @@ type env struct {
 
 // newEnv is the demo shop's gate on a store of its own, with an outbox
 // configured by cfg, installed, and a clock the test controls.
-func newEnv(t *testing.T, dsn string, cfg outbox.Config) *env {
+func newEnv(t testing.TB, dsn string, cfg outbox.Config) *env {
 	t.Helper()
 	if dsn == "" {
 		dsn = storetest.DSN(t)
@@ -234,6 +234,15 @@ func TestWebhookEventsAreSignedAndRetried(t *testing.T) {
 		ev.Action.Summary != "Refund $100.00 on order A1001" || ev.Action.URL != "https://cs.example/actions/"+out.CallID ||
 		ev.Action.RequiredApprovals != 1 || ev.Action.Status != "pending" || !strings.HasPrefix(ev.ID, "evt_") {
 		t.Fatalf("event: %s", last.body)
+	}
+	// Every field a receiver reads is the call's as recorded.
+	rec, err := e.store.ToolCall(context.Background(), out.CallID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Action.CustomerID != "cus_alice" || ev.Action.RunID != rec.RunID || ev.Action.Rule != rec.Rule || ev.Action.Reason != rec.Reason ||
+		ev.Action.ExpiresAt == nil || !ev.Action.ExpiresAt.Equal(*rec.ExpiresAt) || string(ev.Action.Args) != rec.Args {
+		t.Fatalf("event %s\nfor the call %+v", last.body, rec)
 	}
 	kinds := e.auditKinds()
 	if kinds["delivery.retrying"] != 2 || kinds["delivery.delivered"] != 1 {

@@ -1,0 +1,76 @@
+package outbox_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/outbox"
+	"github.com/countersign/countersign/models"
+)
+
+// BenchmarkGateCallWithOutbox is an allowed read through the gate (as
+// agent's BenchmarkGateCall) with nothing to reach, with Slack configured
+// (a finished read is not told to Slack, but the outbox reads the call to
+// know it) and with a webhook (every finished call is told: one delivery
+// inserted in the call's transaction). Nothing is sent: this is what the
+// gate pays. Compare the three in one run.
+func BenchmarkGateCallWithOutbox(b *testing.B) {
+	for _, ch := range []struct {
+		name string
+		cfg  *outbox.Config
+	}{
+		{"off", nil},
+		{"slack", &outbox.Config{SlackWebhook: "https://hooks.slack.invalid/x"}},
+		{"webhook", &outbox.Config{Webhooks: []string{"https://receiver.invalid/hook"}, WebhookSecret: "s"}},
+	} {
+		for _, callers := range []int{1, 16} {
+			name := ch.name + "/serial"
+			if callers > 1 {
+				name = ch.name + "/callers16"
+			}
+			b.Run(name, func(b *testing.B) {
+				cfg := outbox.Config{}
+				if ch.cfg != nil {
+					cfg = *ch.cfg
+				}
+				e := newEnv(b, "", cfg)
+				if ch.cfg == nil {
+					e.store.SetOutbox(nil) // what serve does when nothing is configured
+				}
+				run := models.NewID("run")
+				ctx := context.Background()
+				if err := e.store.Write(ctx, func(tx *models.Tx) error {
+					return tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "test", Status: models.RunActive})
+				}); err != nil {
+					b.Fatal(err)
+				}
+				req := agent.CallRequest{RunID: run, CustomerID: "cus_alice", Tool: "get_order_status", Args: []byte(`{"order_id":"A1002"}`)}
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				if callers == 1 {
+					for i := 0; i < b.N; i++ {
+						if out, err := e.gate.Call(ctx, req); err != nil || out.Status != models.CallSucceeded {
+							b.Fatal(out, err)
+						}
+					}
+				} else {
+					procs := runtime.GOMAXPROCS(0)
+					b.SetParallelism((callers + procs - 1) / procs)
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							if out, err := e.gate.Call(ctx, req); err != nil || out.Status != models.CallSucceeded {
+								b.Error(out, err)
+								return
+							}
+						}
+					})
+				}
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+			})
+		}
+	}
+}
