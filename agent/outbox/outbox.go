@@ -74,11 +74,6 @@ type Outbox struct {
 	cfg   Config
 	smtp  *smtpTarget
 	kick  chan struct{}
-
-	// sending: deliveries this process is sending now, so that a slow
-	// receiver is not claimed twice by the same loop.
-	mu      sync.Mutex
-	sending map[int64]bool
 }
 
 // New checks the configuration and builds the outbox. Install it on the
@@ -100,7 +95,7 @@ func New(store *models.Store, cfg Config) (*Outbox, error) {
 	if (cfg.SlackToken == "") != (cfg.SlackChannel == "") {
 		return nil, errors.New("--slack-token and --slack-channel go together")
 	}
-	o := &Outbox{store: store, cfg: cfg, kick: make(chan struct{}, 1), sending: map[int64]bool{}}
+	o := &Outbox{store: store, cfg: cfg, kick: make(chan struct{}, 1)}
 	if cfg.SMTPURL != "" {
 		t, err := parseSMTP(cfg.SMTPURL, cfg.MailFrom)
 		if err != nil {
@@ -219,7 +214,8 @@ func (o *Outbox) DeliverDue(ctx context.Context) error {
 }
 
 // claimHold is how long a claimed delivery is this instance's: longer than
-// any attempt takes.
+// any attempt takes (30 s), so neither this loop nor another instance
+// claims it again while it is being sent.
 const claimHold = time.Minute
 
 func (o *Outbox) dispatch(ctx context.Context, wg *sync.WaitGroup) error {
@@ -228,23 +224,7 @@ func (o *Outbox) dispatch(ctx context.Context, wg *sync.WaitGroup) error {
 		return err
 	}
 	for _, d := range due {
-		o.mu.Lock()
-		busy := o.sending[d.ID]
-		o.sending[d.ID] = true
-		o.mu.Unlock()
-		if busy {
-			continue
-		}
-		wg.Add(1)
-		go func(d models.Delivery) {
-			defer wg.Done()
-			defer func() {
-				o.mu.Lock()
-				delete(o.sending, d.ID)
-				o.mu.Unlock()
-			}()
-			o.attempt(ctx, d)
-		}(d)
+		wg.Go(func() { o.attempt(ctx, d) })
 	}
 	return nil
 }
