@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,4 +115,76 @@ func TestInstancesShareRunStreams(t *testing.T) {
 		t.Fatalf("the reply on B's stream: %+v", ev)
 	}
 	s.until(t, func(ev event) bool { return ev.Name == "status" && ev.Data["status"] == "waiting" })
+}
+
+// A standing grant given on one instance is used by calls on both, never
+// past its count however they interleave, and a revocation on one stops
+// it on the other at once.
+func TestInstancesShareStandingGrants(t *testing.T) {
+	if !storetest.Postgres() {
+		t.Skip("several instances need PostgreSQL (" + storetest.Env + "; make test sets it in CI)")
+	}
+	dsn := storetest.DSN(t)
+	open := func() *models.Store {
+		s, err := models.Open(dsn, models.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	storeA, storeB := open(), open()
+	if _, err := storeA.SeedDemoShop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a, b := demoAppOn(t, storeA, nil, false), demoAppOn(t, storeB, nil, false)
+	for _, x := range []*app{a, b} {
+		x.gate.Limits = agent.Limits{MaxPendingPerRun: 100, MaxPendingPerCustomer: 100}
+	}
+	sue := models.Actor{ID: "stf_sue", Name: "Sue", Role: models.Supervisor}
+	first := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":100,"reason":"dented"}`)
+	if first.Status != models.CallPending {
+		t.Fatalf("first refund: %+v", first)
+	}
+	res, err := a.gate.Approve(context.Background(), first.CallID, sue, agent.ApproveRequest{Grant: &agent.GrantRequest{Uses: 5, For: time.Hour}})
+	if err != nil || res.Grant == nil {
+		t.Fatalf("approve with a grant on A: %+v %v", res, err)
+	}
+	// 12 refunds of $60 at once, half on each instance (with the first
+	// they stay under the demo's $1,000 two-person line).
+	outs := make(chan agent.Outcome, 12)
+	var wg sync.WaitGroup
+	for i := range 12 {
+		x := []*app{a, b}[i%2]
+		run := x.run("cus_bob", "Bob")
+		wg.Go(func() {
+			out, err := x.gate.Call(context.Background(), agent.CallRequest{RunID: run, CustomerID: "cus_bob", Channel: "test", Tool: "issue_refund",
+				Args: []byte(`{"order_id":"B2001","amount":60,"reason":"dented"}`)})
+			if err != nil {
+				t.Error(err)
+			}
+			outs <- out
+		})
+	}
+	wg.Wait()
+	close(outs)
+	granted := 0
+	for out := range outs {
+		if out.Decision.Rule == agent.GrantRule+res.Grant.ID {
+			granted++
+		}
+	}
+	if granted != 5 {
+		t.Fatalf("%d calls on two instances used a grant of 5", granted)
+	}
+	res2 := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":60,"reason":"x"}`)
+	second, err := a.gate.Approve(context.Background(), res2.CallID, sue, agent.ApproveRequest{Grant: &agent.GrantRequest{Uses: 5, For: time.Hour}})
+	if err != nil || second.Grant == nil {
+		t.Fatalf("a second grant: %+v %v", second, err)
+	}
+	if _, err := b.gate.RevokeGrant(context.Background(), second.Grant.ID, sue, "wrong customer"); err != nil {
+		t.Fatal(err)
+	}
+	if out := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":60,"reason":"y"}`); out.Status != models.CallPending {
+		t.Fatalf("a call on A after B revoked the grant: %+v", out)
+	}
 }
