@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/web"
 )
 
 // Two instances on one PostgreSQL database: a queue page open on one shows,
@@ -186,5 +188,43 @@ func TestInstancesShareStandingGrants(t *testing.T) {
 	}
 	if out := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":60,"reason":"y"}`); out.Status != models.CallPending {
 		t.Fatalf("a call on A after B revoked the grant: %+v", out)
+	}
+}
+
+// Sign-in limits are the service's, not each instance's: wrong passwords
+// for one account from one address, sent to two instances in turn, are
+// refused after the same number as on one.
+func TestInstancesShareSignInLimits(t *testing.T) {
+	if !storetest.Postgres() {
+		t.Skip("several instances need PostgreSQL (" + storetest.Env + "; make test sets it in CI)")
+	}
+	dsn := storetest.DSN(t)
+	open := func() *models.Store {
+		s, err := models.Open(dsn, models.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	storeA, storeB := open(), open()
+	trust := func(c *web.Config) { c.TrustProxy = true }
+	a, b := demoAppOn(t, storeA, trust, false), demoAppOn(t, storeB, trust, false)
+	a.staff(models.Approver, "ann@x.test", "Ann")
+	tries := []*browser{a.browser(), b.browser()}
+	refusedAt := 0
+	for i := 1; i <= 8 && refusedAt == 0; i++ {
+		res := tries[i%2].postFrom("198.51.100.9", "/login", url.Values{"email": {"ann@x.test"}, "password": {"wrong password!"}})
+		if res.StatusCode == http.StatusTooManyRequests {
+			refusedAt = i
+		}
+	}
+	// One instance allows 5 at once per address and account; two together
+	// must not allow 10.
+	if refusedAt != 6 {
+		t.Fatalf("the first refusal came at attempt %d across two instances, want 6", refusedAt)
+	}
+	// Ann from her own address is not locked out.
+	if res := tries[0].postFrom("192.0.2.7", "/login", url.Values{"email": {"ann@x.test"}, "password": {password}}); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("Ann's own sign-in: %d", res.StatusCode)
 	}
 }

@@ -1,9 +1,13 @@
 package web
 
 import (
+	"context"
 	"crypto/sha256"
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/countersign/countersign/models"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/time/rate"
@@ -18,12 +22,42 @@ import (
 // comes back full, which is what an idle one would have become anyway; an
 // attacker who floods it with new keys to push a bucket out needs that many
 // distinct keys, each of which the per-address bucket also charges.
+//
+// On PostgreSQL the buckets are shared by every instance (shared): a limit
+// is the service's, not each process's, however a load balancer spreads
+// the requests. Should the database not answer, the process's own bucket
+// decides, so a limit never falls away.
 type limiter struct {
 	every time.Duration
 	burst int
 
 	mu      sync.Mutex
 	buckets *simplelru.LRU[[16]byte, *rate.Limiter]
+
+	shared     *sharedBuckets
+	name       string
+	lastPruned time.Time
+}
+
+// sharedBuckets keeps rate limits in the database every instance uses.
+type sharedBuckets struct {
+	store *models.Store
+	log   *slog.Logger
+}
+
+// sharedLimits says where the limits live: nil keeps them in this process
+// (SQLite, one instance).
+func sharedLimits(store *models.Store, log *slog.Logger) *sharedBuckets {
+	if store == nil || !store.Postgres() {
+		return nil
+	}
+	return &sharedBuckets{store: store, log: log}
+}
+
+// shareAs keeps the limiter's buckets in the database under name.
+func (l *limiter) shareAs(sb *sharedBuckets, name string) *limiter {
+	l.shared, l.name = sb, name
+	return l
 }
 
 // defaultLimiterKeys bounds each limiter: about 200 bytes a bucket, so a
@@ -41,11 +75,24 @@ func newLimiter(every time.Duration, burst, maxKeys int) *limiter {
 	return &limiter{every: every, burst: burst, buckets: lru}
 }
 
+// sharedWait bounds how long a request waits for the shared bucket.
+const sharedWait = 2 * time.Second
+
 // allow takes one token from key's bucket, if it has one.
 func (l *limiter) allow(key string) bool {
 	sum := sha256.Sum256([]byte(key))
 	var k [16]byte
 	copy(k[:], sum[:16])
+	if l.shared != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), sharedWait)
+		ok, err := l.shared.store.TakeToken(ctx, l.name, k[:], l.every, l.burst)
+		cancel()
+		l.prune()
+		if err == nil {
+			return ok
+		}
+		l.shared.log.Warn("shared rate limit unavailable; this instance's own applies", "limit", l.name, "err", err)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, ok := l.buckets.Get(k)
@@ -61,4 +108,26 @@ func (l *limiter) size() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buckets.Len()
+}
+
+// prune forgets, at most once a minute, shared buckets idle long enough to
+// have refilled (ten times what a full refill takes, at least an hour).
+func (l *limiter) prune() {
+	l.mu.Lock()
+	due := time.Since(l.lastPruned) >= time.Minute
+	if due {
+		l.lastPruned = time.Now()
+	}
+	l.mu.Unlock()
+	if !due {
+		return
+	}
+	idle := max(time.Hour, 10*l.every*time.Duration(l.burst))
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := l.shared.store.PruneTokens(ctx, idle); err != nil {
+			l.shared.log.Warn("could not prune shared rate limits", "limit", l.name, "err", err)
+		}
+	}()
 }

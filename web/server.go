@@ -159,11 +159,12 @@ func New(cfg Config) *Server {
 	if cfg.TrustProxy {
 		e.IPExtractor = echo.ExtractIPFromXFFHeader()
 	}
+	shared := sharedLimits(cfg.Store, cfg.Log) // on PostgreSQL, the limits of every instance together
 	s := &Server{echo: e, cfg: cfg,
-		loginIP:      newLimiter(3*time.Second, 20, 0), // 20 at once, then 20 a minute per address (an office shares one)
-		loginAccount: newLimiter(12*time.Second, 5, 0), // 5 at once, then 5 a minute per address and account
-		chatIP:       newLimiter(3*time.Second, 20, 0), // 20 at once, then 20 a minute per address
-		chatRunLimit: newLimiter(4*time.Second, 8, 0),  // 8 at once, then 15 a minute per conversation
+		loginIP:      newLimiter(3*time.Second, 20, 0).shareAs(shared, "login_ip"),      // 20 at once, then 20 a minute per address (an office shares one)
+		loginAccount: newLimiter(12*time.Second, 5, 0).shareAs(shared, "login_account"), // 5 at once, then 5 a minute per address and account
+		chatIP:       newLimiter(3*time.Second, 20, 0).shareAs(shared, "chat_ip"),       // 20 at once, then 20 a minute per address
+		chatRunLimit: newLimiter(4*time.Second, 8, 0).shareAs(shared, "chat_run"),       // 8 at once, then 15 a minute per conversation
 		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
 		grantKey:     newGrantKey(cfg.ChatGrantSeed)}
 	s.mcp = newMCPEndpoint(s)
