@@ -3,10 +3,14 @@ package outbox
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/countersign/countersign/models"
 )
+
+// EventTypes are the types of webhook events.
+var EventTypes = []string{"action.pending", "action.decided", "action.overdue", "action.reminder", "call.finished", "run.failed"}
 
 // Event is what a webhook receives: one thing that happened, as JSON, with
 // an id to tell a retried delivery from a new event.
@@ -48,6 +52,8 @@ type CallData struct {
 	Summary    string `json:"summary"`
 	Status     string `json:"status"` // succeeded, failed, unknown
 	Error      string `json:"error,omitempty"`
+	// Action: the call waited for a person (it was an action) before it ran.
+	Action bool `json:"action"`
 }
 
 // RunData is a run that failed.
@@ -72,7 +78,7 @@ func (o *Outbox) Record(tx *models.Tx, ev models.Event) error {
 	case "action.reminder":
 		return o.tell(tx, ev, "action.reminder")
 	case "call.succeeded", "call.failed", "call.unknown":
-		if len(o.cfg.Webhooks) == 0 {
+		if !o.webhooksHear("call.finished") {
 			// Only webhooks hear of every call; people hear how an action ended.
 			decision, err := tx.CallDecision(ev.Subject)
 			if err != nil || decision != "needs_approval" {
@@ -94,7 +100,7 @@ func (o *Outbox) tell(tx *models.Tx, ev models.Event, kind string) error {
 	if err != nil {
 		return err
 	}
-	if kind == "call.finished" && call.Decision != "needs_approval" && len(o.cfg.Webhooks) == 0 {
+	if kind == "call.finished" && call.Decision != "needs_approval" && !o.webhooksHear(kind) {
 		return nil
 	}
 	n := o.notice(tx, ev, kind, call, customer, approvals)
@@ -156,7 +162,7 @@ func (n notice) event() Event {
 	c := n.call
 	if n.kind == "call.finished" {
 		ev.Call = &CallData{ID: c.ID, RunID: c.RunID, CustomerID: c.CustomerID, Tool: c.Tool, Summary: n.summary,
-			Status: string(c.Status), Error: c.Error}
+			Status: string(c.Status), Error: c.Error, Action: c.Decision == "needs_approval"}
 		return ev
 	}
 	ev.Action = &ActionData{ID: c.ID, RunID: c.RunID, CustomerID: c.CustomerID, Tool: c.Tool, Summary: n.summary,
@@ -169,9 +175,14 @@ func (n notice) event() Event {
 	return ev
 }
 
-// queueWebhooks queues the event for every webhook.
+// webhooksHear says whether webhooks receive events of the type.
+func (o *Outbox) webhooksHear(eventType string) bool {
+	return len(o.cfg.Webhooks) > 0 && (len(o.cfg.WebhookEvents) == 0 || slices.Contains(o.cfg.WebhookEvents, eventType))
+}
+
+// queueWebhooks queues the event for every webhook that hears its type.
 func (o *Outbox) queueWebhooks(tx *models.Tx, ev Event) error {
-	if len(o.cfg.Webhooks) == 0 {
+	if !o.webhooksHear(ev.Type) {
 		return nil
 	}
 	body, err := json.Marshal(ev)

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,9 +28,11 @@ import (
 
 // Config says whom to reach and how. The zero value reaches nobody.
 type Config struct {
-	// Webhooks receive every event as signed JSON (WebhookSecret).
+	// Webhooks receive every event as signed JSON (WebhookSecret), or
+	// only the types WebhookEvents names (empty: every type, EventTypes).
 	Webhooks      []string
 	WebhookSecret string
+	WebhookEvents []string
 	// Slack: SlackWebhook (an incoming webhook's URL) posts messages; with
 	// SlackToken and SlackChannel they are posted through Slack's Web API
 	// instead, which can also update them when the action is decided.
@@ -86,6 +89,11 @@ func New(store *models.Store, cfg Config) (*Outbox, error) {
 	}
 	if len(cfg.Webhooks) > 0 && cfg.WebhookSecret == "" {
 		return nil, errors.New("--webhook needs --webhook-secret: receivers must be able to check that an event came from here")
+	}
+	for _, t := range cfg.WebhookEvents {
+		if !slices.Contains(EventTypes, t) {
+			return nil, fmt.Errorf("--webhook-events: there is no event type %q; the types are: %s", t, strings.Join(EventTypes, ", "))
+		}
 	}
 	if cfg.SlackWebhook != "" {
 		if err := checkURL("--slack-webhook", cfg.SlackWebhook); err != nil {

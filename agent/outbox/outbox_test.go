@@ -269,7 +269,7 @@ func TestWebhookEventsAreSignedAndRetried(t *testing.T) {
 	_ = json.Unmarshal(got[3].body, &decided)
 	_ = json.Unmarshal(got[4].body, &finished)
 	if decided.Action.Status != "approved" || decided.Actor != ann.Actor().String() || finished.Call == nil ||
-		finished.Call.Status != "succeeded" {
+		finished.Call.Status != "succeeded" || !finished.Call.Action {
 		t.Fatalf("decided %s\nfinished %s", got[3].body, got[4].body)
 	}
 }

@@ -15,7 +15,7 @@ import (
 // email, and when it escalates.
 type reachConfig struct {
 	PublicURL                   string
-	Webhooks                    listFlag
+	Webhooks, WebhookEvents     listFlag
 	WebhookSecret               string
 	SlackWebhook, SlackSigning  string
 	SlackToken, SlackChannel    string
@@ -39,6 +39,7 @@ func (cfg *config) reachFlags(fs *flag.FlagSet) {
 	r := &cfg.Reach
 	fs.StringVar(&r.PublicURL, "public-url", "", "the address people open Countersign at, for links in Slack and email (default: http://<addr>)")
 	fs.Var(&r.Webhooks, "webhook", "a URL that receives every event as signed JSON (repeatable; COUNTERSIGN_WEBHOOK: separated by spaces)")
+	fs.Var(&r.WebhookEvents, "webhook-events", "only these event types go to the webhooks (repeatable or separated by spaces; default all: "+strings.Join(outbox.EventTypes, " ")+")")
 	fs.StringVar(&r.WebhookSecret, "webhook-secret", "", "the secret webhook events are signed with (X-Countersign-Signature)")
 	fs.StringVar(&r.SlackWebhook, "slack-webhook", "", "a Slack incoming webhook URL: each action that waits is posted there, with Approve and Reject")
 	fs.StringVar(&r.SlackSigning, "slack-signing-secret", "", "the Slack app's signing secret: enables POST /integrations/slack/interactions (the buttons)")
@@ -73,7 +74,7 @@ func (cfg *config) outboxConfig() (outbox.Config, error) {
 		}
 		return d
 	}
-	return outbox.Config{Webhooks: r.Webhooks, WebhookSecret: r.WebhookSecret,
+	return outbox.Config{Webhooks: r.Webhooks, WebhookSecret: r.WebhookSecret, WebhookEvents: r.WebhookEvents,
 		SlackWebhook: r.SlackWebhook, SlackToken: r.SlackToken, SlackChannel: r.SlackChannel, SlackAPIURL: r.SlackAPIURL,
 		SMTPURL: r.SMTPURL, MailFrom: r.MailFrom,
 		EscalateAfter: never(r.EscalateAfter), RemindBefore: never(r.RemindBefore),

@@ -41,8 +41,15 @@ func TestServeTellsWebhooks(t *testing.T) {
 		t.Fatalf("a signing secret alone: %d\n%s", code, out)
 	}
 
+	out, code = runCmd(t, "serve", "--db", filepath.Join(dir, "c.db"), "--addr", "127.0.0.1:0", "--webhook", srv.URL, "--webhook-secret", "s",
+		"--webhook-events", "action.pending call.done")
+	if code == 0 || !strings.Contains(out, `no event type "call.done"`) {
+		t.Fatalf("an unknown event type: %d\n%s", code, out)
+	}
+
 	t.Setenv("COUNTERSIGN_WEBHOOK", srv.URL+"/one "+srv.URL+"/two")
 	t.Setenv("COUNTERSIGN_WEBHOOK_SECRET", "whsec")
+	t.Setenv("COUNTERSIGN_WEBHOOK_EVENTS", "action.pending action.decided")
 	var cfg config
 	fs, c := newFlagSet("serve", io.Discard)
 	c.reachFlags(fs)
@@ -62,6 +69,14 @@ func TestServeTellsWebhooks(t *testing.T) {
 		return tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "test", Status: models.RunActive})
 	}); err != nil {
 		t.Fatal(err)
+	}
+	read, err := app.gate.Call(ctx, agent.CallRequest{RunID: run, CustomerID: "cus_alice", Channel: "test", Tool: "get_order_status",
+		Args: []byte(`{"order_id":"A1001"}`)})
+	if err != nil || read.Status != models.CallSucceeded {
+		t.Fatalf("read: %+v %v", read, err)
+	}
+	if ds, err := app.store.DeliveriesAbout(ctx, read.CallID); err != nil || len(ds) != 0 {
+		t.Fatalf("call.finished was queued though the webhooks hear only actions: %+v %v", ds, err)
 	}
 	call, err := app.gate.Call(ctx, agent.CallRequest{RunID: run, CustomerID: "cus_alice", Channel: "test", Tool: "issue_refund",
 		Args: []byte(`{"order_id":"A1001","amount":100}`)})
