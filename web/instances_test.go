@@ -16,13 +16,10 @@ import (
 	"github.com/countersign/countersign/web"
 )
 
-// Two instances on one PostgreSQL database: a queue page open on one shows,
-// live, an action that became pending through the other, and its approval
-// on the other.
-func TestInstancesShareTheQueueLive(t *testing.T) {
-	if !storetest.Postgres() {
-		t.Skip("several instances need PostgreSQL (" + storetest.Env + "; make test sets it in CI)")
-	}
+// twoInstances opens two stores on one new PostgreSQL database, as two
+// instances would, with the demo shop seeded.
+func twoInstances(t *testing.T) (*models.Store, *models.Store) {
+	t.Helper()
 	dsn := storetest.DSN(t)
 	open := func() *models.Store {
 		s, err := models.Open(dsn, models.Options{})
@@ -31,10 +28,21 @@ func TestInstancesShareTheQueueLive(t *testing.T) {
 		}
 		return s
 	}
-	storeA, storeB := open(), open()
-	if _, err := storeA.SeedDemoShop(context.Background()); err != nil {
+	a, b := open(), open()
+	if _, err := a.SeedDemoShop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return a, b
+}
+
+// Two instances on one PostgreSQL database: a queue page open on one shows,
+// live, an action that became pending through the other, and its approval
+// on the other.
+func TestInstancesShareTheQueueLive(t *testing.T) {
+	if !storetest.Postgres() {
+		t.Skip("several instances need PostgreSQL (" + storetest.Env + "; make test sets it in CI)")
+	}
+	storeA, storeB := twoInstances(t)
 	a, b := demoAppOn(t, storeA, nil, false), demoAppOn(t, storeB, nil, false)
 	a.staff(models.Approver, "ann@x.test", "Ann")
 	browser := b.signIn("ann@x.test")
@@ -88,18 +96,7 @@ func TestInstancesShareRunStreams(t *testing.T) {
 	if !storetest.Postgres() {
 		t.Skip("several instances need PostgreSQL (" + storetest.Env + "; make test sets it in CI)")
 	}
-	dsn := storetest.DSN(t)
-	storeA, err := models.Open(dsn, models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	storeB, err := models.Open(dsn, models.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := storeA.SeedDemoShop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	storeA, storeB := twoInstances(t)
 	a, b := demoAppOn(t, storeA, nil, false), demoAppOn(t, storeB, nil, false)
 	r := a.do("POST", "/api/v1/runs", "", `{"message":"refund $900 on order A1002 because it arrived broken","customer_token":"`+token(t, secret, "cus_alice", "Alice", time.Hour)+`"}`)
 	if r.Status != 201 || runStatus(r) != "paused" {
@@ -126,18 +123,7 @@ func TestInstancesShareStandingGrants(t *testing.T) {
 	if !storetest.Postgres() {
 		t.Skip("several instances need PostgreSQL (" + storetest.Env + "; make test sets it in CI)")
 	}
-	dsn := storetest.DSN(t)
-	open := func() *models.Store {
-		s, err := models.Open(dsn, models.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	storeA, storeB := open(), open()
-	if _, err := storeA.SeedDemoShop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	storeA, storeB := twoInstances(t)
 	a, b := demoAppOn(t, storeA, nil, false), demoAppOn(t, storeB, nil, false)
 	for _, x := range []*app{a, b} {
 		x.gate.Limits = agent.Limits{MaxPendingPerRun: 100, MaxPendingPerCustomer: 100}
@@ -198,15 +184,7 @@ func TestInstancesShareSignInLimits(t *testing.T) {
 	if !storetest.Postgres() {
 		t.Skip("several instances need PostgreSQL (" + storetest.Env + "; make test sets it in CI)")
 	}
-	dsn := storetest.DSN(t)
-	open := func() *models.Store {
-		s, err := models.Open(dsn, models.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	storeA, storeB := open(), open()
+	storeA, storeB := twoInstances(t)
 	trust := func(c *web.Config) { c.TrustProxy = true }
 	a, b := demoAppOn(t, storeA, trust, false), demoAppOn(t, storeB, trust, false)
 	a.staff(models.Approver, "ann@x.test", "Ann")
