@@ -235,8 +235,5 @@ func (r *apiGrantRequest) request(note string) (*agent.GrantRequest, error) {
 	if err != nil {
 		return nil, fault.Errorf(fault.Invalid, "grant.for is a duration such as 24h or 168h")
 	}
-	if r.Note == "" {
-		r.Note = note
-	}
-	return &agent.GrantRequest{Uses: r.Uses, Amount: r.Amount, For: d, Note: r.Note}, nil
+	return &agent.GrantRequest{Uses: r.Uses, Amount: r.Amount, For: d, Note: cmp.Or(r.Note, note)}, nil
 }
