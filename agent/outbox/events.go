@@ -100,9 +100,6 @@ func (o *Outbox) tell(tx *models.Tx, ev models.Event, kind string) error {
 	if err != nil {
 		return err
 	}
-	if kind == "call.finished" && call.Decision != "needs_approval" && !o.webhooksHear(kind) {
-		return nil
-	}
 	n := o.notice(tx, ev, kind, call, customer, approvals)
 	if kind != "action.approval_added" { // a step toward a decision: Slack shows it, receivers hear the decision
 		if err := o.queueWebhooks(tx, n.event()); err != nil {
