@@ -24,6 +24,9 @@ type Spec struct {
 	Run func(ctx context.Context, call Call, args map[string]any) (any, error)
 	// Review, when set, tells an approver what to know about a call.
 	Review func(ctx context.Context, call Call, args map[string]any) ([]Fact, error)
+	// Check, when set, says before the call is decided whether it could be
+	// run at all (a RefusalError says why not); it must not change anything.
+	Check func(ctx context.Context, call Call, args map[string]any) error
 }
 
 // FromSpec compiles a tool from its spec. It fails on a spec a model could
@@ -75,6 +78,15 @@ func FromSpec(s Spec) (*Tool, error) {
 				return nil, err
 			}
 			return s.Run(ctx, call, m)
+		}
+	}
+	if s.Check != nil {
+		t.check = func(ctx context.Context, call Call, in any) error {
+			m, err := asMap(in)
+			if err != nil {
+				return err
+			}
+			return s.Check(ctx, call, m)
 		}
 	}
 	if s.Review != nil {

@@ -28,7 +28,7 @@ const MaxResultBytes = 1 << 20
 type executor struct {
 	tool       string
 	method     string
-	url        string // ${NAME} filled; {field} filled per call
+	url        *urlTemplate // ${NAME} filled; {field} filled per call
 	timeout    time.Duration
 	headers    map[string]string
 	secret     []byte
@@ -37,12 +37,13 @@ type executor struct {
 	retries    int
 	backoff    time.Duration
 	redact     func(string) string
+	secrets    *redactor
 }
 
 func (set *Set) executor(ts toolSpec, props map[string]any, o Options, at func(string) string) (*executor, error) {
 	h := ts.HTTP
-	ex := &executor{tool: ts.Name, method: strings.ToUpper(h.Method), idempotent: ts.Idempotent, client: o.Client,
-		retries: o.Retries, backoff: o.Backoff, redact: set.Redact, headers: map[string]string{}}
+	ex := &executor{tool: ts.Name, method: strings.ToUpper(h.Method), idempotent: ts.Idempotent, client: noRedirectClient(o.Client),
+		retries: o.Retries, backoff: o.Backoff, redact: set.Redact, secrets: &set.secrets, headers: map[string]string{}}
 	if ex.method == "" {
 		ex.method = http.MethodPost
 	}
@@ -56,11 +57,9 @@ func (set *Set) executor(ts toolSpec, props map[string]any, o Options, at func(s
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", at("http.url"), err)
 	}
-	u, err := url.Parse(argRef.ReplaceAllString(filled, "x"))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%s: the url must be an absolute http or https URL", at("http.url"))
+	if ex.url, err = parseURLTemplate(filled); err != nil {
+		return nil, fmt.Errorf("%s: %v", at("http.url"), err)
 	}
-	ex.url = filled
 	ex.timeout = 10 * time.Second
 	if h.Timeout != "" {
 		d, err := time.ParseDuration(h.Timeout)
@@ -125,16 +124,27 @@ func text(v any) string {
 	return string(b)
 }
 
+// check refuses, before anyone decides, a call whose arguments would make a
+// URL Countersign never sends.
+func (e *executor) check(_ context.Context, _ tools.Call, args map[string]any) error {
+	if _, err := e.url.fill(args); err != nil {
+		return tools.Refuse("%s", err)
+	}
+	return nil
+}
+
 // run calls the backend once, or again after a 5xx or a timeout when the
 // tool is idempotent. Its answers become the call's outcome: 2xx succeeded
 // (the JSON body is the result), 4xx failed (the body's message goes to the
 // model), and a 5xx or timeout that is not tried again leaves the outcome
 // unknown, for a person to reconcile.
 func (e *executor) run(ctx context.Context, call tools.Call, args map[string]any) (any, error) {
-	target := fill(e.url, args, url.PathEscape)
+	target, err := e.url.fill(args)
+	if err != nil {
+		return nil, tools.Refuse("%s; nothing was sent", err)
+	}
 	var body []byte
 	if e.method == http.MethodPost || e.method == http.MethodPut || e.method == http.MethodPatch {
-		var err error
 		if body, err = json.Marshal(args); err != nil {
 			return nil, fmt.Errorf("encode arguments: %w", err)
 		}
@@ -193,6 +203,9 @@ func (e *executor) once(ctx context.Context, call tools.Call, target string, bod
 	}
 	defer resp.Body.Close()
 	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) //nolint:errcheck // drain for reuse
+		return nil, false, e.redirected(resp)
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxResultBytes+1))
 		if err != nil {
@@ -217,7 +230,7 @@ func (e *executor) result(raw []byte) any {
 		return map[string]any{"ok": true}
 	}
 	if json.Valid(raw) {
-		return json.RawMessage(e.redact(string(raw)))
+		return json.RawMessage(e.secrets.json(raw))
 	}
 	return map[string]any{"text": tools.Truncate(e.redact(string(raw)), 4000)}
 }

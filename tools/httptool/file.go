@@ -78,8 +78,8 @@ type Set struct {
 	fixed []*tools.Tool
 	// upstreams are the file's MCP servers, each kept connected.
 	upstreams []*upstream
-	// secrets are the values of every ${NAME} the file uses.
-	secrets []string
+	// secrets hides the values of every ${NAME} the file uses.
+	secrets redactor
 
 	mu    sync.Mutex
 	watch func()
@@ -136,7 +136,8 @@ func (s *Set) Close() {
 }
 
 // Redact replaces every secret the file uses in s.
-func (s *Set) Redact(text string) string { return redact(text, s.secrets) }
+// (also as JSON encoders escape them).
+func (s *Set) Redact(text string) string { return s.secrets.text(text) }
 
 // Load reads a tools file. Every problem is refused with the file, the line
 // and why: unknown keys, a bad schema, a missing variable, a name used twice.
@@ -235,7 +236,7 @@ func (set *Set) build(ts toolSpec, o Options, earlier map[string]*tools.Tool, at
 		if err != nil {
 			return nil, err
 		}
-		spec.Run = ex.run
+		spec.Run, spec.Check = ex.run, ex.check
 	}
 	if len(ts.Review) > 0 {
 		var lookups []lookup
@@ -279,7 +280,7 @@ func (set *Set) env(s string, o Options) (string, error) {
 			missing = append(missing, name)
 			return ""
 		}
-		set.secrets = append(set.secrets, v)
+		set.secrets.add(v)
 		return v
 	})
 	if len(missing) > 0 {
@@ -309,14 +310,4 @@ func lineOf(file *ast.File, path string) int {
 		return 0
 	}
 	return node.GetToken().Position.Line
-}
-
-// redact replaces every secret in s.
-func redact(s string, secrets []string) string {
-	for _, v := range secrets {
-		if len(v) >= 4 {
-			s = strings.ReplaceAll(s, v, "[secret]")
-		}
-	}
-	return s
 }

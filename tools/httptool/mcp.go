@@ -1,6 +1,7 @@
 package httptool
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -115,7 +116,7 @@ func (set *Set) upstream(ms mcpServerSpec, o Options, at func(string) string) (*
 		}
 		u.via = set.Redact(url)
 		u.transport = func() mcp.Transport {
-			return &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: withHeaders{headers}}}
+			return &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: withHeaders{headers}, CheckRedirect: sameOriginOnly}}
 		}
 	default:
 		return nil, fmt.Errorf("%s: an MCP server has either command (stdio) or url (streamable HTTP)", at("name"))
@@ -355,7 +356,8 @@ func (u *upstream) call(ctx context.Context, name string, risk tools.Risk, args 
 		return nil, tools.Refuse("%s", tools.Truncate(u.set.Redact(text), 1000))
 	}
 	if res.StructuredContent != nil {
-		return res.StructuredContent, nil
+		out, _ := u.set.secrets.value(decoded(res.StructuredContent))
+		return out, nil
 	}
 	return map[string]any{"text": u.set.Redact(text)}, nil
 }
@@ -400,6 +402,22 @@ func (u *upstream) proxy(t *mcp.Tool) (*tools.Tool, error) {
 	tool.Origin = "MCP server " + ms.Name + " (" + upstreamName + "); risk from " + source
 	tool.Upstream = ms.Name
 	return tool, nil
+}
+
+// decoded is structured content as plain JSON values (maps, slices,
+// strings, json.Number), whatever Go type the SDK handed over.
+func decoded(v any) any {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var out any
+	if dec.Decode(&out) != nil {
+		return v
+	}
+	return out
 }
 
 func contentText(cs []mcp.Content) string {

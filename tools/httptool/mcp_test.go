@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -80,4 +81,30 @@ mcp_servers:
 	if raw, _ := json.Marshal(out); err != nil || !strings.Contains(string(raw), "Ines") {
 		t.Fatalf("call: %s %v", raw, err)
 	}
+}
+
+// An upstream that echoes a ${NAME} value in its structured content and its
+// text gets it hidden in both, escaped or not.
+func TestMCPResultsNeverShowAFileSecret(t *testing.T) {
+	up := mcp.NewServer(&mcp.Implementation{Name: "crm", Version: "1"}, nil)
+	mcp.AddTool(up, &mcp.Tool{Name: "whoami", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, map[string]any, error) {
+			tok := req.Extra.Header.Get("Authorization")
+			return nil, map[string]any{"seen": tok, "nested": []any{map[string]any{"again": strings.TrimPrefix(tok, "Bearer ")}}}, nil
+		})
+	srv := httptestServer(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	set := loadFile(t, "mcp_servers:\n  - name: crm\n    url: "+srv+"\n    headers: {Authorization: \"Bearer ${CRM_TOKEN}\"}\n",
+		map[string]string{"CRM_TOKEN": "crm&token<0123>"})
+	out, err := run(t, set, "crm__whoami", `{}`)
+	raw, _ := json.Marshal(out)
+	if err != nil || strings.Contains(string(raw), "0123") || !strings.Contains(string(raw), `"seen":"Bearer [secret]"`) ||
+		!strings.Contains(string(raw), `"again":"[secret]"`) {
+		t.Fatalf("result %s %v", raw, err)
+	}
+}
+
+func httptestServer(t *testing.T, h http.Handler) string {
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s.URL
 }
