@@ -60,9 +60,18 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 	if err != nil {
 		return ApproveResult{}, g.lookupError(err, actionID)
 	}
-	tool, ok := g.Tools().Get(current.Tool)
-	if !ok || current.Decision != string(policy.NeedsApproval) {
+	if current.Decision != string(policy.NeedsApproval) {
 		return ApproveResult{}, fault.Errorf(fault.NotFound, "action %s was not found", actionID)
+	}
+	tool, ok := g.Tools().Get(current.Tool)
+	if !ok {
+		return ApproveResult{}, fault.Errorf(fault.Conflict, "the tool %s is no longer offered, so this call cannot run; reject it with that reason", current.Tool)
+	}
+	if req.Args == nil && current.Status == models.CallPending {
+		if _, err := tool.Normalize([]byte(current.Args)); err != nil {
+			return ApproveResult{}, fault.Errorf(fault.Conflict, "the tool %s changed since this call was made and its arguments no longer fit it (%s); reject it, or edit the arguments to fit the tool as it is now",
+				current.Tool, tools.Truncate(err.Error(), 300))
+		}
 	}
 
 	// An edit is validated and decided outside the transaction; the
@@ -386,11 +395,12 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 	}
 	tool, ok := g.Tools().Get(call.Tool)
 	if !ok {
-		return Outcome{}, fault.Errorf(fault.Internal, "tool %s is no longer registered", call.Tool)
+		return g.cannotRun(ctx, call, fmt.Sprintf("the tool %s is no longer offered", call.Tool))
 	}
 	norm, err := tool.Normalize([]byte(call.Args))
 	if err != nil {
-		return Outcome{}, fault.Wrap(err, "the approved arguments no longer validate")
+		return g.cannotRun(ctx, call, fmt.Sprintf("the tool %s changed after this call was approved and its arguments no longer fit it (%s)",
+			call.Tool, tools.Truncate(err.Error(), 300)))
 	}
 	err = g.store.Write(ctx, func(tx *models.Tx) error {
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallApproved}, To: models.CallExecuting}); err != nil {
@@ -406,6 +416,32 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 	g.notify.ActionChanged(callID)
 	g.settled(ctx, callID)
 	return out, err
+}
+
+// cannotRun fails an approved call that can no longer run as approved (its
+// tool is gone, or changed so that the approved arguments no longer fit),
+// with the reason, instead of leaving it approved for ever: nothing ran,
+// and the model and the approvers are told why.
+func (g *Gate) cannotRun(ctx context.Context, call *models.ToolCall, why string) (Outcome, error) {
+	msg := why + "; nothing was run"
+	payload, err := models.EncodePayload(outcomeEvent{RunID: call.RunID, Tool: call.Tool, Status: models.CallFailed, Error: msg})
+	if err != nil {
+		return Outcome{}, fault.Wrap(err, "could not record why the call cannot run")
+	}
+	err = g.store.Write(ctx, func(tx *models.Tx) error {
+		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallApproved}, To: models.CallFailed,
+			Error: msg}); err != nil {
+			return err
+		}
+		return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: "call.failed", Subject: call.ID, Payload: payload})
+	})
+	if err != nil {
+		return Outcome{}, g.writeError(err, call.ID)
+	}
+	g.log.Warn("approved call cannot run", "call_id", call.ID, "tool", call.Tool, "why", why)
+	g.settled(ctx, call.ID)
+	d := policy.Decision{Verdict: policy.Verdict(call.Decision), Rule: call.Rule, Reason: call.Reason, PolicyVersion: call.PolicyVersion}
+	return Outcome{CallID: call.ID, Status: models.CallFailed, Decision: d, Error: msg}, nil
 }
 
 // RecoverInterrupted takes over the calls that a process which is gone left
@@ -446,7 +482,9 @@ func (g *Gate) RecoverInterrupted(ctx context.Context, alive time.Duration) (rer
 				if nerr == nil {
 					g.log.Warn("re-running interrupted idempotent call", "call_id", call.ID, "tool", call.Tool)
 					if _, err := g.execute(ctx, call, g.customerName(ctx, call.RunID), tool, norm); err != nil {
-						return rerun, unknown, err
+						// One call that cannot be recorded never stops the rest.
+						g.log.Error("could not record a re-run interrupted call", "call_id", call.ID, "err", err)
+						continue
 					}
 					rerun++
 					g.settled(ctx, call.ID)
@@ -462,7 +500,8 @@ func (g *Gate) RecoverInterrupted(ctx context.Context, alive time.Duration) (rer
 					Payload: map[string]any{"tool": call.Tool, "reason": "process stopped while the call was executing"}})
 			})
 			if werr != nil && !errors.Is(werr, models.ErrConflict) {
-				return rerun, unknown, fault.Wrap(werr, "could not mark an interrupted call")
+				g.log.Error("could not mark an interrupted call", "call_id", call.ID, "err", werr)
+				continue
 			}
 			g.log.Warn("interrupted call needs a person", "call_id", call.ID, "tool", call.Tool)
 			unknown++
@@ -484,7 +523,8 @@ func (g *Gate) RecoverInterrupted(ctx context.Context, alive time.Duration) (rer
 			continue
 		}
 		if _, err := g.ExecuteApproved(ctx, c.ID); err != nil && fault.CodeOf(err) != fault.Conflict {
-			return rerun, unknown, err
+			g.log.Error("could not run an approved call", "call_id", c.ID, "err", err)
+			continue
 		}
 		rerun++
 	}

@@ -204,6 +204,7 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 		ArgsHash:    norm.Hash,
 		AgentKey:    req.AgentKey,
 		Context:     req.Context,
+		ToolHash:    tool.DefinitionHash(),
 	}
 	call.IdempotencyKey = IdempotencyKey(call.ID)
 	first, err := prepareDecision(call, d, tool.Executes())

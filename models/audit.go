@@ -202,9 +202,27 @@ type ChainReport struct {
 	// BadSeq is the first sequence number at which the chain breaks.
 	BadSeq  int64
 	Problem string
+	// Breaks are all the breaks found (the first MaxReportedProblems), each
+	// "event N …"; Problem is the first of them.
+	Breaks []string
+	// MoreBreaks counts those found past the ones listed.
+	MoreBreaks int
 }
 
-var errStopWalk = errors.New("stop walking the chain")
+// MaxReportedProblems is how many problems a verification lists; it counts
+// the rest.
+const MaxReportedProblems = 100
+
+func (r *ChainReport) broken(seq int64, problem string) {
+	if r.Problem == "" {
+		r.BadSeq, r.Problem = seq, problem
+	}
+	if len(r.Breaks) < MaxReportedProblems {
+		r.Breaks = append(r.Breaks, problem)
+	} else {
+		r.MoreBreaks++
+	}
+}
 
 // EachAuditEvent hands every audit event to fn in sequence order, reading a
 // page at a time; fn's error stops the walk and is returned.
@@ -232,37 +250,33 @@ func (s *Store) eachAuditEventAfter(ctx context.Context, from int64, fn func(*Au
 	}
 }
 
-// VerifyAuditChain walks the whole chain in order and reports the first link
-// that was changed, removed or reordered. The server may be appending while
-// it walks: the head is written in the same transaction as its events, so
-// once the walk has reached the head it read, everything up to there was
+// VerifyAuditChain walks the whole chain in order and reports every link
+// that was changed, removed or reordered (the walk goes on past a break, so
+// a second one does not hide behind the first). The server may be appending
+// while it walks: the head is written in the same transaction as its events,
+// so once the walk has reached the head it read, everything up to there was
 // committed; events appended after the head was read are walked too, and the
 // head read again.
 func (s *Store) VerifyAuditChain(ctx context.Context) (ChainReport, error) {
 	var rep ChainReport
 	prevHash := ""
 	expected := int64(1)
+	last := int64(0)
 	check := func(e *AuditEvent) error {
-		switch {
-		case e.Seq != expected:
-			rep.BadSeq, rep.Problem = expected, fmt.Sprintf("event %d is missing (next present is %d)", expected, e.Seq)
-		case e.PrevHash != prevHash:
-			rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d does not link to the event before it", e.Seq)
-		case eventHash(*e) != e.Hash:
-			rep.BadSeq, rep.Problem = e.Seq, fmt.Sprintf("event %d was altered (its hash does not match its content)", e.Seq)
+		if e.Seq != expected {
+			rep.broken(expected, fmt.Sprintf("event %d is missing (next present is %d)", expected, e.Seq))
+		} else if e.PrevHash != prevHash {
+			rep.broken(e.Seq, fmt.Sprintf("event %d does not link to the event before it", e.Seq))
 		}
-		if rep.Problem != "" {
-			return errStopWalk
+		if eventHash(*e) != e.Hash {
+			rep.broken(e.Seq, fmt.Sprintf("event %d was altered (its hash does not match its content)", e.Seq))
 		}
 		rep.Events++
-		prevHash = e.Hash
-		expected++
+		prevHash, expected, last = e.Hash, e.Seq+1, e.Seq
 		return nil
 	}
 	for round := 0; ; round++ {
-		if err := s.eachAuditEventAfter(ctx, expected-1, check); errors.Is(err, errStopWalk) {
-			return rep, nil
-		} else if err != nil {
+		if err := s.eachAuditEventAfter(ctx, last, check); err != nil {
 			return rep, err
 		}
 		var head AuditHead
@@ -270,27 +284,25 @@ func (s *Store) VerifyAuditChain(ctx context.Context) (ChainReport, error) {
 		switch {
 		case errors.Is(notFound(err), ErrNotFound):
 			if rep.Events > 0 {
-				rep.BadSeq, rep.Problem = 1, "the chain head record is missing"
-				return rep, nil
+				rep.broken(1, "the chain head record is missing")
 			}
-			rep.OK = true
+			rep.OK = rep.Problem == ""
 			return rep, nil
 		case err != nil:
 			return rep, fmt.Errorf("read audit head: %w", err)
 		}
 		rep.HeadSeq = head.Seq
-		if head.Seq > rep.Events && round < 10 {
+		if head.Seq > last && round < 10 {
 			continue // appended since the walk passed: walk on
 		}
-		if head.Seq != rep.Events || head.Hash != prevHash {
-			rep.BadSeq = rep.Events + 1
-			if head.Seq < rep.Events {
-				rep.BadSeq = head.Seq + 1
+		if head.Seq != last || head.Hash != prevHash {
+			bad := last + 1
+			if head.Seq < last {
+				bad = head.Seq + 1
 			}
-			rep.Problem = fmt.Sprintf("the chain ends at event %d but its head says %d", rep.Events, head.Seq)
-			return rep, nil
+			rep.broken(bad, fmt.Sprintf("the chain ends at event %d but its head says %d", last, head.Seq))
 		}
-		rep.OK = true
+		rep.OK = rep.Problem == ""
 		return rep, nil
 	}
 }

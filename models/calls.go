@@ -30,11 +30,11 @@ func (tx *Tx) CreateToolCall(c *ToolCall) error {
 	}
 	_, err := tx.exec(`INSERT INTO tool_calls (id, run_id, customer_id, turn_id, model_call_id, tool, risk, raw_args, args, args_hash, original_args,
 		status, decision, rule, reason, policy_version, required_approvals, required_role, expires_at,
-		idempotency_key, agent_key, context, error, error_detail, result, created_at, updated_at, decided_at, finished_at, owner)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		idempotency_key, agent_key, context, error, error_detail, result, created_at, updated_at, decided_at, finished_at, owner, tool_hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.RunID, c.CustomerID, c.TurnID, c.ModelCallID, c.Tool, c.Risk, c.RawArgs, c.Args, c.ArgsHash, c.OriginalArgs,
 		c.Status, c.Decision, c.Rule, c.Reason, c.PolicyVersion, c.RequiredApprovals, c.RequiredRole, c.ExpiresAt,
-		c.IdempotencyKey, c.AgentKey, c.Context, c.Error, c.ErrorDetail, c.Result, c.CreatedAt, c.UpdatedAt, c.DecidedAt, c.FinishedAt, tx.self)
+		c.IdempotencyKey, c.AgentKey, c.Context, c.Error, c.ErrorDetail, c.Result, c.CreatedAt, c.UpdatedAt, c.DecidedAt, c.FinishedAt, tx.self, c.ToolHash)
 	if err != nil {
 		return fmt.Errorf("record tool call: %w", err)
 	}

@@ -106,6 +106,9 @@ type ToolCall struct {
 	// reminded that it is about to expire.
 	OverdueAt  *time.Time
 	RemindedAt *time.Time
+	// ToolHash is the definition hash of the tool the call was made against
+	// (tools.Tool.DefinitionHash): an approver is told when it changed since.
+	ToolHash string `gorm:"size:64;default:''"`
 }
 
 // Instance is one running server: it beats while it lives, and its calls are
@@ -115,6 +118,9 @@ type Instance struct {
 	Host        string `gorm:"size:200"`
 	StartedAt   time.Time
 	HeartbeatAt time.Time
+	// PolicyVersion and ToolsVersion are what the instance decides with now.
+	PolicyVersion string `gorm:"size:64;default:''"`
+	ToolsVersion  string `gorm:"size:64;default:''"`
 }
 
 // Approval is one staff member's verdict on an action, kept forever.

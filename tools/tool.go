@@ -1,7 +1,10 @@
 package tools
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -307,3 +310,23 @@ func compileSchema(name string, schemaJSON []byte) (*validator.Schema, map[strin
 type UnknownError struct{ Message string }
 
 func (e *UnknownError) Error() string { return e.Message }
+
+// DefinitionHash is the SHA-256 (hex) of what a call of the tool was made
+// against and an approver decides on: its name, description, risk, whether
+// it is idempotent, and its input schema. A call records it, so that a tool
+// changed since (a reloaded file, an MCP server's new list) is seen.
+func (t *Tool) DefinitionHash() string {
+	var schema bytes.Buffer
+	if err := json.Compact(&schema, t.Schema); err != nil || schema.Len() == 0 {
+		schema.Reset()
+		schema.WriteString("null")
+	}
+	def, _ := json.Marshal(struct {
+		Name, Description string
+		Risk              Risk
+		Idempotent        bool
+		Schema            json.RawMessage
+	}{t.Name, t.Description, t.Risk, t.Idempotent, schema.Bytes()})
+	sum := sha256.Sum256(def)
+	return hex.EncodeToString(sum[:])
+}

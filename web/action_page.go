@@ -50,6 +50,25 @@ func approvalOutcome(call *models.ToolCall, approvals int) (ok, bad string) {
 	return "", "This action was " + string(call.Status) + " before your approval took effect."
 }
 
+// toolChanged is what an approver must know before approving when the
+// call's tool is not the one it was made against: gone, changed, or changed
+// so that its arguments no longer fit ("" when it is the same tool).
+func toolChanged(reg *tools.Registry, call *models.ToolCall) string {
+	t, ok := reg.Get(call.Tool)
+	if !ok {
+		return "The tool " + call.Tool + " is no longer offered, so this call cannot run. Reject it with that reason."
+	}
+	if _, err := t.Normalize([]byte(call.Args)); err != nil {
+		return "The tool " + call.Tool + " changed since this call was made, and its arguments no longer fit it (" +
+			tools.Truncate(err.Error(), 300) + "). Reject it, or edit the arguments to fit the tool as it is now."
+	}
+	if call.ToolHash != "" && call.ToolHash != t.DefinitionHash() {
+		return "The tool " + call.Tool + " changed since this call was made (its description, risk or input are not what they were). " +
+			"Check that the call still does what you expect before approving it."
+	}
+	return ""
+}
+
 func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *models.ToolCall, error) {
 	ctx := c.Request().Context()
 	call, err := s.cfg.Store.ToolCall(ctx, id)
@@ -82,6 +101,9 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	}
 	if t, ok := s.cfg.Gate.Tools().Get(call.Tool); ok && t.Upstream != "" {
 		v.Upstream = t.Upstream
+	}
+	if v.Pending {
+		v.ToolChanged = toolChanged(s.cfg.Gate.Tools(), call)
 	}
 	current := 0
 	me := ""

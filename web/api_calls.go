@@ -1,9 +1,11 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -77,6 +79,58 @@ func agentCallView(c *models.ToolCall, session string) agentCallJSON {
 	return out
 }
 
+// sameKeyAgain answers a call asked with an Idempotency-Key already used:
+// the same request gets the call it made (200, its own session), a
+// different one under that key is refused, as Stripe does, instead of
+// being answered with a call it did not ask for.
+func (s *Server) sameKeyAgain(c echo.Context, prior *models.ToolCall, req callRequestJSON) error {
+	run, err := s.cfg.Store.Run(c.Request().Context(), prior.RunID)
+	if err != nil {
+		return err
+	}
+	var differs []string
+	if req.Tool != prior.Tool {
+		differs = append(differs, "tool")
+	}
+	if !sameJSON(req.Args, prior.RawArgs) {
+		differs = append(differs, "args")
+	}
+	if req.Session != run.Session {
+		differs = append(differs, "session")
+	}
+	if req.CustomerID != prior.CustomerID {
+		differs = append(differs, "customer_id")
+	}
+	if req.Context != prior.Context {
+		differs = append(differs, "context")
+	}
+	if len(differs) > 0 {
+		return fault.Errorf(fault.Conflict, "this Idempotency-Key was already used for call %s, with a different %s; send a new key for a new call",
+			prior.ID, strings.Join(differs, ", "))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(prior, run.Session)})
+}
+
+// sameJSON says whether two JSON texts hold the same value (key order and
+// spacing aside); an absent value is the empty object the call was made with.
+func sameJSON(a json.RawMessage, b string) bool {
+	decode := func(raw []byte) (any, bool) {
+		if len(raw) == 0 {
+			raw = []byte("{}")
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var v any
+		return v, dec.Decode(&v) == nil
+	}
+	va, okA := decode(a)
+	vb, okB := decode([]byte(b))
+	if !okA || !okB {
+		return string(a) == b
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
 // callCreate asks the gate about one call: POST /api/v1/calls.
 func (s *Server) callCreate(c echo.Context) error {
 	ag := currentAgent(c)
@@ -109,7 +163,7 @@ func (s *Server) callCreate(c echo.Context) error {
 		}
 		agentKey = ag.ID + ":" + k
 		if prior, err := s.cfg.Store.CallByAgentKey(ctx, agentKey); err == nil {
-			return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(prior, req.Session)})
+			return s.sameKeyAgain(c, prior, req)
 		}
 	}
 	run, err := s.cfg.Store.AgentRun(ctx, ag, req.Session, req.CustomerID)
@@ -128,7 +182,7 @@ func (s *Server) callCreate(c echo.Context) error {
 	if err != nil {
 		if agentKey != "" { // the same key at the same moment: the first one won
 			if prior, perr := s.cfg.Store.CallByAgentKey(ctx, agentKey); perr == nil {
-				return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(prior, req.Session)})
+				return s.sameKeyAgain(c, prior, req)
 			}
 		}
 		return err

@@ -156,6 +156,35 @@ func TestGateAPIEndToEnd(t *testing.T) {
 	if first.Status != 201 || again.Status != 200 || callOf(t, first)["id"] != callOf(t, again)["id"] {
 		t.Fatalf("idempotency: %d %s / %d %s", first.Status, first.Raw, again.Status, again.Raw)
 	}
+	// The same request with its keys in another order and spacing is the same.
+	again = a.doWith("POST", "/api/v1/calls", key, `{"session":"conv-2", "args":{"amount":700, "order_id":"A9"},"tool":"refund_order"}`, "Idempotency-Key", "retry-1")
+	if again.Status != 200 || callOf(t, again)["id"] != callOf(t, first)["id"] || callOf(t, again)["session"] != "conv-2" {
+		t.Fatalf("the same request reordered: %d %s", again.Status, again.Raw)
+	}
+	// The key used again for another request is refused, whatever differs,
+	// and nothing new is asked: no second action waits.
+	waiting := func() int {
+		n, err := a.store.CountPendingActions(ctx, models.ActionFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(n)
+	}
+	pendingBefore := waiting()
+	for _, body := range []string{
+		`{"tool":"lookup_order","args":{"order_id":"A9"},"session":"conv-2"}`,
+		`{"tool":"refund_order","args":{"order_id":"A9","amount":7000},"session":"conv-2"}`,
+		`{"tool":"refund_order","args":{"order_id":"A9","amount":700},"session":"conv-9"}`,
+		`{"tool":"refund_order","args":{"order_id":"A9","amount":700},"session":"conv-2","customer_id":"cus_2"}`,
+	} {
+		r := a.doWith("POST", "/api/v1/calls", key, body, "Idempotency-Key", "retry-1")
+		if r.Status != 409 || !strings.Contains(r.Raw, "already used for call "+callOf(t, first)["id"].(string)) {
+			t.Fatalf("key reused for %s: %d %s", body, r.Status, r.Raw)
+		}
+	}
+	if n := waiting(); n != pendingBefore {
+		t.Fatalf("%d actions wait after the refused reuses, %d before", n, pendingBefore)
+	}
 
 	// A decision-only tool: allowed, carried out by the agent, reported once.
 	r = a.do("POST", "/api/v1/calls", key, `{"tool":"escalate_to_human","args":{"why":"angry"},"session":"conv-1","customer_id":"cus_1"}`)

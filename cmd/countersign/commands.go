@@ -156,11 +156,16 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
+	// Every check runs and says everything it found: one problem must not
+	// hide another.
+	failed := false
 	if !rep.OK {
+		failed = true
 		fmt.Fprintf(stdout, "audit chain BROKEN at sequence %d: %s\n", rep.BadSeq, rep.Problem)
-		return exitError{code: 1}
+		printProblems(stdout, rep.Breaks[1:], rep.MoreBreaks)
+	} else {
+		fmt.Fprintf(stdout, "audit chain intact: %d events\n", rep.Events)
 	}
-	fmt.Fprintf(stdout, "audit chain intact: %d events\n", rep.Events)
 	if pub != nil {
 		anchors, err := audit.VerifyAnchors(ctx, store, cfg.Checkpoints, pub, rep.Events)
 		if err != nil {
@@ -168,28 +173,45 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		switch {
 		case !anchors.OK && anchors.BadSeq > 0:
+			failed = true
 			fmt.Fprintf(stdout, "audit chain BROKEN at sequence %d: %s\n", anchors.BadSeq, anchors.Problem)
-			return exitError{code: 1}
 		case !anchors.OK:
+			failed = true
 			fmt.Fprintf(stdout, "audit checkpoints UNUSABLE: %s\n", anchors.Problem)
-			return exitError{code: 1}
 		case anchors.Checkpoints == 0:
+			failed = true
 			fmt.Fprintf(stdout, "audit checkpoints MISSING: %s holds none, so nothing outside the database vouches for the chain\n", cfg.Checkpoints)
-			return exitError{code: 1}
+		default:
+			fmt.Fprintf(stdout, "audit chain holds all %d checkpoints (the newest: event %d, taken %s)\n",
+				anchors.Checkpoints, anchors.Latest.Seq, anchors.Latest.At.Format(time.RFC3339))
 		}
-		fmt.Fprintf(stdout, "audit chain holds all %d checkpoints (the newest: event %d, taken %s)\n",
-			anchors.Checkpoints, anchors.Latest.Seq, anchors.Latest.At.Format(time.RFC3339))
 	}
 	records, err := audit.VerifyRecords(ctx, store)
 	if err != nil {
 		return err
 	}
 	if !records.OK {
-		fmt.Fprintf(stdout, "records DISAGREE with the audit chain: call %s: %s\n", records.CallID, records.Problem)
+		fmt.Fprintf(stdout, "records DISAGREE with the audit chain: %d of %d calls\n", len(records.Disagreements)+records.MoreDisagreements, records.Calls)
+		printProblems(stdout, records.Disagreements, records.MoreDisagreements)
+		return exitError{code: 1}
+	}
+	if failed {
+		fmt.Fprintf(stdout, "records agree with the audit chain: %d calls, %d verdicts\n", records.Calls, records.Approvals)
 		return exitError{code: 1}
 	}
 	fmt.Fprintf(stdout, "records agree with the audit chain: %d calls, %d verdicts\n", records.Calls, records.Approvals)
 	return nil
+}
+
+// printProblems lists problems a verification found, one a line, and how
+// many more it found past those.
+func printProblems(w io.Writer, problems []string, more int) {
+	for _, p := range problems {
+		fmt.Fprintf(w, "  %s\n", p)
+	}
+	if more > 0 {
+		fmt.Fprintf(w, "  … and %d more\n", more)
+	}
 }
 
 // openExisting opens a database that must already be there: verifying,

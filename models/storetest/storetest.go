@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx"
+	_ "github.com/mattn/go-sqlite3"    // database/sql's "sqlite3"
 
 	"github.com/countersign/countersign/models"
 )
@@ -64,4 +65,24 @@ func Open(t testing.TB) *models.Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// Tamper runs statements on a test's database (dsn, as DSN gave it) behind
+// the store's back, as someone holding the database's password could.
+func Tamper(t testing.TB, dsn string, stmts ...string) {
+	t.Helper()
+	driver := "sqlite3"
+	if models.IsPostgres(dsn) {
+		driver = "pgx"
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range stmts {
+		if _, err := db.ExecContext(context.Background(), s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
 }
