@@ -44,9 +44,17 @@ func (s *Store) AgentForKey(ctx context.Context, keyHash string) (*Agent, error)
 	return &a, nil
 }
 
-// RevokeAgent ends an agent's key at once.
-func (s *Store) RevokeAgent(ctx context.Context, id, actor string) error {
-	return s.Write(ctx, func(tx *Tx) error {
+// RevokedAgentReason is what a waiting action of an agent whose key was
+// revoked is cancelled with.
+const RevokedAgentReason = "the agent that asked for it was revoked"
+
+// RevokeAgent ends an agent's key at once and, in the same unit, cancels
+// the actions it has waiting for a person: a write asked for by an agent no
+// longer trusted does not run, whoever would approve it later. It returns
+// the calls it cancelled.
+func (s *Store) RevokeAgent(ctx context.Context, id, actor string) (cancelled []string, err error) {
+	err = s.Write(ctx, func(tx *Tx) error {
+		cancelled = nil
 		res := tx.db.Model(&Agent{}).Where("id = ? AND revoked_at IS NULL", id).Update("revoked_at", tx.now)
 		if res.Error != nil {
 			return res.Error
@@ -54,8 +62,28 @@ func (s *Store) RevokeAgent(ctx context.Context, id, actor string) error {
 		if res.RowsAffected != 1 {
 			return ErrNotFound
 		}
-		return tx.Audit(Event{Actor: actor, Kind: "agent.revoked", Subject: id, Payload: map[string]any{}})
+		if err := tx.Audit(Event{Actor: actor, Kind: "agent.revoked", Subject: id, Payload: map[string]any{}}); err != nil {
+			return err
+		}
+		var waiting []string
+		if err := tx.db.Model(&ToolCall{}).Where("status = ? AND run_id IN (?)", CallPending,
+			tx.db.Model(&Run{}).Select("id").Where("agent_id = ?", id)).Where(notSucceeded).Order("id").Pluck("id", &waiting).Error; err != nil {
+			return err
+		}
+		for _, callID := range waiting {
+			if err := tx.ChangeCallStatus(CallChange{ID: callID, From: []CallStatus{CallPending}, To: CallCancelled,
+				Error: "cancelled: " + RevokedAgentReason}); err != nil {
+				return err
+			}
+			if err := tx.Audit(Event{Actor: actor, Kind: "action.cancelled", Subject: callID,
+				Payload: map[string]any{"reason": RevokedAgentReason}}); err != nil {
+				return err
+			}
+		}
+		cancelled = waiting
+		return nil
 	})
+	return cancelled, err
 }
 
 // AgentRun is the run that holds an agent's calls in one session, made the
@@ -126,4 +154,11 @@ func (s *Store) WaitingCall(ctx context.Context, runID, tool, args, argsHash str
 		return nil, ErrNotFound
 	}
 	return found, nil
+}
+
+// RevokedAgents is which of the agents ids names have had their key revoked.
+func (s *Store) RevokedAgents(ctx context.Context, ids []string) ([]string, error) {
+	var out []string
+	err := s.db.WithContext(ctx).Model(&Agent{}).Where("id IN ? AND revoked_at IS NOT NULL", ids).Pluck("id", &out).Error
+	return out, err
 }

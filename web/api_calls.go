@@ -226,8 +226,15 @@ func (s *Server) callGet(c echo.Context) error {
 		if d > MaxCallWait {
 			d = MaxCallWait
 		}
-		if call, err = s.waitForCall(c, call, d); err != nil {
-			return err
+		if s.waiting(call) {
+			err = s.holdRequest(c, func() error {
+				var werr error
+				call, werr = s.waitForCall(c, call, d)
+				return werr
+			})
+			if err != nil {
+				return err
+			}
 		}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(call, run.Session)})
@@ -260,13 +267,24 @@ func (s *Server) waitForCall(c echo.Context, call *models.ToolCall, d time.Durat
 	recheck := time.NewTicker(2 * time.Second) // a change told to another instance
 	defer recheck.Stop()
 	for {
+		final := false
 		select {
 		case <-ctx.Done():
-			return call, nil
+			// Ended early (the agent's key revoked, the server stopping): the
+			// answer is the call as it stands now, read once more.
+			final = true
 		case <-timer.C:
 			return call, nil
 		case <-ch:
 		case <-recheck.C:
+		}
+		if final {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			if now, err := s.cfg.Store.ToolCall(rctx, call.ID); err == nil {
+				call = now
+			}
+			return call, nil
 		}
 		now, err := s.cfg.Store.ToolCall(ctx, call.ID)
 		if err != nil {

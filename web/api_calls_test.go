@@ -21,12 +21,22 @@ import (
 // and a refund on a backend on a port, and a decision-only escalation.
 func gateAPIApp(t *testing.T) (*app, *atomic.Int32) {
 	t.Helper()
+	return gateAPIAppWith(t, nil)
+}
+
+// gateAPIAppWith is gateAPIApp with the server's configuration changed.
+func gateAPIAppWith(t *testing.T, configure func(*web.Config)) (*app, *atomic.Int32) {
+	t.Helper()
 	reg, refunds := gateAPITools(t)
 	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog()}, false), refunds
+	var cfg web.Config
+	if configure != nil {
+		configure(&cfg)
+	}
+	return startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(), Web: cfg}, false), refunds
 }
 
 // gateAPITools are those tools, and how many refunds their backend made.
@@ -204,7 +214,7 @@ func TestGateAPIEndToEnd(t *testing.T) {
 	}
 
 	// A revoked key stops at once.
-	if err := a.accounts.RevokeAgent(ctx, "support-bot", models.Actor{ID: "test"}); err != nil {
+	if _, err := a.accounts.RevokeAgent(ctx, "support-bot", models.Actor{ID: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if r := a.do("GET", "/api/v1/calls/"+id, key, ""); r.Status != 401 {

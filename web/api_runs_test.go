@@ -32,6 +32,7 @@ type app struct {
 	runner   *agent.Runner
 	accounts *accounts.Service
 	srv      *httptest.Server
+	server   *web.Server
 }
 
 func newApp(t *testing.T) *app { return newAppWith(t, nil) }
@@ -95,7 +96,7 @@ func startApp(t *testing.T, cfg web.AppConfig, tls bool) *app {
 		wa.Close()
 		cfg.Store.Close()
 	})
-	return &app{t: t, store: cfg.Store, gate: wa.Gate, runner: wa.Runner, accounts: wa.Accounts, srv: srv}
+	return &app{t: t, store: cfg.Store, gate: wa.Gate, runner: wa.Runner, accounts: wa.Accounts, srv: srv, server: wa.Server}
 }
 
 // demoCustomers are the demo shop's customers, as /demo offers them.
@@ -120,6 +121,7 @@ type apiResp struct {
 	Status int
 	Body   map[string]any
 	Raw    string
+	Header http.Header
 }
 
 func (a *app) do(method, path, bearer, body string) apiResp {
@@ -147,7 +149,7 @@ func (a *app) doWith(method, path, bearer, body string, headers ...string) apiRe
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
 	checkAgainstOpenAPI(a.t, method, path, body, req.Header, res, raw)
-	out := apiResp{Status: res.StatusCode, Raw: string(raw)}
+	out := apiResp{Status: res.StatusCode, Raw: string(raw), Header: res.Header}
 	_ = json.Unmarshal(raw, &out.Body)
 	return out
 }

@@ -36,7 +36,11 @@ func (s *Server) loadStaff(next echo.HandlerFunc) echo.HandlerFunc {
 		r := c.Request()
 		info := views.RequestInfo{Path: r.URL.Path}
 		if ck, err := r.Cookie(s.sessionCookieName(r)); err == nil && ck.Value != "" {
-			if sess, st, err := s.cfg.Accounts.Session(r.Context(), ck.Value); err == nil {
+			sess, st, err := s.cfg.Accounts.Session(r.Context(), ck.Value)
+			if fault.CodeOf(err) == fault.Unavailable {
+				return err // not signed out: the database is away for a moment
+			}
+			if err == nil {
 				ctx := context.WithValue(r.Context(), staffCtxKey{}, &staffCtx{staff: st, sess: sess, cookie: ck.Value})
 				info.StaffName, info.StaffRole, info.CSRF = st.Name, string(st.Role), sess.CSRFToken
 				info.CanDecide, info.CanSupervise, info.IsAdmin = st.Role.CanDecide(), st.Role.AtLeast(models.Supervisor), st.Role.IsAdmin()

@@ -3,13 +3,22 @@ package web
 import (
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/agent/mcpgate"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
+)
+
+// Defaults for an agent's MCP sessions (Config.MaxMCPSessionsPerAgent,
+// Config.MCPSessionIdle).
+const (
+	MaxMCPSessionsPerAgent = 256
+	MCPSessionIdle         = 10 * time.Minute
 )
 
 // mcpEndpoint serves MCP over streamable HTTP at /mcp for agents with a key:
@@ -78,12 +87,31 @@ func (s *Server) serveMCP(c echo.Context) error {
 	ep.mu.Lock()
 	h := ep.by[ag.ID]
 	if h == nil {
-		h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server(ag) }, nil)
+		h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server(ag) },
+			&mcp.StreamableHTTPOptions{SessionTimeout: s.cfg.MCPSessionIdle})
 		ep.by[ag.ID] = h
 	}
 	ep.mu.Unlock()
-	// A call may be held while a person decides: no write deadline.
-	allowLongWrite(c)
-	h.ServeHTTP(c.Response(), c.Request())
-	return nil
+	if c.Request().Method == http.MethodPost && c.Request().Header.Get("Mcp-Session-Id") == "" {
+		if n := ep.sessions(ag); n >= s.cfg.MaxMCPSessionsPerAgent {
+			return fault.Errorf(fault.RateLimited, "this agent key has %d MCP sessions open, the most it may; close some (DELETE /mcp) or reuse one (an idle session ends after %s)",
+				n, s.cfg.MCPSessionIdle)
+		}
+	}
+	// A call may be held while a person decides: no write deadline, but a
+	// place among the held requests.
+	return s.holdRequest(c, func() error {
+		allowLongWrite(c)
+		h.ServeHTTP(c.Response(), c.Request())
+		return nil
+	})
+}
+
+// sessions is how many MCP sessions the agent has open on this instance.
+func (ep *mcpEndpoint) sessions(ag *models.Agent) int {
+	n := 0
+	for range ep.server(ag).Sessions() {
+		n++
+	}
+	return n
 }

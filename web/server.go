@@ -58,6 +58,13 @@ type Config struct {
 	// MCPWait is how long /mcp holds a call that needs a person before it
 	// answers that the call waits (0: 50 s).
 	MCPWait time.Duration
+	// MaxHeld and MaxHeldPerAgent cap requests held open (long polls, MCP
+	// requests and streams), in all and per agent key (0: MaxHeld,
+	// MaxHeldPerAgent); MaxMCPSessionsPerAgent caps an agent's open MCP
+	// sessions (0: MaxMCPSessionsPerAgent), and MCPSessionIdle ends a
+	// session nobody used for that long (0: MCPSessionIdle).
+	MaxHeld, MaxHeldPerAgent, MaxMCPSessionsPerAgent int
+	MCPSessionIdle                                   time.Duration
 	// Upstreams says how the MCP servers of the tools file are doing, for
 	// the tools page (nil: there are none).
 	Upstreams func() []tools.UpstreamStatus
@@ -125,6 +132,8 @@ type Server struct {
 	grantKey []byte
 	// mcp serves /mcp (mcp.go).
 	mcp *mcpEndpoint
+	// holds caps requests held open (holds.go).
+	holds *holds
 
 	chainMu      sync.Mutex
 	chainRunning bool
@@ -147,6 +156,18 @@ func New(cfg Config) *Server {
 	if cfg.ReplyWait == 0 {
 		cfg.ReplyWait = 20 * time.Second
 	}
+	if cfg.MaxHeld == 0 {
+		cfg.MaxHeld = MaxHeld
+	}
+	if cfg.MaxHeldPerAgent == 0 {
+		cfg.MaxHeldPerAgent = MaxHeldPerAgent
+	}
+	if cfg.MaxMCPSessionsPerAgent == 0 {
+		cfg.MaxMCPSessionsPerAgent = MaxMCPSessionsPerAgent
+	}
+	if cfg.MCPSessionIdle == 0 {
+		cfg.MCPSessionIdle = MCPSessionIdle
+	}
 	if cfg.Changes == nil {
 		cfg.Changes = NewChanges(cfg.Log)
 	}
@@ -166,7 +187,8 @@ func New(cfg Config) *Server {
 		chatIP:       newLimiter(3*time.Second, 20, 0).shareAs(shared, "chat_ip"),       // 20 at once, then 20 a minute per address
 		chatRunLimit: newLimiter(4*time.Second, 8, 0).shareAs(shared, "chat_run"),       // 8 at once, then 15 a minute per conversation
 		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
-		grantKey:     newGrantKey(cfg.ChatGrantSeed)}
+		grantKey:     newGrantKey(cfg.ChatGrantSeed),
+		holds:        newHolds(cfg.MaxHeld, cfg.MaxHeldPerAgent)}
 	s.mcp = newMCPEndpoint(s)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
@@ -180,7 +202,11 @@ func New(cfg Config) *Server {
 }
 
 // Run keeps the open queue pages live until ctx ends.
-func (s *Server) Run(ctx context.Context) { s.cfg.Changes.queue.Run(ctx, s.renderQueueRows) }
+// It also ends the held requests of agents whose key was revoked.
+func (s *Server) Run(ctx context.Context) {
+	go s.holds.watchRevoked(ctx, s.cfg.Store, s.cfg.Log)
+	s.cfg.Changes.queue.Run(ctx, s.renderQueueRows)
+}
 
 // Handler returns the server's http.Handler.
 func (s *Server) Handler() http.Handler { return s.echo }
@@ -205,6 +231,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		code = fault.CodeOf(err)
 		status = statusForCode(code)
 	}
+	if (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && c.Response().Header().Get("Retry-After") == "" {
+		c.Response().Header().Set("Retry-After", "5")
+	}
 	if status >= 500 {
 		s.cfg.Log.Error("request failed", "request_id", c.Response().Header().Get(echo.HeaderXRequestID), "route", c.Path(), "err", err)
 	}
@@ -227,6 +256,10 @@ func statusForCode(c fault.Code) int {
 		return http.StatusForbidden
 	case fault.Unauthorized:
 		return http.StatusUnauthorized
+	case fault.RateLimited:
+		return http.StatusTooManyRequests
+	case fault.Unavailable:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
@@ -245,6 +278,8 @@ func codeForStatus(status int) fault.Code {
 		return fault.Unauthorized
 	case http.StatusTooManyRequests:
 		return fault.RateLimited
+	case http.StatusServiceUnavailable:
+		return fault.Unavailable
 	}
 	return fault.Internal
 }

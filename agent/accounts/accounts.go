@@ -145,6 +145,9 @@ func (a *Service) StartSession(ctx context.Context, st *models.Staff) (cookie st
 func (a *Service) Session(ctx context.Context, cookie string) (*models.Session, *models.Staff, error) {
 	hash := models.HashToken(cookie)
 	sess, st, err := a.store.SessionWithStaff(ctx, hash)
+	if err != nil && !errors.Is(err, models.ErrNotFound) {
+		return nil, nil, unavailable(err)
+	}
 	if err != nil {
 		return nil, nil, fault.Errorf(fault.Unauthorized, "please sign in")
 	}
@@ -211,9 +214,19 @@ func (a *Service) RevokeStaffTokens(ctx context.Context, staffID string, by mode
 	return n, nil
 }
 
+// unavailable is a lookup that failed because the database did not answer:
+// the key or session may well be good, so it is not called invalid (a
+// client told 401 would throw away a good key); 503 says try again.
+func unavailable(err error) error {
+	return &fault.Error{Code: fault.Unavailable, Message: "Countersign cannot reach its database just now; try again in a few seconds", Err: err}
+}
+
 // StaffForToken finds who a staff API token belongs to.
 func (a *Service) StaffForToken(ctx context.Context, token string) (*models.Staff, error) {
 	st, err := a.store.StaffByTokenHash(ctx, models.HashToken(token))
+	if err != nil && !errors.Is(err, models.ErrNotFound) {
+		return nil, unavailable(err)
+	}
 	if err != nil || st.Disabled {
 		return nil, fault.Errorf(fault.Unauthorized, "the staff API token is not valid")
 	}

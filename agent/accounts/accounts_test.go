@@ -73,3 +73,32 @@ func TestSignInFloodsDoNotTakeMemoryPerAttempt(t *testing.T) {
 	}
 	t.Logf("heap grew by %d MiB at most", grown>>20)
 }
+
+// While the database does not answer, a good key or session is not called
+// invalid (a client told 401 throws its key away): the lookup says the
+// database is unavailable. A key that is not there is still unauthorized.
+func TestKeysAreNotRefusedWhileTheDatabaseIsAway(t *testing.T) {
+	ctx := context.Background()
+	store, err := models.Open(storetest.DSN(t), models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := accounts.New(store)
+	key, _, err := svc.AddAgent(ctx, "bot", models.Actor{ID: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.AgentForKey(ctx, "csa_nope"); fault.CodeOf(err) != fault.Unauthorized {
+		t.Fatalf("an unknown key: %v", err)
+	}
+	store.Close()
+	if _, err := svc.AgentForKey(ctx, key); fault.CodeOf(err) != fault.Unavailable {
+		t.Fatalf("agent key while the database is away: %v", err)
+	}
+	if _, err := svc.StaffForToken(ctx, "cst_whatever"); fault.CodeOf(err) != fault.Unavailable {
+		t.Fatalf("staff token while the database is away: %v", err)
+	}
+	if _, _, err := svc.Session(ctx, "cookie"); fault.CodeOf(err) != fault.Unavailable {
+		t.Fatalf("session while the database is away: %v", err)
+	}
+}

@@ -38,23 +38,29 @@ func (a *Service) AddAgent(ctx context.Context, name string, by models.Actor) (s
 // unauthorized.
 func (a *Service) AgentForKey(ctx context.Context, key string) (*models.Agent, error) {
 	ag, err := a.store.AgentForKey(ctx, models.HashToken(strings.TrimSpace(key)))
-	if err != nil {
+	if errors.Is(err, models.ErrNotFound) {
 		return nil, fault.Errorf(fault.Unauthorized, "this agent key is not valid (revoked, or never issued here)")
+	}
+	if err != nil {
+		return nil, unavailable(err)
 	}
 	return ag, nil
 }
 
-// RevokeAgent ends an agent's key at once.
-func (a *Service) RevokeAgent(ctx context.Context, name string, by models.Actor) error {
+// RevokeAgent ends an agent's key at once: its open requests end within a
+// few seconds (web's holds), and its actions waiting for a person are
+// cancelled (the calls returned).
+func (a *Service) RevokeAgent(ctx context.Context, name string, by models.Actor) ([]string, error) {
 	ag, err := a.store.AgentByName(ctx, name)
 	if err != nil {
-		return fault.Errorf(fault.NotFound, "no agent is named %s", name)
+		return nil, fault.Errorf(fault.NotFound, "no agent is named %s", name)
 	}
-	if err := a.store.RevokeAgent(ctx, ag.ID, by.String()); err != nil {
+	cancelled, err := a.store.RevokeAgent(ctx, ag.ID, by.String())
+	if err != nil {
 		if errors.Is(err, models.ErrNotFound) {
-			return fault.Errorf(fault.Conflict, "the agent %s is already revoked", name)
+			return nil, fault.Errorf(fault.Conflict, "the agent %s is already revoked", name)
 		}
-		return fault.Wrap(err, "could not revoke the agent")
+		return nil, fault.Wrap(err, "could not revoke the agent")
 	}
-	return nil
+	return cancelled, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/countersign/countersign/agent/accounts"
@@ -78,9 +79,13 @@ func cmdAgentRevoke(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer store.Close()
-	if err := accounts.New(store).RevokeAgent(ctx, fs.Arg(0), cli); err != nil {
+	cancelled, err := accounts.New(store).RevokeAgent(ctx, fs.Arg(0), cli)
+	if err != nil {
 		return errors.New(fault.Message(err))
 	}
 	fmt.Fprintf(stdout, "the key of %s no longer works\n", fs.Arg(0))
+	if len(cancelled) > 0 {
+		fmt.Fprintf(stdout, "%d of its actions waiting for a person were cancelled: %s\n", len(cancelled), strings.Join(cancelled, ", "))
+	}
 	return nil
 }

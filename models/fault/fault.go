@@ -20,7 +20,10 @@ const (
 	Forbidden    Code = "forbidden"
 	Unauthorized Code = "unauthorized"
 	RateLimited  Code = "rate_limited"
-	Internal     Code = "internal"
+	// Unavailable: something Countersign needs (the database) does not
+	// answer now; the same request may work in a moment.
+	Unavailable Code = "unavailable"
+	Internal    Code = "internal"
 )
 
 // Error is an error with a code and a message that is safe to show a user.

@@ -1,0 +1,148 @@
+package web
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
+)
+
+// Held requests: a long poll (GET /api/v1/calls/:id?wait=) or an MCP
+// request (a call held while a person decides, a client's event stream)
+// keeps a connection, a goroutine and memory for up to a minute or for
+// ever. They are capped per agent key and in all, so one agent (or one
+// leaked key) cannot take the file descriptors that /healthz, the back
+// office and everyone else need: over the cap a request is answered at once
+// with 429 and Retry-After. Each held request's context is ended when its
+// agent's key is revoked (checked every RevokedCheckEvery, one query for
+// every agent holding something).
+
+// Defaults for the caps (Config.MaxHeldPerAgent, Config.MaxHeld).
+const (
+	MaxHeldPerAgent = 64
+	MaxHeld         = 2048
+)
+
+// RevokedCheckEvery is how often the agents holding requests are checked
+// for a revoked key.
+var RevokedCheckEvery = 3 * time.Second
+
+type holds struct {
+	mu       sync.Mutex
+	total    int
+	max      int
+	perAgent int
+	byAgent  map[string]map[*hold]struct{}
+}
+
+type hold struct{ cancel context.CancelFunc }
+
+func newHolds(max, perAgent int) *holds {
+	return &holds{max: max, perAgent: perAgent, byAgent: map[string]map[*hold]struct{}{}}
+}
+
+// acquire takes a place for one held request of an agent; the context it
+// returns ends when the request ends or the agent's key is revoked.
+func (h *holds) acquire(ctx context.Context, agentID string) (context.Context, func(), error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.byAgent[agentID]) >= h.perAgent {
+		return nil, nil, fault.Errorf(fault.RateLimited,
+			"this agent key already has %d requests waiting (long polls and MCP requests); finish or close some before waiting on more", h.perAgent)
+	}
+	if h.total >= h.max {
+		return nil, nil, fault.Errorf(fault.Unavailable, "the server holds as many waiting requests as it can (%d); try again shortly", h.max)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	one := &hold{cancel: cancel}
+	if h.byAgent[agentID] == nil {
+		h.byAgent[agentID] = map[*hold]struct{}{}
+	}
+	h.byAgent[agentID][one] = struct{}{}
+	h.total++
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			cancel()
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			delete(h.byAgent[agentID], one)
+			if len(h.byAgent[agentID]) == 0 {
+				delete(h.byAgent, agentID)
+			}
+			h.total--
+		})
+	}, nil
+}
+
+// held is how many requests are held, in all and for one agent.
+func (h *holds) held(agentID string) (total, agent int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.total, len(h.byAgent[agentID])
+}
+
+// endRevoked ends the held requests of every agent whose key was revoked.
+func (h *holds) endRevoked(ctx context.Context, store *models.Store) error {
+	h.mu.Lock()
+	ids := make([]string, 0, len(h.byAgent))
+	for id := range h.byAgent {
+		ids = append(ids, id)
+	}
+	h.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	revoked, err := store.RevokedAgents(ctx, ids)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range revoked {
+		for one := range h.byAgent[id] {
+			one.cancel()
+		}
+	}
+	return nil
+}
+
+// watchRevoked ends revoked agents' held requests until ctx ends.
+func (h *holds) watchRevoked(ctx context.Context, store *models.Store, log interface{ Warn(string, ...any) }) {
+	t := time.NewTicker(RevokedCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := h.endRevoked(ctx, store); err != nil && ctx.Err() == nil {
+				log.Warn("could not check agents holding requests for revoked keys", "err", err)
+			}
+		}
+	}
+}
+
+// HeldRequests is how many requests the server holds open now (long polls
+// and MCP requests).
+func (s *Server) HeldRequests() int {
+	total, _ := s.holds.held("")
+	return total
+}
+
+// holdRequest runs a held request of the current agent inside a place of
+// the caps: the handler's request context ends with the hold.
+func (s *Server) holdRequest(c echo.Context, serve func() error) error {
+	ag := currentAgent(c)
+	ctx, release, err := s.holds.acquire(c.Request().Context(), ag.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
+	c.SetRequest(c.Request().WithContext(ctx))
+	return serve()
+}

@@ -1,0 +1,184 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/web"
+)
+
+// heldGet is a long poll started on its own goroutine; its answer comes on
+// the channel.
+func heldGet(a *app, path, key string) chan apiResp {
+	out := make(chan apiResp, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", a.srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := a.srv.Client().Do(req)
+		if err != nil {
+			out <- apiResp{Status: -1, Raw: err.Error()}
+			return
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		r := apiResp{Status: res.StatusCode, Raw: string(raw)}
+		_ = json.Unmarshal(raw, &r.Body)
+		out <- r
+	}()
+	return out
+}
+
+// Requests held open are capped per agent key and in all: over the cap the
+// answer comes at once (429 or 503, with Retry-After), and /healthz and the
+// staff API keep answering. Revoking a key ends its held requests and
+// cancels its waiting actions.
+func TestHeldRequestsAreCappedAndEndWithTheKey(t *testing.T) {
+	old := web.RevokedCheckEvery
+	web.RevokedCheckEvery = 50 * time.Millisecond
+	t.Cleanup(func() { web.RevokedCheckEvery = old })
+	a, _ := gateAPIAppWith(t, func(cfg *web.Config) { cfg.MaxHeldPerAgent, cfg.MaxHeld = 3, 5 })
+	ctx := context.Background()
+	keys := map[string]string{}
+	for _, name := range []string{"bot-a", "bot-b", "bot-c"} {
+		k, _, err := a.accounts.AddAgent(ctx, name, models.Actor{ID: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[name] = k
+	}
+	a.accounts.AddStaff(ctx, "ann@x.test", "Ann", models.Approver, password, models.Actor{ID: "test"})
+	staffTok, _ := a.accounts.CreateAPIToken(ctx, "ann@x.test", models.Actor{})
+	pendingCall := func(key, order string) string {
+		r := a.do("POST", "/api/v1/calls", key, `{"tool":"refund_order","args":{"order_id":"`+order+`","amount":900},"session":"s-`+order+`"}`)
+		if c := callOf(t, r); c["status"] != "pending" {
+			t.Fatalf("refund: %d %s", r.Status, r.Raw)
+		}
+		return callOf(t, r)["id"].(string)
+	}
+	aCall, bCall, cCall := pendingCall(keys["bot-a"], "A1"), pendingCall(keys["bot-b"], "B1"), pendingCall(keys["bot-c"], "C1")
+
+	var held []chan apiResp
+	waitHeld := func(total int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if got := a.server.HeldRequests(); got == total {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d requests held, want %d", a.server.HeldRequests(), total)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for range 3 {
+		held = append(held, heldGet(a, "/api/v1/calls/"+aCall+"?wait=30s", keys["bot-a"]))
+	}
+	waitHeld(3)
+	r := a.do("GET", "/api/v1/calls/"+aCall+"?wait=30s", keys["bot-a"], "")
+	if r.Status != 429 || errCode(r) != "rate_limited" || r.Header.Get("Retry-After") == "" || !strings.Contains(r.Raw, "3 requests waiting") {
+		t.Fatalf("a 4th held request of one key: %d %s %v", r.Status, r.Raw, r.Header)
+	}
+	// Without wait it is not held, and answers.
+	if r := a.do("GET", "/api/v1/calls/"+aCall, keys["bot-a"], ""); r.Status != 200 {
+		t.Fatalf("a plain read over the cap: %d %s", r.Status, r.Raw)
+	}
+	for range 2 {
+		held = append(held, heldGet(a, "/api/v1/calls/"+bCall+"?wait=30s", keys["bot-b"]))
+	}
+	waitHeld(5)
+	r = a.do("GET", "/api/v1/calls/"+cCall+"?wait=30s", keys["bot-c"], "")
+	if r.Status != 503 || errCode(r) != "unavailable" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("over the cap in all: %d %s", r.Status, r.Raw)
+	}
+	// Everyone else is still served.
+	if r := a.do("GET", "/healthz", "", ""); r.Status != 200 {
+		t.Fatalf("/healthz while held: %d", r.Status)
+	}
+	if r := a.do("GET", "/api/v1/actions?status=pending", staffTok, ""); r.Status != 200 || len(r.Body["actions"].([]any)) != 3 {
+		t.Fatalf("the staff API while held: %d %s", r.Status, r.Raw)
+	}
+
+	// Revoking bot-a ends its three long polls within moments, with its
+	// action cancelled; bot-b's go on.
+	cancelled, err := a.accounts.RevokeAgent(ctx, "bot-a", models.Actor{ID: "test"})
+	if err != nil || len(cancelled) != 1 || cancelled[0] != aCall {
+		t.Fatalf("revoke: %v %v", cancelled, err)
+	}
+	for i := range 3 {
+		select {
+		case r := <-held[i]:
+			if r.Status != 200 || callOf(t, r)["status"] != "cancelled" || !strings.Contains(r.Raw, models.RevokedAgentReason) {
+				t.Fatalf("a revoked agent's long poll: %d %s", r.Status, r.Raw)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a revoked agent's long poll went on")
+		}
+	}
+	waitHeld(2)
+	if c, _ := a.store.ToolCall(ctx, aCall); c.Status != models.CallCancelled {
+		t.Fatalf("the revoked agent's action is %s", c.Status)
+	}
+	if r := a.do("POST", "/api/v1/actions/"+aCall+"/approve", staffTok, `{}`); r.Status != 409 {
+		t.Fatalf("approving the revoked agent's action: %d %s", r.Status, r.Raw)
+	}
+	// The freed places serve others.
+	held = append(held, heldGet(a, "/api/v1/calls/"+cCall+"?wait=30s", keys["bot-c"]))
+	waitHeld(3)
+	if r := a.do("POST", "/api/v1/actions/"+bCall+"/reject", staffTok, `{"reason":"no"}`); r.Status != 200 {
+		t.Fatalf("reject: %d %s", r.Status, r.Raw)
+	}
+	for i := 3; i < 5; i++ {
+		if r := <-held[i]; callOf(t, r)["status"] != "rejected" {
+			t.Fatalf("bot-b's long poll after the rejection: %s", r.Raw)
+		}
+	}
+	if r := a.do("POST", "/api/v1/actions/"+cCall+"/reject", staffTok, `{"reason":"no"}`); r.Status != 200 {
+		t.Fatalf("reject: %d %s", r.Status, r.Raw)
+	}
+	<-held[5]
+	waitHeld(0)
+}
+
+// An agent key opens at most so many MCP sessions; closing one makes room.
+func TestMCPSessionsPerAgentAreCapped(t *testing.T) {
+	a, _ := gateAPIAppWith(t, func(cfg *web.Config) { cfg.MaxMCPSessionsPerAgent = 2 })
+	key, _, err := a.accounts.AddAgent(context.Background(), "desk", models.Actor{ID: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := mcpClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := mcpClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer two.Close()
+	if _, err := mcpClient(t, a.srv.URL, key); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+		t.Fatalf("a third session: %v", err)
+	}
+	if _, err := two.ListTools(context.Background(), nil); err != nil {
+		t.Fatalf("an open session over the cap: %v", err)
+	}
+	one.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, err := mcpClient(t, a.srv.URL, key)
+		if err == nil {
+			s.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after closing one: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
