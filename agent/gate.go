@@ -136,6 +136,9 @@ type CallRequest struct {
 	// names it ("agent:<name>"; empty: the model), its Idempotency-Key as
 	// "<agent id>:<key>", and what it said about the call for approvers.
 	Actor, AgentKey, Context string
+	// AgentID is the outside agent that asked ("" for the model of a run):
+	// its own waiting limit applies.
+	AgentID string
 }
 
 // Outcome is what became of a call.
@@ -361,6 +364,22 @@ func (g *Gate) limitPending(tx *models.Tx, req CallRequest, d policy.Decision) (
 		return deny("limit:pending_per_customer", fmt.Sprintf("this customer already has %d requests waiting for a team member; "+
 			"do not ask again: tell the customer they will hear back once those are decided", forCustomer)), nil
 	}
+	if req.AgentID != "" {
+		// An agent naming a new customer (or session) each time must not
+		// get past the limits above: it has a limit of its own, counted
+		// one of its calls at a time on every instance.
+		if err := tx.Serialize("agent:" + req.AgentID); err != nil {
+			return d, err
+		}
+		forAgent, err := tx.PendingActionsOfAgent(req.AgentID)
+		if err != nil {
+			return d, err
+		}
+		if n := g.Limits.pendingPerAgent(); forAgent >= int64(n) {
+			return deny("limit:pending_per_agent", fmt.Sprintf("limit reached, not a policy decision: this agent already has %d calls waiting for a person, "+
+				"the most an agent may have waiting; wait for those to be decided, then ask again", forAgent)), nil
+		}
+	}
 	return d, nil
 }
 
@@ -372,6 +391,16 @@ type Limits struct {
 	// MaxPendingPerCustomer is how many one signed-in customer may have
 	// waiting across their runs (10).
 	MaxPendingPerCustomer int
+	// MaxPendingPerAgent is how many one outside agent may have waiting
+	// across its sessions and the customers it names (50).
+	MaxPendingPerAgent int
+}
+
+func (l Limits) pendingPerAgent() int {
+	if l.MaxPendingPerAgent > 0 {
+		return l.MaxPendingPerAgent
+	}
+	return 50
 }
 
 func (l Limits) pendingPerRun() int {

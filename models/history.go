@@ -93,6 +93,15 @@ func (tx *Tx) PendingActionCounts(runID, customerID string) (inRun, forCustomer 
 	return inRun, forCustomer, nil
 }
 
+// PendingActionsOfAgent counts the actions an outside agent has waiting for
+// a person, over all its sessions.
+func (tx *Tx) PendingActionsOfAgent(agentID string) (int64, error) {
+	var n int64
+	err := tx.db.Model(&ToolCall{}).Where("status = ?", CallPending).Where(notSucceeded).
+		Where("run_id IN (?)", tx.db.Model(&Run{}).Select("id").Where("agent_id = ?", agentID)).Count(&n).Error
+	return n, err
+}
+
 // CallsDecidedSince lists calls that got a decision from a policy (allow,
 // deny, needs approval), made since a time, oldest first, a page at a time:
 // after the (created_at, id) of the last one of the page before.

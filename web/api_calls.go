@@ -134,6 +134,9 @@ func sameJSON(a json.RawMessage, b string) bool {
 // callCreate asks the gate about one call: POST /api/v1/calls.
 func (s *Server) callCreate(c echo.Context) error {
 	ag := currentAgent(c)
+	if !s.agentCalls.allow(ag.ID) {
+		return s.agentTooFast()
+	}
 	var req callRequestJSON
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -178,7 +181,7 @@ func (s *Server) callCreate(c echo.Context) error {
 		args = []byte("{}")
 	}
 	out, err := s.cfg.Gate.Call(ctx, agent.CallRequest{RunID: run.ID, CustomerID: req.CustomerID, Channel: run.Channel,
-		Tool: req.Tool, Args: args, Actor: "agent:" + ag.Name, AgentKey: agentKey, Context: req.Context})
+		Tool: req.Tool, Args: args, Actor: "agent:" + ag.Name, AgentID: ag.ID, AgentKey: agentKey, Context: req.Context})
 	if err != nil {
 		if agentKey != "" { // the same key at the same moment: the first one won
 			if prior, perr := s.cfg.Store.CallByAgentKey(ctx, agentKey); perr == nil {

@@ -27,6 +27,20 @@ const (
 	MaxHeld         = 2048
 )
 
+// Defaults for the calls one agent key may send (Config.AgentCallsPerSecond,
+// Config.AgentCallBurst): room for a coding agent reading a project's files
+// at once, not for a flood.
+const (
+	AgentCallsPerSecond = 20
+	AgentCallBurst      = 100
+)
+
+// agentTooFast is the answer to an agent key over its rate.
+func (s *Server) agentTooFast() error {
+	return fault.Errorf(fault.RateLimited, "this agent key sends calls faster than it may (%d a second after %d at once); slow down and try again",
+		s.cfg.AgentCallsPerSecond, s.cfg.AgentCallBurst)
+}
+
 // RevokedCheckEvery is how often the agents holding requests are checked
 // for a revoked key.
 var RevokedCheckEvery = 3 * time.Second

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
 )
@@ -157,7 +159,14 @@ func TestMCPSessionsPerAgentAreCapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	two, err := mcpClient(t, a.srv.URL, key)
+	// A client's first request may probe the newer protocol and leave a
+	// session that ends a moment later: the second waits for that.
+	var two *mcp.ClientSession
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if two, err = mcpClient(t, a.srv.URL, key); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,5 +189,27 @@ func TestMCPSessionsPerAgentAreCapped(t *testing.T) {
 			t.Fatalf("after closing one: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// An agent key sends so many calls a second after a burst; past that it is
+// told to slow down (429, Retry-After), and another key is not.
+func TestAgentCallsAreRateLimited(t *testing.T) {
+	a, _ := gateAPIAppWith(t, func(cfg *web.Config) { cfg.AgentCallsPerSecond, cfg.AgentCallBurst = 1, 3 })
+	ctx := context.Background()
+	fast, _, _ := a.accounts.AddAgent(ctx, "fast", models.Actor{ID: "test"})
+	calm, _, _ := a.accounts.AddAgent(ctx, "calm", models.Actor{ID: "test"})
+	body := `{"tool":"lookup_order","args":{"order_id":"A1"},"session":"s"}`
+	for i := range 3 {
+		if r := a.do("POST", "/api/v1/calls", fast, body); r.Status != 201 {
+			t.Fatalf("call %d: %d %s", i, r.Status, r.Raw)
+		}
+	}
+	r := a.do("POST", "/api/v1/calls", fast, body)
+	if r.Status != 429 || errCode(r) != "rate_limited" || r.Header.Get("Retry-After") == "" || !strings.Contains(r.Raw, "faster than it may") {
+		t.Fatalf("the 4th at once: %d %s", r.Status, r.Raw)
+	}
+	if r := a.do("POST", "/api/v1/calls", calm, body); r.Status != 201 {
+		t.Fatalf("another key: %d %s", r.Status, r.Raw)
 	}
 }

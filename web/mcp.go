@@ -92,6 +92,9 @@ func (s *Server) serveMCP(c echo.Context) error {
 		ep.by[ag.ID] = h
 	}
 	ep.mu.Unlock()
+	if c.Request().Method == http.MethodPost && !s.agentCalls.allow(ag.ID) {
+		return s.agentTooFast()
+	}
 	if c.Request().Method == http.MethodPost && c.Request().Header.Get("Mcp-Session-Id") == "" {
 		if n := ep.sessions(ag); n >= s.cfg.MaxMCPSessionsPerAgent {
 			return fault.Errorf(fault.RateLimited, "this agent key has %d MCP sessions open, the most it may; close some (DELETE /mcp) or reuse one (an idle session ends after %s)",

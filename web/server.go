@@ -65,6 +65,11 @@ type Config struct {
 	// session nobody used for that long (0: MCPSessionIdle).
 	MaxHeld, MaxHeldPerAgent, MaxMCPSessionsPerAgent int
 	MCPSessionIdle                                   time.Duration
+	// AgentCallsPerSecond and AgentCallBurst limit what one agent key
+	// sends (gate API calls, MCP requests): so many a second after a burst
+	// of so many (0: AgentCallsPerSecond, AgentCallBurst); on PostgreSQL the
+	// limit is every instance's together.
+	AgentCallsPerSecond, AgentCallBurst int
 	// Upstreams says how the MCP servers of the tools file are doing, for
 	// the tools page (nil: there are none).
 	Upstreams func() []tools.UpstreamStatus
@@ -126,6 +131,8 @@ type Server struct {
 	loginIP, loginAccount *limiter
 	// Messages per client address and per conversation (chat and runs API).
 	chatIP, chatRunLimit *limiter
+	// Calls per agent key (the gate API and MCP).
+	agentCalls *limiter
 	// Open event streams, in all and per address.
 	streams *streamCounter
 	// grantKey signs chat grants (chat_grant.go).
@@ -168,6 +175,12 @@ func New(cfg Config) *Server {
 	if cfg.MCPSessionIdle == 0 {
 		cfg.MCPSessionIdle = MCPSessionIdle
 	}
+	if cfg.AgentCallsPerSecond == 0 {
+		cfg.AgentCallsPerSecond = AgentCallsPerSecond
+	}
+	if cfg.AgentCallBurst == 0 {
+		cfg.AgentCallBurst = AgentCallBurst
+	}
 	if cfg.Changes == nil {
 		cfg.Changes = NewChanges(cfg.Log)
 	}
@@ -186,6 +199,7 @@ func New(cfg Config) *Server {
 		loginAccount: newLimiter(12*time.Second, 5, 0).shareAs(shared, "login_account"), // 5 at once, then 5 a minute per address and account
 		chatIP:       newLimiter(3*time.Second, 20, 0).shareAs(shared, "chat_ip"),       // 20 at once, then 20 a minute per address
 		chatRunLimit: newLimiter(4*time.Second, 8, 0).shareAs(shared, "chat_run"),       // 8 at once, then 15 a minute per conversation
+		agentCalls:   newLimiter(time.Second/time.Duration(cfg.AgentCallsPerSecond), cfg.AgentCallBurst, 0).shareAs(shared, "agent_calls"),
 		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
 		grantKey:     newGrantKey(cfg.ChatGrantSeed),
 		holds:        newHolds(cfg.MaxHeld, cfg.MaxHeldPerAgent)}

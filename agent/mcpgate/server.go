@@ -157,7 +157,7 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	}
 	if call == nil {
 		out, err := gw.Gate.Call(ctx, agent.CallRequest{RunID: run.ID, Channel: run.Channel, Tool: tool.Name, Args: args,
-			Actor: "agent:" + ag.Name, Context: "over MCP"})
+			Actor: "agent:" + ag.Name, AgentID: ag.ID, Context: "over MCP"})
 		if err != nil {
 			return nil, err
 		}

@@ -95,7 +95,9 @@ func run(n int) error {
 	defer store.Close()
 	reg, _ := tools.NewRegistry(set.Tools()...)
 	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
-	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: pol, Log: slog.New(slog.DiscardHandler)})
+	// One key sends every call: the per-agent rate limit is lifted.
+	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: pol, Log: slog.New(slog.DiscardHandler),
+		Web: web.Config{AgentCallsPerSecond: 1_000_000, AgentCallBurst: 1_000_000}})
 	defer app.Close()
 	srv := httptest.NewServer(app.Server.Handler())
 	defer srv.Close()

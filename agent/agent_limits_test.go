@@ -1,0 +1,71 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/tools"
+)
+
+// An outside agent naming a new customer and session for each call does not
+// get past the waiting limits: it has a limit of its own, which holds for
+// calls made at the same moment, and says it is a limit.
+func TestAnAgentCannotFloodTheQueueWithNewCustomers(t *testing.T) {
+	var runs atomic.Int64
+	store := storetest.Open(t)
+	reg, _ := tools.NewRegistry(transferTool(t, transferV1, &runs))
+	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, runner := agent.New(agent.Config{Store: store, Tools: reg, Policy: pol})
+	t.Cleanup(runner.Close)
+	gate.Limits = agent.Limits{MaxPendingPerAgent: 5}
+	ctx := context.Background()
+	bot, other := &models.Agent{ID: "agt_bot", Name: "bot"}, &models.Agent{ID: "agt_other", Name: "other"}
+	ask := func(ag *models.Agent, i int) agent.Outcome {
+		customer := fmt.Sprintf("cus_%s_%d", ag.Name, i)
+		run, err := store.AgentRun(ctx, ag, "s-"+customer, customer)
+		if err != nil {
+			t.Error(err)
+			return agent.Outcome{}
+		}
+		out, err := gate.Call(ctx, agent.CallRequest{RunID: run.ID, CustomerID: customer, Tool: "transfer", Args: []byte(`{"to":"x"}`),
+			Actor: "agent:" + ag.Name, AgentID: ag.ID})
+		if err != nil {
+			t.Error(err)
+		}
+		return out
+	}
+	var mu sync.Mutex
+	verdicts := map[models.CallStatus]int{}
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := ask(bot, i)
+			mu.Lock()
+			verdicts[out.Status]++
+			mu.Unlock()
+			if out.Status == models.CallDenied && (out.Decision.Rule != "limit:pending_per_agent" || !strings.Contains(out.Error, "limit reached, not a policy decision")) {
+				t.Errorf("denied as %+v", out)
+			}
+		}()
+	}
+	wg.Wait()
+	if verdicts[models.CallPending] != 5 || verdicts[models.CallDenied] != 7 {
+		t.Fatalf("12 calls at once of one agent: %v, want 5 pending and 7 refused", verdicts)
+	}
+	if out := ask(other, 1); out.Status != models.CallPending {
+		t.Fatalf("another agent: %+v", out)
+	}
+}
