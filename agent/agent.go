@@ -57,7 +57,7 @@ func New(cfg Config) (*Gate, *Runner) {
 	if notify == nil {
 		notify = quiet{}
 	}
-	g := &Gate{store: cfg.Store, log: log, notify: notify, business: cfg.Business, ExecutionWait: cfg.ExecutionWait}
+	g := &Gate{store: cfg.Store, log: log, notify: notify, business: cfg.Business, ExecutionWait: cfg.ExecutionWait, keep: newKeeper()}
 	if g.ExecutionWait == 0 {
 		g.ExecutionWait = 10 * time.Second
 	}

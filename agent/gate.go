@@ -40,6 +40,8 @@ type Gate struct {
 	ExecutionWait time.Duration
 	// inflight counts approved calls running apart from their approver.
 	inflight sync.WaitGroup
+	// keep holds outcomes of calls that ran while the database was away.
+	keep *keeper
 
 	notify   Notifier
 	business BusinessFacts
@@ -554,21 +556,29 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 	if err != nil {
 		return Outcome{}, fault.Wrap(err, "the tool's result could not be recorded")
 	}
-	err = g.store.Write(ctx, func(tx *models.Tx) error {
-		if unknown != nil {
-			if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallExecuting}, To: models.CallUnknown,
-				Error: errForModel}); err != nil {
+	write := func(ctx context.Context) error {
+		return g.store.Write(ctx, func(tx *models.Tx) error {
+			if unknown != nil {
+				if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallExecuting}, To: models.CallUnknown,
+					Error: errForModel}); err != nil {
+					return err
+				}
+			} else if err := tx.FinishCall(call.ID, status, string(encoded), errForModel, errDetail); err != nil {
 				return err
 			}
-		} else if err := tx.FinishCall(call.ID, status, string(encoded), errForModel, errDetail); err != nil {
-			return err
-		}
-		return tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: "call." + string(status), Subject: call.ID, Payload: payload})
-	})
-	if err != nil {
-		return Outcome{}, fault.Wrap(err, "the tool ran but its result could not be recorded")
+			return tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: "call." + string(status), Subject: call.ID, Payload: payload})
+		})
 	}
 	d := policy.Decision{Verdict: policy.Verdict(call.Decision), Rule: call.Rule, Reason: call.Reason, PolicyVersion: call.PolicyVersion}
+	if err := write(ctx); err != nil {
+		if storageDown(err) {
+			// It ran: the outcome is kept and written once the database
+			// answers (keep.go); the caller hears that, not a failure.
+			g.keepOutcome(call.ID, write)
+			return Outcome{CallID: call.ID, Status: models.CallExecuting, Decision: d}, notRecorded(call.ID, err)
+		}
+		return Outcome{}, fault.Wrap(err, "the tool ran but its result could not be recorded")
+	}
 	return Outcome{CallID: call.ID, Status: status, Decision: d, Result: encoded, Error: errForModel}, nil
 }
 

@@ -69,6 +69,7 @@ func (r *Runner) Close() {
 	r.cancel()
 	r.wg.Wait()
 	r.gate.inflight.Wait() // approved calls still running finish and are recorded
+	r.gate.closeKeeper(5 * time.Second)
 }
 
 // StartRequest opens a run.

@@ -267,6 +267,7 @@ func (a *App) beat(ctx context.Context) {
 	t := time.NewTicker(models.BeatEvery)
 	defer t.Stop()
 	log := a.Server.cfg.Log
+	missed := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -275,6 +276,14 @@ func (a *App) beat(ctx context.Context) {
 		}
 		if err := a.store.Beat(ctx, hostname()); err != nil && ctx.Err() == nil {
 			log.Error("heartbeat failed", "err", err)
+			missed = true
+			continue
+		}
+		if missed {
+			// The database was away: every instance looked gone at once.
+			// Their owners get a beat to come back (and to record the
+			// outcomes they kept) before anyone takes their calls.
+			missed = false
 			continue
 		}
 		rerun, unknown, err := a.Gate.RecoverInterrupted(ctx, a.alive)
