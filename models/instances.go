@@ -102,3 +102,44 @@ func (s *Store) ReleaseRun(ctx context.Context, runID string) error {
 		return err
 	})
 }
+
+// RecordVersions records which policy and tools this instance decides with
+// (its instances row, made if need be, and an instance.versions audit
+// event, in one unit): at start and after every reload, so what each
+// instance ran is known afterwards and a mismatch between live instances
+// can be shown. why says what led to it ("start", "reload", …).
+func (s *Store) RecordVersions(ctx context.Context, host, policyVersion, toolsVersion, why string) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		n, err := tx.exec(`UPDATE instances SET heartbeat_at = ?, policy_version = ?, tools_version = ? WHERE id = ?`,
+			tx.now, policyVersion, toolsVersion, s.self)
+		if err != nil {
+			return fmt.Errorf("record versions: %w", err)
+		}
+		if n == 0 {
+			if _, err := tx.exec(`INSERT INTO instances (id, host, started_at, heartbeat_at, policy_version, tools_version) VALUES (?, ?, ?, ?, ?, ?)`,
+				s.self, host, tx.now, tx.now, policyVersion, toolsVersion); err != nil {
+				return fmt.Errorf("record versions: %w", err)
+			}
+		}
+		return tx.Audit(Event{Actor: "system", Kind: "instance.versions", Subject: s.self,
+			Payload: map[string]any{"host": host, "policy_version": policyVersion, "tools_version": toolsVersion, "why": why}})
+	})
+}
+
+// InstanceRow reads one instance's row (this one's: Instance()).
+func (s *Store) InstanceRow(ctx context.Context, id string) (*Instance, error) {
+	var in Instance
+	if err := s.db.WithContext(ctx).Take(&in, "id = ?", id).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &in, nil
+}
+
+// LatestEventAbout is the newest audit event whose subject is subject.
+func (s *Store) LatestEventAbout(ctx context.Context, subject string) (*AuditEvent, error) {
+	var e AuditEvent
+	if err := s.db.WithContext(ctx).Where("subject = ?", subject).Order("seq DESC").Take(&e).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &e, nil
+}

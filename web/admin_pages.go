@@ -100,6 +100,7 @@ func (s *Server) policyView(c echo.Context) views.PolicyView {
 		}
 		v.Shadow = sv
 	}
+	v.Instances, v.LastReloadFailed = s.instanceRows(c.Request().Context())
 	v.Grants = s.grantRows(c)
 	if c.QueryParam("done") == "grant_revoked" {
 		v.GrantFlash = "Revoked. Later calls it covered wait for a person again."

@@ -44,6 +44,9 @@ func (s *Server) loadStaff(next echo.HandlerFunc) echo.HandlerFunc {
 				ctx := context.WithValue(r.Context(), staffCtxKey{}, &staffCtx{staff: st, sess: sess, cookie: ck.Value})
 				info.StaffName, info.StaffRole, info.CSRF = st.Name, string(st.Role), sess.CSRFToken
 				info.CanDecide, info.CanSupervise, info.IsAdmin = st.Role.CanDecide(), st.Role.AtLeast(models.Supervisor), st.Role.IsAdmin()
+				if info.IsAdmin {
+					info.VersionsDiffer = s.versionsDiffer(r.Context())
+				}
 				r = r.WithContext(ctx)
 			}
 		}

@@ -141,6 +141,8 @@ type Server struct {
 	mcp *mcpEndpoint
 	// holds caps requests held open (holds.go).
 	holds *holds
+	// versions compares what live instances decide with (instances.go).
+	versions versionsCheck
 
 	chainMu      sync.Mutex
 	chainRunning bool
@@ -305,5 +307,12 @@ func (s *Server) healthz(c echo.Context) error {
 		s.cfg.Log.Error("health check failed", "err", err)
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "policy_version": s.cfg.Gate.Policy().Version()})
+	out := map[string]string{"status": "ok", "policy_version": s.cfg.Gate.Policy().Version(), "instance": s.cfg.Store.Instance()}
+	if in, err := s.cfg.Store.InstanceRow(ctx, s.cfg.Store.Instance()); err == nil {
+		out["tools_version"] = in.ToolsVersion
+	}
+	if d := s.versionsDiffer(ctx); d != "" {
+		out["versions_differ"] = d
+	}
+	return c.JSON(http.StatusOK, out)
 }

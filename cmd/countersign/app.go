@@ -190,6 +190,11 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		a.web.Close()
 		return fail(err)
 	}
+	if err := a.store.RecordVersions(ctx, hostname(), a.gate.Policy().Version(), a.toolsVersion, "start"); err != nil {
+		a.stopHub()
+		a.web.Close()
+		return fail(fmt.Errorf("record the versions in force: %w", err))
+	}
 	if started.Rerun+started.Unknown > 0 {
 		log.Warn("recovered interrupted calls", "rerun", started.Rerun, "unknown", started.Unknown)
 	}
@@ -477,6 +482,14 @@ func (a *App) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 		case <-hup:
 			if err := a.ReloadPolicy(ctx); err != nil {
 				a.log.Error("policy not reloaded; the previous one stays in force", "err", err)
+				// Not only in this instance's log: the audit log and /policy
+				// say it too.
+				if aerr := a.store.Write(ctx, func(tx *models.Tx) error {
+					return tx.Audit(models.Event{Actor: "system", Kind: "policy.reload_failed", Subject: a.store.Instance(),
+						Payload: map[string]any{"error": err.Error(), "policy_version": a.gate.Policy().Version()}})
+				}); aerr != nil {
+					a.log.Error("could not record the failed reload", "err", aerr)
+				}
 			}
 		}
 	}
@@ -575,6 +588,9 @@ func (a *App) putInForce(ctx context.Context, registry *tools.Registry, toolsVer
 	}
 	a.gate.Reload(registry, next)
 	a.toolsVersion = toolsVersion
+	if err := a.store.RecordVersions(ctx, hostname(), next.Version(), toolsVersion, why); err != nil {
+		a.log.Error("could not record the versions now in force", "err", err)
+	}
 	if policyChanged {
 		// The actions waiting for a person are decided again: one the new
 		// policy denies is cancelled, one it asks more of waits for it.
@@ -592,6 +608,11 @@ func (a *App) putInForce(ctx context.Context, registry *tools.Registry, toolsVer
 	}
 	a.log.Info("policy and tools put in force", "why", why, "from_version", prev[:12], "to_version", next.Version()[:12], "tools_changed", toolsChanged)
 	return nil
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }
 
 // watchTools follows the set's MCP servers' tool lists.

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models/storetest"
+)
+
+// Two instances started with different policy files: each records what it
+// decides with, /healthz says so and names the mismatch, /policy lists both
+// with the one that differs marked, and an admin sees a warning on every
+// back-office page. A reload that fails is shown on /policy, not only logged.
+func TestInstancesWithDifferentPoliciesAreShown(t *testing.T) {
+	if !storetest.Postgres() {
+		t.Skip("several instances need PostgreSQL (" + storetest.Env + "; make test sets it in CI)")
+	}
+	bin := buildCountersign(t)
+	dsn := storetest.DSN(t)
+	dir := t.TempDir()
+	strict, lax := filepath.Join(dir, "strict.yaml"), filepath.Join(dir, "lax.yaml")
+	os.WriteFile(strict, []byte("defaults:\n  high_write: {decision: needs_approval, reason: a person decides}\n"), 0o600)
+	os.WriteFile(lax, []byte("defaults:\n  high_write: {decision: allow, reason: anything goes}\n"), 0o600)
+	a := startInstance(t, bin, "--db", dsn, "--demo", "--policy", strict)
+	b := startInstance(t, bin, "--db", dsn, "--demo", "--policy", lax)
+	out, code := runCmdIn(t, "a long enough password\n", "user", "add", "--email", "root@x.test", "--name", "Root", "--role", "admin", "--db", dsn)
+	if code != 0 {
+		t.Fatal(out)
+	}
+	health := func(inst *instance) map[string]string {
+		t.Helper()
+		res, err := http.Get(inst.url + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var h map[string]string
+		json.NewDecoder(res.Body).Decode(&h)
+		return h
+	}
+	ha, hb := health(a), health(b)
+	if ha["policy_version"] == hb["policy_version"] || ha["instance"] == hb["instance"] ||
+		!strings.Contains(ha["versions_differ"], "2 different policies") {
+		t.Fatalf("healthz: %v / %v", ha, hb)
+	}
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	if res, err := browser.PostForm(a.url+"/login", url.Values{"email": {"root@x.test"}, "password": {"a long enough password"}}); err != nil || res.StatusCode != 200 {
+		t.Fatalf("sign in: %v %v", res, err)
+	}
+	page := func(path string) string {
+		t.Helper()
+		res, err := browser.Get(a.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		return string(raw)
+	}
+	for _, path := range []string{"/queue", "/audit", "/staff"} {
+		if p := page(path); !strings.Contains(p, `data-testid="versions-differ"`) || !strings.Contains(p, ha["policy_version"][:12]) {
+			t.Errorf("%s does not warn the admin that the instances differ", path)
+		}
+	}
+	pol := page("/policy")
+	if !strings.Contains(pol, ha["instance"]) || !strings.Contains(pol, hb["instance"]) || strings.Count(pol, "<strong>differs</strong>") != 1 {
+		i := strings.Index(pol, `id="instances"`)
+		t.Fatalf("/policy does not list both instances with the one that differs marked: %.2000s", pol[max(i, 0):])
+	}
+
+	// A reload that fails is on /policy and in the audit log.
+	os.WriteFile(strict, []byte("defaults: [not, a, policy\n"), 0o600)
+	a.cmd.Process.Signal(syscall.SIGHUP)
+	for i := 0; ; i++ {
+		if strings.Contains(page("/policy"), `data-testid="reload-failed"`) {
+			break
+		}
+		if i > 100 {
+			t.Fatal("/policy does not say the reload failed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
