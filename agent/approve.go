@@ -189,7 +189,7 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 		res.Final = true
 		payload := map[string]any{"args_hash": call.ArgsHash, "approvals": count, "required": required, "note": note}
 		if req.Grant != nil {
-			if res.Grant, err = giveGrant(tx, req.Grant, actor, call); err != nil {
+			if res.Grant, err = giveGrant(tx, req.Grant, actor, call, tool); err != nil {
 				return err
 			}
 			payload["grant_id"] = res.Grant.ID

@@ -70,24 +70,41 @@ func checkGrant(req *GrantRequest, actor models.Actor, call *models.ToolCall, to
 	return nil
 }
 
+// GrantAmountBound is the total a grant allows on a tool with an amount.
+// A grant given without one is bounded all the same, by the amount of the
+// call approved for each call it allows (a count-only grant given on a $10
+// refund does not let a $700 one through): that amount times the count.
+// defaulted says the bound was not given but so derived.
+func GrantAmountBound(req *GrantRequest, tool *tools.Tool, approvedArgs string) (bound float64, defaulted bool) {
+	if req.Amount > 0 || tool == nil || tool.Amount == "" {
+		return req.Amount, false
+	}
+	each, ok := tool.AmountOf(approvedArgs)
+	if !ok || each <= 0 || req.Uses <= 0 {
+		return req.Amount, false
+	}
+	return math.Round(each*float64(req.Uses)*100) / 100, true
+}
+
 // giveGrant records the grant an approval asked for, in the approval's
 // transaction, once the action it approves is complete. It covers calls
 // that need one person's approval of a role the giver holds (Approve
 // refuses it on an action that needs more than one approval: a grant must
 // not let one person skip a two-person rule).
-func giveGrant(tx *models.Tx, req *GrantRequest, actor models.Actor, call *models.ToolCall) (*models.Grant, error) {
+func giveGrant(tx *models.Tx, req *GrantRequest, actor models.Actor, call *models.ToolCall, tool *tools.Tool) (*models.Grant, error) {
 	run, err := tx.Run(call.RunID)
 	if err != nil {
 		return nil, err
 	}
+	maxAmount, defaulted := GrantAmountBound(req, tool, call.Args)
 	g := &models.Grant{ID: models.NewID("grant"), Tool: call.Tool, CustomerID: call.CustomerID, CustomerName: run.CustomerName, AgentID: run.AgentID,
-		MaxUses: int64(req.Uses), MaxAmount: req.Amount, ExpiresAt: tx.Now().Add(req.For), Role: actor.Role,
+		MaxUses: int64(req.Uses), MaxAmount: maxAmount, ExpiresAt: tx.Now().Add(req.For), Role: actor.Role,
 		CreatedByID: actor.ID, CreatedBy: actor.String(), SourceCallID: call.ID, Note: strings.TrimSpace(req.Note)}
 	if err := tx.CreateGrant(g); err != nil {
 		return nil, err
 	}
 	return g, tx.Audit(models.Event{Actor: actor.String(), Kind: "grant.created", Subject: g.ID, Payload: map[string]any{
-		"tool": g.Tool, "customer_id": g.CustomerID, "agent_id": g.AgentID, "max_uses": g.MaxUses, "max_amount": g.MaxAmount,
+		"tool": g.Tool, "customer_id": g.CustomerID, "agent_id": g.AgentID, "max_uses": g.MaxUses, "max_amount": g.MaxAmount, "max_amount_default": defaulted,
 		"expires_at": g.ExpiresAt.UTC().Format(time.RFC3339Nano), "source_call_id": call.ID, "note": g.Note}})
 }
 

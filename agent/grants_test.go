@@ -343,3 +343,24 @@ func TestGrantCoversCallsThatComeTheSameWay(t *testing.T) {
 		t.Fatalf("another agent used the first agent's grant: %+v", out)
 	}
 }
+
+// A count-only grant on a tool with an amount is bounded by the amount
+// approved: given on a $10 refund for 3 calls, it allows $30 in all, and a
+// $700 refund waits for a person (as a supervisor reading "3 calls" means).
+func TestCountOnlyGrantIsBoundedByTheApprovedAmount(t *testing.T) {
+	e := newEnv(t)
+	g := e.grantOn("cus_bob", "Bob", "B2001", 60, agent.GrantRequest{Uses: 3, For: time.Hour})
+	if g.MaxAmount != 180 {
+		t.Fatalf("the grant's total is %v, want 3 × $60", g.MaxAmount)
+	}
+	if out := e.refund("cus_bob", "B2001", 700); out.Status != models.CallPending || out.Decision.Rule == agent.GrantRule+g.ID {
+		t.Fatalf("a $700 refund under a grant given on $60: %+v", out)
+	}
+	if out := e.refund("cus_bob", "B2001", 60); out.Status != models.CallSucceeded || out.Decision.Rule != agent.GrantRule+g.ID {
+		t.Fatalf("a $60 refund: %+v", out)
+	}
+	evs := e.grantEvents(g.ID)
+	if evs[0]["max_amount"] != 180.0 || evs[0]["max_amount_default"] != true {
+		t.Fatalf("grant.created: %v", evs[0])
+	}
+}

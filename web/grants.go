@@ -61,8 +61,12 @@ func (s *Server) grantOffer(call *models.ToolCall, run *models.Run) *views.Grant
 	if !ok {
 		return nil
 	}
-	return &views.GrantOffer{Customer: customerLabel(run.CustomerID, run.CustomerName), Tool: call.Tool, Amount: tool.Amount != "",
+	o := &views.GrantOffer{Customer: customerLabel(run.CustomerID, run.CustomerName), Tool: call.Tool, Amount: tool.Amount != "",
 		Uses: "3", For: "24h"}
+	if each, ok := tool.AmountOf(call.Args); ok && each > 0 {
+		o.Each = tools.Money(each)
+	}
+	return o
 }
 
 // keepGrantTyped puts back what the person typed in the grant fields when
