@@ -134,7 +134,7 @@ func TestServeBootsAndAuditVerifyDetectsTampering(t *testing.T) {
 	app.Close()
 
 	out, code := runCmd(t, "audit", "verify", "--db", db)
-	if code != 0 || !strings.Contains(out, "audit chain intact: 5 events") { // demo shop + 4 demo staff
+	if code != 0 || !strings.Contains(out, "audit chain intact: 6 events") { // demo shop + 4 demo staff + the instance's versions
 		t.Fatalf("verify: code %d\n%s", code, out)
 	}
 	raw, err := rawDB(db)

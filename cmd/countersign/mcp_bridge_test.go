@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models/storetest"
+)
+
+// A client that asks for progress with a numeric token (what the TypeScript
+// SDK and Claude Code send) is served through the stdio bridge: no crash,
+// the gateway's progress reaches it under its own token while a person
+// decides, and then the approved result.
+func TestBridgeCarriesNumericProgressTokens(t *testing.T) {
+	var paid atomic.Int32
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paid.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"paid":true}`)
+	}))
+	defer backend.Close()
+	dir := t.TempDir()
+	toolsFile := filepath.Join(dir, "tools.yaml")
+	os.WriteFile(toolsFile, []byte(`tools:
+  - name: pay
+    risk: high_write
+    input_schema: {type: object, properties: {n: {type: integer}}, required: [n], additionalProperties: false}
+    http: {method: POST, url: "`+backend.URL+`/pay"}
+`), 0o600)
+	db := storetest.DSN(t)
+	app := serveAppLogging(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile}, io.Discard, io.Discard)
+	base := "http://" + app.Addr()
+	key, _ := runCmd(t, "agent", "add", "--name", "desk", "--db", db)
+	key = strings.TrimSpace(key)
+	runCmdIn(t, "correct horse battery staple\n", "user", "add", "--email", "ann@x.test", "--role", "approver", "--name", "Ann", "--db", db)
+	staffTok, _ := runCmd(t, "token", "create", "--email", "ann@x.test", "--db", db)
+	staffTok = strings.TrimSpace(staffTok)
+
+	toBridge, clientOut := io.Pipe()
+	clientIn, fromBridge := io.Pipe()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	bridged := make(chan error, 1)
+	go func() {
+		bridged <- run(ctx, []string{"mcp", "--url", base, "--agent-key", key}, toBridge, fromBridge, io.Discard)
+		fromBridge.Close()
+	}()
+	lines := make(chan map[string]any, 100)
+	go func() {
+		sc := bufio.NewScanner(clientIn)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				lines <- m
+			}
+		}
+		close(lines)
+	}()
+	send := func(msg string) {
+		t.Helper()
+		if _, err := io.WriteString(clientOut, msg+"\n"); err != nil {
+			t.Fatalf("write to the bridge: %v", err)
+		}
+	}
+	next := func(within time.Duration, what string, match func(map[string]any) bool) map[string]any {
+		t.Helper()
+		deadline := time.After(within)
+		for {
+			select {
+			case m, ok := <-lines:
+				if !ok {
+					t.Fatalf("the bridge closed before %s (it said %v)", what, <-bridged)
+				}
+				if match(m) {
+					return m
+				}
+			case <-deadline:
+				t.Fatalf("no %s within %s", what, within)
+			}
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"ts-like","version":"1"}}}`)
+	next(10*time.Second, "answer to initialize", func(m map[string]any) bool { return m["id"] == 1.0 })
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"pay","arguments":{"n":1},"_meta":{"progressToken":7}}}`)
+	note := next(20*time.Second, "progress note", func(m map[string]any) bool { return m["method"] == "notifications/progress" })
+	if p := note["params"].(map[string]any); p["progressToken"] != 7.0 || !strings.Contains(p["message"].(string), "waiting for a person") {
+		t.Fatalf("progress: %v", note)
+	}
+	_, pending := apiDo(t, "GET", base+"/api/v1/actions?status=pending", staffTok, "")
+	actions, _ := pending["actions"].([]any)
+	if len(actions) != 1 {
+		t.Fatalf("pending actions: %v", pending)
+	}
+	id := actions[0].(map[string]any)["id"].(string)
+	if status, out := apiDo(t, "POST", base+"/api/v1/actions/"+id+"/approve", staffTok, `{}`); status != 200 {
+		t.Fatalf("approve: %d %v", status, out)
+	}
+	res := next(60*time.Second, "result of the call", func(m map[string]any) bool { return m["id"] == 2.0 })
+	if r, _ := res["result"].(map[string]any); r == nil || r["isError"] == true || !strings.Contains(fmt.Sprint(r["content"]), "paid") || paid.Load() != 1 {
+		t.Fatalf("result: %v (backend paid %d times)", res, paid.Load())
+	}
+	select {
+	case err := <-bridged:
+		t.Fatalf("the bridge stopped: %v", err)
+	default:
+	}
+}
