@@ -98,6 +98,7 @@ func FromSpec(s Spec) (*Tool, error) {
 			return s.Review(ctx, call, m)
 		}
 	}
+	t.definitionHash = t.hashDefinition()
 	return t, nil
 }
 

@@ -106,6 +106,8 @@ type Tool struct {
 	run    RunFunc
 	check  func(ctx context.Context, call Call, in any) error
 	review func(ctx context.Context, call Call, in any) ([]Fact, error)
+	// definitionHash is DefinitionHash, worked out once when built.
+	definitionHash string
 }
 
 var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
@@ -155,7 +157,7 @@ func New[In any](def Definition[In]) (*Tool, error) {
 			return def.Review(ctx, call, typed)
 		}
 	}
-	return &Tool{
+	t := &Tool{
 		Name:        def.Name,
 		Description: def.Description,
 		Summary:     def.Summary,
@@ -191,7 +193,9 @@ func New[In any](def Definition[In]) (*Tool, error) {
 		},
 		check:  check,
 		review: review,
-	}, nil
+	}
+	t.definitionHash = t.hashDefinition()
+	return t, nil
 }
 
 // MustNew is New for tools defined at package level.
@@ -316,6 +320,13 @@ func (e *UnknownError) Error() string { return e.Message }
 // it is idempotent, and its input schema. A call records it, so that a tool
 // changed since (a reloaded file, an MCP server's new list) is seen.
 func (t *Tool) DefinitionHash() string {
+	if t.definitionHash != "" {
+		return t.definitionHash
+	}
+	return t.hashDefinition()
+}
+
+func (t *Tool) hashDefinition() string {
 	var schema bytes.Buffer
 	if err := json.Compact(&schema, t.Schema); err != nil || schema.Len() == 0 {
 		schema.Reset()
