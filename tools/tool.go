@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"strings"
 
 	"github.com/invopop/jsonschema"
 	validator "github.com/santhosh-tekuri/jsonschema/v6"
@@ -28,6 +29,22 @@ const (
 // Valid reports whether r is one of the three risk levels.
 func (r Risk) Valid() bool {
 	return r == RiskRead || r == RiskLowWrite || r == RiskHighWrite
+}
+
+// Above reports whether r is a higher risk than o (high_write above
+// low_write above read).
+func (r Risk) Above(o Risk) bool { return r.level() > o.level() }
+
+func (r Risk) level() int {
+	switch r {
+	case RiskRead:
+		return 1
+	case RiskLowWrite:
+		return 2
+	case RiskHighWrite:
+		return 3
+	}
+	return 0
 }
 
 // Call is what a tool's run function learns about the call besides its
@@ -254,6 +271,18 @@ func Refuse(format string, args ...any) error {
 
 // RunFunc is a tool's run function with its input type erased.
 type RunFunc func(ctx context.Context, call Call, in any) (any, error)
+
+// WithRisk is the tool at a higher risk than it was built with, for the
+// reason why (shown where the tool's origin is).
+func (t *Tool) WithRisk(r Risk, why string) *Tool {
+	c := *t
+	c.Risk = r
+	if why != "" {
+		c.Origin = strings.TrimSpace(c.Origin + "; " + why)
+	}
+	c.definitionHash = c.hashDefinition()
+	return &c
+}
 
 // WithMiddleware returns a copy of the tool whose runs go through mw: for
 // metrics, tracing, or counting executions in tests.

@@ -261,8 +261,20 @@ func (u *upstream) relist(s *mcp.ClientSession) {
 	}
 }
 
-// use puts a list in force (u.mu held) and says whether it changed.
+// use puts a list in force (u.mu held) and says whether it changed. A tool
+// the server now marks as less risky than it was while Countersign ran
+// keeps its higher risk: a server cannot lower its own tool's risk by
+// announcing a new list (the tools file, reloaded, decides afresh).
 func (u *upstream) use(list []*tools.Tool, skipped []string) bool {
+	before := map[string]tools.Risk{}
+	for _, t := range u.tools {
+		before[t.Name] = t.Risk
+	}
+	for i, t := range list {
+		if prev, ok := before[t.Name]; ok && prev.Above(t.Risk) {
+			list[i] = t.WithRisk(prev, fmt.Sprintf("kept at %s: the server lowered it to %s while Countersign ran", prev, t.Risk))
+		}
+	}
 	h := sha256.New()
 	for _, t := range list {
 		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%t\n", t.Name, t.Risk, t.Description, t.Schema, t.Idempotent)
@@ -274,6 +286,19 @@ func (u *upstream) use(list []*tools.Tool, skipped []string) bool {
 	}
 	u.tools, u.shape = list, shape
 	return true
+}
+
+// riskNow is a tool's risk as in force now (it may have been kept higher
+// than the server's list said), never below what it was built with.
+func (u *upstream) riskNow(name string, built tools.Risk) tools.Risk {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, t := range u.tools {
+		if t.Name == name && t.Risk.Above(built) {
+			return t.Risk
+		}
+	}
+	return built
 }
 
 // current is the server's tools as it last listed them.
@@ -364,12 +389,19 @@ func (u *upstream) call(ctx context.Context, name string, risk tools.Risk, args 
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9_]+`)
 
+// safeToolName is an upstream tool's name as Countersign offers it, after
+// the server's prefix: lower case, runs of other characters as one _.
+func safeToolName(upstream string) string {
+	return strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(upstream), "_"), "_")
+}
+
 // proxy is one upstream tool as a Countersign tool. Its risk is the tools
 // file's override, else read from the annotations, which are only hints:
 // anything not marked read-only or non-destructive is a high-risk write.
 func (u *upstream) proxy(t *mcp.Tool) (*tools.Tool, error) {
 	ms := u.spec
-	name := ms.Name + "__" + strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(t.Name), "_"), "_")
+	safe := safeToolName(t.Name)
+	name := ms.Name + "__" + safe
 	risk, source := tools.RiskHighWrite, "not marked read-only or non-destructive"
 	if a := t.Annotations; a != nil {
 		switch {
@@ -382,8 +414,19 @@ func (u *upstream) proxy(t *mcp.Tool) (*tools.Tool, error) {
 	if ov, ok := ms.Tools["*"]; ok && ov.Risk != "" {
 		risk, source = tools.Risk(ov.Risk), `tools file ("*")`
 	}
-	if ov, ok := ms.Tools[t.Name]; ok && ov.Risk != "" {
-		risk, source = tools.Risk(ov.Risk), "tools file"
+	// The override is found by the name Countersign offers as well as by
+	// the upstream's own: an upstream that renames Delete-Contact to
+	// delete_contact (or back) keeps the risk the file gave it. Where
+	// several entries match, the highest risk holds.
+	var found tools.Risk
+	for key, ov := range ms.Tools {
+		same := key == t.Name || key == name || (key != "*" && safeToolName(key) == safe)
+		if same && ov.Risk != "" && (found == "" || tools.Risk(ov.Risk).Above(found)) {
+			found = tools.Risk(ov.Risk)
+		}
+	}
+	if found != "" {
+		risk, source = found, "tools file"
 	}
 	schema, err := json.Marshal(t.InputSchema)
 	if err != nil {
@@ -392,7 +435,7 @@ func (u *upstream) proxy(t *mcp.Tool) (*tools.Tool, error) {
 	idempotent := t.Annotations != nil && t.Annotations.IdempotentHint
 	upstreamName := t.Name
 	run := func(ctx context.Context, call tools.Call, args map[string]any) (any, error) {
-		return u.call(ctx, upstreamName, risk, args)
+		return u.call(ctx, upstreamName, u.riskNow(name, risk), args)
 	}
 	tool, err := tools.FromSpec(tools.Spec{Name: name, Description: t.Description, Risk: risk, Idempotent: idempotent,
 		Schema: schema, Run: run, Summary: name})
