@@ -207,6 +207,9 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	a.server = &http.Server{Handler: a.web.Server.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: orDefault(cfg.ReadTimeout, 30*time.Second), WriteTimeout: orDefault(cfg.WriteTimeout, 90*time.Second),
 		IdleTimeout: orDefault(cfg.IdleTimeout, 2*time.Minute),
+		// Idle keep-alive connections are closed before they can take the
+		// descriptors requests need (web.ConnGuard).
+		ConnState:   web.NewConnGuard(0).ConnState,
 		BaseContext: func(net.Listener) context.Context { return a.baseCtx },
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	if cfg.TLSCert != "" || cfg.TLSKey != "" {
