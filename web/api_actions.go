@@ -62,6 +62,9 @@ type actionJSON struct {
 	Result            json.RawMessage `json:"result,omitempty"`
 	Error             string          `json:"error,omitempty"`
 	Approvals         []approvalJSON  `json:"approvals"`
+	// ToolChanged warns, while the action waits, that its tool went or
+	// changed since the call was made (as the action page does).
+	ToolChanged string `json:"tool_changed,omitempty"`
 }
 
 func toActionJSON(c *models.ToolCall, approvals []models.Approval) actionJSON {
@@ -100,7 +103,11 @@ func (s *Server) apiActions(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		out = append(out, toActionJSON(&calls[i].ToolCall, approvals))
+		a := toActionJSON(&calls[i].ToolCall, approvals)
+		if calls[i].Status == models.CallPending {
+			a.ToolChanged = toolChanged(s.cfg.Gate.Tools(), &calls[i].ToolCall)
+		}
+		out = append(out, a)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"actions": out})
 }
@@ -122,7 +129,11 @@ func (s *Server) loadActionJSON(c echo.Context, id string) (actionJSON, error) {
 	if err != nil {
 		return actionJSON{}, err
 	}
-	return toActionJSON(call, approvals), nil
+	a := toActionJSON(call, approvals)
+	if call.Status == models.CallPending {
+		a.ToolChanged = toolChanged(s.cfg.Gate.Tools(), call)
+	}
+	return a, nil
 }
 
 type apiApproveRequest struct {
