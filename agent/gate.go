@@ -141,6 +141,11 @@ type CallRequest struct {
 	// AgentID is the outside agent that asked ("" for the model of a run):
 	// its own waiting limit applies.
 	AgentID string
+	// JoinSame: a call of this agent that needs a person, while the same
+	// call (tool, arguments, customer) of the agent waits or has an
+	// outcome it was never handed, is that call, from any session, process
+	// or instance (Outcome.Joined), never a second action.
+	JoinSame bool
 }
 
 // Outcome is what became of a call.
@@ -152,6 +157,9 @@ type Outcome struct {
 	Result json.RawMessage
 	// Error says, in words safe for the model, why the call did not succeed.
 	Error string
+	// Joined: the call was already asked for (CallRequest.JoinSame); this
+	// is that call as it stands.
+	Joined bool
 }
 
 // IdempotencyKey is what a tool's backend receives to deduplicate a call.
@@ -241,6 +249,20 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 			if err != nil {
 				return fault.Wrap(err, "the policy could not decide")
 			}
+			if again.Verdict == policy.NeedsApproval && req.JoinSame && req.AgentID != "" {
+				// One action per intent: looked for with the agent's calls
+				// taken one at a time, so two asking at once find each other.
+				if err := tx.Serialize("agent:" + req.AgentID); err != nil {
+					return err
+				}
+				same, err := tx.SameAgentCall(req.AgentID, req.CustomerID, tool.Name, string(norm.JSON), norm.Hash)
+				if err == nil {
+					return &joined{call: same}
+				}
+				if !errors.Is(err, models.ErrNotFound) {
+					return err
+				}
+			}
 			if again.Verdict == policy.NeedsApproval {
 				if again, granted, err = grantFor(tx, req, tool, norm, again); err != nil {
 					return err
@@ -282,6 +304,10 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 		return nil
 	})
 	if err != nil {
+		var j *joined
+		if errors.As(err, &j) {
+			return j.outcome(), nil
+		}
 		var e *fault.Error
 		if errors.As(err, &e) {
 			return Outcome{}, e
@@ -298,6 +324,17 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 		return out, nil // a decision-only tool's allowed call is the agent's to carry out
 	}
 	return g.execute(ctx, call, req.CustomerName, tool, norm)
+}
+
+// joined stops recording a call that is already there (CallRequest.JoinSame).
+type joined struct{ call *models.ToolCall }
+
+func (j *joined) Error() string { return "the same call is already recorded: " + j.call.ID }
+
+func (j *joined) outcome() Outcome {
+	c := j.call
+	d := policy.Decision{Verdict: policy.Verdict(c.Decision), Rule: c.Rule, Reason: c.Reason, PolicyVersion: c.PolicyVersion}
+	return Outcome{CallID: c.ID, Status: c.Status, Decision: d, Result: json.RawMessage(c.Result), Error: c.Error, Joined: true}
 }
 
 // recordedDecision is a decision turned into what the call row and its

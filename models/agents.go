@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 )
@@ -161,4 +162,57 @@ func (s *Store) RevokedAgents(ctx context.Context, ids []string) ([]string, erro
 	var out []string
 	err := s.db.WithContext(ctx).Model(&Agent{}).Where("id IN ? AND revoked_at IS NOT NULL", ids).Pluck("id", &out).Error
 	return out, err
+}
+
+// SameCallWindow bounds the calls an agent's identical request can join:
+// made within it, and, once their outcome came, undelivered for at most
+// SameOutcomeWindow.
+const (
+	SameCallWindow    = 7 * 24 * time.Hour
+	SameOutcomeWindow = time.Hour
+)
+
+// SameAgentCall is the call an outside agent means when it asks again for
+// the same tool, arguments (normalized JSON and hash; a call a person
+// edited is found by the arguments the agent sent) and customer, from any
+// of its sessions: one that waits for a person or is about to run or runs,
+// or one whose outcome came lately and was never handed to the agent.
+func (tx *Tx) SameAgentCall(agentID, customerID, tool, args, argsHash string) (*ToolCall, error) {
+	return sameAgentCall(tx.db, tx.now, agentID, customerID, tool, args, argsHash)
+}
+
+func sameAgentCall(db *gorm.DB, now time.Time, agentID, customerID, tool, args, argsHash string) (*ToolCall, error) {
+	var rows []ToolCall
+	runs := db.Session(&gorm.Session{NewDB: true}).Model(&Run{}).Select("id").Where("agent_id = ?", agentID)
+	now = now.UTC()
+	recent := now.Add(-SameOutcomeWindow)
+	err := db.Model(&ToolCall{}).Where("tool = ? AND created_at >= ?", tool, now.Add(-SameCallWindow)).
+		Where("decision = ? AND customer_id = ? AND run_id IN (?)", "needs_approval", customerID, runs).
+		Where("status IN ? OR (delivered_at IS NULL AND (finished_at >= ? OR decided_at >= ?))",
+			[]CallStatus{CallPending, CallApproved, CallExecuting}, recent, recent).
+		Find(&rows).Error
+	if err != nil {
+		return nil, err
+	}
+	var found *ToolCall
+	for i := range rows {
+		c := &rows[i]
+		same := (c.ArgsHash == argsHash && c.OriginalArgs == "") || c.OriginalArgs == args
+		if same && (found == nil || c.CreatedAt.After(found.CreatedAt) || (c.CreatedAt.Equal(found.CreatedAt) && c.ID > found.ID)) {
+			found = c
+		}
+	}
+	if found == nil {
+		return nil, ErrNotFound
+	}
+	return found, nil
+}
+
+// MarkDelivered records that the agent was handed a call's outcome: its
+// next identical request is a new call.
+func (s *Store) MarkDelivered(ctx context.Context, callID string) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		_, err := tx.exec(`UPDATE tool_calls SET delivered_at = ? WHERE id = ? AND delivered_at IS NULL`, tx.now, callID)
+		return err
+	})
 }

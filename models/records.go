@@ -109,6 +109,9 @@ type ToolCall struct {
 	// ToolHash is the definition hash of the tool the call was made against
 	// (tools.Tool.DefinitionHash): an approver is told when it changed since.
 	ToolHash string `gorm:"size:64;default:''"`
+	// DeliveredAt is when the outside agent that asked was handed the
+	// outcome of a call that waited for a person (Store.MarkDelivered).
+	DeliveredAt *time.Time
 }
 
 // Instance is one running server: it beats while it lives, and its calls are

@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,10 +23,6 @@ import (
 // answer says it waits: under the minute MCP clients commonly give up at.
 const DefaultWait = 50 * time.Second
 
-// sameCallWindow is how long a finished call that waited for a person is
-// the answer to the same call made again (a client retrying after a wait).
-const sameCallWindow = 15 * time.Minute
-
 // Gateway builds MCP servers over one gate.
 type Gateway struct {
 	Gate  *agent.Gate
@@ -36,53 +31,6 @@ type Gateway struct {
 	Wait time.Duration
 	// Poll is how often a held call is looked at (0: 250 ms).
 	Poll time.Duration
-
-	mu sync.Mutex
-	// waited remembers the calls that needed a person, by run, tool and
-	// arguments, for sameCallWindow: asked again after it ended, the call
-	// answers with its outcome. (While a call waits, the database says so
-	// too, across restarts.)
-	waited map[string]waitedCall
-}
-
-type waitedCall struct {
-	id string
-	at time.Time
-}
-
-func waitedKey(runID, tool, args string) string { return runID + "\x00" + tool + "\x00" + args }
-
-// same is the call an agent means when it asks again with these arguments.
-func (gw *Gateway) same(ctx context.Context, runID, tool string, norm tools.Normalized) *models.ToolCall {
-	key := waitedKey(runID, tool, string(norm.JSON))
-	gw.mu.Lock()
-	w, ok := gw.waited[key]
-	gw.mu.Unlock()
-	if ok && time.Since(w.at) < sameCallWindow {
-		if c, err := gw.Store.ToolCall(ctx, w.id); err == nil {
-			return c
-		}
-	}
-	if c, err := gw.Store.WaitingCall(ctx, runID, tool, string(norm.JSON), norm.Hash); err == nil {
-		return c
-	}
-	return nil
-}
-
-// remember notes a call that needed a person, and forgets old ones.
-func (gw *Gateway) remember(runID, tool string, args []byte, callID string) {
-	gw.mu.Lock()
-	defer gw.mu.Unlock()
-	if gw.waited == nil {
-		gw.waited = map[string]waitedCall{}
-	}
-	now := time.Now()
-	for k, w := range gw.waited {
-		if now.Sub(w.at) >= sameCallWindow {
-			delete(gw.waited, k)
-		}
-	}
-	gw.waited[waitedKey(runID, tool, string(args))] = waitedCall{id: callID, at: now}
 }
 
 // Server is the MCP server one agent sees: every tool in force that
@@ -148,32 +96,32 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	if len(args) == 0 {
 		args = []byte("{}")
 	}
-	var call *models.ToolCall
-	norm, normErr := tool.Normalize(args)
-	if normErr == nil {
-		// The same call made again (a client that gave up waiting) is
-		// that call, never a second one.
-		call = gw.same(ctx, run.ID, tool.Name, norm)
+	// The same call asked again, from this session or another, another
+	// process or instance, after a restart (a client that gave up waiting,
+	// or reconnected), is that call: the gate joins it (JoinSame).
+	out, err := gw.Gate.Call(ctx, agent.CallRequest{RunID: run.ID, Channel: run.Channel, Tool: tool.Name, Args: args,
+		Actor: "agent:" + ag.Name, AgentID: ag.ID, Context: "over MCP", JoinSame: true})
+	if err != nil {
+		return nil, err
 	}
-	if call == nil {
-		out, err := gw.Gate.Call(ctx, agent.CallRequest{RunID: run.ID, Channel: run.Channel, Tool: tool.Name, Args: args,
-			Actor: "agent:" + ag.Name, AgentID: ag.ID, Context: "over MCP"})
-		if err != nil {
+	// A call that ended at once is answered from its outcome; one that
+	// waits (or was joined) is read back and held.
+	call := &models.ToolCall{ID: out.CallID, Status: out.Status, Result: string(out.Result), Error: out.Error, Reason: out.Decision.Reason}
+	if waiting(call) || out.Joined {
+		if call, err = gw.Store.ToolCall(ctx, out.CallID); err != nil {
 			return nil, err
-		}
-		// A call that ended at once is answered from its outcome; one that
-		// waits is read back and held.
-		call = &models.ToolCall{ID: out.CallID, Status: out.Status, Result: string(out.Result), Error: out.Error, Reason: out.Decision.Reason}
-		if waiting(call) {
-			if call, err = gw.Store.ToolCall(ctx, out.CallID); err != nil {
-				return nil, err
-			}
-		}
-		if normErr == nil && call.Decision == "needs_approval" {
-			gw.remember(run.ID, tool.Name, norm.JSON, call.ID)
 		}
 	}
 	call = gw.hold(ctx, req, call)
+	if call.Decision == "needs_approval" && !waiting(call) {
+		// Handed over: the agent's next identical request is a new call.
+		// (A client that went away before this is answered by the next.)
+		if ctx.Err() == nil {
+			if err := gw.Store.MarkDelivered(ctx, call.ID); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return result(call), nil
 }
 
