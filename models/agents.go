@@ -129,34 +129,6 @@ func (s *Store) CallByAgentKey(ctx context.Context, agentKey string) (*ToolCall,
 	return &c, nil
 }
 
-// WaitingCall is a call of a run for that tool and argument set (normalized
-// JSON, and its hash) that still waits for a person or is about to run or
-// running: the one an agent that asks again means. A call a person edited
-// is found by the arguments the agent sent. It reads the run's calls that
-// are not done (idx_tool_calls_run_waiting: a few rows, however long the
-// run), and picks among them here: asked for the tool too, SQLite would walk
-// every call of that tool instead.
-func (s *Store) WaitingCall(ctx context.Context, runID, tool, args, argsHash string) (*ToolCall, error) {
-	var waiting []ToolCall
-	err := s.db.WithContext(ctx).Where("run_id = ? AND status IN ?", runID, []CallStatus{CallPending, CallApproved, CallExecuting}).
-		Where(notSucceeded).Where("decision = ?", "needs_approval").Find(&waiting).Error
-	if err != nil {
-		return nil, err
-	}
-	var found *ToolCall
-	for i := range waiting {
-		c := &waiting[i]
-		same := c.Tool == tool && ((c.ArgsHash == argsHash && c.OriginalArgs == "") || c.OriginalArgs == args)
-		if same && (found == nil || c.CreatedAt.After(found.CreatedAt) || (c.CreatedAt.Equal(found.CreatedAt) && c.ID > found.ID)) {
-			found = c
-		}
-	}
-	if found == nil {
-		return nil, ErrNotFound
-	}
-	return found, nil
-}
-
 // RevokedAgents is which of the agents ids names have had their key revoked.
 func (s *Store) RevokedAgents(ctx context.Context, ids []string) ([]string, error) {
 	var out []string

@@ -50,8 +50,8 @@ type Turn struct {
 // the action shares the call's id.
 type ToolCall struct {
 	ID string `gorm:"primaryKey;size:40;index:idx_tool_calls_created,priority:2;index:idx_tool_calls_status_created,priority:3;index:idx_tool_calls_tool_created,priority:3;index:idx_tool_calls_customer_created,priority:3"`
-	// The run's calls that are not done yet, by status: what an MCP client
-	// asking again for the same call looks up (WaitingCall).
+	// The run's calls that are not done yet, by status (the waiting limits
+	// count them).
 	RunID      string `gorm:"size:40;index;index:idx_tool_calls_run_waiting,priority:1,where:status <> 'succeeded';not null"`
 	Run        *Run   `gorm:"constraint:OnDelete:RESTRICT"`
 	CustomerID string `gorm:"size:64;index:idx_tool_calls_customer_created,priority:1"`
