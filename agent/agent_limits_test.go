@@ -69,3 +69,36 @@ func TestAnAgentCannotFloodTheQueueWithNewCustomers(t *testing.T) {
 		t.Fatalf("another agent: %+v", out)
 	}
 }
+
+// An agent's session has a waiting limit of its own (10 by default, room
+// for a coding agent writing several files), said in words for an agent.
+func TestAnAgentSessionsLimitIsWordedForAnAgent(t *testing.T) {
+	var runs atomic.Int64
+	store := storetest.Open(t)
+	reg, _ := tools.NewRegistry(transferTool(t, `{"type":"object","properties":{"to":{"type":"string"}},"required":["to"]}`, &runs))
+	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, runner := agent.New(agent.Config{Store: store, Tools: reg, Policy: pol})
+	t.Cleanup(runner.Close)
+	ctx := context.Background()
+	run, err := store.AgentRun(ctx, &models.Agent{ID: "agt_code", Name: "code"}, "mcp:one", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 11 {
+		out, err := gate.Call(ctx, agent.CallRequest{RunID: run.ID, Tool: "transfer", Args: []byte(fmt.Sprintf(`{"to":"f%d"}`, i)),
+			Actor: "agent:code", AgentID: "agt_code"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 10 && out.Status != models.CallPending {
+			t.Fatalf("write %d of one session: %+v", i+1, out)
+		}
+		if i == 10 && (out.Status != models.CallDenied || out.Decision.Rule != "limit:pending_per_session" ||
+			!strings.Contains(out.Error, "not a policy decision") || strings.Contains(out.Error, "customer")) {
+			t.Fatalf("the 11th: %+v", out)
+		}
+	}
+}

@@ -395,7 +395,14 @@ func (g *Gate) limitPending(tx *models.Tx, req CallRequest, d policy.Decision) (
 	deny := func(rule, reason string) policy.Decision {
 		return policy.Decision{Verdict: policy.Deny, Rule: rule, Reason: reason, PolicyVersion: d.PolicyVersion}
 	}
-	if n := g.Limits.pendingPerRun(); inRun >= int64(n) {
+	if req.AgentID != "" {
+		// An outside agent's session (an MCP session, a gate API session)
+		// is told in words for an agent, not for a customer.
+		if n := g.Limits.pendingPerSession(); inRun >= int64(n) {
+			return deny("limit:pending_per_session", fmt.Sprintf("limit reached, not a policy decision: this session already has %d calls waiting for a person, "+
+				"the most a session may have waiting; wait for those to be decided (asking for one of them again returns it), then ask for more", inRun)), nil
+		}
+	} else if n := g.Limits.pendingPerRun(); inRun >= int64(n) {
 		return deny("limit:pending_per_run", fmt.Sprintf("this conversation already has %d requests waiting for a team member; "+
 			"do not ask again: tell the customer they will hear back once those are decided", inRun)), nil
 	}
@@ -431,8 +438,18 @@ type Limits struct {
 	// waiting across their runs (10).
 	MaxPendingPerCustomer int
 	// MaxPendingPerAgent is how many one outside agent may have waiting
-	// across its sessions and the customers it names (50).
-	MaxPendingPerAgent int
+	// across its sessions and the customers it names (50), and
+	// MaxPendingPerSession how many in one of its sessions (10: a coding
+	// agent writing several files at once); MaxPendingPerRun is for the
+	// conversations Countersign runs itself.
+	MaxPendingPerAgent, MaxPendingPerSession int
+}
+
+func (l Limits) pendingPerSession() int {
+	if l.MaxPendingPerSession > 0 {
+		return l.MaxPendingPerSession
+	}
+	return 10
 }
 
 func (l Limits) pendingPerAgent() int {

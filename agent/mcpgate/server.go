@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -106,7 +107,7 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	}
 	// A call that ended at once is answered from its outcome; one that
 	// waits (or was joined) is read back and held.
-	call := &models.ToolCall{ID: out.CallID, Status: out.Status, Result: string(out.Result), Error: out.Error, Reason: out.Decision.Reason}
+	call := &models.ToolCall{ID: out.CallID, Status: out.Status, Result: string(out.Result), Error: out.Error, Reason: out.Decision.Reason, Rule: out.Decision.Rule}
 	if waiting(call) || out.Joined {
 		if call, err = gw.Store.ToolCall(ctx, out.CallID); err != nil {
 			return nil, err
@@ -182,6 +183,9 @@ func result(c *models.ToolCall) *mcp.CallToolResult {
 		return text(fmt.Sprintf("Waiting for a person to decide (call %s, %s). Nothing has been done yet unless it says executing. "+
 			"Call this tool again with the same arguments to get the outcome; that never makes a second request.", c.ID, c.Status), false)
 	case models.CallDenied:
+		if strings.HasPrefix(c.Rule, "limit:") {
+			return text("Not run: "+c.Reason, true) // a limit, not the policy
+		}
 		return text("Denied by policy: "+c.Reason, true)
 	case models.CallRejected:
 		return text("Rejected by a person: "+c.Error, true)

@@ -25,6 +25,7 @@ import (
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/llm/offline"
+	"github.com/countersign/countersign/agent/mcpgate"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
@@ -68,6 +69,9 @@ type App struct {
 // shop when asked, and recovers calls a previous process left running.
 func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, error) {
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if cfg.MCPHold != 0 && (cfg.MCPHold < time.Second || cfg.MCPHold > 10*time.Minute) {
+		return nil, usageError(fmt.Sprintf("--mcp-hold %s: hold a waiting call between 1s and 10m", cfg.MCPHold))
+	}
 	store, err := models.Open(cfg.DB, models.Options{})
 	if err != nil {
 		return nil, err
@@ -165,7 +169,7 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		Outbox: ob,
 		Web: web.Config{Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), WidgetOrigins: origins,
 			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, Upstreams: a.upstreams,
-			SlackSigningSecret: cfg.Reach.SlackSigning}})
+			SlackSigningSecret: cfg.Reach.SlackSigning, MCPWait: cfg.MCPHold}})
 	a.gate, a.runner, a.accounts = a.web.Gate, a.web.Runner, a.web.Accounts
 	a.watchTools(set)
 	if cfg.ShadowPolicy != "" {
@@ -719,6 +723,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "the certificate's private key (PEM)")
 	cfg.anchorFlags(fs)
 	fs.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", time.Hour, "how often to write an audit checkpoint (when the chain has grown)")
+	fs.DurationVar(&cfg.MCPHold, "mcp-hold", mcpgate.DefaultWait, "how long /mcp and the stdio bridge hold a call that waits for a person before answering that it waits (1s to 10m)")
 	fs.BoolVar(&cfg.TrustProxy, "trust-proxy", false, "behind a reverse proxy: take the client address, scheme and host from X-Forwarded-For/-Proto/-Host (only if the proxy sets them)")
 	cfg.reachFlags(fs)
 	if err := parse(fs, args); err != nil {

@@ -40,8 +40,10 @@ type config struct {
 	// The HTTP server's timeouts; zero takes the defaults (tests shorten them).
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	TrustProxy                             bool
-	TLSCert                                string
-	TLSKey                                 string
+	// MCPHold is how long /mcp holds a call that waits for a person.
+	MCPHold time.Duration
+	TLSCert string
+	TLSKey  string
 	// Reach: webhooks, Slack, email, escalation (reach.go).
 	Reach reachConfig
 }

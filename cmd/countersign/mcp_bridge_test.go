@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/countersign/countersign/models/storetest"
 )
 
@@ -116,5 +118,35 @@ func TestBridgeCarriesNumericProgressTokens(t *testing.T) {
 	case err := <-bridged:
 		t.Fatalf("the bridge stopped: %v", err)
 	default:
+	}
+}
+
+// --mcp-hold is how long a waiting call is held; outside 1s–10m the start
+// is refused with why.
+func TestMCPHoldIsBounded(t *testing.T) {
+	for _, v := range []string{"500ms", "11m"} {
+		out, code := runCmd(t, "serve", "--mcp-hold", v, "--db", storetest.DSN(t))
+		if code != 2 || !strings.Contains(out, "between 1s and 10m") {
+			t.Errorf("--mcp-hold %s: %d %s", v, code, out)
+		}
+	}
+	db := storetest.DSN(t)
+	toolsFile := filepath.Join(t.TempDir(), "tools.yaml")
+	os.WriteFile(toolsFile, []byte("tools:\n  - name: pay\n    risk: high_write\n    http: {method: POST, url: \"http://127.0.0.1:9/pay\"}\n"), 0o600)
+	app := serveAppLogging(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile, MCPHold: time.Second}, io.Discard, io.Discard)
+	key, _ := runCmd(t, "agent", "add", "--name", "desk", "--db", db)
+	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + app.Addr() + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerAuth(strings.TrimSpace(key))}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	// Well under the default hold of 50 s: the answer comes after --mcp-hold.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "pay", Arguments: map[string]any{}})
+	if err != nil || len(res.Content) == 0 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "Waiting for a person") {
+		t.Fatalf("a waiting call with --mcp-hold 1s: %+v %v", res, err)
 	}
 }
