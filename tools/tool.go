@@ -108,8 +108,12 @@ type Tool struct {
 	// Origin says where a tool from outside comes from and why it has its
 	// risk (an MCP server's tool); empty for tools defined in Go or a file.
 	Origin string
-	// Upstream is the MCP server the tool comes from ("" for others).
+	// Upstream is the MCP server the tool comes from ("" for others), and
+	// Listing the tool as that server listed it (MCP's Tool object: title,
+	// output schema, annotations, icons…), passed on to MCP clients as it
+	// came but for the name.
 	Upstream string
+	Listing  json.RawMessage
 
 	schema   *validator.Schema
 	defaults map[string]any

@@ -168,8 +168,9 @@ func TestMCPGatewayInFrontOfTheFilesystemServer(t *testing.T) {
 		t.Fatalf("edit and approve: %s", r.Raw)
 	}
 	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs__write_file", Arguments: draft})
-	if r.IsError {
-		t.Fatalf("after the edit: %s", textOf(r))
+	if r.IsError || !strings.HasPrefix(textOf(r), "A person changed the arguments before approving this call: content from \"draft with a typo\" to \"final text\".") ||
+		!strings.Contains(textOf(r), "Successfully wrote") {
+		t.Fatalf("after the edit the agent must read what the person changed, then the server's answer: %s", textOf(r))
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "edited.txt")); string(b) != "final text" {
 		t.Fatalf("edited file %q", b)
@@ -394,5 +395,78 @@ func TestMCPGatewayStreamableHTTPUpstream(t *testing.T) {
 	r, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "crm__delete_contact", Arguments: map[string]any{"email": "i@x.test"}})
 	if !strings.Contains(textOf(r), "Waiting for a person") {
 		t.Fatalf("delete (high_write by the file's override) did not wait: %s", textOf(r))
+	}
+}
+
+// What a client gets through Countersign is what the filesystem server
+// sends straight: the tool list with titles, output schemas and
+// annotations, a text file's content blocks and structured content, an
+// image as an image block.
+func TestMCPGatewayPassesTheServersAnswersOnUnchanged(t *testing.T) {
+	script := filesystemServer(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("line one\nline two\n"), 0o600)
+	// A 1×1 PNG.
+	png := []byte{0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d, 0x49, 0x48, 0x44, 0x52, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1f, 0x15, 0xc4,
+		0x89, 0, 0, 0, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0, 1, 0, 0, 5, 0, 1, 0x0d, 0x0a, 0x2d, 0xb4, 0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82}
+	os.WriteFile(filepath.Join(dir, "dot.png"), png, 0o600)
+	ctx := context.Background()
+	straight, err := mcp.NewClient(&mcp.Implementation{Name: "straight", Version: "1"}, nil).
+		Connect(ctx, &mcp.CommandTransport{Command: exec.Command("node", script, dir)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer straight.Close()
+	a := mcpApp(t, filesystemTools(t, script, dir), nil, 0)
+	key, _, _ := a.accounts.AddAgent(ctx, "desk", models.Actor{ID: "test"})
+	through, err := mcpClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer through.Close()
+	asJSON := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+	offered := map[string]*mcp.Tool{}
+	for tool, err := range through.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		offered[tool.Name] = tool
+	}
+	withOutput := 0
+	for tool, err := range straight.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := offered["fs__"+strings.ReplaceAll(tool.Name, "-", "_")]
+		if got == nil {
+			t.Errorf("%s is not offered", tool.Name)
+			continue
+		}
+		if got.Title != tool.Title || got.Description != tool.Description || asJSON(got.OutputSchema) != asJSON(tool.OutputSchema) ||
+			asJSON(got.Annotations) != asJSON(tool.Annotations) || asJSON(got.InputSchema) != asJSON(tool.InputSchema) {
+			t.Errorf("%s is listed as\n%s\nnot as the server lists it\n%s", tool.Name, asJSON(got), asJSON(tool))
+		}
+		if tool.OutputSchema != nil {
+			withOutput++
+		}
+	}
+	if withOutput == 0 {
+		t.Fatal("the server lists no output schema: the comparison above proves nothing about them")
+	}
+	for _, c := range []struct{ tool, path string }{{"read_text_file", "notes.txt"}, {"read_media_file", "dot.png"}} {
+		args := map[string]any{"path": filepath.Join(dir, c.path)}
+		want, err := straight.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := through.CallTool(ctx, &mcp.CallToolParams{Name: "fs__" + c.tool, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if asJSON(got.Content) != asJSON(want.Content) || asJSON(got.StructuredContent) != asJSON(want.StructuredContent) || got.IsError != want.IsError {
+			t.Errorf("%s through Countersign:\n%s\n%s\nstraight:\n%s\n%s", c.tool, asJSON(got.Content), asJSON(got.StructuredContent),
+				asJSON(want.Content), asJSON(want.StructuredContent))
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -72,19 +73,36 @@ func (gw *Gateway) Offer(s *mcp.Server, ag *models.Agent, prev, next *tools.Regi
 			continue
 		}
 		tool := t
-		readOnly := t.Risk == tools.RiskRead
-		destructive := t.Risk == tools.RiskHighWrite
-		s.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.Schema),
-			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: readOnly, DestructiveHint: &destructive}},
-			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return gw.call(ctx, ag, tool, req)
-			})
+		s.AddTool(asListed(t), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return gw.call(ctx, ag, tool, req)
+		})
 	}
+}
+
+// asListed is a tool as MCP clients see it. An upstream MCP server's tool is
+// listed as that server listed it (title, description, input and output
+// schemas, annotations, icons, _meta), under the name Countersign offers;
+// other tools say what their risk means in MCP's annotations.
+func asListed(t *tools.Tool) *mcp.Tool {
+	if len(t.Listing) > 0 {
+		var up mcp.Tool
+		if json.Unmarshal(t.Listing, &up) == nil {
+			up.Name = t.Name
+			if up.InputSchema == nil {
+				up.InputSchema = json.RawMessage(t.Schema)
+			}
+			return &up
+		}
+	}
+	readOnly := t.Risk == tools.RiskRead
+	destructive := t.Risk == tools.RiskHighWrite
+	return &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.Schema),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: readOnly, DestructiveHint: &destructive}}
 }
 
 // sameShape: a client sees no difference between the two.
 func sameShape(a, b *tools.Tool) bool {
-	return a.Description == b.Description && a.Risk == b.Risk && string(a.Schema) == string(b.Schema)
+	return a.Description == b.Description && a.Risk == b.Risk && string(a.Schema) == string(b.Schema) && string(a.Listing) == string(b.Listing)
 }
 
 func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -123,7 +141,7 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 			}
 		}
 	}
-	return result(call), nil
+	return result(call, tool, gw.changedNote(ctx, call)), nil
 }
 
 // hold waits while a person decides or the call runs, telling a client that
@@ -160,6 +178,65 @@ func (gw *Gateway) hold(ctx context.Context, req *mcp.CallToolRequest, call *mod
 	return call
 }
 
+// changedNote says, in words for the agent, what the approver changed in
+// the call's arguments before approving it, and their note ("" when nobody
+// changed them).
+func (gw *Gateway) changedNote(ctx context.Context, c *models.ToolCall) string {
+	if c.Status != models.CallSucceeded || c.OriginalArgs == "" || c.OriginalArgs == c.Args {
+		return ""
+	}
+	var from, to map[string]any
+	if json.Unmarshal([]byte(c.OriginalArgs), &from) != nil || json.Unmarshal([]byte(c.Args), &to) != nil {
+		return ""
+	}
+	keys := map[string]bool{}
+	for k := range from {
+		keys[k] = true
+	}
+	for k := range to {
+		keys[k] = true
+	}
+	var names []string
+	for k := range keys {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	show := func(v any, ok bool) string {
+		if !ok {
+			return "(none)"
+		}
+		b, _ := json.Marshal(v)
+		return tools.Truncate(string(b), 200)
+	}
+	var parts []string
+	for _, k := range names {
+		a, okA := from[k]
+		b, okB := to[k]
+		if ja, jb := show(a, okA), show(b, okB); ja != jb {
+			parts = append(parts, fmt.Sprintf("%s from %s to %s", k, ja, jb))
+		}
+	}
+	note := "A person changed the arguments before approving this call: " + strings.Join(parts, "; ") + "."
+	if approvals, err := gw.Store.Approvals(ctx, c.ID); err == nil {
+		for _, a := range approvals {
+			if a.Verdict == "approve" && a.Edited && strings.TrimSpace(a.Note) != "" {
+				note += " Their note: " + a.Note
+			}
+		}
+	}
+	return note + " What follows is the result of the call as approved."
+}
+
+func hasOutputSchema(t *tools.Tool) bool {
+	if t == nil || len(t.Listing) == 0 {
+		return false
+	}
+	var l struct {
+		OutputSchema json.RawMessage `json:"outputSchema"`
+	}
+	return json.Unmarshal(t.Listing, &l) == nil && len(l.OutputSchema) > 0 && string(l.OutputSchema) != "null"
+}
+
 func waiting(c *models.ToolCall) bool {
 	return c.Status == models.CallPending || c.Status == models.CallApproved || c.Status == models.CallExecuting
 }
@@ -167,21 +244,36 @@ func waiting(c *models.ToolCall) bool {
 // result is the call's outcome as an MCP tool result: the tool's JSON on
 // success; an error result with the reason otherwise; and, for a call still
 // waiting, a plain answer saying so, with its id.
-func result(c *models.ToolCall) *mcp.CallToolResult {
+// result is the MCP answer for a call. A tool of an upstream MCP server
+// answers with that server's result as it came (content blocks, structured
+// content, _meta); Countersign adds its own words only where a person or
+// the policy acted: before the content, what an approver changed; instead
+// of it, a denial, rejection or expiry. changed is that note ("" if none).
+func result(c *models.ToolCall, tool *tools.Tool, changed string) *mcp.CallToolResult {
 	text := func(s string, isErr bool) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}, IsError: isErr}
 	}
 	switch c.Status {
 	case models.CallSucceeded:
-		r := text(c.Result, false)
-		var structured map[string]any
-		if json.Unmarshal([]byte(c.Result), &structured) == nil {
-			r.StructuredContent = structured
+		var r *mcp.CallToolResult
+		if up := (&mcp.CallToolResult{}); tool.Upstream != "" && json.Unmarshal([]byte(c.Result), up) == nil && up.Content != nil {
+			r = up
+		} else {
+			r = text(c.Result, false)
+			var structured map[string]any
+			if json.Unmarshal([]byte(c.Result), &structured) == nil {
+				r.StructuredContent = structured
+			}
+		}
+		if changed != "" {
+			r.Content = append([]mcp.Content{&mcp.TextContent{Text: changed}}, r.Content...)
 		}
 		return r
 	case models.CallPending, models.CallApproved, models.CallExecuting:
+		// A tool with an output schema must answer with structured content
+		// unless it answers an error (clients check), so its "not yet" is one.
 		return text(fmt.Sprintf("Waiting for a person to decide (call %s, %s). Nothing has been done yet unless it says executing. "+
-			"Call this tool again with the same arguments to get the outcome; that never makes a second request.", c.ID, c.Status), false)
+			"Call this tool again with the same arguments to get the outcome; that never makes a second request.", c.ID, c.Status), hasOutputSchema(tool))
 	case models.CallDenied:
 		if strings.HasPrefix(c.Rule, "limit:") {
 			return text("Not run: "+c.Reason, true) // a limit, not the policy

@@ -1,7 +1,6 @@
 package httptool
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -380,11 +379,14 @@ func (u *upstream) call(ctx context.Context, name string, risk tools.Risk, args 
 	if res.IsError {
 		return nil, tools.Refuse("%s", tools.Truncate(u.set.Redact(text), 1000))
 	}
-	if res.StructuredContent != nil {
-		out, _ := u.set.secrets.value(decoded(res.StructuredContent))
-		return out, nil
+	// The result is the server's, as it sent it (every content block, the
+	// structured content beside them, _meta), secrets hidden; the gateway
+	// hands it on unchanged (agent/mcpgate).
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("encode the %s MCP server's result: %w", server, err)
 	}
-	return map[string]any{"text": u.set.Redact(text)}, nil
+	return json.RawMessage(u.set.secrets.json(raw)), nil
 }
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9_]+`)
@@ -444,23 +446,10 @@ func (u *upstream) proxy(t *mcp.Tool) (*tools.Tool, error) {
 	}
 	tool.Origin = "MCP server " + ms.Name + " (" + upstreamName + "); risk from " + source
 	tool.Upstream = ms.Name
+	if listing, err := json.Marshal(t); err == nil {
+		tool.Listing = json.RawMessage(u.set.secrets.json(listing))
+	}
 	return tool, nil
-}
-
-// decoded is structured content as plain JSON values (maps, slices,
-// strings, json.Number), whatever Go type the SDK handed over.
-func decoded(v any) any {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return v
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var out any
-	if dec.Decode(&out) != nil {
-		return v
-	}
-	return out
 }
 
 func contentText(cs []mcp.Content) string {
