@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -26,39 +29,208 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if *key == "" {
 		return usageError("mcp needs --agent-key (or COUNTERSIGN_AGENT_KEY)")
 	}
-	// Progress the server sends for a call goes back to the client that
-	// asked, under the client's own token.
-	var asking sync.Map // progressKey(token) -> *mcp.ServerSession
-	client := mcp.NewClient(&mcp.Implementation{Name: "countersign-mcp-bridge", Version: "1"}, &mcp.ClientOptions{
+	b := &bridge{endpoint: strings.TrimSuffix(*url, "/") + "/mcp", key: *key, stderr: stderr,
+		local: mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, nil), listed: map[string]bool{}}
+	if err := b.connect(ctx); err != nil {
+		return fmt.Errorf("connect to %s: %w", b.endpoint, err)
+	}
+	go b.keep(ctx)
+	defer b.close()
+	return b.local.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+}
+
+// bridge is the stdio side (local, the client's server) over a session with
+// the running server (remote), kept: when the server's tool list changes the
+// client is told, and when the server goes away (a restart, a dropped
+// connection) the bridge connects again with backoff; a call made
+// meanwhile waits for the new session, and asking again for a call that
+// waited returns that call (the server joins the same call).
+type bridge struct {
+	endpoint, key string
+	stderr        io.Writer
+	local         *mcp.Server
+	asking        sync.Map // progressKey(token) -> *mcp.ServerSession
+
+	mu     sync.Mutex
+	remote *mcp.ClientSession
+	ready  chan struct{} // closed while remote is usable
+	listed map[string]bool
+}
+
+func (b *bridge) client() *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "countersign-mcp-bridge", Version: "1"}, &mcp.ClientOptions{
+		// Progress the server sends for a call goes back to the client that
+		// asked, under the client's own token.
 		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-			if ss, ok := asking.Load(progressKey(req.Params.ProgressToken)); ok {
+			if ss, ok := b.asking.Load(progressKey(req.Params.ProgressToken)); ok {
 				_ = ss.(*mcp.ServerSession).NotifyProgress(ctx, req.Params)
 			}
-		}})
-	remote, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: strings.TrimSuffix(*url, "/") + "/mcp",
-		HTTPClient: &http.Client{Transport: bearerAuth(*key)}}, nil)
+		},
+		ToolListChangedHandler: func(ctx context.Context, req *mcp.ToolListChangedRequest) {
+			if err := b.relist(ctx, req.Session); err != nil {
+				fmt.Fprintf(b.stderr, "countersign mcp: the server's new tool list could not be read: %v\n", err)
+			}
+		},
+	})
+}
+
+// connect opens a session with the server and offers its tools.
+func (b *bridge) connect(ctx context.Context) error {
+	remote, err := b.client().Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.endpoint,
+		HTTPClient: &http.Client{Transport: bearerAuth(b.key)}}, nil)
 	if err != nil {
-		return fmt.Errorf("connect to %s/mcp: %w", *url, err)
+		return err
 	}
-	defer remote.Close()
-	local := mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, nil)
+	if err := b.relist(ctx, remote); err != nil {
+		remote.Close()
+		return err
+	}
+	b.mu.Lock()
+	b.remote = remote
+	if b.ready == nil {
+		b.ready = make(chan struct{})
+	}
+	close(b.ready)
+	b.mu.Unlock()
+	return nil
+}
+
+// keep waits for the session to end and connects again, with backoff.
+func (b *bridge) keep(ctx context.Context) {
+	for ctx.Err() == nil {
+		b.mu.Lock()
+		remote := b.remote
+		b.mu.Unlock()
+		_ = remote.Wait()
+		if ctx.Err() != nil {
+			return
+		}
+		b.mu.Lock()
+		b.unready() // calls wait for the next session
+		b.mu.Unlock()
+		fmt.Fprintf(b.stderr, "countersign mcp: the connection to %s ended; connecting again\n", b.endpoint)
+		eb := backoff.NewExponentialBackOff()
+		eb.InitialInterval, eb.MaxInterval = 200*time.Millisecond, 30*time.Second
+		_, err := backoff.Retry(ctx, func() (struct{}, error) { return struct{}{}, b.connect(ctx) },
+			backoff.WithBackOff(eb), backoff.WithMaxElapsedTime(0))
+		if err != nil {
+			return // ctx ended
+		}
+		fmt.Fprintf(b.stderr, "countersign mcp: connected again to %s\n", b.endpoint)
+	}
+}
+
+// session is the session in use, waiting for one while the bridge
+// reconnects.
+func (b *bridge) session(ctx context.Context) (*mcp.ClientSession, error) {
+	for {
+		b.mu.Lock()
+		ready, remote := b.ready, b.remote
+		b.mu.Unlock()
+		select {
+		case <-ready:
+			return remote, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// relist offers the server's tools now: new ones added, gone ones removed;
+// the SDK tells the client the list changed.
+func (b *bridge) relist(ctx context.Context, remote *mcp.ClientSession) error {
+	seen := map[string]bool{}
+	var tools []*mcp.Tool
 	for t, err := range remote.Tools(ctx, nil) {
 		if err != nil {
-			return fmt.Errorf("list the tools: %w", err)
+			return err
 		}
+		seen[t.Name] = true
+		tools = append(tools, t)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var gone []string
+	for name := range b.listed {
+		if !seen[name] {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		b.local.RemoveTools(gone...)
+	}
+	for _, t := range tools {
 		name := t.Name
-		local.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			params := &mcp.CallToolParams{Name: name, Arguments: req.Params.Arguments}
-			if tok, ok := progressToken(req.Params.GetProgressToken()); ok {
-				params.SetProgressToken(tok)
-				key := progressKey(tok)
-				asking.Store(key, req.Session)
-				defer asking.Delete(key)
-			}
-			return remote.CallTool(ctx, params)
+		b.local.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return b.call(ctx, name, req)
 		})
 	}
-	return local.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	b.listed = seen
+	return nil
+}
+
+// call forwards one call on the session in use. A call cut by a lost
+// connection is asked again on the next session: the server answers with
+// the same call (it joins an agent's identical call), never a second one.
+func (b *bridge) call(ctx context.Context, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	params := &mcp.CallToolParams{Name: name, Arguments: req.Params.Arguments}
+	if tok, ok := progressToken(req.Params.GetProgressToken()); ok {
+		params.SetProgressToken(tok)
+		key := progressKey(tok)
+		b.asking.Store(key, req.Session)
+		defer b.asking.Delete(key)
+	}
+	for try := 0; ; try++ {
+		remote, err := b.session(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res, err := remote.CallTool(ctx, params)
+		// Only a call the server never took is sent again: its session was
+		// gone (a restart answers 404 before doing anything). A connection
+		// lost after sending is the client's to retry.
+		if err == nil || try >= 5 || ctx.Err() != nil || !errors.Is(err, mcp.ErrSessionMissing) {
+			return res, err
+		}
+		b.drop(remote)
+		select {
+		case <-time.After(200 * time.Millisecond << try):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// drop ends a session the server no longer knows, so that keep connects
+// again at once.
+func (b *bridge) drop(remote *mcp.ClientSession) {
+	b.mu.Lock()
+	same := b.remote == remote
+	if same {
+		b.unready()
+	}
+	b.mu.Unlock()
+	if same {
+		_ = remote.Close()
+	}
+}
+
+// unready makes calls wait for the next session (b.mu held); once per
+// session lost, so that those already waiting are let go by connect.
+func (b *bridge) unready() {
+	select {
+	case <-b.ready:
+		b.ready = make(chan struct{})
+	default: // already waiting for one
+	}
+}
+
+func (b *bridge) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.remote != nil {
+		b.remote.Close()
+	}
 }
 
 // progressToken is a client's progress token as the SDK sends it on: a

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,5 +149,114 @@ func TestMCPHoldIsBounded(t *testing.T) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "pay", Arguments: map[string]any{}})
 	if err != nil || len(res.Content) == 0 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "Waiting for a person") {
 		t.Fatalf("a waiting call with --mcp-hold 1s: %+v %v", res, err)
+	}
+}
+
+// stoppableApp is serveAppLogging with a way to stop the server mid-test
+// (as a restart would).
+func stoppableApp(t *testing.T, cfg config) (*App, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	app, err := NewApp(ctx, cfg, io.Discard, io.Discard)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := app.Listen(); err != nil {
+		cancel()
+		app.Close()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done; app.Close() }) }
+	t.Cleanup(stop)
+	return app, stop
+}
+
+// The bridge follows the server: a tool added by a reload reaches the
+// client (tools/list_changed passed on), and when the server restarts the
+// bridge connects again by itself and the client's calls work, without the
+// client relaunching it.
+func TestBridgeFollowsListChangesAndRestarts(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"path":%q}`, r.URL.Path)
+	}))
+	defer backend.Close()
+	toolsFile := filepath.Join(t.TempDir(), "tools.yaml")
+	tool := func(name string) string {
+		return "  - name: " + name + "\n    risk: read\n    http: {method: GET, url: \"" + backend.URL + "/" + name + "\"}\n"
+	}
+	os.WriteFile(toolsFile, []byte("tools:\n"+tool("first")), 0o600)
+	db := storetest.DSN(t)
+	cfg := config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile}
+	app, stop := stoppableApp(t, cfg)
+	key, _ := runCmd(t, "agent", "add", "--name", "desk", "--db", db)
+
+	toBridge, clientOut := io.Pipe()
+	clientIn, fromBridge := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bridged := make(chan error, 1)
+	go func() {
+		bridged <- run(ctx, []string{"mcp", "--url", "http://" + app.Addr(), "--agent-key", strings.TrimSpace(key)}, toBridge, fromBridge, io.Discard)
+		fromBridge.Close()
+	}()
+	changed := make(chan struct{}, 4)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	}).Connect(ctx, &mcp.IOTransport{Reader: clientIn, Writer: clientOut}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	names := func() []string {
+		var out []string
+		for t, err := range cs.Tools(ctx, nil) {
+			if err == nil {
+				out = append(out, t.Name)
+			}
+		}
+		return out
+	}
+	if got := names(); len(got) != 1 || got[0] != "first" {
+		t.Fatalf("tools at first: %v", got)
+	}
+	os.WriteFile(toolsFile, []byte("tools:\n"+tool("first")+tool("second")), 0o600)
+	if err := app.ReloadPolicy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the client was not told the tool list changed")
+	}
+	if got := names(); len(got) != 2 {
+		t.Fatalf("tools after the reload: %v", got)
+	}
+	call := func(name string) (*mcp.CallToolResult, error) {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		return cs.CallTool(cctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
+	}
+	if res, err := call("second"); err != nil || res.IsError || !strings.Contains(fmt.Sprint(res.StructuredContent), "/second") {
+		t.Fatalf("the new tool: %+v %v", res, err)
+	}
+
+	// The server restarts on the same address: the bridge carries on.
+	addr := app.Addr()
+	stop()
+	cfg.Addr = addr
+	stoppableApp(t, cfg)
+	res, err := call("second")
+	if err != nil || res.IsError || !strings.Contains(fmt.Sprint(res.StructuredContent), "/second") {
+		t.Fatalf("a call after the server restarted: %+v %v", res, err)
+	}
+	select {
+	case err := <-bridged:
+		t.Fatalf("the bridge stopped: %v", err)
+	default:
 	}
 }
