@@ -479,11 +479,17 @@ func TestAuditFiltersPagesAndExports(t *testing.T) {
 }
 
 func TestSessionsEndAfterIdleAndAbsoluteTimeouts(t *testing.T) {
-	a := newApp(t)
-	a.staff(models.Approver, "ann@x.test", "Ann")
+	// The clock is the store's before the app starts: its background jobs
+	// read it from then on.
+	store := openStore(t)
 	var mu sync.Mutex
 	now := time.Now().UTC()
-	a.store.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	store.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	if _, err := store.SeedDemoShop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a := demoAppOn(t, store, nil, false)
+	a.staff(models.Approver, "ann@x.test", "Ann")
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 
 	idle := a.signIn("ann@x.test")
