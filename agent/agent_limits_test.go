@@ -9,10 +9,8 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/agent"
-	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storetest"
-	"github.com/countersign/countersign/tools"
 )
 
 // An outside agent naming a new customer and session for each call does not
@@ -21,13 +19,7 @@ import (
 func TestAnAgentCannotFloodTheQueueWithNewCustomers(t *testing.T) {
 	var runs atomic.Int64
 	store := storetest.Open(t)
-	reg, _ := tools.NewRegistry(transferTool(t, transferV1, &runs))
-	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate, runner := agent.New(agent.Config{Store: store, Tools: reg, Policy: pol})
-	t.Cleanup(runner.Close)
+	gate := gateOver(t, store, transferTool(t, transferV1, &runs))
 	gate.Limits = agent.Limits{MaxPendingPerAgent: 5}
 	ctx := context.Background()
 	bot, other := &models.Agent{ID: "agt_bot", Name: "bot"}, &models.Agent{ID: "agt_other", Name: "other"}
@@ -75,13 +67,7 @@ func TestAnAgentCannotFloodTheQueueWithNewCustomers(t *testing.T) {
 func TestAnAgentSessionsLimitIsWordedForAnAgent(t *testing.T) {
 	var runs atomic.Int64
 	store := storetest.Open(t)
-	reg, _ := tools.NewRegistry(transferTool(t, `{"type":"object","properties":{"to":{"type":"string"}},"required":["to"]}`, &runs))
-	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate, runner := agent.New(agent.Config{Store: store, Tools: reg, Policy: pol})
-	t.Cleanup(runner.Close)
+	gate := gateOver(t, store, transferTool(t, `{"type":"object","properties":{"to":{"type":"string"}},"required":["to"]}`, &runs))
 	ctx := context.Background()
 	run, err := store.AgentRun(ctx, &models.Agent{ID: "agt_code", Name: "code"}, "mcp:one", "")
 	if err != nil {

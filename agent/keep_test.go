@@ -12,7 +12,6 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/audit"
-	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/models/storetest"
@@ -71,13 +70,7 @@ func TestAnOutcomeIsRecordedWhenTheDatabaseComesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, _ := tools.NewRegistry(tool)
-	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate, runner := agent.New(agent.Config{Store: store, Tools: reg, Policy: pol})
-	t.Cleanup(runner.Close)
+	gate := gateOver(t, store, tool)
 	ctx := context.Background()
 	runID := models.NewID("run")
 	if err := store.Write(ctx, func(tx *models.Tx) error {

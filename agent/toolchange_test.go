@@ -37,6 +37,23 @@ const (
 	transferV1b = `{"type":"object","description":"now with a note","properties":{"to":{"type":"string"}},"required":["to"],"additionalProperties":false}`
 )
 
+// gateOver is a gate over these tools under the built-in default policy,
+// on store, closed after the test.
+func gateOver(t *testing.T, store *models.Store, ts ...*tools.Tool) *agent.Gate {
+	t.Helper()
+	reg, err := tools.NewRegistry(ts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, runner := agent.New(agent.Config{Store: store, Tools: reg, Policy: pol})
+	t.Cleanup(runner.Close)
+	return gate
+}
+
 func reloadTools(t *testing.T, gate *agent.Gate, tool *tools.Tool) {
 	t.Helper()
 	reg, err := tools.NewRegistry(tool)
@@ -58,13 +75,7 @@ func TestAChangedToolNeverLeavesACallStuck(t *testing.T) {
 	var runs atomic.Int64
 	store := storetest.Open(t)
 	v1 := transferTool(t, transferV1, &runs)
-	reg, _ := tools.NewRegistry(v1)
-	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate, runner := agent.New(agent.Config{Store: store, Tools: reg, Policy: pol})
-	t.Cleanup(runner.Close)
+	gate := gateOver(t, store, v1)
 	ctx := context.Background()
 	runID := models.NewID("run")
 	if err := store.Write(ctx, func(tx *models.Tx) error {
@@ -100,7 +111,7 @@ func TestAChangedToolNeverLeavesACallStuck(t *testing.T) {
 	}
 
 	reloadTools(t, gate, transferTool(t, transferV2, &runs))
-	_, err = gate.Approve(ctx, first, approver1, agent.ApproveRequest{})
+	_, err := gate.Approve(ctx, first, approver1, agent.ApproveRequest{})
 	if fault.CodeOf(err) != fault.Conflict || !strings.Contains(err.Error(), "changed since this call was made") {
 		t.Fatalf("approving arguments that no longer fit: %v", err)
 	}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -156,23 +155,7 @@ func TestMCPHoldIsBounded(t *testing.T) {
 // (as a restart would).
 func stoppableApp(t *testing.T, cfg config) (*App, func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	app, err := NewApp(ctx, cfg, io.Discard, io.Discard)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if err := app.Listen(); err != nil {
-		cancel()
-		app.Close()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-done; app.Close() }) }
-	t.Cleanup(stop)
-	return app, stop
+	return startServing(t, cfg, io.Discard, io.Discard)
 }
 
 // The bridge follows the server: a tool added by a reload reaches the

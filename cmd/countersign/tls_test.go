@@ -32,6 +32,14 @@ func serveApp(t *testing.T, cfg config, stdout io.Writer) *App {
 // serveAppLogging is serveApp with the JSON log written to log.
 func serveAppLogging(t *testing.T, cfg config, stdout, log io.Writer) *App {
 	t.Helper()
+	app, _ := startServing(t, cfg, stdout, log)
+	return app
+}
+
+// startServing starts serve's App on cfg and returns it with what stops it
+// (also called after the test; stopping twice is stopping once).
+func startServing(t *testing.T, cfg config, stdout, log io.Writer) (*App, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	app, err := NewApp(ctx, cfg, stdout, log)
 	if err != nil {
@@ -45,12 +53,10 @@ func serveAppLogging(t *testing.T, cfg config, stdout, log io.Writer) *App {
 	}
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		app.Close()
-	})
-	return app
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done; app.Close() }) }
+	t.Cleanup(stop)
+	return app, stop
 }
 
 // lockedBuffer is an io.Writer the app's goroutines and the test may share.
