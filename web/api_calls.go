@@ -181,7 +181,7 @@ func (s *Server) callCreate(c echo.Context) error {
 		args = []byte("{}")
 	}
 	out, err := s.cfg.Gate.Call(ctx, agent.CallRequest{RunID: run.ID, CustomerID: req.CustomerID, Channel: run.Channel,
-		Tool: req.Tool, Args: args, Actor: "agent:" + ag.Name, AgentID: ag.ID, AgentKey: agentKey, Context: req.Context})
+		Tool: req.Tool, Args: args, Actor: "agent:" + ag.Name, AgentID: ag.ID, AgentKey: agentKey, Context: req.Context, JoinSame: true})
 	if err != nil {
 		if agentKey != "" { // the same key at the same moment: the first one won
 			if prior, perr := s.cfg.Store.CallByAgentKey(ctx, agentKey); perr == nil {
@@ -194,7 +194,29 @@ func (s *Server) callCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if out.Joined {
+		// The same call of this agent, asked before (perhaps in another
+		// session) and still waiting or not yet handed over: that call, as
+		// over MCP, never a second action.
+		run, err := s.cfg.Store.Run(ctx, call.RunID)
+		if err != nil {
+			return err
+		}
+		if err := s.handedOver(ctx, call); err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(call, run.Session)})
+	}
 	return c.JSON(http.StatusCreated, map[string]any{"call": agentCallView(call, req.Session)})
+}
+
+// handedOver records that the agent now has the outcome of a call that
+// waited for a person: its next identical request is a new call.
+func (s *Server) handedOver(ctx context.Context, call *models.ToolCall) error {
+	if call.Decision != "needs_approval" || s.waiting(call) || call.DeliveredAt != nil {
+		return nil
+	}
+	return s.cfg.Store.MarkDelivered(ctx, call.ID)
 }
 
 // agentCall reads a call of the agent's own sessions (another's is 404).
@@ -239,6 +261,9 @@ func (s *Server) callGet(c echo.Context) error {
 				return err
 			}
 		}
+	}
+	if err := s.handedOver(c.Request().Context(), call); err != nil {
+		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(call, run.Session)})
 }

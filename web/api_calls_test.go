@@ -309,3 +309,37 @@ func TestToolSecretsReachNoPage(t *testing.T) {
 		}
 	}
 }
+
+// The gate API joins the same call as MCP does: the same write of an agent
+// for the same customer, asked again from another session while it waits,
+// is that call (200, its own session); once the agent was handed the
+// outcome, asking again is a new call.
+func TestGateAPIJoinsTheSameCall(t *testing.T) {
+	a, refunds := gateAPIApp(t)
+	ctx := context.Background()
+	key, _, _ := a.accounts.AddAgent(ctx, "bot", models.Actor{ID: "test"})
+	a.accounts.AddStaff(ctx, "ann@x.test", "Ann", models.Approver, password, models.Actor{ID: "test"})
+	tok, _ := a.accounts.CreateAPIToken(ctx, "ann@x.test", models.Actor{})
+	ask := func(session string) apiResp {
+		return a.do("POST", "/api/v1/calls", key, `{"tool":"refund_order","args":{"order_id":"A5","amount":900},"session":"`+session+`","customer_id":"cus_5"}`)
+	}
+	first := ask("conv-1")
+	again := ask("conv-2")
+	if first.Status != 201 || again.Status != 200 || callOf(t, again)["id"] != callOf(t, first)["id"] || callOf(t, again)["session"] != "conv-1" {
+		t.Fatalf("the same write from another session: %d %s / %d %s", first.Status, first.Raw, again.Status, again.Raw)
+	}
+	// Another customer's identical request is another call.
+	if r := a.do("POST", "/api/v1/calls", key, `{"tool":"refund_order","args":{"order_id":"A5","amount":900},"session":"conv-3","customer_id":"cus_6"}`); r.Status != 201 {
+		t.Fatalf("another customer's: %d %s", r.Status, r.Raw)
+	}
+	id := callOf(t, first)["id"].(string)
+	if r := a.do("POST", "/api/v1/actions/"+id+"/approve", tok, `{}`); r.Status != 200 {
+		t.Fatalf("approve: %d %s", r.Status, r.Raw)
+	}
+	if c := callOf(t, a.do("GET", "/api/v1/calls/"+id+"?wait=10s", key, "")); c["status"] != "succeeded" {
+		t.Fatalf("the outcome: %v", c)
+	}
+	if r := ask("conv-2"); r.Status != 201 || callOf(t, r)["id"] == id || refunds.Load() != 1 {
+		t.Fatalf("after the outcome was handed over: %d %s (%d refunds)", r.Status, r.Raw, refunds.Load())
+	}
+}

@@ -157,6 +157,8 @@ func (s *Server) holdRequest(c echo.Context, serve func() error) error {
 		return err
 	}
 	defer release()
-	c.SetRequest(c.Request().WithContext(ctx))
+	orig := c.Request()
+	c.SetRequest(orig.WithContext(ctx))
+	defer c.SetRequest(orig) // what follows the hold is not cut by its end
 	return serve()
 }
