@@ -202,21 +202,23 @@ func (s *Server) callCreate(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := s.handedOver(ctx, call); err != nil {
-			return err
-		}
+		s.handedOver(ctx, call)
 		return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(call, run.Session)})
 	}
 	return c.JSON(http.StatusCreated, map[string]any{"call": agentCallView(call, req.Session)})
 }
 
 // handedOver records that the agent now has the outcome of a call that
-// waited for a person: its next identical request is a new call.
-func (s *Server) handedOver(ctx context.Context, call *models.ToolCall) error {
+// waited for a person: its next identical request is a new call. Best
+// effort: not recorded, the next identical request gets the outcome once
+// more, which is harmless.
+func (s *Server) handedOver(ctx context.Context, call *models.ToolCall) {
 	if call.Decision != "needs_approval" || s.waiting(call) || call.DeliveredAt != nil {
-		return nil
+		return
 	}
-	return s.cfg.Store.MarkDelivered(ctx, call.ID)
+	if err := s.cfg.Store.MarkDelivered(ctx, call.ID); err != nil {
+		s.cfg.Log.Warn("could not record that an agent was handed an outcome", "call_id", call.ID, "err", err)
+	}
 }
 
 // agentCall reads a call of the agent's own sessions (another's is 404).
@@ -262,9 +264,7 @@ func (s *Server) callGet(c echo.Context) error {
 			}
 		}
 	}
-	if err := s.handedOver(c.Request().Context(), call); err != nil {
-		return err
-	}
+	s.handedOver(c.Request().Context(), call)
 	return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(call, run.Session)})
 }
 

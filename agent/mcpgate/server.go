@@ -135,10 +135,10 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	if call.Decision == "needs_approval" && !waiting(call) {
 		// Handed over: the agent's next identical request is a new call.
 		// (A client that went away before this is answered by the next.)
+		// Best effort: not recorded, the next identical request gets the
+		// outcome once more, which is harmless.
 		if ctx.Err() == nil {
-			if err := gw.Store.MarkDelivered(ctx, call.ID); err != nil {
-				return nil, err
-			}
+			_ = gw.Store.MarkDelivered(ctx, call.ID)
 		}
 	}
 	return result(call, tool, gw.changedNote(ctx, call)), nil
