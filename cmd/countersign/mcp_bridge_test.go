@@ -27,7 +27,9 @@ import (
 func TestBridgeCarriesNumericProgressTokens(t *testing.T) {
 	var paid atomic.Int32
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		paid.Add(1)
+		if r.Method == http.MethodPost {
+			paid.Add(1)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"paid":true}`)
 	}))
@@ -39,6 +41,9 @@ func TestBridgeCarriesNumericProgressTokens(t *testing.T) {
     risk: high_write
     input_schema: {type: object, properties: {n: {type: integer}}, required: [n], additionalProperties: false}
     http: {method: POST, url: "`+backend.URL+`/pay"}
+  - name: look
+    risk: read
+    http: {method: GET, url: "`+backend.URL+`/look"}
 `), 0o600)
 	db := storetest.DSN(t)
 	app := serveAppLogging(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile}, io.Discard, io.Discard)
@@ -100,6 +105,12 @@ func TestBridgeCarriesNumericProgressTokens(t *testing.T) {
 	note := next(20*time.Second, "progress note", func(m map[string]any) bool { return m["method"] == "notifications/progress" })
 	if p := note["params"].(map[string]any); p["progressToken"] != 7.0 || !strings.Contains(p["message"].(string), "waiting for a person") {
 		t.Fatalf("progress: %v", note)
+	}
+	// While that call is held, another is answered: the bridge does not
+	// take one request at a time.
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"look","arguments":{}}}`)
+	if r := next(20*time.Second, "answer to a read sent while a write is held", func(m map[string]any) bool { return m["id"] == 3.0 || m["id"] == 2.0 }); r["id"] != 3.0 {
+		t.Fatalf("the held write was answered before the read: %v", r)
 	}
 	_, pending := apiDo(t, "GET", base+"/api/v1/actions?status=pending", staffTok, "")
 	actions, _ := pending["actions"].([]any)
