@@ -254,3 +254,27 @@ func TestBridgeFollowsListChangesAndRestarts(t *testing.T) {
 	default:
 	}
 }
+
+// Whatever a client sends as its progress token, the bridge passes on only
+// what the SDK takes, and never panics doing so (the crash a numeric token
+// caused). `go test -fuzz FuzzProgressToken ./cmd/countersign` explores more.
+func FuzzProgressToken(f *testing.F) {
+	for _, seed := range []string{`7`, `7.0`, `7.5`, `-3`, `1e300`, `"abc"`, `null`, `true`, `[1]`, `{"a":1}`, `9007199254740993`} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		var v any
+		if json.Unmarshal([]byte(raw), &v) != nil {
+			return
+		}
+		tok, ok := progressToken(v)
+		if !ok {
+			return
+		}
+		params := &mcp.CallToolParams{Name: "x"}
+		params.SetProgressToken(tok) // panics on a type the SDK refuses
+		if progressKey(params.GetProgressToken()) != progressKey(v) {
+			t.Fatalf("token %s: key %q sent, %q received", raw, progressKey(params.GetProgressToken()), progressKey(v))
+		}
+	})
+}
