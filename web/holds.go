@@ -18,8 +18,8 @@ import (
 // leaked key) cannot take the file descriptors that /healthz, the back
 // office and everyone else need: over the cap a request is answered at once
 // with 429 and Retry-After. Each held request's context is ended when its
-// agent's key is revoked (checked every RevokedCheckEvery, one query for
-// every agent holding something).
+// agent's key is revoked (checked every Config.RevokedCheckEvery, one query
+// for every agent holding something).
 
 // Defaults for the caps (Config.MaxHeldPerAgent, Config.MaxHeld).
 const (
@@ -42,8 +42,8 @@ func (s *Server) agentTooFast() error {
 }
 
 // RevokedCheckEvery is how often the agents holding requests are checked
-// for a revoked key.
-var RevokedCheckEvery = 3 * time.Second
+// for a revoked key (Config.RevokedCheckEvery).
+const RevokedCheckEvery = 3 * time.Second
 
 type holds struct {
 	mu       sync.Mutex
@@ -126,8 +126,8 @@ func (h *holds) endRevoked(ctx context.Context, store *models.Store) error {
 }
 
 // watchRevoked ends revoked agents' held requests until ctx ends.
-func (h *holds) watchRevoked(ctx context.Context, store *models.Store, log interface{ Warn(string, ...any) }) {
-	t := time.NewTicker(RevokedCheckEvery)
+func (h *holds) watchRevoked(ctx context.Context, store *models.Store, every time.Duration, log interface{ Warn(string, ...any) }) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {

@@ -41,10 +41,9 @@ func heldGet(a *app, path, key string) chan apiResp {
 // staff API keep answering. Revoking a key ends its held requests and
 // cancels its waiting actions.
 func TestHeldRequestsAreCappedAndEndWithTheKey(t *testing.T) {
-	old := web.RevokedCheckEvery
-	web.RevokedCheckEvery = 50 * time.Millisecond
-	t.Cleanup(func() { web.RevokedCheckEvery = old })
-	a, _ := gateAPIAppWith(t, func(cfg *web.Config) { cfg.MaxHeldPerAgent, cfg.MaxHeld = 3, 5 })
+	a, _ := gateAPIAppWith(t, func(cfg *web.Config) {
+		cfg.MaxHeldPerAgent, cfg.MaxHeld, cfg.RevokedCheckEvery = 3, 5, 50*time.Millisecond
+	})
 	ctx := context.Background()
 	keys := map[string]string{}
 	for _, name := range []string{"bot-a", "bot-b", "bot-c"} {

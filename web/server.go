@@ -65,6 +65,9 @@ type Config struct {
 	// session nobody used for that long (0: MCPSessionIdle).
 	MaxHeld, MaxHeldPerAgent, MaxMCPSessionsPerAgent int
 	MCPSessionIdle                                   time.Duration
+	// RevokedCheckEvery is how often held requests are checked for a
+	// revoked agent key (0: RevokedCheckEvery).
+	RevokedCheckEvery time.Duration
 	// AgentCallsPerSecond and AgentCallBurst limit what one agent key
 	// sends (gate API calls, MCP requests): so many a second after a burst
 	// of so many (0: AgentCallsPerSecond, AgentCallBurst); on PostgreSQL the
@@ -177,6 +180,9 @@ func New(cfg Config) *Server {
 	if cfg.MCPSessionIdle == 0 {
 		cfg.MCPSessionIdle = MCPSessionIdle
 	}
+	if cfg.RevokedCheckEvery == 0 {
+		cfg.RevokedCheckEvery = RevokedCheckEvery
+	}
 	if cfg.AgentCallsPerSecond == 0 {
 		cfg.AgentCallsPerSecond = AgentCallsPerSecond
 	}
@@ -220,7 +226,7 @@ func New(cfg Config) *Server {
 // Run keeps the open queue pages live until ctx ends.
 // It also ends the held requests of agents whose key was revoked.
 func (s *Server) Run(ctx context.Context) {
-	go s.holds.watchRevoked(ctx, s.cfg.Store, s.cfg.Log)
+	go s.holds.watchRevoked(ctx, s.cfg.Store, s.cfg.RevokedCheckEvery, s.cfg.Log)
 	s.cfg.Changes.queue.Run(ctx, s.renderQueueRows)
 }
 
