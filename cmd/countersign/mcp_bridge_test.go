@@ -278,3 +278,42 @@ func FuzzProgressToken(f *testing.F) {
 		}
 	})
 }
+
+// One action per intent survives a restart: a write that waits when the
+// server stops is, asked again by a new client after the server started
+// again, that same action.
+func TestTheSameWriteAfterARestartIsTheSameAction(t *testing.T) {
+	toolsFile := filepath.Join(t.TempDir(), "tools.yaml")
+	os.WriteFile(toolsFile, []byte("tools:\n  - name: pay\n    risk: high_write\n    input_schema: {type: object, properties: {n: {type: integer}}}\n    http: {method: POST, url: \"http://127.0.0.1:9/pay\"}\n"), 0o600)
+	db := storetest.DSN(t)
+	cfg := config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile, MCPHold: time.Second}
+	app, stop := stoppableApp(t, cfg)
+	key, _ := runCmd(t, "agent", "add", "--name", "desk", "--db", db)
+	ask := func(app *App) string {
+		t.Helper()
+		c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+		cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + app.Addr() + "/mcp",
+			HTTPClient: &http.Client{Transport: bearerAuth(strings.TrimSpace(key))}, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "pay", Arguments: map[string]any{"n": 1}})
+		if err != nil || len(res.Content) == 0 {
+			t.Fatalf("pay: %+v %v", res, err)
+		}
+		return res.Content[0].(*mcp.TextContent).Text
+	}
+	first := ask(app)
+	stop()
+	app, _ = stoppableApp(t, cfg)
+	again := ask(app)
+	id := strings.Fields(strings.SplitN(first, "(call ", 2)[1])[0]
+	if !strings.Contains(first, "Waiting for a person") || !strings.Contains(again, "(call "+id) {
+		t.Fatalf("before the restart %q, after it %q", first, again)
+	}
+	out, _ := runCmd(t, "audit", "verify", "--db", db)
+	if !strings.Contains(out, "records agree with the audit chain: 1 calls") {
+		t.Fatalf("one call only, and the records agree: %s", out)
+	}
+}
