@@ -146,12 +146,7 @@ func TestMCPHoldIsBounded(t *testing.T) {
 	os.WriteFile(toolsFile, []byte("tools:\n  - name: pay\n    risk: high_write\n    http: {method: POST, url: \"http://127.0.0.1:9/pay\"}\n"), 0o600)
 	app := serveAppLogging(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile, MCPHold: time.Second}, io.Discard, io.Discard)
 	key, _ := runCmd(t, "agent", "add", "--name", "desk", "--db", db)
-	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + app.Addr() + "/mcp",
-		HTTPClient: &http.Client{Transport: bearerAuth(strings.TrimSpace(key))}, MaxRetries: -1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := mcpClientOf(t, app, key)
 	defer cs.Close()
 	// Well under the default hold of 50 s: the answer comes after --mcp-hold.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -291,12 +286,7 @@ func TestTheSameWriteAfterARestartIsTheSameAction(t *testing.T) {
 	key, _ := runCmd(t, "agent", "add", "--name", "desk", "--db", db)
 	ask := func(app *App) string {
 		t.Helper()
-		c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil)
-		cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + app.Addr() + "/mcp",
-			HTTPClient: &http.Client{Transport: bearerAuth(strings.TrimSpace(key))}, MaxRetries: -1}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cs := mcpClientOf(t, app, key)
 		defer cs.Close()
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "pay", Arguments: map[string]any{"n": 1}})
 		if err != nil || len(res.Content) == 0 {
@@ -316,4 +306,17 @@ func TestTheSameWriteAfterARestartIsTheSameAction(t *testing.T) {
 	if !strings.Contains(out, "records agree with the audit chain: 1 calls") {
 		t.Fatalf("one call only, and the records agree: %s", out)
 	}
+}
+
+// mcpClientOf is an MCP client of the app's /mcp with an agent key (as
+// `agent add` printed it).
+func mcpClientOf(t *testing.T, app *App, key string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: "http://" + app.Addr() + "/mcp",
+			HTTPClient: &http.Client{Transport: bearerAuth(strings.TrimSpace(key))}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
 }
