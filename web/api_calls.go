@@ -169,19 +169,8 @@ func (s *Server) callCreate(c echo.Context) error {
 			return s.sameKeyAgain(c, prior, req)
 		}
 	}
-	run, err := s.cfg.Store.AgentRun(ctx, ag, req.Session, req.CustomerID)
-	if err != nil {
-		if err == models.ErrConflict {
-			return fault.Errorf(fault.Conflict, "session %s belongs to another customer; use a session per conversation", tools.Truncate(req.Session, 64))
-		}
-		return err
-	}
-	args := []byte(req.Args)
-	if len(args) == 0 {
-		args = []byte("{}")
-	}
-	out, err := s.cfg.Gate.Call(ctx, agent.CallRequest{RunID: run.ID, CustomerID: req.CustomerID, Channel: run.Channel,
-		Tool: req.Tool, Args: args, Actor: "agent:" + ag.Name, AgentID: ag.ID, AgentKey: agentKey, Context: req.Context, JoinSame: true})
+	asked, err := s.outside.Ask(ctx, agent.OutsideCall{Agent: ag, Session: req.Session, CustomerID: req.CustomerID, Context: req.Context,
+		Tool: req.Tool, Args: req.Args, Key: agentKey})
 	if err != nil {
 		if agentKey != "" { // the same key at the same moment: the first one won
 			if prior, perr := s.cfg.Store.CallByAgentKey(ctx, agentKey); perr == nil {
@@ -190,33 +179,21 @@ func (s *Server) callCreate(c echo.Context) error {
 		}
 		return err
 	}
-	call, err := s.cfg.Store.ToolCall(ctx, out.CallID)
-	if err != nil {
-		return err
-	}
-	if out.Joined {
+	if asked.Joined {
 		// The same call of this agent, asked before (perhaps in another
 		// session) and still waiting or not yet handed over: that call, as
 		// over MCP, never a second action.
-		run, err := s.cfg.Store.Run(ctx, call.RunID)
-		if err != nil {
-			return err
-		}
-		s.handedOver(ctx, call)
-		return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(call, run.Session)})
+		s.handedOver(ctx, asked.Call)
+		return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(asked.Call, asked.Session)})
 	}
-	return c.JSON(http.StatusCreated, map[string]any{"call": agentCallView(call, req.Session)})
+	return c.JSON(http.StatusCreated, map[string]any{"call": agentCallView(asked.Call, asked.Session)})
 }
 
 // handedOver records that the agent now has the outcome of a call that
-// waited for a person: its next identical request is a new call. Best
-// effort: not recorded, the next identical request gets the outcome once
-// more, which is harmless.
+// waited for a person. Best effort: not recorded, the next identical
+// request gets the outcome once more, which is harmless.
 func (s *Server) handedOver(ctx context.Context, call *models.ToolCall) {
-	if call.Decision != "needs_approval" || s.waiting(call) || call.DeliveredAt != nil {
-		return
-	}
-	if err := s.cfg.Store.MarkDelivered(ctx, call.ID); err != nil {
+	if err := s.outside.HandedOver(ctx, call); err != nil {
 		s.cfg.Log.Warn("could not record that an agent was handed an outcome", "call_id", call.ID, "err", err)
 	}
 }
@@ -253,11 +230,11 @@ func (s *Server) callGet(c echo.Context) error {
 		if d > MaxCallWait {
 			d = MaxCallWait
 		}
-		if s.waiting(call) {
+		if s.outside.Waiting(call) {
 			err = s.holdRequest(c, func() error {
-				var werr error
-				call, werr = s.waitForCall(c, call, d)
-				return werr
+				allowLongWrite(c)
+				call = s.outside.Wait(c.Request().Context(), call, d, 0, nil)
+				return nil
 			})
 			if err != nil {
 				return err
@@ -266,62 +243,6 @@ func (s *Server) callGet(c echo.Context) error {
 	}
 	s.handedOver(c.Request().Context(), call)
 	return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(call, run.Session)})
-}
-
-// waiting tells a call whose outcome is still to come: a person has not
-// decided, or Countersign is about to run it or runs it. (An approved call
-// of a decision-only tool is the agent's to carry out: not waiting.)
-func (s *Server) waiting(c *models.ToolCall) bool {
-	switch c.Status {
-	case models.CallPending, models.CallExecuting:
-		return true
-	case models.CallApproved:
-		t, ok := s.cfg.Gate.Tools().Get(c.Tool)
-		return ok && t.Executes()
-	}
-	return false
-}
-
-func (s *Server) waitForCall(c echo.Context, call *models.ToolCall, d time.Duration) (*models.ToolCall, error) {
-	if !s.waiting(call) {
-		return call, nil
-	}
-	allowLongWrite(c)
-	ch, stop := s.cfg.Changes.queue.SubscribeAction(call.ID)
-	defer stop()
-	ctx := c.Request().Context()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	recheck := time.NewTicker(2 * time.Second) // a change told to another instance
-	defer recheck.Stop()
-	for {
-		final := false
-		select {
-		case <-ctx.Done():
-			// Ended early (the agent's key revoked, the server stopping): the
-			// answer is the call as it stands now, read once more.
-			final = true
-		case <-timer.C:
-			return call, nil
-		case <-ch:
-		case <-recheck.C:
-		}
-		if final {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			defer cancel()
-			if now, err := s.cfg.Store.ToolCall(rctx, call.ID); err == nil {
-				call = now
-			}
-			return call, nil
-		}
-		now, err := s.cfg.Store.ToolCall(ctx, call.ID)
-		if err != nil {
-			return call, nil
-		}
-		if call = now; !s.waiting(call) {
-			return call, nil
-		}
-	}
 }
 
 type resultJSON struct {

@@ -41,7 +41,7 @@ type agentServer struct {
 
 // server is the agent's MCP server, offering the tools in force now.
 func (ep *mcpEndpoint) server(ag *models.Agent) *mcp.Server {
-	reg := ep.gw.Gate.Tools()
+	reg := ep.gw.Outside.Gate.Tools()
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	s, ok := ep.servers[ag.ID]
@@ -59,7 +59,7 @@ func (ep *mcpEndpoint) server(ag *models.Agent) *mcp.Server {
 // toolsChanged offers the tools now in force on every agent's server: the
 // SDK tells each connected client that the list changed.
 func (ep *mcpEndpoint) toolsChanged() {
-	reg := ep.gw.Gate.Tools()
+	reg := ep.gw.Outside.Gate.Tools()
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	for id, s := range ep.servers {
@@ -72,7 +72,7 @@ func (ep *mcpEndpoint) toolsChanged() {
 }
 
 func newMCPEndpoint(s *Server) *mcpEndpoint {
-	ep := &mcpEndpoint{gw: &mcpgate.Gateway{Gate: s.cfg.Gate, Store: s.cfg.Store, Wait: s.cfg.MCPWait},
+	ep := &mcpEndpoint{gw: &mcpgate.Gateway{Outside: s.outside, Wait: s.cfg.MCPWait},
 		by: map[string]*mcp.StreamableHTTPHandler{}, servers: map[string]agentServer{}}
 	if s.cfg.Changes != nil {
 		s.cfg.Changes.OnToolsChanged(ep.toolsChanged)

@@ -140,6 +140,9 @@ type Server struct {
 	streams *streamCounter
 	// grantKey signs chat grants (chat_grant.go).
 	grantKey []byte
+	// outside gates the calls of agents Countersign does not run, for the
+	// gate API and MCP alike.
+	outside *agent.Outside
 	// mcp serves /mcp (mcp.go).
 	mcp *mcpEndpoint
 	// holds caps requests held open (holds.go).
@@ -211,6 +214,10 @@ func New(cfg Config) *Server {
 		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
 		grantKey:     newGrantKey(cfg.ChatGrantSeed),
 		holds:        newHolds(cfg.MaxHeld, cfg.MaxHeldPerAgent)}
+	s.outside = &agent.Outside{Gate: cfg.Gate, Store: cfg.Store, Changed: func(id string) (<-chan struct{}, func()) {
+		ch, stop := cfg.Changes.queue.SubscribeAction(id)
+		return ch, stop
+	}}
 	s.mcp = newMCPEndpoint(s)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())

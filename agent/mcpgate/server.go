@@ -27,19 +27,17 @@ const DefaultWait = 50 * time.Second
 
 // Gateway builds MCP servers over one gate.
 type Gateway struct {
-	Gate  *agent.Gate
-	Store *models.Store
+	// Outside gates the calls, as for the gate API.
+	Outside *agent.Outside
 	// Wait is how long a call that needs a person is held (0: DefaultWait).
 	Wait time.Duration
-	// Poll is how often a held call is looked at (0: 250 ms).
-	Poll time.Duration
 }
 
 // Server is the MCP server one agent sees: every tool in force that
 // Countersign runs itself (decision-only tools are for the gate API).
 func (gw *Gateway) Server(ag *models.Agent) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, nil)
-	gw.Offer(s, ag, nil, gw.Gate.Tools())
+	gw.Offer(s, ag, nil, gw.Outside.Gate.Tools())
 	return s
 }
 
@@ -106,76 +104,60 @@ func sameShape(a, b *tools.Tool) bool {
 }
 
 func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	session := "mcp:" + req.Session.ID()
-	run, err := gw.Store.AgentRun(ctx, ag, session, "")
-	if err != nil {
-		return nil, fmt.Errorf("the MCP session could not be recorded: %w", err)
-	}
-	args := []byte(req.Params.Arguments)
-	if len(args) == 0 {
-		args = []byte("{}")
-	}
 	// The same call asked again, from this session or another, another
 	// process or instance, after a restart (a client that gave up waiting,
-	// or reconnected), is that call: the gate joins it (JoinSame).
-	out, err := gw.Gate.Call(ctx, agent.CallRequest{RunID: run.ID, Channel: run.Channel, Tool: tool.Name, Args: args,
-		Actor: "agent:" + ag.Name, AgentID: ag.ID, Context: "over MCP", JoinSame: true})
+	// or reconnected), is that call (Outside.Ask joins it).
+	asked, err := gw.Outside.Ask(ctx, agent.OutsideCall{Agent: ag, Session: session(req), Tool: tool.Name,
+		Args: []byte(req.Params.Arguments), Context: "over MCP"})
 	if err != nil {
 		return nil, err
 	}
-	// A call that ended at once is answered from its outcome; one that
-	// waits (or was joined) is read back and held.
-	call := &models.ToolCall{ID: out.CallID, Status: out.Status, Result: string(out.Result), Error: out.Error, Reason: out.Decision.Reason, Rule: out.Decision.Rule}
-	if waiting(call) || out.Joined {
-		if call, err = gw.Store.ToolCall(ctx, out.CallID); err != nil {
-			return nil, err
-		}
-	}
-	call = gw.hold(ctx, req, call)
-	if call.Decision == "needs_approval" && !waiting(call) {
-		// Handed over: the agent's next identical request is a new call.
-		// (A client that went away before this is answered by the next.)
-		// Best effort: not recorded, the next identical request gets the
-		// outcome once more, which is harmless.
-		if ctx.Err() == nil {
-			_ = gw.Store.MarkDelivered(ctx, call.ID)
-		}
+	call := gw.hold(ctx, req, asked.Call)
+	// Handed over: the agent's next identical request is a new call. (A
+	// client that went away before this is answered by the next.) Best
+	// effort: not recorded, the next identical request gets the outcome
+	// once more, which is harmless.
+	if ctx.Err() == nil {
+		_ = gw.Outside.HandedOver(ctx, call)
 	}
 	return result(call, tool, gw.changedNote(ctx, call)), nil
+}
+
+// MetaSession is the _meta key under which a request may name the
+// conversation it belongs to: calls are tied to a run by it, else by the
+// MCP session, else (a stateless request naming none) by the agent alone.
+const MetaSession = "countersign/session"
+
+// session is the run a call belongs to, from what the request carries.
+func session(req *mcp.CallToolRequest) string {
+	if s, ok := req.Params.GetMeta()[MetaSession].(string); ok {
+		if s = strings.TrimSpace(s); s != "" && len(s) <= 200 {
+			return "mcp:" + s
+		}
+	}
+	if id := req.Session.ID(); id != "" {
+		return "mcp:" + id
+	}
+	return "mcp"
 }
 
 // hold waits while a person decides or the call runs, telling a client that
 // asked for progress that it still waits.
 func (gw *Gateway) hold(ctx context.Context, req *mcp.CallToolRequest, call *models.ToolCall) *models.ToolCall {
-	wait, poll := gw.Wait, gw.Poll
+	wait := gw.Wait
 	if wait == 0 {
 		wait = DefaultWait
 	}
-	if poll == 0 {
-		poll = 250 * time.Millisecond
-	}
-	deadline := time.Now().Add(wait)
 	token := req.Params.GetProgressToken()
-	every := min(5*time.Second, wait/4) // a few notes within any hold
-	step := 0.0
-	lastNote := time.Now()
-	for waiting(call) && time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return call
-		case <-time.After(poll):
-		}
-		if now, err := gw.Store.ToolCall(ctx, call.ID); err == nil {
-			call = now
-		}
-		if token != nil && time.Since(lastNote) >= every {
-			step++
-			lastNote = time.Now()
-			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: step,
-				Message: "waiting for a person to decide (" + string(call.Status) + ")"})
-		}
+	if token == nil {
+		return gw.Outside.Wait(ctx, call, wait, 0, nil)
 	}
-	return call
+	step := 0.0
+	return gw.Outside.Wait(ctx, call, wait, min(5*time.Second, wait/4), func(c *models.ToolCall) { // a few notes within any hold
+		step++
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: step,
+			Message: "waiting for a person to decide (" + string(c.Status) + ")"})
+	})
 }
 
 // changedNote says, in words for the agent, what the approver changed in
@@ -217,7 +199,7 @@ func (gw *Gateway) changedNote(ctx context.Context, c *models.ToolCall) string {
 		}
 	}
 	note := "A person changed the arguments before approving this call: " + strings.Join(parts, "; ") + "."
-	if approvals, err := gw.Store.Approvals(ctx, c.ID); err == nil {
+	if approvals, err := gw.Outside.Store.Approvals(ctx, c.ID); err == nil {
 		for _, a := range approvals {
 			if a.Verdict == "approve" && a.Edited && strings.TrimSpace(a.Note) != "" {
 				note += " Their note: " + a.Note
