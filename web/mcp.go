@@ -28,6 +28,9 @@ type mcpEndpoint struct {
 	gw *mcpgate.Gateway
 	mu sync.Mutex
 	by map[string]*mcp.StreamableHTTPHandler // agent id -> its handler
+	// stateless serves the 2026-07-28 revision (no session; each request
+	// carries what it needs), agent id -> its handler, over the same server.
+	stateless map[string]*mcp.StreamableHTTPHandler
 	// servers are built once per agent and set of tools in force (the SDK
 	// asks for the server on every request).
 	servers map[string]agentServer
@@ -73,29 +76,41 @@ func (ep *mcpEndpoint) toolsChanged() {
 
 func newMCPEndpoint(s *Server) *mcpEndpoint {
 	ep := &mcpEndpoint{gw: &mcpgate.Gateway{Outside: s.outside, Wait: s.cfg.MCPWait},
-		by: map[string]*mcp.StreamableHTTPHandler{}, servers: map[string]agentServer{}}
+		by: map[string]*mcp.StreamableHTTPHandler{}, stateless: map[string]*mcp.StreamableHTTPHandler{}, servers: map[string]agentServer{}}
 	if s.cfg.Changes != nil {
 		s.cfg.Changes.OnToolsChanged(ep.toolsChanged)
 	}
 	return ep
 }
 
+// ModernMCP is the first MCP revision without sessions (SEP-2575/2567):
+// a request that names it, or a later one, in its Mcp-Protocol-Version
+// header and carries no Mcp-Session-Id is served statelessly
+// (server/discover, then each call on its own); the 2025 revisions keep
+// their sessions.
+const ModernMCP = "2026-07-28"
+
 // serveMCP is /mcp (GET, POST, DELETE), behind requireAgentKey.
 func (s *Server) serveMCP(c echo.Context) error {
 	ag := currentAgent(c)
 	ep := s.mcp
+	r := c.Request()
+	modern := r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get("Mcp-Protocol-Version") >= ModernMCP
 	ep.mu.Lock()
-	h := ep.by[ag.ID]
+	handlers, opts := ep.by, &mcp.StreamableHTTPOptions{SessionTimeout: s.cfg.MCPSessionIdle}
+	if modern {
+		handlers, opts = ep.stateless, &mcp.StreamableHTTPOptions{Stateless: true}
+	}
+	h := handlers[ag.ID]
 	if h == nil {
-		h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server(ag) },
-			&mcp.StreamableHTTPOptions{SessionTimeout: s.cfg.MCPSessionIdle})
-		ep.by[ag.ID] = h
+		h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server(ag) }, opts)
+		handlers[ag.ID] = h
 	}
 	ep.mu.Unlock()
-	if c.Request().Method == http.MethodPost && !s.agentCalls.allow(ag.ID) {
+	if r.Method == http.MethodPost && !s.agentCalls.allow(ag.ID) {
 		return s.agentTooFast()
 	}
-	if c.Request().Method == http.MethodPost && c.Request().Header.Get("Mcp-Session-Id") == "" {
+	if r.Method == http.MethodPost && !modern && r.Header.Get("Mcp-Session-Id") == "" {
 		if n := ep.sessions(ag); n >= s.cfg.MaxMCPSessionsPerAgent {
 			return fault.Errorf(fault.RateLimited, "this agent key has %d MCP sessions open, the most it may; close some (DELETE /mcp) or reuse one (an idle session ends after %s)",
 				n, s.cfg.MCPSessionIdle)

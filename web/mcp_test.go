@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/web"
 )
 
 // bearer adds an agent key to every request of an MCP client.
@@ -159,5 +160,62 @@ func TestMCPHeldCallSendsProgress(t *testing.T) {
 		}
 	default:
 		t.Fatal("no progress notification while the call was held")
+	}
+}
+
+// A client of the 2026-07-28 revision (no initialize, no session: it asks
+// server/discover, then each request stands alone) is served over /mcp
+// beside the 2025 ones: it lists, reads, waits and gets the outcome; a
+// conversation named in _meta ties its calls to one run.
+func TestMCPStatelessRevisionOverHTTP(t *testing.T) {
+	set, refunds := gateAPITools(t)
+	a := mcpApp(t, set, nil, 300*time.Millisecond)
+	ctx := context.Background()
+	key, _, _ := a.accounts.AddAgent(ctx, "modern", models.Actor{ID: "test"})
+	a.accounts.AddStaff(ctx, "ann@x.test", "Ann", models.Approver, password, models.Actor{ID: "test"})
+	staffTok, _ := a.accounts.CreateAPIToken(ctx, "ann@x.test", models.Actor{})
+
+	c := mcp.NewClient(&mcp.Implementation{Name: "modern-agent", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: a.srv.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{key}}, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: web.ModernMCP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != web.ModernMCP {
+		t.Fatalf("negotiated %q, not the stateless revision", v)
+	}
+	if cs.ID() != "" {
+		t.Fatalf("a stateless client was given session %q", cs.ID())
+	}
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil || len(list.Tools) != 2 {
+		t.Fatalf("list: %v %+v", err, list)
+	}
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": "A7"}})
+	if err != nil || r.IsError || !strings.Contains(textOf(r), `"order_id":"A7"`) {
+		t.Fatalf("read: %v %+v", err, r)
+	}
+	params := &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A7", "amount": 900},
+		Meta: mcp.Meta{"countersign/session": "ticket-42"}}
+	r, err = cs.CallTool(ctx, params)
+	if err != nil || !strings.Contains(textOf(r), "Waiting for a person") {
+		t.Fatalf("write: %v %s", err, textOf(r))
+	}
+	pending, _ := a.store.PendingActions(ctx, models.ActionFilter{})
+	if len(pending) != 1 {
+		t.Fatalf("pending: %+v", pending)
+	}
+	call, _ := a.store.ToolCall(ctx, pending[0].ID)
+	run, _ := a.store.Run(ctx, call.RunID)
+	if run.Session != "mcp:ticket-42" {
+		t.Fatalf("the call's run is session %q, not the conversation the request named", run.Session)
+	}
+	if r := a.do("POST", "/api/v1/actions/"+pending[0].ID+"/approve", staffTok, `{}`); r.Status != 200 {
+		t.Fatalf("approve: %d %s", r.Status, r.Raw)
+	}
+	r, _ = cs.CallTool(ctx, params)
+	if r.IsError || !strings.Contains(textOf(r), "rf_1") || refunds.Load() != 1 {
+		t.Fatalf("after approval: %s (backend saw %d)", textOf(r), refunds.Load())
 	}
 }
