@@ -27,6 +27,9 @@ type Gate struct {
 	// inForce is the tools and the policy in force, swapped together when
 	// they are reloaded: a decision never sees one without the other.
 	inForce atomic.Pointer[inForce]
+	// putting serializes putting tools or a policy in force (Reload,
+	// SetPolicy, Repin): none puts back what another just replaced.
+	putting sync.Mutex
 	// shadow is a policy tried beside the one in force (SetShadow), and
 	// shadowSeen how many calls it decided.
 	shadow     atomic.Pointer[policy.Policy]
@@ -51,8 +54,12 @@ type Gate struct {
 }
 
 type inForce struct {
-	tools  *tools.Registry
-	policy policy.Policy
+	// given is the registry as loaded; tools the same with every upstream
+	// tool whose definition is not accepted held at high_write (pins.go),
+	// by the accepted definitions pins.
+	given, tools *tools.Registry
+	pins         map[string]models.ToolPin
+	policy       policy.Policy
 }
 
 // Policy returns the policy in force.
@@ -111,13 +118,27 @@ func (g *Gate) Tools() *tools.Registry { return g.inForce.Load().tools }
 // already decided keep the decision, rule and policy version they recorded;
 // an edit to a pending action is decided by the policy in force when it is
 // made.
-func (g *Gate) SetPolicy(p policy.Policy) { g.Reload(g.Tools(), p) }
+func (g *Gate) SetPolicy(p policy.Policy) {
+	g.putting.Lock()
+	defer g.putting.Unlock()
+	now := g.inForce.Load()
+	g.swap(&inForce{given: now.given, tools: now.tools, pins: now.pins, policy: p})
+}
 
 // Reload puts new tools and a new policy in force together. A call already
-// waiting for a tool that is gone cannot run; it says so when approved.
+// waiting for a tool that is gone cannot run; it says so when approved. An
+// MCP server's tool whose definition was not accepted is held at
+// high_write (pins.go).
 func (g *Gate) Reload(reg *tools.Registry, p policy.Policy) {
-	prev := g.inForce.Swap(&inForce{tools: reg, policy: p})
-	if prev != nil && prev.tools != reg {
+	g.putting.Lock()
+	defer g.putting.Unlock()
+	held, pins := g.pin(reg)
+	g.swap(&inForce{given: reg, tools: held, pins: pins, policy: p})
+}
+
+func (g *Gate) swap(next *inForce) {
+	prev := g.inForce.Swap(next)
+	if prev != nil && prev.tools != next.tools {
 		g.notify.ToolsChanged()
 	}
 }

@@ -105,7 +105,7 @@ func migrateLegacy(db *gorm.DB) error {
 		return err
 	}
 	return db.AutoMigrate(&Run{}, &Turn{}, &ToolCall{}, &Approval{}, &AuditEvent{}, &AuditHead{},
-		&Customer{}, &Order{}, &Refund{}, &Staff{}, &Session{}, &APIToken{}, &Agent{}, &Instance{}, &ShadowDecision{}, &Delivery{}, &Grant{})
+		&Customer{}, &Order{}, &Refund{}, &Staff{}, &Session{}, &APIToken{}, &Agent{}, &Instance{}, &ShadowDecision{}, &Delivery{}, &Grant{}, &ToolPin{})
 }
 
 // Tool calls are inserted, looked up and updated by their id thousands of

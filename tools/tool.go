@@ -114,6 +114,10 @@ type Tool struct {
 	// came but for the name.
 	Upstream string
 	Listing  json.RawMessage
+	// TrustListing: the tools file trusts this server's definitions
+	// (trust_annotations), so a new or changed one needs no admin to
+	// accept it before its annotations count.
+	TrustListing bool
 
 	schema   *validator.Schema
 	defaults map[string]any
@@ -357,6 +361,16 @@ func (t *Tool) DefinitionHash() string {
 		return t.definitionHash
 	}
 	return t.hashDefinition()
+}
+
+// ListingHash is the SHA-256 (hex) of the tool as its MCP server listed it
+// ("" for a tool not from one): what an admin accepts (agent.Gate pins it).
+func (t *Tool) ListingHash() string {
+	if len(t.Listing) == 0 {
+		return ""
+	}
+	sum := sha256.Sum256(t.Listing)
+	return hex.EncodeToString(sum[:])
 }
 
 func (t *Tool) hashDefinition() string {

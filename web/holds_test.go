@@ -154,15 +154,14 @@ func TestMCPSessionsPerAgentAreCapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	one, err := mcpClient(t, a.srv.URL, key)
+	one, err := mcpSessionClient(t, a.srv.URL, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A client's first request may probe the newer protocol and leave a
-	// session that ends a moment later: the second waits for that.
+	// (Sessions are the 2025 revisions'; a stateless client opens none.)
 	var two *mcp.ClientSession
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if two, err = mcpClient(t, a.srv.URL, key); err == nil || time.Now().After(deadline) {
+		if two, err = mcpSessionClient(t, a.srv.URL, key); err == nil || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -170,7 +169,7 @@ func TestMCPSessionsPerAgentAreCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer two.Close()
-	if _, err := mcpClient(t, a.srv.URL, key); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+	if _, err := mcpSessionClient(t, a.srv.URL, key); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
 		t.Fatalf("a third session: %v", err)
 	}
 	if _, err := two.ListTools(context.Background(), nil); err != nil {
@@ -179,7 +178,7 @@ func TestMCPSessionsPerAgentAreCapped(t *testing.T) {
 	one.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s, err := mcpClient(t, a.srv.URL, key)
+		s, err := mcpSessionClient(t, a.srv.URL, key)
 		if err == nil {
 			s.Close()
 			break

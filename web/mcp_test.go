@@ -23,11 +23,22 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
+// mcpClient connects the Go SDK's client as it comes (it speaks the
+// stateless 2026-07-28 revision, where it can).
 func mcpClient(t *testing.T, url, key string) (*mcp.ClientSession, error) {
+	return mcpClientOf(t, url, key, "")
+}
+
+// mcpSessionClient connects with a 2025 revision: with an MCP session.
+func mcpSessionClient(t *testing.T, url, key string) (*mcp.ClientSession, error) {
+	return mcpClientOf(t, url, key, "2025-11-25")
+}
+
+func mcpClientOf(t *testing.T, url, key, version string) (*mcp.ClientSession, error) {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil)
 	return c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{key}}, MaxRetries: -1}, nil)
+		HTTPClient: &http.Client{Transport: bearer{key}}, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 }
 
 func textOf(r *mcp.CallToolResult) string {

@@ -85,7 +85,7 @@ mcp_servers:
     url: "`+url+`"
 `), 0o600)
 	ctx := context.Background()
-	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t), Tools: toolsPath}, io.Discard)
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t), Tools: toolsPath, MCPHold: time.Second}, io.Discard)
 	key, _, err := app.accounts.AddAgent(ctx, "desk", models.Actor{ID: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -135,8 +135,30 @@ mcp_servers:
 	if !strings.Contains(strings.Join(names, " "), "crm__tag_contact") {
 		t.Fatalf("the new tool is not offered: %v", names)
 	}
-	if r := call("crm__tag_contact"); r.IsError || !strings.Contains(textOf(r), "tagged") {
-		t.Fatalf("the new tool (low_write, allowed by the default policy): %s", textOf(r))
+	// A tool that is new since the server's first listing is held at
+	// high_write until an admin accepts it: it waits for a person.
+	if r := call("crm__tag_contact"); !strings.Contains(textOf(r), "Waiting for a person") { // an error result: the tool has an output schema
+		t.Fatalf("a new tool nobody accepted: %s", textOf(r))
+	}
+	unaccepted := app.gate.Unaccepted()
+	if len(unaccepted) != 1 || unaccepted[0].Tool.Name != "crm__tag_contact" || unaccepted[0].Pinned != nil {
+		t.Fatalf("unaccepted: %+v", unaccepted)
+	}
+	if err := app.gate.AcceptTool(ctx, "crm__tag_contact", unaccepted[0].Tool.ListingHash(), models.Actor{ID: "stf_ada", Name: "Ada"}); err != nil {
+		t.Fatal(err)
+	}
+	// Accepted: its own risk (low_write, allowed by the default policy).
+	// The same arguments again make a new call (the waiting one was made
+	// against the held definition), with other arguments too.
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	r, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "crm__tag_contact", Arguments: map[string]any{"email": "j@x.test"}})
+	cancel()
+	if err != nil || r.IsError || !strings.Contains(textOf(r), "tagged") {
+		t.Fatalf("the accepted tool: %v %s", err, textOf(r))
+	}
+	if ev, _ := app.store.AuditEventsFor(ctx, "crm__tag_contact"); len(ev) != 1 || ev[0].Kind != "tool.accepted" || !strings.Contains(ev[0].Actor, "Ada") ||
+		!strings.Contains(ev[0].Payload, unaccepted[0].Tool.ListingHash()) {
+		t.Fatalf("the acceptance is not in the audit log: %+v", ev)
 	}
 	app.reloadMu.Lock()
 	version := app.toolsVersion
@@ -161,7 +183,7 @@ mcp_servers:
 		t.Fatalf("the server that went away is not shown as down: %+v", st)
 	}
 	start := time.Now()
-	r := call("crm__find_contact")
+	r = call("crm__find_contact")
 	if !r.IsError || !strings.Contains(textOf(r), "not answering") || time.Since(start) > 5*time.Second {
 		t.Fatalf("a call to the server that is away: %q after %s", textOf(r), time.Since(start))
 	}

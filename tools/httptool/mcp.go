@@ -32,6 +32,10 @@ type mcpServerSpec struct {
 	URL     string                     `yaml:"url"`
 	Headers map[string]string          `yaml:"headers"`
 	Tools   map[string]mcpToolOverride `yaml:"tools"`
+	// TrustAnnotations: this server's new and changed tool definitions
+	// count at once (accepted as the tools file's), instead of being held
+	// at high_write until an admin accepts them on /tools.
+	TrustAnnotations bool `yaml:"trust_annotations"`
 }
 
 type mcpToolOverride struct {
@@ -446,6 +450,7 @@ func (u *upstream) proxy(t *mcp.Tool) (*tools.Tool, error) {
 	}
 	tool.Origin = "MCP server " + ms.Name + " (" + upstreamName + "); risk from " + source
 	tool.Upstream = ms.Name
+	tool.TrustListing = ms.TrustAnnotations
 	if listing, err := json.Marshal(t); err == nil {
 		tool.Listing = json.RawMessage(u.set.secrets.json(listing))
 	}

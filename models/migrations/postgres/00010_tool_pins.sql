@@ -1,0 +1,17 @@
+-- Tool definitions pinned: the definition of each upstream MCP tool that a
+-- person accepted (or the server's first listing). A definition that differs
+-- is held at high_write until an admin accepts it on /tools.
+
+-- +goose Up
+CREATE TABLE tool_pins (
+    name varchar(200) PRIMARY KEY,
+    upstream varchar(64),
+    hash varchar(64),
+    definition text,
+    accepted_by varchar(200),
+    accepted_at timestamptz
+);
+CREATE INDEX idx_tool_pins_upstream ON tool_pins (upstream);
+
+-- +goose Down
+DROP TABLE tool_pins;
