@@ -35,6 +35,7 @@ const (
 	PathPolicyReplay = "/policy/replay"
 	PathGrantRevoke  = "/policy/grants/:id/revoke"
 	PathTools        = "/tools"
+	PathToolAccept   = "/tools/:name/accept"
 
 	PathStaff             = "/staff"
 	PathStaffRole         = "/staff/:id/role"

@@ -109,10 +109,21 @@ func (s *Server) policyView(c echo.Context) views.PolicyView {
 }
 
 func (s *Server) toolsPage(c echo.Context) error {
-	var v views.ToolsView
+	return render(c, http.StatusOK, views.Tools(s.toolsView(c)))
+}
+
+func (s *Server) toolsView(c echo.Context) views.ToolsView {
+	v := views.ToolsView{Unaccepted: s.unacceptedRows(c), MayAccept: mayAdmin(currentStaff(c).staff.Role)}
+	if name := c.QueryParam("accepted"); name != "" {
+		v.Flash = "Accepted the definition of " + name + ": calls of it are decided by its own risk again."
+	}
+	held := map[string]bool{}
+	for _, u := range v.Unaccepted {
+		held[u.Name] = true
+	}
 	for _, t := range s.cfg.Gate.Tools().All() {
 		v.Tools = append(v.Tools, views.ToolDetail{Name: t.Name, Risk: string(t.Risk), Description: t.Description, Origin: t.Origin,
-			Schema: prettyJSON(string(t.Schema)), Idempotent: t.Idempotent})
+			Schema: prettyJSON(string(t.Schema)), Idempotent: t.Idempotent, Held: held[t.Name]})
 	}
 	if s.cfg.Upstreams != nil {
 		for _, u := range s.cfg.Upstreams() {
@@ -120,7 +131,7 @@ func (s *Server) toolsPage(c echo.Context) error {
 				Error: u.Error, Tools: u.Tools, Skipped: u.Skipped})
 		}
 	}
-	return render(c, http.StatusOK, views.Tools(v))
+	return v
 }
 
 func (s *Server) staffView(c echo.Context) (views.StaffView, error) {

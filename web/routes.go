@@ -37,6 +37,7 @@ func (s *Server) routes() {
 	e.GET(views.PathAuditExport, s.auditExport, staff...)
 	e.GET(views.PathPolicy, s.policyPage, staff...)
 	e.GET(views.PathTools, s.toolsPage, staff...)
+	e.POST(views.PathToolAccept, s.toolAccept, admins...)
 
 	e.POST(views.PathActionApprove, s.actionApprove, deciders...)
 	e.POST(views.PathActionReject, s.actionReject, deciders...)

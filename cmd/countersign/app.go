@@ -661,6 +661,8 @@ func (a *App) sweep(ctx context.Context) {
 		case <-anchor.C:
 			a.checkpoint(ctx)
 		case <-t.C:
+			// A definition another instance's admin accepted.
+			a.gate.Repin()
 			if n, err := a.gate.ExpireOverdueActions(ctx); err != nil {
 				a.log.Error("expiry sweep failed", "err", err)
 			} else if n > 0 {
