@@ -43,8 +43,12 @@ type OutsideCall struct {
 	Key string
 }
 
-// Asked is the call an Ask made or joined, read back.
+// Asked is the call an Ask made or joined.
 type Asked struct {
+	// Outcome is the gate's answer.
+	Outcome Outcome
+	// Call is the call as recorded, read back when it waits or was joined
+	// (nil for a call that ended at once: Record reads it).
 	Call *models.ToolCall
 	// Session is the session of the call's run: the one asked for, or, for
 	// a joined call, the session it was first asked in.
@@ -72,19 +76,45 @@ func (o *Outside) Ask(ctx context.Context, req OutsideCall) (Asked, error) {
 	if err != nil {
 		return Asked{}, err
 	}
-	call, err := o.Store.ToolCall(ctx, out.CallID)
-	if err != nil {
+	asked := Asked{Outcome: out, Session: req.Session, Joined: out.Joined}
+	if !out.Joined && !waitingStatus(out.Status) {
+		return asked, nil // ended at once: not read back (the gateway's hot path)
+	}
+	if asked.Call, err = o.Store.ToolCall(ctx, out.CallID); err != nil {
 		return Asked{}, err
 	}
-	asked := Asked{Call: call, Session: req.Session, Joined: out.Joined}
-	if out.Joined && call.RunID != run.ID {
-		first, err := o.Store.Run(ctx, call.RunID)
+	if out.Joined && asked.Call.RunID != run.ID {
+		first, err := o.Store.Run(ctx, asked.Call.RunID)
 		if err != nil {
 			return Asked{}, err
 		}
 		asked.Session = first.Session
 	}
 	return asked, nil
+}
+
+// Record is the asked call as recorded.
+func (o *Outside) Record(ctx context.Context, asked Asked) (*models.ToolCall, error) {
+	if asked.Call != nil {
+		return asked.Call, nil
+	}
+	return o.Store.ToolCall(ctx, asked.Outcome.CallID)
+}
+
+// Brief is the asked call as far as the gate's outcome tells it, without
+// reading it back when it ended at once: id, status, result, error, and
+// the decision's rule and reason.
+func (a Asked) Brief() *models.ToolCall {
+	if a.Call != nil {
+		return a.Call
+	}
+	out := a.Outcome
+	return &models.ToolCall{ID: out.CallID, Status: out.Status, Result: string(out.Result), Error: out.Error,
+		Decision: string(out.Decision.Verdict), Reason: out.Decision.Reason, Rule: out.Decision.Rule}
+}
+
+func waitingStatus(s models.CallStatus) bool {
+	return s == models.CallPending || s == models.CallApproved || s == models.CallExecuting
 }
 
 // Waiting tells a call whose outcome is still to come: a person has not

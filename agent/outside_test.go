@@ -24,7 +24,7 @@ func TestOutsideCallsJoinWaitAndHandOver(t *testing.T) {
 		Args: []byte(`{"order_id":"A1002","amount":200,"reason":"arrived broken"}`)}
 
 	first, err := out.Ask(ctx, refund)
-	if err != nil || first.Joined || first.Call.Status != models.CallPending || !out.Waiting(first.Call) {
+	if err != nil || first.Joined || first.Call == nil || first.Call.Status != models.CallPending || !out.Waiting(first.Call) {
 		t.Fatalf("first ask: %+v %v", first, err)
 	}
 	again := refund
@@ -64,7 +64,7 @@ func TestOutsideCallsJoinWaitAndHandOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	fourth, err := out.Ask(ctx, refund)
-	if err != nil || fourth.Joined || fourth.Call.ID == first.Call.ID {
+	if err != nil || fourth.Joined || fourth.Outcome.CallID == first.Call.ID {
 		t.Fatalf("after the outcome was handed over the same request is a new call: %+v %v", fourth, err)
 	}
 	if n := e.executions["issue_refund"].Load(); n != 1 {

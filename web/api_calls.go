@@ -179,14 +179,18 @@ func (s *Server) callCreate(c echo.Context) error {
 		}
 		return err
 	}
+	call, err := s.outside.Record(ctx, asked)
+	if err != nil {
+		return err
+	}
 	if asked.Joined {
 		// The same call of this agent, asked before (perhaps in another
 		// session) and still waiting or not yet handed over: that call, as
 		// over MCP, never a second action.
-		s.handedOver(ctx, asked.Call)
-		return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(asked.Call, asked.Session)})
+		s.handedOver(ctx, call)
+		return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(call, asked.Session)})
 	}
-	return c.JSON(http.StatusCreated, map[string]any{"call": agentCallView(asked.Call, asked.Session)})
+	return c.JSON(http.StatusCreated, map[string]any{"call": agentCallView(call, asked.Session)})
 }
 
 // handedOver records that the agent now has the outcome of a call that

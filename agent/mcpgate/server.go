@@ -112,7 +112,7 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	if err != nil {
 		return nil, err
 	}
-	call := gw.hold(ctx, req, asked.Call)
+	call := gw.hold(ctx, req, asked.Brief())
 	// Handed over: the agent's next identical request is a new call. (A
 	// client that went away before this is answered by the next.) Best
 	// effort: not recorded, the next identical request gets the outcome
