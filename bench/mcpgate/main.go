@@ -1,7 +1,10 @@
 // Command mcpgate measures what the MCP gateway adds: an allowed read
 // (read_text_file of the official filesystem server, from .ci/mcp) straight
-// to the upstream over stdio, against the same read through Countersign's
-// /mcp (agent key, gate, record, forward once), same Go SDK client code,
+// to the upstream over stdio, against the same read through a plain MCP
+// proxy that records nothing (supergateway, stdio to streamable HTTP, from
+// .ci/mcp) and through Countersign's /mcp (agent key, gate, record, forward
+// once) with the 2026-07-28 revision (stateless, what the Go SDK's client
+// speaks by default) and with a 2025 session; same Go SDK client code,
 // alternated, sequential. BENCHMARKS.md.
 //
 //	make mcp-servers && go run ./bench/mcpgate -n 2000
@@ -13,12 +16,14 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -105,12 +110,44 @@ func run(n int) error {
 	if err != nil {
 		return err
 	}
-	gated, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer(key)}}, nil)
+	connect := func(url, version string, rt http.RoundTripper) (*mcp.ClientSession, error) {
+		return mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
+			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: rt}}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	}
+	gated, err := connect(srv.URL+"/mcp", "", bearer(key))
 	if err != nil {
 		return err
 	}
 	defer gated.Close()
+	if gated.ID() != "" {
+		return fmt.Errorf("the default client opened a session: not the stateless revision")
+	}
+	session, err := connect(srv.URL+"/mcp", "2025-11-25", bearer(key))
+	if err != nil {
+		return err
+	}
+	defer session.Close()
+	// A plain proxy: supergateway, stdio to streamable HTTP, one child.
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	sg := exec.Command("node", ".ci/mcp/node_modules/supergateway/dist/index.js", "--stdio", fmt.Sprintf("node %q %q", script, dir),
+		"--outputTransport", "streamableHttp", "--stateful", "--port", strconv.Itoa(port), "--logLevel", "none")
+	if err := sg.Start(); err != nil {
+		return err
+	}
+	defer func() { sg.Process.Kill(); sg.Wait() }()
+	var proxied *mcp.ClientSession
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if proxied, err = connect(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "2025-11-25", http.DefaultTransport); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("supergateway: %w", err)
+		}
+	}
+	defer proxied.Close()
 	call := func(cs *mcp.ClientSession, name string) error {
 		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"path": file}})
 		if err == nil && r.IsError {
@@ -118,34 +155,52 @@ func run(n int) error {
 		}
 		return err
 	}
+	kinds := []struct {
+		label string
+		cs    *mcp.ClientSession
+		tool  string
+	}{
+		{"straight to the upstream (stdio)", direct, "read_text_file"},
+		{"through supergateway (records nothing)", proxied, "read_text_file"},
+		{"through Countersign's /mcp, 2026-07-28", gated, "fs__read_text_file"},
+		{"through Countersign's /mcp, 2025 session", session, "fs__read_text_file"},
+	}
 	for i := 0; i < 100; i++ {
-		if err := call(direct, "read_text_file"); err != nil {
-			return err
-		}
-		if err := call(gated, "fs__read_text_file"); err != nil {
-			return err
+		for _, k := range kinds {
+			if err := call(k.cs, k.tool); err != nil {
+				return err
+			}
 		}
 	}
-	var dLat, gLat []time.Duration
-	var dTotal, gTotal time.Duration
+	lat := make([][]time.Duration, len(kinds))
+	total := make([]time.Duration, len(kinds))
 	for i := 0; i < n; i++ {
-		t0 := time.Now()
-		if err := call(direct, "read_text_file"); err != nil {
-			return err
+		for j, k := range kinds {
+			t0 := time.Now()
+			if err := call(k.cs, k.tool); err != nil {
+				return err
+			}
+			d := time.Since(t0)
+			lat[j], total[j] = append(lat[j], d), total[j]+d
 		}
-		t1 := time.Now()
-		if err := call(gated, "fs__read_text_file"); err != nil {
-			return err
-		}
-		t2 := time.Now()
-		dLat, gLat = append(dLat, t1.Sub(t0)), append(gLat, t2.Sub(t1))
-		dTotal += t1.Sub(t0)
-		gTotal += t2.Sub(t1)
 	}
 	p := measure.Percentile
 	fmt.Printf("reads of each kind: %d (sequential, alternated)\n", n)
-	fmt.Printf("straight to the upstream (stdio): p50 %.3f ms  p99 %.3f ms  %.0f calls/s\n", measure.MS(p(dLat, .5)), measure.MS(p(dLat, .99)), float64(n)/dTotal.Seconds())
-	fmt.Printf("through Countersign's /mcp:      p50 %.3f ms  p99 %.3f ms  %.0f calls/s\n", measure.MS(p(gLat, .5)), measure.MS(p(gLat, .99)), float64(n)/gTotal.Seconds())
-	fmt.Printf("added:                           p50 %.3f ms  p99 %.3f ms\n", measure.MS(p(gLat, .5)-p(dLat, .5)), measure.MS(p(gLat, .99)-p(dLat, .99)))
+	for j, k := range kinds {
+		fmt.Printf("%-42s p50 %.3f ms  p99 %.3f ms  %.0f calls/s", k.label+":", measure.MS(p(lat[j], .5)), measure.MS(p(lat[j], .99)), float64(n)/total[j].Seconds())
+		if j > 0 {
+			fmt.Printf("  added p50 %.3f ms", measure.MS(p(lat[j], .5)-p(lat[0], .5)))
+		}
+		fmt.Println()
+	}
 	return nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
