@@ -14,6 +14,9 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/agent/mcpgate"
+	"github.com/countersign/countersign/models"
 )
 
 // cmdMCP bridges stdio to a running server's /mcp, for MCP clients that only
@@ -29,7 +32,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if *key == "" {
 		return usageError("mcp needs --agent-key (or COUNTERSIGN_AGENT_KEY)")
 	}
-	b := &bridge{endpoint: strings.TrimSuffix(*url, "/") + "/mcp", key: *key, stderr: stderr,
+	b := &bridge{endpoint: strings.TrimSuffix(*url, "/") + "/mcp", key: *key, stderr: stderr, conversation: "bridge:" + models.NewID("br"),
 		local: mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, nil), listed: map[string]bool{}}
 	if err := b.connect(ctx); err != nil {
 		return fmt.Errorf("connect to %s: %w", b.endpoint, err)
@@ -47,9 +50,12 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 // waited returns that call (the server joins the same call).
 type bridge struct {
 	endpoint, key string
-	stderr        io.Writer
-	local         *mcp.Server
-	asking        sync.Map // progressKey(token) -> *mcp.ServerSession
+	// conversation names this bridge's calls to the server (a stateless
+	// request carries no session).
+	conversation string
+	stderr       io.Writer
+	local        *mcp.Server
+	asking       sync.Map // progressKey(token) -> *mcp.ServerSession
 
 	mu     sync.Mutex
 	remote *mcp.ClientSession
@@ -173,7 +179,13 @@ func (b *bridge) relist(ctx context.Context, remote *mcp.ClientSession) error {
 // connection is asked again on the next session: the server answers with
 // the same call (it joins an agent's identical call), never a second one.
 func (b *bridge) call(ctx context.Context, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	params := &mcp.CallToolParams{Name: name, Arguments: req.Params.Arguments}
+	// The calls of one bridge are one conversation (the server ties them to
+	// one run), unless the client names its own.
+	conversation := b.conversation
+	if s, ok := req.Params.GetMeta()[mcpgate.MetaSession].(string); ok && s != "" {
+		conversation = s
+	}
+	params := &mcp.CallToolParams{Name: name, Arguments: req.Params.Arguments, Meta: mcp.Meta{mcpgate.MetaSession: conversation}}
 	if tok, ok := progressToken(req.Params.GetProgressToken()); ok {
 		params.SetProgressToken(tok)
 		key := progressKey(tok)

@@ -216,6 +216,13 @@ func TestTheTypeScriptClientThroughHTTPAndStdio(t *testing.T) {
 		t.Fatal("written before a person approved")
 	}
 	id := actions[0].(map[string]any)["id"].(string)
+	// Asked first through the bridge, statelessly: its run is the bridge's
+	// conversation, not one shared by every sessionless request.
+	if call, err := app.store.ToolCall(context.Background(), id); err != nil {
+		t.Fatal(err)
+	} else if run, err := app.store.Run(context.Background(), call.RunID); err != nil || !strings.HasPrefix(run.Session, "mcp:bridge:br_") {
+		t.Fatalf("the bridge's call is in session %q (%v)", run.Session, err)
+	}
 	if status, out := apiDo(t, "POST", base+"/api/v1/actions/"+id+"/approve", staffTok, `{}`); status != 200 {
 		t.Fatalf("approve: %d %v", status, out)
 	}
