@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,34 +82,14 @@ func TestTheOpenAIAgentsSDKThroughAPendingWrite(t *testing.T) {
 		}
 		t.Skip("no @openai/agents in .ci/mcp: run make test")
 	}
-	var paid atomic.Int32
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			paid.Add(1)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"paid":true,"invoice":1}`)
-	}))
-	defer backend.Close()
+	toolsFile, paid := payTools(t)
 	model := &scriptedModel{}
 	modelServer := httptest.NewServer(model)
 	defer modelServer.Close()
-	toolsFile := filepath.Join(t.TempDir(), "tools.yaml")
-	os.WriteFile(toolsFile, []byte(`tools:
-  - name: pay
-    description: Pay an invoice
-    risk: high_write
-    input_schema: {type: object, properties: {n: {type: integer}}, required: [n], additionalProperties: false}
-    http: {method: POST, url: "`+backend.URL+`/pay"}
-`), 0o600)
 	db := storetest.DSN(t)
 	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile, MCPHold: 2 * time.Second}, io.Discard)
 	base := "http://" + app.Addr()
-	key, _ := runCmd(t, "agent", "add", "--name", "billing", "--db", db)
-	key = strings.TrimSpace(key)
-	runCmdIn(t, "correct horse battery staple\n", "user", "add", "--email", "ann@x.test", "--role", "approver", "--name", "Ann", "--db", db)
-	staffTok, _ := runCmd(t, "token", "create", "--email", "ann@x.test", "--db", db)
-	staffTok = strings.TrimSpace(staffTok)
+	key, staffTok := agentAndApprover(t, db, "billing")
 
 	type answer struct {
 		Final   string `json:"final"`

@@ -107,11 +107,7 @@ func TestTheTypeScriptClientThroughHTTPAndStdio(t *testing.T) {
 	db := storetest.DSN(t)
 	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile, MCPHold: 2 * time.Second}, io.Discard)
 	base := "http://" + app.Addr()
-	key, _ := runCmd(t, "agent", "add", "--name", "ts", "--db", db)
-	key = strings.TrimSpace(key)
-	runCmdIn(t, "correct horse battery staple\n", "user", "add", "--email", "ann@x.test", "--role", "approver", "--name", "Ann", "--db", db)
-	staffTok, _ := runCmd(t, "token", "create", "--email", "ann@x.test", "--db", db)
-	staffTok = strings.TrimSpace(staffTok)
+	key, staffTok := agentAndApprover(t, db, "ts")
 	self, env := asCLI(t)
 	overHTTP := func(spec map[string]any) map[string]any {
 		spec["http"], spec["key"] = base+"/mcp", key
@@ -241,6 +237,41 @@ func TestTheTypeScriptClientThroughHTTPAndStdio(t *testing.T) {
 	}
 }
 
+// payTools is a tools file with pay, a high_write HTTP tool, on a backend
+// that counts the payments it was sent.
+func payTools(t *testing.T) (toolsFile string, paid *atomic.Int32) {
+	t.Helper()
+	paid = &atomic.Int32{}
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			paid.Add(1)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"paid":true}`)
+	}))
+	t.Cleanup(backend.Close)
+	toolsFile = filepath.Join(t.TempDir(), "tools.yaml")
+	os.WriteFile(toolsFile, []byte(`tools:
+  - name: pay
+    description: Pay an invoice
+    risk: high_write
+    input_schema: {type: object, properties: {n: {type: integer}}, required: [n], additionalProperties: false}
+    http: {method: POST, url: "`+backend.URL+`/pay"}
+`), 0o600)
+	return toolsFile, paid
+}
+
+// agentAndApprover adds an agent (its key) and an approver (a staff API
+// token) to the database, with the commands.
+func agentAndApprover(t *testing.T, db, agent string) (key, staffTok string) {
+	t.Helper()
+	firstLine := func(s string) string { return strings.TrimSpace(strings.SplitN(s, "\n", 2)[0]) }
+	key, _ = runCmd(t, "agent", "add", "--name", agent, "--db", db)
+	runCmdIn(t, "correct horse battery staple\n", "user", "add", "--email", "ann@x.test", "--role", "approver", "--name", "Ann", "--db", db)
+	staffTok, _ = runCmd(t, "token", "create", "--email", "ann@x.test", "--db", db)
+	return firstLine(key), firstLine(staffTok)
+}
+
 var onePixelPNG = []byte{0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d, 0x49, 0x48, 0x44, 0x52, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1f, 0x15, 0xc4,
 	0x89, 0, 0, 0, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0, 1, 0, 0, 5, 0, 1, 0x0d, 0x0a, 0x2d, 0xb4, 0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82}
 
@@ -249,34 +280,14 @@ var onePixelPNG = []byte{0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0
 // gets the approved outcome, and the backend is paid once.
 func TestAClientRetryAfterSIGKILLGetsTheOutcome(t *testing.T) {
 	nodeScript(t, "ts-agent.mjs")
-	var paid atomic.Int32
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			paid.Add(1)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"paid":true}`)
-	}))
-	defer backend.Close()
-	toolsFile := filepath.Join(t.TempDir(), "tools.yaml")
-	os.WriteFile(toolsFile, []byte(`tools:
-  - name: pay
-    risk: high_write
-    input_schema: {type: object, properties: {n: {type: integer}}, required: [n], additionalProperties: false}
-    http: {method: POST, url: "`+backend.URL+`/pay"}
-`), 0o600)
+	toolsFile, paid := payTools(t)
 	db := storetest.DSN(t)
-	firstLine := func(s string) string { return strings.TrimSpace(strings.SplitN(s, "\n", 2)[0]) }
 	if s, err := models.Open(db, models.Options{}); err != nil { // the database, made
 		t.Fatal(err)
 	} else {
 		s.Close()
 	}
-	key, _ := runCmd(t, "agent", "add", "--name", "ts", "--db", db)
-	key = firstLine(key)
-	runCmdIn(t, "correct horse battery staple\n", "user", "add", "--email", "ann@x.test", "--role", "approver", "--name", "Ann", "--db", db)
-	staffTok, _ := runCmd(t, "token", "create", "--email", "ann@x.test", "--db", db)
-	staffTok = firstLine(staffTok)
+	key, staffTok := agentAndApprover(t, db, "ts")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
