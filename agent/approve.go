@@ -164,8 +164,8 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 		}
 		var votes []Vote
 		for _, a := range prior {
-			if a.Verdict != "approve" || a.ArgsHash != call.ArgsHash || disabled[a.StaffID] {
-				continue // approvals of other arguments do not count for these
+			if !Counts(a, call.ArgsHash, disabled) {
+				continue // approvals of other arguments, or by a disabled account
 			}
 			votes = append(votes, Vote{StaffID: a.StaffID, Role: a.StaffRole})
 		}

@@ -1,9 +1,25 @@
 package agent
 
 import (
+	"context"
+
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 )
+
+// Counts says whether an approval counts toward a call's quorum: an
+// approval of the arguments the call has now (argsHash), by an account not
+// disabled since (disabled: DisabledApprovers). The gate, the action page
+// and the staff API count with it.
+func Counts(a models.Approval, argsHash string, disabled map[string]bool) bool {
+	return a.Verdict == "approve" && a.ArgsHash == argsHash && !disabled[a.StaffID]
+}
+
+// DisabledApprovers are the approvers among approvals whose account has
+// been disabled since: their approvals no longer count.
+func (g *Gate) DisabledApprovers(ctx context.Context, approvals []models.Approval) (map[string]bool, error) {
+	return g.store.DisabledStaff(ctx, approverIDs(approvals))
+}
 
 // Vote is one person's approval of the arguments in force.
 type Vote struct {

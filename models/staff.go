@@ -49,12 +49,21 @@ type APIToken struct {
 // DisabledStaff tells which of the accounts are disabled, inside the unit
 // of work (ids that are not accounts are not disabled).
 func (tx *Tx) DisabledStaff(ids []string) (map[string]bool, error) {
+	return disabledStaff(tx.db, ids)
+}
+
+// DisabledStaff is Tx.DisabledStaff outside a unit of work.
+func (s *Store) DisabledStaff(ctx context.Context, ids []string) (map[string]bool, error) {
+	return disabledStaff(s.db.WithContext(ctx), ids)
+}
+
+func disabledStaff(db *gorm.DB, ids []string) (map[string]bool, error) {
 	out := map[string]bool{}
 	if len(ids) == 0 {
 		return out, nil
 	}
 	var disabled []string
-	err := tx.db.Model(&Staff{}).Where("id IN ? AND disabled", ids).Pluck("id", &disabled).Error
+	err := db.Model(&Staff{}).Where("id IN ? AND disabled", ids).Pluck("id", &disabled).Error
 	for _, id := range disabled {
 		out[id] = true
 	}

@@ -87,7 +87,7 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	if err != nil {
 		return views.ActionView{}, nil, err
 	}
-	approvals, err := s.cfg.Store.Approvals(ctx, id)
+	approvals, disabled, err := s.approvals(c, id)
 	if err != nil {
 		return views.ActionView{}, nil, err
 	}
@@ -111,7 +111,7 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 		me = sc.staff.ID
 	}
 	for _, a := range approvals {
-		if a.Verdict == "approve" && a.ArgsHash == call.ArgsHash {
+		if agent.Counts(a, call.ArgsHash, disabled) {
 			current++
 			v.ApprovedByMe = v.ApprovedByMe || a.StaffID == me
 		}
@@ -139,7 +139,7 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	}
 	for _, a := range approvals {
 		v.Approvals = append(v.Approvals, views.ApprovalView{Staff: a.StaffName, Role: string(a.StaffRole), Verdict: a.Verdict, Note: a.Note,
-			Args: a.Args, Edited: a.Edited, At: clock(a.CreatedAt), Current: a.ArgsHash == call.ArgsHash})
+			Args: a.Args, Edited: a.Edited, At: clock(a.CreatedAt), Current: a.ArgsHash == call.ArgsHash, Disabled: disabled[a.StaffID]})
 	}
 	if tool, ok := s.cfg.Gate.Tools().Get(call.Tool); ok {
 		v.Fields = editFields(tool.Schema, call.Args, nil)

@@ -67,7 +67,9 @@ type actionJSON struct {
 	ToolChanged string `json:"tool_changed,omitempty"`
 }
 
-func toActionJSON(c *models.ToolCall, approvals []models.Approval) actionJSON {
+// toActionJSON is an action for the staff API; disabled are the approvers
+// whose account was disabled since (their approvals do not count).
+func toActionJSON(c *models.ToolCall, approvals []models.Approval, disabled map[string]bool) actionJSON {
 	out := actionJSON{ID: c.ID, RunID: c.RunID, Tool: c.Tool, Args: json.RawMessage(c.Args), Status: string(c.Status), Reason: c.Reason, Rule: c.Rule,
 		PolicyVersion: c.PolicyVersion, RequiredApprovals: c.RequiredApprovals, RequiredRole: string(c.RequiredRole), ExpiresAt: c.ExpiresAt,
 		CreatedAt: c.CreatedAt, Error: c.Error, Approvals: []approvalJSON{}}
@@ -79,7 +81,7 @@ func toActionJSON(c *models.ToolCall, approvals []models.Approval) actionJSON {
 	}
 	for _, a := range approvals {
 		out.Approvals = append(out.Approvals, approvalJSON{StaffID: a.StaffID, StaffName: a.StaffName, Role: string(a.StaffRole), Verdict: a.Verdict,
-			Note: a.Note, Args: json.RawMessage(a.Args), Edited: a.Edited, Counts: a.Verdict == "approve" && a.ArgsHash == c.ArgsHash, CreatedAt: a.CreatedAt})
+			Note: a.Note, Args: json.RawMessage(a.Args), Edited: a.Edited, Counts: agent.Counts(a, c.ArgsHash, disabled), CreatedAt: a.CreatedAt})
 	}
 	return out
 }
@@ -99,17 +101,27 @@ func (s *Server) apiActions(c echo.Context) error {
 	}
 	out := []actionJSON{}
 	for i := range calls {
-		approvals, err := s.cfg.Store.Approvals(c.Request().Context(), calls[i].ID)
+		approvals, disabled, err := s.approvals(c, calls[i].ID)
 		if err != nil {
 			return err
 		}
-		a := toActionJSON(&calls[i].ToolCall, approvals)
+		a := toActionJSON(&calls[i].ToolCall, approvals, disabled)
 		if calls[i].Status == models.CallPending {
 			a.ToolChanged = toolChanged(s.cfg.Gate.Tools(), &calls[i].ToolCall)
 		}
 		out = append(out, a)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"actions": out})
+}
+
+// approvals are an action's approvals, with the approvers disabled since.
+func (s *Server) approvals(c echo.Context, id string) ([]models.Approval, map[string]bool, error) {
+	approvals, err := s.cfg.Store.Approvals(c.Request().Context(), id)
+	if err != nil {
+		return nil, nil, err
+	}
+	disabled, err := s.cfg.Gate.DisabledApprovers(c.Request().Context(), approvals)
+	return approvals, disabled, err
 }
 
 func (s *Server) apiAction(c echo.Context) error {
@@ -125,11 +137,11 @@ func (s *Server) loadActionJSON(c echo.Context, id string) (actionJSON, error) {
 	if err != nil || call.Decision != string(policy.NeedsApproval) {
 		return actionJSON{}, fault.Errorf(fault.NotFound, "action %s was not found", tools.Truncate(id, 64))
 	}
-	approvals, err := s.cfg.Store.Approvals(c.Request().Context(), id)
+	approvals, disabled, err := s.approvals(c, id)
 	if err != nil {
 		return actionJSON{}, err
 	}
-	a := toActionJSON(call, approvals)
+	a := toActionJSON(call, approvals, disabled)
 	if call.Status == models.CallPending {
 		a.ToolChanged = toolChanged(s.cfg.Gate.Tools(), call)
 	}

@@ -574,3 +574,40 @@ func TestAdminRevokesStaffTokens(t *testing.T) {
 		t.Fatal("no confirmation")
 	}
 }
+
+// An approval given by someone whose account was disabled since does not
+// count: not for the gate, and not on the action page or in the staff API,
+// which count with the same rule.
+func TestADisabledApproversApprovalCountsNowhere(t *testing.T) {
+	a := newApp(t)
+	ctx := context.Background()
+	ann := a.staff(models.Approver, "ann@x.test", "Ann")
+	a.staff(models.Supervisor, "sue@x.test", "Sue")
+	admin := a.staff(models.Admin, "ada@x.test", "Ada")
+	run := models.NewID("run")
+	if err := a.store.Write(ctx, func(tx *models.Tx) error {
+		return tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_bob", CustomerName: "Bob", Channel: "test", Status: "active"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := a.gate.Call(ctx, agent.CallRequest{RunID: run, CustomerID: "cus_bob", Channel: "test", Tool: "issue_refund",
+		Args: []byte(`{"order_id":"B2001","amount":1200}`)})
+	if err != nil || out.Status != models.CallPending {
+		t.Fatalf("%+v %v", out, err)
+	}
+	if res, err := a.gate.Approve(ctx, out.CallID, ann.Actor(), agent.ApproveRequest{}); err != nil || res.Approvals != 1 {
+		t.Fatalf("Ann: %+v %v", res, err)
+	}
+	if err := a.accounts.SetDisabled(ctx, ann.ID, true, admin.Actor()); err != nil {
+		t.Fatal(err)
+	}
+	_, page := a.signIn("sue@x.test").get("/actions/" + out.CallID)
+	if !strings.Contains(page, "0 of 2 so far") || !strings.Contains(page, `data-testid="approval-disabled"`) {
+		t.Fatalf("the page still counts a disabled account's approval:\n%s", page)
+	}
+	tok, _ := a.accounts.CreateAPIToken(ctx, "sue@x.test", models.Actor{})
+	r := a.do("GET", "/api/v1/actions/"+out.CallID, tok, "")
+	if !strings.Contains(string(r.Raw), `"counts":false`) || strings.Contains(string(r.Raw), `"counts":true`) {
+		t.Fatalf("the staff API still counts it: %s", r.Raw)
+	}
+}
