@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -274,6 +275,11 @@ func (tx *Tx) refund(o *Order, cents int64, reason, key string) (*Refund, error)
 	}
 	return r, nil
 }
+
+// Cents is an amount in dollars as whole cents, rounded half away from
+// zero (-0.005 is -1 cent, as 0.005 is 1): the one rounding every page,
+// policy and tool uses.
+func Cents(dollars float64) int64 { return int64(math.Round(dollars * 100)) }
 
 // FormatCents renders cents as dollars: 90000 -> "$900.00", with thousands
 // separators, as customers read amounts.

@@ -113,3 +113,16 @@ func TestWriterReconnectsAfterLosingItsConnection(t *testing.T) {
 		t.Fatalf("chain: %+v %v", rep, err)
 	}
 }
+
+// Amounts round to cents one way everywhere: half away from zero, negative
+// amounts as positive ones.
+func TestCentsRoundsHalfAwayFromZero(t *testing.T) {
+	for dollars, want := range map[float64]int64{0.005: 1, -0.005: -1, 12.345: 1235, -12.345: -1235, -0.004: 0, 1.1 + 2.2: 330, -900: -90000} {
+		if got := models.Cents(dollars); got != want {
+			t.Errorf("Cents(%v) = %d, want %d", dollars, got, want)
+		}
+	}
+	if got := models.FormatCents(models.Cents(-1234.5)); got != "-$1,234.50" {
+		t.Errorf("a negative amount reads %q", got)
+	}
+}

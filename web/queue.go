@@ -136,7 +136,7 @@ func (s *Server) summary(tool, args string) string {
 func (s *Server) amount(tool, args string) string {
 	if t, ok := s.cfg.Gate.Tools().Get(tool); ok {
 		if f, ok := t.AmountOf(args); ok {
-			return models.FormatCents(int64(f*100 + 0.5))
+			return models.FormatCents(models.Cents(f))
 		}
 	}
 	return ""

@@ -32,7 +32,7 @@ func mustCELEnv() *cel.Env {
 		default:
 			return types.NewErr("money() takes a number")
 		}
-		return types.String(models.FormatCents(int64(f*100 + 0.5*sign(f))))
+		return types.String(models.FormatCents(models.Cents(f)))
 	}
 	env, err := cel.NewEnv(
 		cel.Variable("tool", cel.StringType),
@@ -51,13 +51,6 @@ func mustCELEnv() *cel.Env {
 		panic(err)
 	}
 	return env
-}
-
-func sign(f float64) float64 {
-	if f < 0 {
-		return -1
-	}
-	return 1
 }
 
 func compileCEL(expr string) (cel.Program, *cel.Ast, error) {
@@ -128,7 +121,7 @@ func (p *fieldPath) value(act *activation) (any, bool) {
 	default:
 		return nil, false
 	}
-	return models.FormatCents(int64(f*100 + 0.5*sign(f))), true
+	return models.FormatCents(models.Cents(f)), true
 }
 
 func compileTemplate(s string) (*template, error) {

@@ -10,7 +10,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -236,13 +235,13 @@ func Tools(st Store) []*tools.Tool {
 				if err != nil {
 					return shopError(err)
 				}
-				return shopError(o.CanRefund(int64(math.Round(in.Amount * 100))))
+				return shopError(o.CanRefund(models.Cents(in.Amount)))
 			},
 			Run: func(ctx context.Context, call tools.Call, in RefundInput) (any, error) {
 				if call.CustomerID == "" {
 					return nil, errNeedsCustomer
 				}
-				cents := int64(math.Round(in.Amount * 100))
+				cents := models.Cents(in.Amount)
 				o, r, err := st.RefundOrder(ctx, change(call, in.OrderID), cents, in.Reason)
 				if err != nil {
 					return nil, shopError(err)
