@@ -65,7 +65,7 @@ func New(cfg Config) (*Gate, *Runner) {
 	bg, cancel := context.WithCancel(context.Background())
 	r := &Runner{store: cfg.Store, gate: g, model: cfg.Model, log: log, notify: notify, System: DefaultSystemPrompt,
 		MaxStepsPerMessage: 8, MaxTurnsPerRun: 400, MaxCallsPerTurn: 8, ModelTimeout: 60 * time.Second,
-		bg: bg, cancel: cancel, locks: map[string]*runLock{}}
+		bg: bg, cancel: cancel, locks: map[string]*runLock{}, stepping: make(chan struct{}, MaxStepping)}
 	g.wake = func(runID string) { r.Kick(runID) }
 	return g, r
 }

@@ -39,6 +39,8 @@ type Runner struct {
 	gate  *Gate
 	model llm.Model
 	log   *slog.Logger
+	// stepping holds a place for each run stepping now (MaxStepping).
+	stepping chan struct{}
 
 	System string
 	// MaxStepsPerMessage caps model turns after one customer message (loop guard).
@@ -268,6 +270,10 @@ func (r *Runner) ResumeRuns(ctx context.Context) (int, error) {
 	return len(ids), nil
 }
 
+// MaxStepping is how many runs step (call the model, run tools) at once on
+// one instance; the others wait their turn.
+const MaxStepping = 32
+
 // Kick makes the runner look at a run again. Steps of one run never overlap;
 // the returned channel closes when this look is over.
 func (r *Runner) Kick(runID string) <-chan struct{} {
@@ -281,14 +287,24 @@ func (r *Runner) Kick(runID string) <-chan struct{} {
 		if r.bg.Err() != nil {
 			return
 		}
+		ctx := r.bg
 		if r.store.Postgres() { // and across the instances sharing the database
-			release, ok := r.lease(runID)
-			if !ok {
+			var release func()
+			var ok bool
+			if ctx, release, ok = r.lease(runID); !ok {
 				return
 			}
 			defer release()
 		}
-		if err := r.advance(r.bg, runID); err != nil && r.bg.Err() == nil {
+		// A bounded number of runs step at once: a restart with many runs
+		// to resume does not call the model for all of them together.
+		select {
+		case r.stepping <- struct{}{}:
+			defer func() { <-r.stepping }()
+		case <-ctx.Done():
+			return
+		}
+		if err := r.advance(ctx, runID); err != nil && ctx.Err() == nil {
 			r.log.Error("run step failed", "run_id", runID, "err", err)
 		}
 	}()
@@ -300,8 +316,11 @@ func (r *Runner) Kick(runID string) <-chan struct{} {
 const runLease = 30 * time.Second
 
 // lease waits until this instance holds the run's lease (another instance
-// stepping it lets go when done), and keeps it renewed until release.
-func (r *Runner) lease(runID string) (release func(), ok bool) {
+// stepping it lets go when done), and keeps it renewed until release. The
+// context it returns ends if the lease is lost (another instance took the
+// run after this one could not renew in time): the step stops rather than
+// going on beside the new holder.
+func (r *Runner) lease(runID string) (ctx context.Context, release func(), ok bool) {
 	for {
 		held, err := r.store.LeaseRun(r.bg, runID, runLease)
 		if err != nil {
@@ -312,10 +331,11 @@ func (r *Runner) lease(runID string) (release func(), ok bool) {
 		}
 		select {
 		case <-r.bg.Done():
-			return nil, false
+			return nil, nil, false
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	ctx, lost := context.WithCancel(r.bg)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -327,15 +347,21 @@ func (r *Runner) lease(runID string) (release func(), ok bool) {
 			case <-stop:
 				return
 			case <-t.C:
-				if _, err := r.store.LeaseRun(context.WithoutCancel(r.bg), runID, runLease); err != nil {
+				held, err := r.store.LeaseRun(context.WithoutCancel(r.bg), runID, runLease)
+				if err != nil {
 					r.log.Error("could not renew a run's lease", "run_id", runID, "err", err)
+				} else if !held {
+					r.log.Warn("lost a run's lease to another instance; this step stops", "run_id", runID)
+					lost()
+					return
 				}
 			}
 		}
 	}()
-	return func() {
+	return ctx, func() {
 		close(stop)
 		<-done
+		lost()
 		if err := r.store.ReleaseRun(context.WithoutCancel(r.bg), runID); err != nil {
 			r.log.Error("could not release a run", "run_id", runID, "err", err)
 		}
