@@ -34,7 +34,15 @@ type Changes struct {
 	// shared: on PostgreSQL, what changes here is told to the other
 	// instances, and what changes there is heard here (share).
 	shared atomic.Pointer[models.Store]
+	// telling holds the changes waiting to be told to the other instances:
+	// told by one goroutine (share), never on the request that made them.
+	telling chan change
 }
+
+// MaxUntold is how many changes may wait to be told to the other
+// instances; past that (the database not answering) a change is dropped,
+// and the other instances' pages catch up when they next hear or poll.
+const MaxUntold = 4096
 
 // changesChannel is the PostgreSQL channel the instances tell each other on.
 const changesChannel = "countersign_changes"
@@ -53,7 +61,7 @@ func NewChanges(log *slog.Logger) *Changes {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Changes{queue: NewQueueHub(log), runs: NewBroker(), log: log}
+	return &Changes{queue: NewQueueHub(log), runs: NewBroker(), log: log, telling: make(chan change, MaxUntold)}
 }
 
 // ActionChanged tells the pages that show the action, and the queue, here
@@ -80,9 +88,28 @@ func (c *Changes) tell(ch change) {
 		return
 	}
 	ch.From = shared.Instance()
-	b, _ := json.Marshal(ch)
-	if err := shared.Notify(context.Background(), changesChannel, string(b)); err != nil {
-		c.log.Warn("could not tell the other instances", "err", err)
+	select {
+	case c.telling <- ch:
+	default:
+		c.log.Warn("too many changes waiting to be told to the other instances; one was dropped", "action", ch.Action, "run", ch.Run)
+	}
+}
+
+// tellAll tells the other instances the changes made here, one at a time,
+// until ctx ends.
+func (c *Changes) tellAll(ctx context.Context, store *models.Store) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ch := <-c.telling:
+			b, _ := json.Marshal(ch)
+			nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if err := store.Notify(nctx, changesChannel, string(b)); err != nil && ctx.Err() == nil {
+				c.log.Warn("could not tell the other instances", "err", err)
+			}
+			cancel()
+		}
 	}
 }
 
@@ -93,6 +120,7 @@ func (c *Changes) tell(ch change) {
 // later. Run streams catch up by themselves when they reconnect.
 func (c *Changes) share(ctx context.Context, store *models.Store) {
 	c.shared.Store(store)
+	go c.tellAll(ctx, store)
 	var down atomic.Bool
 	go func() {
 		t := time.NewTicker(2 * time.Second)
