@@ -190,9 +190,6 @@ func (c *Changes) OnToolsChanged(f func()) {
 	c.mu.Unlock()
 }
 
-// Streams counts the streams that follow a run.
-func (c *Changes) Streams(runID string) int { return c.runs.Streams(runID) }
-
 // AppConfig is what a whole app is built from: the store, the tools, the
 // policy and the model; Web holds the server's own settings.
 type AppConfig struct {

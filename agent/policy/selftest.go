@@ -26,8 +26,6 @@ func (p *FilePolicy) RunTests(ctx context.Context) []PolicyTestResult {
 	return out
 }
 
-// TestCount is how many test cases the file carries.
-func (p *FilePolicy) TestCount() int { return len(p.tests) }
 
 func (p *FilePolicy) runTest(ctx context.Context, ts testSpec) PolicyTestResult {
 	res := PolicyTestResult{Name: ts.Name}
