@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -43,6 +44,9 @@ type Config struct {
 	// ExecutionWait is how long an approval waits for the call it runs
 	// (Gate.ExecutionWait); 0: 10 s.
 	ExecutionWait time.Duration
+	// SystemPrompt is what the model of every run is told first ("":
+	// DefaultSystemPrompt).
+	SystemPrompt string
 }
 
 // New builds the gate and the run loop over one store, wired to each other:
@@ -63,7 +67,7 @@ func New(cfg Config) (*Gate, *Runner) {
 	}
 	g.Reload(cfg.Tools, cfg.Policy)
 	bg, cancel := context.WithCancel(context.Background())
-	r := &Runner{store: cfg.Store, gate: g, model: cfg.Model, log: log, notify: notify, System: DefaultSystemPrompt,
+	r := &Runner{store: cfg.Store, gate: g, model: cfg.Model, log: log, notify: notify, System: cmp.Or(cfg.SystemPrompt, DefaultSystemPrompt),
 		MaxStepsPerMessage: 8, MaxTurnsPerRun: 400, MaxCallsPerTurn: 8, ModelTimeout: 60 * time.Second,
 		bg: bg, cancel: cancel, locks: map[string]*runLock{}, stepping: make(chan struct{}, MaxStepping)}
 	g.wake = func(runID string) { r.Kick(runID) }

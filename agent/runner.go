@@ -18,10 +18,15 @@ import (
 // MaxMessageRunes caps what a customer may send in one message.
 const MaxMessageRunes = 4000
 
-// DefaultSystemPrompt tells a model how to behave as a support agent.
-const DefaultSystemPrompt = `You are a customer support agent for an online shop. Use the tools to look up and change orders; never invent order details.
-Some tool calls need a team member's approval: if a tool result says a call was rejected, denied or expired, do not call it again; tell the customer plainly, with the reason.
+// DefaultSystemPrompt tells a model how to behave as a support agent, for
+// any business: `serve --system-prompt FILE` gives it the business's own
+// words (the demo shop has its own, tools/shop.SystemPrompt).
+const DefaultSystemPrompt = `You are a support agent. Use the tools you are given to look things up and to act; never invent facts that a tool did not give you.
+Some tool calls need a team member's approval: if a tool result says a call was rejected, denied or expired, do not call it again; tell the person you help plainly, with the reason.
 Be brief and friendly.`
+
+// MaxSystemPrompt is the longest system prompt a file may give, in bytes.
+const MaxSystemPrompt = 32 << 10
 
 // RunEvent is what the run loop tells listeners (the SSE broker): a turn was
 // appended, or the run's status changed.

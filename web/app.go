@@ -201,6 +201,9 @@ type AppConfig struct {
 	Log      *slog.Logger
 	// ExecutionWait is how long an approval waits for its call (0: 10 s).
 	ExecutionWait time.Duration
+	// SystemPrompt is what every run's model is told first ("": the
+	// default, agent.DefaultSystemPrompt).
+	SystemPrompt string
 	// Outbox reaches people outside and escalates unanswered actions
 	// (nil: nobody outside; actions are still marked overdue after the
 	// default time).
@@ -236,7 +239,8 @@ func NewApp(cfg AppConfig) *App {
 	}
 	changes := NewChanges(log)
 	gate, runner := agent.New(agent.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, Model: cfg.Model,
-		Log: log, Notifier: changes, Business: cfg.Business, ExecutionWait: cfg.ExecutionWait})
+		Log: log, Notifier: changes, Business: cfg.Business, ExecutionWait: cfg.ExecutionWait,
+		SystemPrompt: cfg.SystemPrompt})
 	ob := cfg.Outbox
 	if ob == nil {
 		ob, _ = outbox.New(cfg.Store, outbox.Config{Log: log}) // the zero config is valid

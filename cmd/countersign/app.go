@@ -20,6 +20,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
@@ -156,6 +157,10 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if cfg.Demo {
 		business = shop.Facts{Store: store}
 	}
+	prompt, err := systemPrompt(cfg)
+	if err != nil {
+		return fail(err)
+	}
 	reach, err := cfg.outboxConfig()
 	if err != nil {
 		return fail(err)
@@ -166,7 +171,7 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		return fail(err)
 	}
 	a.web = web.NewApp(web.AppConfig{Store: store, Tools: registry, Policy: policy, Model: model, Business: business, Log: log,
-		Outbox: ob,
+		Outbox: ob, SystemPrompt: prompt,
 		Web: web.Config{Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), WidgetOrigins: origins,
 			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, Upstreams: a.upstreams,
 			SlackSigningSecret: cfg.Reach.SlackSigning, MCPWait: cfg.MCPHold}})
@@ -708,6 +713,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs, cfg := newFlagSet("serve", stderr)
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address to listen on")
 	cfg.policyFlag(fs)
+	fs.StringVar(&cfg.SystemPrompt, "system-prompt", "", "a file with what the model of every run is told first (default: a neutral support agent's; the demo shop's with --demo)")
 	fs.StringVar(&cfg.ShadowPolicy, "shadow-policy", "", "a policy file tried beside the one in force: it decides nothing, and /policy shows where it disagrees")
 	fs.StringVar(&cfg.Model, "model", "offline", "model provider: offline, openai or anthropic")
 	fs.StringVar(&cfg.ModelName, "model-name", "", "model to ask for (openai: gpt-4o-mini, anthropic: claude-sonnet-4-5 by default)")
@@ -738,4 +744,29 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer app.Close()
 	return app.Run(ctx)
+}
+
+// systemPrompt is what every run's model is told first: the file's words,
+// the demo shop's with --demo, else "" (the neutral default).
+func systemPrompt(cfg config) (string, error) {
+	if cfg.SystemPrompt == "" {
+		if cfg.Demo {
+			return shop.SystemPrompt, nil
+		}
+		return "", nil
+	}
+	b, err := os.ReadFile(cfg.SystemPrompt)
+	if err != nil {
+		return "", usageError(fmt.Sprintf("--system-prompt: %v", err))
+	}
+	text := strings.TrimSpace(string(b))
+	switch {
+	case text == "":
+		return "", usageError(fmt.Sprintf("--system-prompt %s is empty", cfg.SystemPrompt))
+	case len(b) > agent.MaxSystemPrompt:
+		return "", usageError(fmt.Sprintf("--system-prompt %s is %d bytes; at most %d", cfg.SystemPrompt, len(b), agent.MaxSystemPrompt))
+	case !utf8.ValidString(text):
+		return "", usageError(fmt.Sprintf("--system-prompt %s is not UTF-8 text", cfg.SystemPrompt))
+	}
+	return text, nil
 }

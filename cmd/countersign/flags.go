@@ -16,6 +16,7 @@ type config struct {
 	DB             string
 	Policy         string
 	ShadowPolicy   string
+	SystemPrompt   string // a file
 	Tools          string
 	Model          string
 	ModelName      string

@@ -46,6 +46,7 @@ Usage:
                     [--widget-origins O1,O2] [--trust-proxy] [--tls-cert FILE --tls-key FILE]
                     [--tools FILE] [--demo-page] [--customer-token-max-age 24h] [--customer-token-issuer I] [--customer-token-audience A]
                     [--audit-key FILE --checkpoints DIR [--checkpoint-every 1h]] [--mcp-hold 50s]
+                    [--system-prompt FILE] [--shadow-policy FILE]
   countersign user add --email E --role approver|supervisor|auditor|admin [--name N]   (password on stdin)
   countersign token create --email E                 (prints a new staff API token)
   countersign token revoke                           (the token on stdin)

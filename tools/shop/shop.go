@@ -300,6 +300,12 @@ func Customers() []Customer {
 	return out
 }
 
+// SystemPrompt is what the demo shop's runs tell the model (serve --demo
+// without --system-prompt).
+const SystemPrompt = `You are a customer support agent for an online shop. Use the tools to look up and change orders; never invent order details.
+Some tool calls need a team member's approval: if a tool result says a call was rejected, denied or expired, do not call it again; tell the customer plainly, with the reason.
+Be brief and friendly.`
+
 // PolicyYAML is the demo shop's policy: refunds by amount, by order and by
 // customer over 24 hours (what `serve --demo` enforces without --policy).
 //
