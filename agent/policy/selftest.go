@@ -26,7 +26,6 @@ func (p *FilePolicy) RunTests(ctx context.Context) []PolicyTestResult {
 	return out
 }
 
-
 func (p *FilePolicy) runTest(ctx context.Context, ts testSpec) PolicyTestResult {
 	res := PolicyTestResult{Name: ts.Name}
 	fail := func(format string, args ...any) PolicyTestResult {
