@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,17 +19,13 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
-	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/mcpgate"
 	"github.com/countersign/countersign/agent/outbox"
-	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
@@ -276,31 +271,6 @@ func (a *App) seedDemoStaff(ctx context.Context) error {
 	return nil
 }
 
-func newModel(cfg config) (llm.Model, error) {
-	pc := llm.Config{BaseURL: cfg.ModelBaseURL, APIKey: cfg.ModelAPIKey, Model: cfg.ModelName, Timeout: cfg.ModelTimeout}
-	switch cfg.Model {
-	case "", "offline":
-		return offline.Model{}, nil
-	case "openai":
-		if pc.APIKey == "" {
-			pc.APIKey = os.Getenv("OPENAI_API_KEY")
-		}
-		if pc.APIKey == "" && pc.BaseURL == "" {
-			return nil, fmt.Errorf("--model openai needs --model-api-key (or OPENAI_API_KEY), or --model-base-url for a local server")
-		}
-		return llm.NewOpenAI(pc), nil
-	case "anthropic":
-		if pc.APIKey == "" {
-			pc.APIKey = os.Getenv("ANTHROPIC_API_KEY")
-		}
-		if pc.APIKey == "" {
-			return nil, fmt.Errorf("--model anthropic needs --model-api-key (or ANTHROPIC_API_KEY)")
-		}
-		return llm.NewAnthropic(pc), nil
-	}
-	return nil, fmt.Errorf("--model %q: use offline, openai or anthropic", cfg.Model)
-}
-
 // parseOrigins reads --widget-origins: "https://shop.example, https://www.shop.example".
 func parseOrigins(list string) ([]string, error) {
 	var out []string
@@ -324,104 +294,6 @@ func randomSecret() string {
 		panic(err)
 	}
 	return hex.EncodeToString(b[:])
-}
-
-// loadPolicy reads the policy file, or takes the built-in one: the demo
-// shop's with --demo, else the default that decides by risk.
-func loadPolicy(cfg config, registry *tools.Registry) (*policy.FilePolicy, error) {
-	switch {
-	case cfg.Policy == "" && cfg.Demo:
-		return policy.LoadPolicy(shop.PolicyYAML, "(built-in demo shop policy)", registry)
-	case cfg.Policy == "":
-		return policy.LoadPolicy(policy.DefaultPolicyYAML, "(built-in default)", registry)
-	}
-	data, err := os.ReadFile(cfg.Policy)
-	if err != nil {
-		return nil, fmt.Errorf("read policy: %w", err)
-	}
-	return policy.LoadPolicy(data, cfg.Policy, registry)
-}
-
-// loadShadow reads the shadow policy file against the tools and insists
-// that it passes its own tests, as the policy in force must.
-func loadShadow(ctx context.Context, cfg config, registry *tools.Registry) (*policy.FilePolicy, error) {
-	data, err := os.ReadFile(cfg.ShadowPolicy)
-	if err != nil {
-		return nil, fmt.Errorf("read shadow policy: %w", err)
-	}
-	p, err := policy.LoadPolicy(data, cfg.ShadowPolicy, registry)
-	if err != nil {
-		return nil, err
-	}
-	if failed := failingTests(p.RunTests(ctx)); len(failed) > 0 {
-		return nil, fmt.Errorf("the shadow policy %s fails %d of its tests (run `countersign policy test %s`)", p.Source, len(failed), p.Source)
-	}
-	return p, nil
-}
-
-// loadToolsFile reads the tools file and connects to its MCP servers (nil
-// without a file). Close the set to end those connections.
-func loadToolsFile(cfg config) (*httptool.Set, error) {
-	if cfg.Tools == "" {
-		return nil, nil
-	}
-	data, err := os.ReadFile(cfg.Tools)
-	if err != nil {
-		return nil, fmt.Errorf("read tools: %w", err)
-	}
-	return httptool.Load(data, cfg.Tools, httptool.Options{})
-}
-
-// registryOf is the tools in force: the demo shop's with --demo, and those
-// of the tools file as its MCP servers offer them now. version covers what
-// the file offers ("" without one), so a reload or an MCP server's changed
-// list is seen. The store may be nil where the tools are only described.
-func registryOf(cfg config, store *models.Store, set *httptool.Set) (reg *tools.Registry, version string, err error) {
-	var all []*tools.Tool
-	if cfg.Demo {
-		all = append(all, shop.Tools(store)...)
-	}
-	if set != nil {
-		h := sha256.New()
-		h.Write([]byte(cfg.Tools))
-		for _, t := range set.Tools() {
-			all = append(all, t)
-			fmt.Fprintf(h, "\n%s %s %s %s", t.Name, t.Risk, t.Description, t.Schema)
-		}
-		if data, err := os.ReadFile(cfg.Tools); err == nil {
-			h.Write(data)
-		}
-		version = hex.EncodeToString(h.Sum(nil))
-	}
-	reg, err = tools.NewRegistry(all...)
-	if err != nil {
-		return nil, "", fmt.Errorf("tools: %w", err)
-	}
-	return reg, version, nil
-}
-
-// loadTools reads the tools file and builds the tools in force from it.
-func loadTools(cfg config, store *models.Store) (*tools.Registry, string, *httptool.Set, error) {
-	set, err := loadToolsFile(cfg)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	reg, version, err := registryOf(cfg, store, set)
-	if err != nil {
-		set.Close()
-		return nil, "", nil, err
-	}
-	return reg, version, set, nil
-}
-
-func failingTests(results []policy.PolicyTestResult) []policy.PolicyTestResult {
-	var out []policy.PolicyTestResult
-	for _, r := range results {
-		if !r.Passed {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 // Listen binds the address; ":0" picks a free port (see Addr).
@@ -485,161 +357,9 @@ func (a *App) Run(ctx context.Context) error {
 	return a.server.Shutdown(shutdown)
 }
 
-// reloadOnHangup reloads the policy file on SIGHUP.
-func (a *App) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			if err := a.ReloadPolicy(ctx); err != nil {
-				a.log.Error("policy not reloaded; the previous one stays in force", "err", err)
-				// Not only in this instance's log: the audit log and /policy
-				// say it too.
-				if aerr := a.store.Write(ctx, func(tx *models.Tx) error {
-					return tx.Audit(models.Event{Actor: "system", Kind: "policy.reload_failed", Subject: a.store.Instance(),
-						Payload: map[string]any{"error": err.Error(), "policy_version": a.gate.Policy().Version()}})
-				}); aerr != nil {
-					a.log.Error("could not record the failed reload", "err", aerr)
-				}
-			}
-		}
-	}
-}
-
-// ReloadPolicy reads the tools file and the policy file again and, if both
-// load and the policy passes its own tests against those tools, puts them
-// in force together, with an audit event for each that changed. Otherwise
-// what is in force stays, and the error says why.
-func (a *App) ReloadPolicy(ctx context.Context) error {
-	a.reloadMu.Lock()
-	defer a.reloadMu.Unlock()
-	if a.cfg.ShadowPolicy != "" {
-		if shadow, err := loadShadow(ctx, a.cfg, a.gate.Tools()); err != nil {
-			a.log.Error("shadow policy not reloaded; the previous one stays", "err", err)
-		} else if prev, _ := a.gate.Shadow(); prev == nil || prev.Version() != shadow.Version() {
-			a.gate.SetShadow(shadow)
-			a.log.Info("shadow policy reloaded", "version", shadow.Version()[:12])
-		}
-		if a.cfg.Policy == "" && a.cfg.Tools == "" {
-			return nil
-		}
-	}
-	if a.cfg.Policy == "" && a.cfg.Tools == "" {
-		return errors.New("serve runs the built-in policy and no tools file: there is nothing to reload")
-	}
-	registry, toolsVersion, set, err := loadTools(a.cfg, a.store)
-	if err != nil {
-		return err
-	}
-	if err := a.putInForce(ctx, registry, toolsVersion, set, "reload"); err != nil {
-		set.Close()
-		return err
-	}
-	return nil
-}
-
-// toolsChanged follows an MCP server that changed its tools: the tools in
-// force are built again from the same file and put in force with the policy,
-// if it still passes its tests against them.
-func (a *App) toolsChanged(set *httptool.Set) {
-	a.reloadMu.Lock()
-	defer a.reloadMu.Unlock()
-	if set != a.toolSet {
-		return // replaced since
-	}
-	registry, toolsVersion, err := registryOf(a.cfg, a.store, set)
-	if err == nil {
-		err = a.putInForce(context.Background(), registry, toolsVersion, set, "an MCP server changed its tools")
-	}
-	if err != nil {
-		a.log.Error("an MCP server changed its tools; the tools in force stay as they were", "err", err)
-	}
-}
-
-// putInForce puts tools and the policy file, loaded against them, in force
-// together, with an audit event for each that changed (a.reloadMu held).
-// The set becomes the one in force; the previous one is closed.
-func (a *App) putInForce(ctx context.Context, registry *tools.Registry, toolsVersion string, set *httptool.Set, why string) error {
-	next, err := loadPolicy(a.cfg, registry)
-	if err != nil {
-		return err
-	}
-	if failed := failingTests(next.RunTests(ctx)); len(failed) > 0 {
-		return fmt.Errorf("the policy %s fails %d of its tests (run `countersign policy test` to see them)", next.Source, len(failed))
-	}
-	prev := a.gate.Policy().Version()
-	policyChanged, toolsChanged := next.Version() != prev, toolsVersion != a.toolsVersion
-	if !policyChanged && !toolsChanged {
-		a.log.Info("policy and tools unchanged", "policy_version", prev[:12])
-		if set != a.toolSet {
-			set.Close()
-		}
-		return nil
-	}
-	err = a.store.Write(ctx, func(tx *models.Tx) error {
-		if policyChanged {
-			if err := tx.Audit(models.Event{Actor: "system", Kind: "policy.reloaded", Subject: next.Version(),
-				Payload: map[string]any{"file": a.cfg.Policy, "from_version": prev, "to_version": next.Version()}}); err != nil {
-				return err
-			}
-		}
-		if toolsChanged {
-			var names []string
-			for _, t := range registry.All() {
-				names = append(names, t.Name)
-			}
-			return tx.Audit(models.Event{Actor: "system", Kind: "tools.reloaded", Subject: toolsVersion,
-				Payload: map[string]any{"file": a.cfg.Tools, "from_version": a.toolsVersion, "to_version": toolsVersion,
-					"tools": names, "why": why}})
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("record the change: %w", err)
-	}
-	a.gate.Reload(registry, next)
-	a.toolsVersion = toolsVersion
-	if err := a.store.RecordVersions(ctx, hostname(), next.Version(), toolsVersion, why); err != nil {
-		a.log.Error("could not record the versions now in force", "err", err)
-	}
-	if policyChanged {
-		// The actions waiting for a person are decided again: one the new
-		// policy denies is cancelled, one it asks more of waits for it.
-		if re, err := a.gate.RedecidePending(ctx); err != nil {
-			a.log.Error("could not decide the waiting actions again", "err", err)
-		} else if re.Cancelled+re.Stricter > 0 {
-			a.log.Info("waiting actions decided again", "cancelled", re.Cancelled, "stricter", re.Stricter)
-		}
-	}
-	if set != a.toolSet {
-		old := a.toolSet
-		a.toolSet = set
-		a.watchTools(set)
-		old.Close() // the old connections end
-	}
-	a.log.Info("policy and tools put in force", "why", why, "from_version", prev[:12], "to_version", next.Version()[:12], "tools_changed", toolsChanged)
-	return nil
-}
-
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
-}
-
-// watchTools follows the set's MCP servers' tool lists.
-func (a *App) watchTools(set *httptool.Set) {
-	if set != nil {
-		set.Watch(func() { a.toolsChanged(set) })
-	}
-}
-
-// upstreams says how the MCP servers of the tools file in force are doing.
-func (a *App) upstreams() []tools.UpstreamStatus {
-	a.reloadMu.Lock()
-	set := a.toolSet
-	a.reloadMu.Unlock()
-	return set.Upstreams()
 }
 
 func displayAddr(addr string) string {
@@ -744,29 +464,4 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer app.Close()
 	return app.Run(ctx)
-}
-
-// systemPrompt is what every run's model is told first: the file's words,
-// the demo shop's with --demo, else "" (the neutral default).
-func systemPrompt(cfg config) (string, error) {
-	if cfg.SystemPrompt == "" {
-		if cfg.Demo {
-			return shop.SystemPrompt, nil
-		}
-		return "", nil
-	}
-	b, err := os.ReadFile(cfg.SystemPrompt)
-	if err != nil {
-		return "", usageError(fmt.Sprintf("--system-prompt: %v", err))
-	}
-	text := strings.TrimSpace(string(b))
-	switch {
-	case text == "":
-		return "", usageError(fmt.Sprintf("--system-prompt %s is empty", cfg.SystemPrompt))
-	case len(b) > agent.MaxSystemPrompt:
-		return "", usageError(fmt.Sprintf("--system-prompt %s is %d bytes; at most %d", cfg.SystemPrompt, len(b), agent.MaxSystemPrompt))
-	case !utf8.ValidString(text):
-		return "", usageError(fmt.Sprintf("--system-prompt %s is not UTF-8 text", cfg.SystemPrompt))
-	}
-	return text, nil
 }
