@@ -192,7 +192,7 @@ func (o *Outside) Wait(ctx context.Context, call *models.ToolCall, d time.Durati
 // waited for a person: its next identical request is a new call. A call
 // decided at once never waited, so it is never joined and needs nothing.
 func (o *Outside) HandedOver(ctx context.Context, call *models.ToolCall) error {
-	if call.Decision != "needs_approval" || o.Waiting(call) || call.DeliveredAt != nil {
+	if call.Decision != models.DecidedNeedsApproval || o.Waiting(call) || call.DeliveredAt != nil {
 		return nil
 	}
 	return o.Store.MarkDelivered(ctx, call.ID)

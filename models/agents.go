@@ -159,7 +159,7 @@ func sameAgentCall(db *gorm.DB, now time.Time, agentID, customerID, tool, args, 
 	now = now.UTC()
 	recent := now.Add(-SameOutcomeWindow)
 	err := db.Model(&ToolCall{}).Where("tool = ? AND created_at >= ?", tool, now.Add(-SameCallWindow)).
-		Where("decision = ? AND customer_id = ? AND run_id IN (?)", "needs_approval", customerID, runs).
+		Where("decision = ? AND customer_id = ? AND run_id IN (?)", DecidedNeedsApproval, customerID, runs).
 		Where("status IN ? OR (delivered_at IS NULL AND (finished_at >= ? OR decided_at >= ?))",
 			[]CallStatus{CallPending, CallApproved, CallExecuting}, recent, recent).
 		Find(&rows).Error

@@ -212,7 +212,7 @@ func (tx *Tx) CallNotice(id string) (*ToolCall, string, int, error) {
 		return nil, "", 0, notFound(err)
 	}
 	c, customer, err := scanCallNotice(row)
-	if err != nil || c.Decision != "needs_approval" {
+	if err != nil || c.Decision != DecidedNeedsApproval {
 		return c, customer, 0, err // nobody approves a call the policy decided
 	}
 	row, err = tx.queryRow(`SELECT count(*) FROM approvals WHERE tool_call_id = ? AND verdict = 'approve' AND args_hash = ?`, id, c.ArgsHash)

@@ -75,7 +75,7 @@ type ToolCall struct {
 	// runs and none after. Queries by another status say so with
 	// notSucceeded, so that the planner may use it.
 	Status            CallStatus `gorm:"size:16;index:idx_tool_calls_status_created,priority:1,where:status <> 'succeeded';index:idx_tool_calls_run_waiting,priority:2,where:status <> 'succeeded'"`
-	Decision          string     `gorm:"size:16"`
+	Decision          string     `gorm:"size:16"` // DecidedAllow, DecidedNeedsApproval, DecidedDeny, or "" (invalid)
 	Rule              string     `gorm:"size:100"`
 	Reason            string     `gorm:"type:text"`
 	PolicyVersion     string     `gorm:"size:64"`
@@ -219,3 +219,11 @@ type ShadowDecision struct {
 	Shadow        string    `gorm:"size:64"` // what the shadow would have
 	CreatedAt     time.Time `gorm:"index:idx_shadow_decisions_version_created,priority:2"`
 }
+
+// The decisions a call records (ToolCall.Decision): the policy's verdicts
+// (agent/policy's Verdict constants are these words).
+const (
+	DecidedAllow         = "allow"
+	DecidedNeedsApproval = "needs_approval"
+	DecidedDeny          = "deny"
+)

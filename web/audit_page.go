@@ -22,7 +22,7 @@ import (
 const AuditPageSize = 50
 
 var (
-	auditDecisions = []string{"allow", "needs_approval", "deny", "none"}
+	auditDecisions = []string{models.DecidedAllow, models.DecidedNeedsApproval, models.DecidedDeny, "none"}
 )
 
 // auditFilter reads and checks the filter from the query string. A field

@@ -81,7 +81,7 @@ func (o *Outbox) Record(tx *models.Tx, ev models.Event) error {
 		if !o.webhooksHear("call.finished") {
 			// Only webhooks hear of every call; people hear how an action ended.
 			decision, err := tx.CallDecision(ev.Subject)
-			if err != nil || decision != "needs_approval" {
+			if err != nil || decision != models.DecidedNeedsApproval {
 				return err
 			}
 		}
@@ -159,7 +159,7 @@ func (n notice) event() Event {
 	c := n.call
 	if n.kind == "call.finished" {
 		ev.Call = &CallData{ID: c.ID, RunID: c.RunID, CustomerID: c.CustomerID, Tool: c.Tool, Summary: n.summary,
-			Status: string(c.Status), Error: c.Error, Action: c.Decision == "needs_approval"}
+			Status: string(c.Status), Error: c.Error, Action: c.Decision == models.DecidedNeedsApproval}
 		return ev
 	}
 	ev.Action = &ActionData{ID: c.ID, RunID: c.RunID, CustomerID: c.CustomerID, Tool: c.Tool, Summary: n.summary,

@@ -42,7 +42,7 @@ func (o *Outbox) queueSlack(tx *models.Tx, n notice) error {
 	case "action.approval_added", "action.decided":
 		m = slackMessage{Update: true, Text: n.statusLine(), Blocks: mustBlocks(ActionBlocks(n.view(), n.call.Status == models.CallPending))}
 	case "call.finished":
-		if n.call.Decision != "needs_approval" {
+		if n.call.Decision != models.DecidedNeedsApproval {
 			return nil
 		}
 		m = slackMessage{Update: true, Text: n.statusLine(), Blocks: mustBlocks(ActionBlocks(n.view(), false))}

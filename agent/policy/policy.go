@@ -16,11 +16,11 @@ import (
 // Verdict is what a policy says about a call.
 type Verdict string
 
-// The three verdicts.
+// The three verdicts, as calls record them.
 const (
-	Allow         Verdict = "allow"
-	NeedsApproval Verdict = "needs_approval"
-	Deny          Verdict = "deny"
+	Allow         Verdict = models.DecidedAllow
+	NeedsApproval Verdict = models.DecidedNeedsApproval
+	Deny          Verdict = models.DecidedDeny
 )
 
 // Decision is a policy's verdict with everything an auditor needs to know
