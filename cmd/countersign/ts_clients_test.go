@@ -342,8 +342,7 @@ func TestAClientRetryAfterSIGKILLGetsTheOutcome(t *testing.T) {
 	// Killed while the client's request is held.
 	server.Process.Kill()
 	server.Wait()
-	time.Sleep(500 * time.Millisecond)
-	serve()
+	serve() // on the same port: it answers /healthz once it is up
 	if status, out := apiDo(t, "POST", base+"/api/v1/actions/"+id+"/approve", staffTok, `{}`); status != 200 {
 		t.Fatalf("approve after the restart: %d %v", status, out)
 	}
