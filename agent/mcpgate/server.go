@@ -1,9 +1,11 @@
 // Package mcpgate is Countersign as an MCP server: an outside agent that
 // speaks the Model Context Protocol sees the tools in force, and each of its
-// tools/call goes through the gate (decided, recorded, run once) in a run of
-// its own per MCP session. A call that waits for a person is held for a
-// while; one not decided in time answers that it waits, and the same call
-// made again returns its outcome instead of a second call.
+// tools/call goes through the gate (decided, recorded, run once) through
+// agent.Outside, in a run per conversation (the one a request names in
+// _meta, else its MCP session, else the agent's sessionless one). A call
+// that waits for a person is held for a while; one not decided in time
+// answers that it waits, and the same call made again returns its outcome
+// instead of a second call.
 package mcpgate
 
 import (
@@ -219,13 +221,6 @@ func hasOutputSchema(t *tools.Tool) bool {
 	return json.Unmarshal(t.Listing, &l) == nil && len(l.OutputSchema) > 0 && string(l.OutputSchema) != "null"
 }
 
-func waiting(c *models.ToolCall) bool {
-	return c.Status == models.CallPending || c.Status == models.CallApproved || c.Status == models.CallExecuting
-}
-
-// result is the call's outcome as an MCP tool result: the tool's JSON on
-// success; an error result with the reason otherwise; and, for a call still
-// waiting, a plain answer saying so, with its id.
 // result is the MCP answer for a call. A tool of an upstream MCP server
 // answers with that server's result as it came (content blocks, structured
 // content, _meta); Countersign adds its own words only where a person or
