@@ -34,13 +34,15 @@ type BusinessFacts interface {
 // Config is what the core is built from. Store, Tools and Policy are needed;
 // a nil Model is for a gate used without runs.
 type Config struct {
-	Store    *models.Store
-	Tools    *tools.Registry
-	Policy   policy.Policy
-	Model    llm.Model
-	Log      *slog.Logger  // nil: quiet
-	Notifier Notifier      // nil: nobody watches
-	Business BusinessFacts // nil: no business facts
+	Store  *models.Store
+	Tools  *tools.Registry
+	Policy policy.Policy
+	// ToolsVersion covers the tools file Tools came from ("" without one).
+	ToolsVersion string
+	Model        llm.Model
+	Log          *slog.Logger  // nil: quiet
+	Notifier     Notifier      // nil: nobody watches
+	Business     BusinessFacts // nil: no business facts
 	// ExecutionWait is how long an approval waits for the call it runs
 	// (Gate.ExecutionWait); 0: 10 s.
 	ExecutionWait time.Duration
@@ -65,7 +67,7 @@ func New(cfg Config) (*Gate, *Runner) {
 	if g.ExecutionWait == 0 {
 		g.ExecutionWait = 10 * time.Second
 	}
-	g.Reload(cfg.Tools, cfg.Policy)
+	g.reload(cfg.Tools, cfg.ToolsVersion, cfg.Policy)
 	bg, cancel := context.WithCancel(context.Background())
 	r := &Runner{store: cfg.Store, gate: g, model: cfg.Model, log: log, notify: notify, System: cmp.Or(cfg.SystemPrompt, DefaultSystemPrompt),
 		MaxStepsPerMessage: 8, MaxTurnsPerRun: 400, MaxCallsPerTurn: 8, ModelTimeout: 60 * time.Second,

@@ -30,6 +30,9 @@ type Gate struct {
 	// putting serializes putting tools or a policy in force (Reload,
 	// SetPolicy, Repin): none puts back what another just replaced.
 	putting sync.Mutex
+	// reloading serializes PutInForce: its audit, swap and redeciding
+	// happen as one, one reload after another.
+	reloading sync.Mutex
 	// shadow is a policy tried beside the one in force (SetShadow), and
 	// shadowSeen how many calls it decided.
 	shadow     atomic.Pointer[policy.Policy]
@@ -60,6 +63,8 @@ type inForce struct {
 	given, tools *tools.Registry
 	pins         map[string]models.ToolPin
 	policy       policy.Policy
+	// toolsVersion covers the tools file they came from ("" without one).
+	toolsVersion string
 }
 
 // Policy returns the policy in force.
@@ -122,18 +127,23 @@ func (g *Gate) SetPolicy(p policy.Policy) {
 	g.putting.Lock()
 	defer g.putting.Unlock()
 	now := g.inForce.Load()
-	g.swap(&inForce{given: now.given, tools: now.tools, pins: now.pins, policy: p})
+	g.swap(&inForce{given: now.given, tools: now.tools, pins: now.pins, policy: p, toolsVersion: now.toolsVersion})
 }
 
 // Reload puts new tools and a new policy in force together. A call already
 // waiting for a tool that is gone cannot run; it says so when approved. An
 // MCP server's tool whose definition was not accepted is held at
 // high_write (pins.go).
+// PutInForce is the audited way; this one records nothing.
 func (g *Gate) Reload(reg *tools.Registry, p policy.Policy) {
+	g.reload(reg, g.ToolsVersion(), p)
+}
+
+func (g *Gate) reload(reg *tools.Registry, toolsVersion string, p policy.Policy) {
 	g.putting.Lock()
 	defer g.putting.Unlock()
 	held, pins := g.pin(reg)
-	g.swap(&inForce{given: reg, tools: held, pins: pins, policy: p})
+	g.swap(&inForce{given: reg, tools: held, pins: pins, policy: p, toolsVersion: toolsVersion})
 }
 
 func (g *Gate) swap(next *inForce) {

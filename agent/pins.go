@@ -164,7 +164,7 @@ func (g *Gate) Repin() {
 	if samePins(pins, now.pins) {
 		return
 	}
-	g.swap(&inForce{given: now.given, tools: reg, pins: pins, policy: now.policy})
+	g.swap(&inForce{given: now.given, tools: reg, pins: pins, policy: now.policy, toolsVersion: now.toolsVersion})
 }
 
 func samePins(a, b map[string]models.ToolPin) bool {

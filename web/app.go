@@ -193,12 +193,14 @@ func (c *Changes) OnToolsChanged(f func()) {
 // AppConfig is what a whole app is built from: the store, the tools, the
 // policy and the model; Web holds the server's own settings.
 type AppConfig struct {
-	Store    *models.Store
-	Tools    *tools.Registry
-	Policy   policy.Policy
-	Model    llm.Model
-	Business agent.BusinessFacts // nil: no business facts
-	Log      *slog.Logger
+	Store  *models.Store
+	Tools  *tools.Registry
+	Policy policy.Policy
+	// ToolsVersion covers the tools file Tools came from ("" without one).
+	ToolsVersion string
+	Model        llm.Model
+	Business     agent.BusinessFacts // nil: no business facts
+	Log          *slog.Logger
 	// ExecutionWait is how long an approval waits for its call (0: 10 s).
 	ExecutionWait time.Duration
 	// SystemPrompt is what every run's model is told first ("": the
@@ -238,7 +240,7 @@ func NewApp(cfg AppConfig) *App {
 		log = slog.New(slog.DiscardHandler)
 	}
 	changes := NewChanges(log)
-	gate, runner := agent.New(agent.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, Model: cfg.Model,
+	gate, runner := agent.New(agent.Config{Store: cfg.Store, Tools: cfg.Tools, ToolsVersion: cfg.ToolsVersion, Policy: cfg.Policy, Model: cfg.Model,
 		Log: log, Notifier: changes, Business: cfg.Business, ExecutionWait: cfg.ExecutionWait,
 		SystemPrompt: cfg.SystemPrompt})
 	ob := cfg.Outbox

@@ -146,3 +146,14 @@ func number(v any) any {
 	}
 	return v
 }
+
+// Failing is the results that did not pass.
+func Failing(results []PolicyTestResult) []PolicyTestResult {
+	var out []PolicyTestResult
+	for _, r := range results {
+		if !r.Passed {
+			out = append(out, r)
+		}
+	}
+	return out
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/mcpgate"
 	"github.com/countersign/countersign/agent/outbox"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/tools/shop"
@@ -48,9 +49,6 @@ type App struct {
 	stdout   io.Writer
 	stopBg   context.CancelFunc
 	bgDone   chan struct{}
-	// toolsVersion is the SHA-256 of the tools file in force and the tools it
-	// gave ("" without one).
-	toolsVersion string
 	// toolSet is the tools file in force (nil without one); its MCP servers
 	// stay connected until it is replaced.
 	toolSet  *httptool.Set
@@ -93,19 +91,19 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if err != nil {
 		return fail(err)
 	}
-	a.toolsVersion, a.toolSet = toolsVersion, set
+	a.toolSet = set
 	for _, u := range set.Upstreams() {
 		if !u.Connected {
 			log.Warn("an MCP server of the tools file is not answering; its tools come when it does (tried again with backoff)",
 				"server", u.Name, "err", u.Error)
 		}
 	}
-	policy, err := loadPolicy(cfg, registry)
+	pol, err := loadPolicy(cfg, registry)
 	if err != nil {
 		return fail(err)
 	}
-	if failed := failingTests(policy.RunTests(ctx)); len(failed) > 0 {
-		return fail(fmt.Errorf("the policy %s fails %d of its tests (run `countersign policy test` to see them); refusing to start", policy.Source, len(failed)))
+	if failed := policy.Failing(pol.RunTests(ctx)); len(failed) > 0 {
+		return fail(fmt.Errorf("the policy %s fails %d of its tests (run `countersign policy test` to see them); refusing to start", pol.Source, len(failed)))
 	}
 	if cfg.Demo {
 		n, err := store.SeedDemoShop(ctx)
@@ -165,7 +163,7 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if err != nil {
 		return fail(err)
 	}
-	a.web = web.NewApp(web.AppConfig{Store: store, Tools: registry, Policy: policy, Model: model, Business: business, Log: log,
+	a.web = web.NewApp(web.AppConfig{Store: store, Tools: registry, ToolsVersion: toolsVersion, Policy: pol, Model: model, Business: business, Log: log,
 		Outbox: ob, SystemPrompt: prompt,
 		Web: web.Config{Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), WidgetOrigins: origins,
 			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, Upstreams: a.upstreams,
@@ -194,7 +192,7 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		a.web.Close()
 		return fail(err)
 	}
-	if err := a.store.RecordVersions(ctx, hostname(), a.gate.Policy().Version(), a.toolsVersion, "start"); err != nil {
+	if err := a.store.RecordVersions(ctx, hostname(), a.gate.Policy().Version(), a.gate.ToolsVersion(), "start"); err != nil {
 		a.stopHub()
 		a.web.Close()
 		return fail(fmt.Errorf("record the versions in force: %w", err))

@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/audit"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models/fault"
 
 	"github.com/countersign/countersign/models"
@@ -102,13 +103,13 @@ func cmdPolicyTest(ctx context.Context, args []string, stdout, stderr io.Writer)
 			fmt.Fprintf(stdout, "warning: the MCP server %s is not answering (%s): its tools are missing\n", u.Name, u.Error)
 		}
 	}
-	policy, err := loadPolicy(*cfg, registry)
+	pol, err := loadPolicy(*cfg, registry)
 	if err != nil {
 		fmt.Fprintln(stdout, err)
 		return exitError{code: 1}
 	}
-	results := policy.RunTests(ctx)
-	failed := failingTests(results)
+	results := pol.RunTests(ctx)
+	failed := policy.Failing(results)
 	for _, r := range results {
 		if r.Passed {
 			fmt.Fprintf(stdout, "ok    %s\n", r.Name)
@@ -116,7 +117,7 @@ func cmdPolicyTest(ctx context.Context, args []string, stdout, stderr io.Writer)
 			fmt.Fprintf(stdout, "FAIL  %s\n      %s\n", r.Name, r.Problem)
 		}
 	}
-	fmt.Fprintf(stdout, "\npolicy %s (version %s): %d passed, %d failed\n", policy.Source, policy.Version()[:12], len(results)-len(failed), len(failed))
+	fmt.Fprintf(stdout, "\npolicy %s (version %s): %d passed, %d failed\n", pol.Source, pol.Version()[:12], len(results)-len(failed), len(failed))
 	if len(results) == 0 {
 		fmt.Fprintln(stdout, "warning: the policy carries no tests")
 	}

@@ -71,7 +71,7 @@ func loadShadow(ctx context.Context, cfg config, registry *tools.Registry) (*pol
 	if err != nil {
 		return nil, err
 	}
-	if failed := failingTests(p.RunTests(ctx)); len(failed) > 0 {
+	if failed := policy.Failing(p.RunTests(ctx)); len(failed) > 0 {
 		return nil, fmt.Errorf("the shadow policy %s fails %d of its tests (run `countersign policy test %s`)", p.Source, len(failed), p.Source)
 	}
 	return p, nil
@@ -106,9 +106,8 @@ func registryOf(cfg config, store *models.Store, set *httptool.Set) (reg *tools.
 			all = append(all, t)
 			fmt.Fprintf(h, "\n%s %s %s %s", t.Name, t.Risk, t.Description, t.Schema)
 		}
-		if data, err := os.ReadFile(cfg.Tools); err == nil {
-			h.Write(data)
-		}
+		d := set.Digest()
+		h.Write(d[:])
 		version = hex.EncodeToString(h.Sum(nil))
 	}
 	reg, err = tools.NewRegistry(all...)
@@ -130,16 +129,6 @@ func loadTools(cfg config, store *models.Store) (*tools.Registry, string, *httpt
 		return nil, "", nil, err
 	}
 	return reg, version, set, nil
-}
-
-func failingTests(results []policy.PolicyTestResult) []policy.PolicyTestResult {
-	var out []policy.PolicyTestResult
-	for _, r := range results {
-		if !r.Passed {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 // systemPrompt is what every run's model is told first: the file's words,

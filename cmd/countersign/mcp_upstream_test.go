@@ -161,7 +161,7 @@ mcp_servers:
 		t.Fatalf("the acceptance is not in the audit log: %+v", ev)
 	}
 	app.reloadMu.Lock()
-	version := app.toolsVersion
+	version := app.gate.ToolsVersion()
 	app.reloadMu.Unlock()
 	events, err := app.store.AuditEventsFor(ctx, version)
 	if err != nil || len(events) != 1 || events[0].Kind != "tools.reloaded" ||

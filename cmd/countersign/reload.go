@@ -3,10 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 
-	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 )
@@ -22,10 +21,7 @@ func (a *App) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 				a.log.Error("policy not reloaded; the previous one stays in force", "err", err)
 				// Not only in this instance's log: the audit log and /policy
 				// say it too.
-				if aerr := a.store.Write(ctx, func(tx *models.Tx) error {
-					return tx.Audit(models.Event{Actor: "system", Kind: "policy.reload_failed", Subject: a.store.Instance(),
-						Payload: map[string]any{"error": err.Error(), "policy_version": a.gate.Policy().Version()}})
-				}); aerr != nil {
+				if aerr := a.gate.ReloadFailed(ctx, a.store.Instance(), err); aerr != nil {
 					a.log.Error("could not record the failed reload", "err", aerr)
 				}
 			}
@@ -83,60 +79,23 @@ func (a *App) toolsChanged(set *httptool.Set) {
 	}
 }
 
-// putInForce puts tools and the policy file, loaded against them, in force
-// together, with an audit event for each that changed (a.reloadMu held).
-// The set becomes the one in force; the previous one is closed.
+// putInForce loads the policy file against the tools and hands both to
+// the gate, which puts them in force, audited (agent.Gate.PutInForce); the
+// set becomes the one in force and the previous one is closed (a.reloadMu
+// held).
 func (a *App) putInForce(ctx context.Context, registry *tools.Registry, toolsVersion string, set *httptool.Set, why string) error {
 	next, err := loadPolicy(a.cfg, registry)
 	if err != nil {
 		return err
 	}
-	if failed := failingTests(next.RunTests(ctx)); len(failed) > 0 {
-		return fmt.Errorf("the policy %s fails %d of its tests (run `countersign policy test` to see them)", next.Source, len(failed))
-	}
-	prev := a.gate.Policy().Version()
-	policyChanged, toolsChanged := next.Version() != prev, toolsVersion != a.toolsVersion
-	if !policyChanged && !toolsChanged {
-		a.log.Info("policy and tools unchanged", "policy_version", prev[:12])
-		if set != a.toolSet {
-			set.Close()
-		}
-		return nil
-	}
-	err = a.store.Write(ctx, func(tx *models.Tx) error {
-		if policyChanged {
-			if err := tx.Audit(models.Event{Actor: "system", Kind: "policy.reloaded", Subject: next.Version(),
-				Payload: map[string]any{"file": a.cfg.Policy, "from_version": prev, "to_version": next.Version()}}); err != nil {
-				return err
-			}
-		}
-		if toolsChanged {
-			var names []string
-			for _, t := range registry.All() {
-				names = append(names, t.Name)
-			}
-			return tx.Audit(models.Event{Actor: "system", Kind: "tools.reloaded", Subject: toolsVersion,
-				Payload: map[string]any{"file": a.cfg.Tools, "from_version": a.toolsVersion, "to_version": toolsVersion,
-					"tools": names, "why": why}})
-		}
-		return nil
-	})
+	changed, err := a.gate.PutInForce(ctx, agent.Loaded{Tools: registry, ToolsVersion: toolsVersion, Policy: next,
+		PolicyFile: a.cfg.Policy, ToolsFile: a.cfg.Tools, Why: why, Host: hostname()})
 	if err != nil {
-		return fmt.Errorf("record the change: %w", err)
+		return err
 	}
-	a.gate.Reload(registry, next)
-	a.toolsVersion = toolsVersion
-	if err := a.store.RecordVersions(ctx, hostname(), next.Version(), toolsVersion, why); err != nil {
-		a.log.Error("could not record the versions now in force", "err", err)
-	}
-	if policyChanged {
-		// The actions waiting for a person are decided again: one the new
-		// policy denies is cancelled, one it asks more of waits for it.
-		if re, err := a.gate.RedecidePending(ctx); err != nil {
-			a.log.Error("could not decide the waiting actions again", "err", err)
-		} else if re.Cancelled+re.Stricter > 0 {
-			a.log.Info("waiting actions decided again", "cancelled", re.Cancelled, "stricter", re.Stricter)
-		}
+	if !changed && set != a.toolSet {
+		set.Close()
+		return nil
 	}
 	if set != a.toolSet {
 		old := a.toolSet
@@ -144,7 +103,6 @@ func (a *App) putInForce(ctx context.Context, registry *tools.Registry, toolsVer
 		a.watchTools(set)
 		old.Close() // the old connections end
 	}
-	a.log.Info("policy and tools put in force", "why", why, "from_version", prev[:12], "to_version", next.Version()[:12], "tools_changed", toolsChanged)
 	return nil
 }
 

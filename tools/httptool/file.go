@@ -6,6 +6,7 @@
 package httptool
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -80,6 +81,8 @@ type Set struct {
 	upstreams []*upstream
 	// secrets hides the values of every ${NAME} the file uses.
 	secrets redactor
+	// digest is the SHA-256 of the bytes the set was loaded from.
+	digest [sha256.Size]byte
 
 	mu    sync.Mutex
 	watch func()
@@ -135,6 +138,10 @@ func (s *Set) Close() {
 	}
 }
 
+// Digest is the SHA-256 of the file's bytes the set was read from: what a
+// recorded version names is the file that was loaded, not one read later.
+func (s *Set) Digest() [sha256.Size]byte { return s.digest }
+
 // Redact replaces every secret the file uses in s.
 // (also as JSON encoders escape them).
 func (s *Set) Redact(text string) string { return s.secrets.text(text) }
@@ -174,7 +181,7 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 	if len(spec.Tools) == 0 && len(spec.MCPServers) == 0 {
 		return nil, fmt.Errorf("tools %s: no tools: the file needs a list under tools: or mcp_servers:", source)
 	}
-	set := &Set{}
+	set := &Set{digest: sha256.Sum256(data)}
 	seen := map[string]bool{}
 	byName := map[string]*tools.Tool{}
 	for i, ts := range spec.Tools {
