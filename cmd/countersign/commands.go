@@ -26,7 +26,7 @@ import (
 // what to what, with examples. Nothing is changed.
 func cmdPolicyReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, cfg := newFlagSet("policy replay", stderr)
-	cfg.policyFlag(fs)
+	cfg.toolsFlags(fs)
 	since := fs.Duration("since", 720*time.Hour, "replay the calls recorded this long ago and since")
 	if err := parse(fs, fileLast(args)); err != nil {
 		return err
@@ -80,7 +80,7 @@ func fileLast(args []string) []string {
 
 // cmdPolicyTest runs a policy file's own tests against the real tools.
 func cmdPolicyTest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cfg := newFlagSet("policy test", stderr)
+	fs, cfg := bareFlagSet("policy test", stderr)
 	cfg.policyFlag(fs)
 	if err := parse(fs, fileLast(args)); err != nil {
 		return err

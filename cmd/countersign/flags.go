@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"os"
+	"regexp"
 	"strings"
 	"time"
+
+	"github.com/peterbourgon/ff/v3"
 )
 
 // config is every flag of every subcommand; each subcommand registers the
@@ -49,39 +51,56 @@ type config struct {
 	Reach reachConfig
 }
 
+// newFlagSet is a command's flags, --db among them.
 func newFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *config) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfg := &config{}
+	fs, cfg := bareFlagSet(name, stderr)
 	fs.StringVar(&cfg.DB, "db", "countersign.db", "the database: a SQLite file, or a postgres:// URL")
 	return fs, cfg
 }
 
+// bareFlagSet is the flags of a command that opens no database.
+func bareFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *config) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs, &config{}
+}
+
 func (cfg *config) policyFlag(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.Policy, "policy", "", "policy file (YAML); empty: the built-in policy (the demo shop's with --demo)")
+	cfg.toolsFlags(fs)
+}
+
+// toolsFlags are the tools a command decides about: a file's and the demo's.
+func (cfg *config) toolsFlags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.Tools, "tools", "", "tools file (YAML): your own tools, run over HTTP or decision-only")
 	fs.BoolVar(&cfg.Demo, "demo", false, "the demo shop: its tools, its policy and its data (seeded, idempotent)")
 }
 
 // parse reads the command line, then fills each flag that was not given
-// from COUNTERSIGN_<FLAG> in the environment.
+// from COUNTERSIGN_<FLAG> in the environment (peterbourgon/ff: --model-name
+// is COUNTERSIGN_MODEL_NAME; an empty variable counts as not set).
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return exitError{code: 2}
+	err := ff.Parse(fs, args, ff.WithEnvVarPrefix("COUNTERSIGN"))
+	var parseErr interface{ Unwrap() error }
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		return exitError{code: 0}
+	case strings.HasPrefix(err.Error(), "error parsing commandline arguments") && errors.As(err, &parseErr):
+		return exitError{code: 2} // the flag package said what was wrong, with the usage
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] || err != nil {
-			return
-		}
-		env := "COUNTERSIGN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok {
-			if serr := fs.Set(f.Name, v); serr != nil {
-				err = fmt.Errorf("%s: %w", env, serr)
-			}
-		}
-	})
-	return err
+	return usageFailure(err)
 }
+
+// usageFailure words ff's environment errors as the rest of the command
+// line's: "COUNTERSIGN_MODEL_TIMEOUT: invalid value …".
+func usageFailure(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "error parsing environment variables: ")
+	if m := envErr.FindStringSubmatch(msg); m != nil {
+		msg = m[1] + ": " + m[2]
+	}
+	return exitError{code: 2, msg: msg}
+}
+
+var envErr = regexp.MustCompile(`^error setting flag "[^"]+" from environment variable "([^"]+)": (.*)$`)

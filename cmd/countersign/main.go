@@ -40,21 +40,24 @@ func (e exitError) Error() string { return e.msg }
 const usage = `Countersign runs AI support agents and puts a human countersignature on risky tool calls.
 
 Usage:
-  countersign serve [--addr 127.0.0.1:8080] [--db countersign.db] [--policy FILE] [--demo]
+  countersign serve [--addr 127.0.0.1:8080] [--db countersign.db] [--policy FILE] [--tools FILE] [--demo]
                     [--model offline|openai|anthropic] [--model-name M] [--model-base-url URL]
                     [--model-api-key KEY] [--model-timeout 60s] [--customer-secret S [--customer-secret-previous S]]
                     [--widget-origins O1,O2] [--trust-proxy] [--tls-cert FILE --tls-key FILE]
-                    [--tools FILE] [--demo-page] [--customer-token-max-age 24h] [--customer-token-issuer I] [--customer-token-audience A]
+                    [--demo-page] [--customer-token-max-age 24h] [--customer-token-issuer I] [--customer-token-audience A]
                     [--audit-key FILE --checkpoints DIR [--checkpoint-every 1h]] [--mcp-hold 50s]
                     [--system-prompt FILE] [--shadow-policy FILE]
-  countersign user add --email E --role approver|supervisor|auditor|admin [--name N]   (password on stdin)
-  countersign token create --email E                 (prints a new staff API token)
-  countersign token revoke                           (the token on stdin)
-  countersign agent add --name NAME                  (prints a new agent key for the gate API)
-  countersign agent list | agent revoke NAME
+                    reaching people: [--public-url URL] [--webhook URL]... [--webhook-events "E E"] [--webhook-secret S]
+                    [--slack-webhook URL] [--slack-token T --slack-channel C] [--slack-signing-secret S]
+                    [--slack-api-url URL] [--smtp-url URL --mail-from ADDR] [--escalate-after 15m] [--remind-before 5m]
+  countersign user add --email E --role approver|supervisor|auditor|admin [--name N] [--db ...]   (password on stdin)
+  countersign token create --email E [--db ...]      (prints a new staff API token)
+  countersign token revoke [--db ...]                (the token on stdin)
+  countersign agent add --name NAME [--db ...]       (prints a new agent key for the gate API)
+  countersign agent list [--db ...] | agent revoke NAME [--db ...]
   countersign mcp --url URL --agent-key KEY          (MCP over stdio, bridged to a running server's /mcp)
-  countersign policy test [FILE] [--tools FILE] [--demo]
-  countersign policy replay FILE [--since 720h] [--tools FILE] [--demo] [--db]
+  countersign policy test [FILE | --policy FILE] [--tools FILE] [--demo]
+  countersign policy replay FILE [--since 720h] [--tools FILE] [--demo] [--db ...]
                                    what FILE would have decided about the calls recorded since then
   countersign audit verify [--db ...] [--checkpoints DIR --audit-public-key FILE]
   countersign audit checkpoint --audit-key FILE --checkpoints DIR [--db ...]
@@ -62,7 +65,8 @@ Usage:
   countersign backup --to FILE [--db ...]            (a consistent copy, safe while serve runs)
 
 Every flag can also be set as COUNTERSIGN_<FLAG> in the environment
-(for example COUNTERSIGN_DB=/data/countersign.db).
+(for example COUNTERSIGN_DB=/data/countersign.db). "countersign COMMAND -h"
+says what each of a command's flags does.
 `
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {

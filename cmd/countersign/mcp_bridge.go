@@ -23,7 +23,7 @@ import (
 // start processes (Claude Desktop, Claude Code): the tools are the server's,
 // every call goes through its gate, with this agent key.
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs, _ := newFlagSet("mcp", stderr)
+	fs, _ := bareFlagSet("mcp", stderr)
 	url := fs.String("url", "http://127.0.0.1:8080", "the running Countersign server")
 	key := fs.String("agent-key", "", "the agent key (countersign agent add); env COUNTERSIGN_AGENT_KEY")
 	if err := parse(fs, args); err != nil {
