@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -31,10 +32,14 @@ func (s *Store) Listen(ctx context.Context, channel string, fn func(payload stri
 	if !s.d.pg {
 		return
 	}
-	wait := 100 * time.Millisecond
+	// 100 ms doubled after each failed try, up to 10 s, with jitter so that
+	// instances losing one database do not come back in step.
+	wait := &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, Multiplier: 2,
+		RandomizationFactor: 0.2, MaxInterval: 10 * time.Second}
+	wait.Reset()
 	for ctx.Err() == nil {
 		err := s.listenOnce(ctx, channel, fn, func() {
-			wait = 100 * time.Millisecond
+			wait.Reset()
 			connected()
 		})
 		if ctx.Err() != nil {
@@ -44,9 +49,8 @@ func (s *Store) Listen(ctx context.Context, channel string, fn func(payload stri
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-time.After(wait.NextBackOff()):
 		}
-		wait = min(2*wait, 10*time.Second)
 	}
 }
 

@@ -2,6 +2,7 @@ package httptool
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -153,23 +155,32 @@ func (e *executor) run(ctx context.Context, call tools.Call, args map[string]any
 	if e.idempotent {
 		tries += e.retries
 	}
-	var last error
-	for attempt := 0; attempt < tries; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, e.unknown("it was stopped while trying again", last)
-			case <-time.After(e.backoff << (attempt - 1)):
-			}
-		}
-		result, retry, err := e.once(ctx, call, target, body)
+	// A retry waits the backoff, then twice as long after each failed try.
+	var (
+		settled       bool
+		result        any
+		outcome, last error
+	)
+	backoff.Retry(ctx, func() (struct{}, error) {
+		r, retry, err := e.once(ctx, call, target, body)
 		if !retry {
-			return result, err
+			settled, result, outcome = true, r, err
+			return struct{}{}, nil
 		}
 		last = err
+		return struct{}{}, cmp.Or(err, errNoAnswer)
+	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: e.backoff, Multiplier: 2, MaxInterval: time.Hour}),
+		backoff.WithMaxTries(uint(tries)), backoff.WithMaxElapsedTime(0))
+	switch {
+	case settled:
+		return result, outcome
+	case ctx.Err() != nil:
+		return nil, e.unknown("it was stopped while trying again", last)
 	}
 	return nil, e.unknown(fmt.Sprintf("no answer after %d tries", tries), last)
 }
+
+var errNoAnswer = errors.New("no answer")
 
 // once sends one request. retry says the answer leaves the outcome open
 // (5xx, timeout, a connection lost after sending).

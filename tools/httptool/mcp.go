@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/tools"
@@ -175,7 +176,9 @@ func (u *upstream) connect() error {
 // keep reconnects whenever the session ends, waiting longer after each
 // failed try, until close.
 func (u *upstream) keep() {
-	wait := u.reconnect
+	wait := &backoff.ExponentialBackOff{InitialInterval: u.reconnect, Multiplier: 2,
+		RandomizationFactor: 0, MaxInterval: maxReconnect}
+	wait.Reset()
 	for {
 		u.mu.Lock()
 		s := u.session
@@ -186,19 +189,20 @@ func (u *upstream) keep() {
 				return
 			}
 			u.down(err)
-			wait = u.reconnect
+			wait.Reset()
 		}
 		select {
 		case <-u.ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-time.After(wait.NextBackOff()):
 		}
 		if err := u.connect(); err != nil {
 			if u.ctx.Err() != nil {
 				return
 			}
 			u.down(err)
-			wait = min(2*wait, maxReconnect)
+		} else {
+			wait.Reset()
 		}
 	}
 }
