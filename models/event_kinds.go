@@ -1,0 +1,97 @@
+package models
+
+// EventKind is what an audit event says happened. Every kind the product
+// writes is one of EventKinds.
+type EventKind string
+
+// The kinds of audit event, by what they are about.
+const (
+	EventCallInvalid    EventKind = "call.invalid"
+	EventCallAllowed    EventKind = "call.allowed"
+	EventCallDenied     EventKind = "call.denied"
+	EventCallPending    EventKind = "call.pending"
+	EventCallExecuting  EventKind = "call.executing"
+	EventCallSucceeded  EventKind = "call.succeeded"
+	EventCallFailed     EventKind = "call.failed"
+	EventCallUnknown    EventKind = "call.unknown"
+	EventCallReconciled EventKind = "call.reconciled"
+
+	EventActionEdited             EventKind = "action.edited"
+	EventActionApprovalAdded      EventKind = "action.approval_added"
+	EventActionApproved           EventKind = "action.approved"
+	EventActionRejected           EventKind = "action.rejected"
+	EventActionExpired            EventKind = "action.expired"
+	EventActionCancelled          EventKind = "action.cancelled"
+	EventActionOverdue            EventKind = "action.overdue"
+	EventActionReminder           EventKind = "action.reminder"
+	EventActionRequirementsRaised EventKind = "action.requirements_raised"
+
+	EventGrantCreated EventKind = "grant.created"
+	EventGrantUsed    EventKind = "grant.used"
+	EventGrantRevoked EventKind = "grant.revoked"
+
+	EventRunCreated EventKind = "run.created"
+	EventRunMessage EventKind = "run.message"
+	EventRunTurn    EventKind = "run.turn"
+	EventRunStatus  EventKind = "run.status"
+	EventRunRetried EventKind = "run.retried"
+	EventRunClosed  EventKind = "run.closed"
+
+	EventStaffCreated       EventKind = "staff.created"
+	EventStaffUpdated       EventKind = "staff.updated"
+	EventStaffSignedIn      EventKind = "staff.signed_in"
+	EventStaffSignedOut     EventKind = "staff.signed_out"
+	EventStaffTokenCreated  EventKind = "staff.token_created"
+	EventStaffTokenRevoked  EventKind = "staff.token_revoked"
+	EventStaffTokensRevoked EventKind = "staff.tokens_revoked"
+
+	EventAgentCreated EventKind = "agent.created"
+	EventAgentRevoked EventKind = "agent.revoked"
+
+	EventPolicyReloaded     EventKind = "policy.reloaded"
+	EventPolicyReloadFailed EventKind = "policy.reload_failed"
+
+	EventToolsReloaded EventKind = "tools.reloaded"
+
+	EventToolAccepted EventKind = "tool.accepted"
+
+	EventInstanceVersions EventKind = "instance.versions"
+
+	EventDeliveryDelivered EventKind = "delivery.delivered"
+	EventDeliveryRetrying  EventKind = "delivery.retrying"
+	EventDeliveryFailed    EventKind = "delivery.failed"
+
+	EventShopSeeded         EventKind = "shop.seeded"
+	EventShopRefunded       EventKind = "shop.refunded"
+	EventShopOrdersAdded    EventKind = "shop.orders_added"
+	EventShopOrderCancelled EventKind = "shop.order_cancelled"
+	EventShopAddressChanged EventKind = "shop.address_changed"
+)
+
+// EventKinds is every kind of audit event the product writes.
+var EventKinds = []EventKind{
+	EventCallInvalid, EventCallAllowed, EventCallDenied, EventCallPending, EventCallExecuting,
+	EventCallSucceeded, EventCallFailed, EventCallUnknown, EventCallReconciled, EventActionEdited,
+	EventActionApprovalAdded, EventActionApproved, EventActionRejected, EventActionExpired,
+	EventActionCancelled, EventActionOverdue, EventActionReminder, EventActionRequirementsRaised,
+	EventGrantCreated, EventGrantUsed, EventGrantRevoked, EventRunCreated, EventRunMessage,
+	EventRunTurn, EventRunStatus, EventRunRetried, EventRunClosed, EventStaffCreated,
+	EventStaffUpdated, EventStaffSignedIn, EventStaffSignedOut, EventStaffTokenCreated,
+	EventStaffTokenRevoked, EventStaffTokensRevoked, EventAgentCreated, EventAgentRevoked,
+	EventPolicyReloaded, EventPolicyReloadFailed, EventToolsReloaded, EventToolAccepted,
+	EventInstanceVersions, EventDeliveryDelivered, EventDeliveryRetrying, EventDeliveryFailed,
+	EventShopSeeded, EventShopRefunded, EventShopOrdersAdded, EventShopOrderCancelled,
+	EventShopAddressChanged,
+}
+
+// CallEnded is the kind of event that records a call ending in status:
+// call.succeeded, call.failed or call.unknown.
+func CallEnded(status CallStatus) EventKind {
+	switch status {
+	case CallSucceeded:
+		return EventCallSucceeded
+	case CallFailed:
+		return EventCallFailed
+	}
+	return EventCallUnknown
+}
