@@ -7,12 +7,17 @@ run:
 generate:
 	go tool templ generate
 
-# Generated files must be fresh, code formatted and vetted, then every test.
+# Generated files must be fresh, go.mod tidy, code formatted, vetted and
+# checked by staticcheck (pinned here), then every test.
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 check:
 	go tool templ generate
 	git diff --exit-code -- '*_templ.go'
+	go mod tidy -diff
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	go vet ./...
+	go run $(STATICCHECK) ./...
 
 # The suite on SQLite; then, when COUNTERSIGN_TEST_POSTGRES holds a
 # PostgreSQL URL (.ci/run sets it), again with every store on PostgreSQL.

@@ -139,7 +139,7 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 				OriginalArgs: original, RequiredApprovals: required, RequiredRole: role}); err != nil {
 				return err
 			}
-			if err := tx.Audit(models.Event{Actor: actor.String(), Kind: "action.edited", Subject: call.ID,
+			if err := tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionEdited, Subject: call.ID,
 				Payload: map[string]any{"from_args_hash": call.ArgsHash, "to_args_hash": edit.Hash, "args": string(edit.JSON),
 					"edit_verdict": editDecision.Verdict, "edit_rule": editDecision.Rule, "edit_reason": editDecision.Reason,
 					"required_approvals": required, "required_role": role}}); err != nil {
@@ -177,7 +177,7 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 		}
 		res.Approvals, res.Required = count, required
 		if !met {
-			return tx.Audit(models.Event{Actor: actor.String(), Kind: "action.approval_added", Subject: call.ID,
+			return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionApprovalAdded, Subject: call.ID,
 				Payload: map[string]any{"args_hash": call.ArgsHash, "approvals": count, "required": required, "note": note}})
 		}
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallApproved}); err != nil {
@@ -191,7 +191,7 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 			}
 			payload["grant_id"] = res.Grant.ID
 		}
-		return tx.Audit(models.Event{Actor: actor.String(), Kind: "action.approved", Subject: call.ID, Payload: payload})
+		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionApproved, Subject: call.ID, Payload: payload})
 	})
 	if err != nil {
 		return ApproveResult{}, g.writeError(err, actionID)
@@ -303,7 +303,7 @@ func (g *Gate) Reject(ctx context.Context, actionID string, actor models.Actor, 
 			Error: "rejected by staff: " + reason}); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: actor.String(), Kind: "action.rejected", Subject: call.ID,
+		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionRejected, Subject: call.ID,
 			Payload: map[string]any{"args_hash": call.ArgsHash, "reason": reason}})
 	})
 	if err != nil {
@@ -333,7 +333,7 @@ func (g *Gate) Cancel(ctx context.Context, actionID string, actor models.Actor, 
 			Error: "cancelled: " + reason}); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: actor.String(), Kind: "action.cancelled", Subject: call.ID,
+		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionCancelled, Subject: call.ID,
 			Payload: map[string]any{"reason": reason}})
 	})
 	if err != nil {
@@ -379,7 +379,7 @@ func (g *Gate) expireInTx(tx *models.Tx, call *models.ToolCall) error {
 		Error: "expired: nobody decided in time"}); err != nil {
 		return err
 	}
-	return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: "action.expired", Subject: call.ID,
+	return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventActionExpired, Subject: call.ID,
 		Payload: map[string]any{"expires_at": call.ExpiresAt.UTC().Format(time.RFC3339Nano)}})
 }
 
@@ -403,7 +403,7 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallApproved}, To: models.CallExecuting}); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: "call.executing", Subject: call.ID,
+		return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventCallExecuting, Subject: call.ID,
 			Payload: map[string]any{"args_hash": call.ArgsHash}})
 	})
 	if err != nil {
@@ -430,7 +430,7 @@ func (g *Gate) cannotRun(ctx context.Context, call *models.ToolCall, why string)
 			Error: msg}); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: "call.failed", Subject: call.ID, Payload: payload})
+		return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventCallFailed, Subject: call.ID, Payload: payload})
 	})
 	if err != nil {
 		return Outcome{}, g.writeError(err, call.ID)

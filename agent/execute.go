@@ -69,7 +69,7 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 			} else if err := tx.FinishCall(call.ID, status, string(encoded), errForModel, errDetail); err != nil {
 				return err
 			}
-			return tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: "call." + string(status), Subject: call.ID, Payload: payload})
+			return tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: models.CallEnded(status), Subject: call.ID, Payload: payload})
 		})
 	}
 	d := policy.Decision{Verdict: policy.Verdict(call.Decision), Rule: call.Rule, Reason: call.Reason, PolicyVersion: call.PolicyVersion}

@@ -374,12 +374,12 @@ type recordedDecision struct {
 	decision policy.Decision
 	status   models.CallStatus
 	errText  string
-	kind     string
+	kind     models.EventKind
 	payload  models.Payload
 }
 
 func prepareDecision(call *models.ToolCall, d policy.Decision, executes bool) (recordedDecision, error) {
-	rec := recordedDecision{decision: d, kind: "call." + decisionEventKind(d.Verdict)}
+	rec := recordedDecision{decision: d, kind: decisionEventKind(d.Verdict)}
 	required := 0
 	switch d.Verdict {
 	case policy.Allow:
@@ -440,14 +440,14 @@ type outcomeEvent struct {
 	Tool       string            `json:"tool"`
 }
 
-func decisionEventKind(v policy.Verdict) string {
+func decisionEventKind(v policy.Verdict) models.EventKind {
 	switch v {
 	case policy.Allow:
-		return "allowed"
+		return models.EventCallAllowed
 	case policy.Deny:
-		return "denied"
+		return models.EventCallDenied
 	}
-	return "pending"
+	return models.EventCallPending
 }
 
 // Refuse records a call as invalid without deciding it, with the reason
@@ -481,7 +481,7 @@ func (g *Gate) recordInvalid(ctx context.Context, req CallRequest, risk tools.Ri
 		if err := tx.CreateToolCall(call); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: "model", Kind: "call.invalid", Subject: call.ID,
+		return tx.Audit(models.Event{Actor: "model", Kind: models.EventCallInvalid, Subject: call.ID,
 			Payload: map[string]any{"run_id": call.RunID, "tool": call.Tool, "error": msg}})
 	})
 	if err != nil {

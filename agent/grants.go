@@ -103,7 +103,7 @@ func giveGrant(tx *models.Tx, req *GrantRequest, actor models.Actor, call *model
 	if err := tx.CreateGrant(g); err != nil {
 		return nil, err
 	}
-	return g, tx.Audit(models.Event{Actor: actor.String(), Kind: "grant.created", Subject: g.ID, Payload: map[string]any{
+	return g, tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventGrantCreated, Subject: g.ID, Payload: map[string]any{
 		"tool": g.Tool, "customer_id": g.CustomerID, "agent_id": g.AgentID, "max_uses": g.MaxUses, "max_amount": g.MaxAmount, "max_amount_default": defaulted,
 		"expires_at": g.ExpiresAt.UTC().Format(time.RFC3339Nano), "source_call_id": call.ID, "note": g.Note}})
 }
@@ -155,7 +155,7 @@ func GrantUsed(g *models.Grant) string {
 // of the call it allowed.
 func (u *grantUse) audit(tx *models.Tx, call *models.ToolCall) error {
 	g := u.grant
-	return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: "grant.used", Subject: g.ID, Payload: map[string]any{
+	return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventGrantUsed, Subject: g.ID, Payload: map[string]any{
 		"call_id": call.ID, "tool": call.Tool, "customer_id": call.CustomerID, "amount": u.amount,
 		"uses": g.Uses, "max_uses": g.MaxUses, "used_amount": g.UsedAmount, "max_amount": g.MaxAmount,
 		"policy_rule": u.ruled.Rule, "policy_reason": u.ruled.Reason}})

@@ -52,7 +52,7 @@ func (e *env) grantEvents(id string) []map[string]any {
 		if err := json.Unmarshal([]byte(ev.Payload), &p); err != nil {
 			e.t.Fatal(err)
 		}
-		p["kind"], p["actor"] = ev.Kind, ev.Actor
+		p["kind"], p["actor"] = string(ev.Kind), ev.Actor
 		out = append(out, p)
 	}
 	return out

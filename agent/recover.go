@@ -63,7 +63,7 @@ func (g *Gate) RecoverInterrupted(ctx context.Context, alive time.Duration) (rer
 					Error: "interrupted while running; a team member will check what happened"}); err != nil {
 					return err
 				}
-				return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: "call.unknown", Subject: call.ID,
+				return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventCallUnknown, Subject: call.ID,
 					Payload: map[string]any{"tool": call.Tool, "reason": "process stopped while the call was executing"}})
 			})
 			if werr != nil && !errors.Is(werr, models.ErrConflict) {
@@ -126,7 +126,7 @@ func (g *Gate) Reconcile(ctx context.Context, callID string, actor models.Actor,
 			}
 			return err
 		}
-		return tx.Audit(models.Event{Actor: actor.String(), Kind: "call.reconciled", Subject: callID,
+		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventCallReconciled, Subject: callID,
 			Payload: map[string]any{"happened": happened, "note": note, "status": to}})
 	})
 	if err != nil {

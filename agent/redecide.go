@@ -73,7 +73,7 @@ func (g *Gate) RedecidePending(ctx context.Context) (Redecided, error) {
 					RequiredApprovals: approvals, RequiredRole: role}); err != nil {
 					return err
 				}
-				return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: "action.requirements_raised", Subject: c.ID,
+				return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventActionRequirementsRaised, Subject: c.ID,
 					Payload: map[string]any{"rule": d.Rule, "policy_version": d.PolicyVersion, "required_approvals": approvals, "required_role": role,
 						"reason": d.Reason}})
 			})

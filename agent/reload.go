@@ -45,7 +45,7 @@ func (g *Gate) PutInForce(ctx context.Context, l Loaded) (changed bool, err erro
 	}
 	err = g.store.Write(ctx, func(tx *models.Tx) error {
 		if policyChanged {
-			if err := tx.Audit(models.Event{Actor: "system", Kind: "policy.reloaded", Subject: l.Policy.Version(),
+			if err := tx.Audit(models.Event{Actor: "system", Kind: models.EventPolicyReloaded, Subject: l.Policy.Version(),
 				Payload: map[string]any{"file": l.PolicyFile, "from_version": prev, "to_version": l.Policy.Version()}}); err != nil {
 				return err
 			}
@@ -55,7 +55,7 @@ func (g *Gate) PutInForce(ctx context.Context, l Loaded) (changed bool, err erro
 			for _, t := range l.Tools.All() {
 				names = append(names, t.Name)
 			}
-			return tx.Audit(models.Event{Actor: "system", Kind: "tools.reloaded", Subject: l.ToolsVersion,
+			return tx.Audit(models.Event{Actor: "system", Kind: models.EventToolsReloaded, Subject: l.ToolsVersion,
 				Payload: map[string]any{"file": l.ToolsFile, "from_version": prevTools, "to_version": l.ToolsVersion,
 					"tools": names, "why": l.Why}})
 		}
@@ -86,7 +86,7 @@ func (g *Gate) PutInForce(ctx context.Context, l Loaded) (changed bool, err erro
 // /policy say it, not only this instance's log.
 func (g *Gate) ReloadFailed(ctx context.Context, host string, cause error) error {
 	return g.store.Write(ctx, func(tx *models.Tx) error {
-		return tx.Audit(models.Event{Actor: "system", Kind: "policy.reload_failed", Subject: host,
+		return tx.Audit(models.Event{Actor: "system", Kind: models.EventPolicyReloadFailed, Subject: host,
 			Payload: map[string]any{"error": cause.Error(), "policy_version": g.Policy().Version()}})
 	})
 }

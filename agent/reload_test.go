@@ -64,7 +64,7 @@ func TestPutInForceIsAuditedAndRedecides(t *testing.T) {
 	if gate.Policy().Version() != deny.Version() || gate.ToolsVersion() != "tv1" {
 		t.Fatalf("in force: policy %s tools %q", gate.Policy().Version(), gate.ToolsVersion())
 	}
-	for subject, kind := range map[string]string{deny.Version(): "policy.reloaded", "tv1": "tools.reloaded"} {
+	for subject, kind := range map[string]models.EventKind{deny.Version(): models.EventPolicyReloaded, "tv1": models.EventToolsReloaded} {
 		events, err := store.AuditEventsFor(ctx, subject)
 		if err != nil || len(events) != 1 || events[0].Kind != kind {
 			t.Fatalf("audit of %s: %+v %v", kind, events, err)

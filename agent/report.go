@@ -66,7 +66,7 @@ func (g *Gate) Report(ctx context.Context, callID string, by *models.Agent, ok b
 			}
 			return err
 		}
-		return tx.Audit(models.Event{Actor: "agent:" + by.Name, Kind: "call." + string(status), Subject: call.ID, Payload: payload})
+		return tx.Audit(models.Event{Actor: "agent:" + by.Name, Kind: models.CallEnded(status), Subject: call.ID, Payload: payload})
 	})
 	if err != nil {
 		var e *fault.Error

@@ -126,7 +126,7 @@ func (r *Runner) StartRun(ctx context.Context, req StartRequest) (Started, error
 		if err := tx.AppendTurn(turn); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: customerActor(run), Kind: "run.created", Subject: run.ID,
+		return tx.Audit(models.Event{Actor: customerActor(run), Kind: models.EventRunCreated, Subject: run.ID,
 			Payload: map[string]any{"customer_id": run.CustomerID, "channel": run.Channel, "turn_seq": turn.Seq, "text_sha256": textHash(text)}})
 	})
 	if err != nil {
@@ -169,7 +169,7 @@ func (r *Runner) PostMessage(ctx context.Context, runID, message string) (<-chan
 		if err := tx.AppendTurn(turn); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: customerActor(run), Kind: "run.message", Subject: runID,
+		return tx.Audit(models.Event{Actor: customerActor(run), Kind: models.EventRunMessage, Subject: runID,
 			Payload: map[string]any{"turn_seq": turn.Seq, "text_sha256": textHash(text)}})
 	})
 	if err != nil {
@@ -198,7 +198,7 @@ func (r *Runner) Retry(ctx context.Context, runID string, actor models.Actor) (<
 			}
 			return fault.Errorf(fault.Conflict, "only a failed run can be retried")
 		}
-		return tx.Audit(models.Event{Actor: actor.String(), Kind: "run.retried", Subject: runID, Payload: map[string]any{}})
+		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventRunRetried, Subject: runID, Payload: map[string]any{}})
 	})
 	if err != nil {
 		return nil, r.runError(err)
@@ -242,7 +242,7 @@ func (r *Runner) CloseRun(ctx context.Context, runID string, actor models.Actor,
 		if _, err := tx.SetRunStatus(runID, models.RunClosed, ""); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: actor.String(), Kind: "run.closed", Subject: runID, Payload: map[string]any{"reason": reason}})
+		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventRunClosed, Subject: runID, Payload: map[string]any{"reason": reason}})
 	})
 	if err != nil {
 		return fault.Wrap(err, "could not close the conversation")

@@ -196,7 +196,7 @@ func (r *Runner) appendTurn(ctx context.Context, t *models.Turn) error {
 		if t.ToolCallID != "" {
 			payload["tool_call_id"] = t.ToolCallID
 		}
-		return tx.Audit(models.Event{Actor: roleActor(t.Role), Kind: "run.turn", Subject: t.RunID, Payload: payload})
+		return tx.Audit(models.Event{Actor: roleActor(t.Role), Kind: models.EventRunTurn, Subject: t.RunID, Payload: payload})
 	})
 	if err != nil {
 		return err
@@ -216,8 +216,8 @@ func (r *Runner) setStatus(ctx context.Context, run *models.Run, status models.R
 		if err != nil || !changed {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: "system", Kind: "run.status", Subject: run.ID,
-			Payload: map[string]any{"from": run.Status, "to": status, "error": lastError}})
+		return tx.Audit(models.Event{Actor: "system", Kind: models.EventRunStatus, Subject: run.ID,
+			Payload: models.RunStatusChanged{From: run.Status, To: status, Error: lastError}})
 	})
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ func (s *Store) CreateAgent(ctx context.Context, a *Agent, actor string) error {
 		if err := tx.db.Create(a).Error; err != nil {
 			return fmt.Errorf("create agent: %w", err)
 		}
-		return tx.Audit(Event{Actor: actor, Kind: "agent.created", Subject: a.ID, Payload: map[string]any{"name": a.Name}})
+		return tx.Audit(Event{Actor: actor, Kind: EventAgentCreated, Subject: a.ID, Payload: map[string]any{"name": a.Name}})
 	})
 }
 
@@ -63,7 +63,7 @@ func (s *Store) RevokeAgent(ctx context.Context, id, actor string) (cancelled []
 		if res.RowsAffected != 1 {
 			return ErrNotFound
 		}
-		if err := tx.Audit(Event{Actor: actor, Kind: "agent.revoked", Subject: id, Payload: map[string]any{}}); err != nil {
+		if err := tx.Audit(Event{Actor: actor, Kind: EventAgentRevoked, Subject: id, Payload: map[string]any{}}); err != nil {
 			return err
 		}
 		var waiting []string
@@ -76,7 +76,7 @@ func (s *Store) RevokeAgent(ctx context.Context, id, actor string) (cancelled []
 				Error: "cancelled: " + RevokedAgentReason}); err != nil {
 				return err
 			}
-			if err := tx.Audit(Event{Actor: actor, Kind: "action.cancelled", Subject: callID,
+			if err := tx.Audit(Event{Actor: actor, Kind: EventActionCancelled, Subject: callID,
 				Payload: map[string]any{"reason": RevokedAgentReason}}); err != nil {
 				return err
 			}

@@ -17,10 +17,10 @@ import (
 
 // Event is what a state change tells the audit log.
 type Event struct {
-	Actor   string // "staff:ID (Name)", "model", "system", "customer:ID"
-	Kind    string // e.g. "call.allowed", "action.approved"
-	Subject string // the id of the record the event is about
-	Payload any    // marshalled canonically (sorted keys)
+	Actor   string    // "staff:ID (Name)", "model", "system", "customer:ID"
+	Kind    EventKind // one of EventKinds
+	Subject string    // the id of the record the event is about
+	Payload any       // marshalled canonically (sorted keys)
 }
 
 type chainState struct {
@@ -127,7 +127,7 @@ func eventHash(e AuditEvent) string {
 	b = append(b, `","actor":`...)
 	b = appendJSONString(b, e.Actor)
 	b = append(b, `,"kind":`...)
-	b = appendJSONString(b, e.Kind)
+	b = appendJSONString(b, string(e.Kind))
 	b = append(b, `,"subject":`...)
 	b = appendJSONString(b, e.Subject)
 	b = append(b, `,"payload":`...)

@@ -25,7 +25,7 @@ func referenceEventHash(e AuditEvent) string {
 	b.WriteString(`,"actor":`)
 	str(e.Actor)
 	b.WriteString(`,"kind":`)
-	str(e.Kind)
+	str(string(e.Kind))
 	b.WriteString(`,"subject":`)
 	str(e.Subject)
 	b.WriteString(`,"payload":`)
@@ -41,7 +41,7 @@ func TestEventHashMatchesReference(t *testing.T) {
 		string(make([]byte, 2000))}
 	at := []time.Time{time.Date(2026, 11, 30, 4, 5, 6, 123456000, time.UTC), time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))}
 	for i, s := range strs {
-		e := AuditEvent{Seq: int64(i + 1), At: at[i%2], Actor: s, Kind: "call." + s, Subject: s + "call_x",
+		e := AuditEvent{Seq: int64(i + 1), At: at[i%2], Actor: s, Kind: EventKind("call." + s), Subject: s + "call_x",
 			Payload: `{"reason":"<b>","n":1}`, PrevHash: "ab12"}
 		if got, want := eventHash(e), referenceEventHash(e); got != want {
 			t.Errorf("event with %q: hash %s, want %s", s, got, want)
@@ -53,9 +53,24 @@ func FuzzEventHashMatchesReference(f *testing.F) {
 	f.Add("model", "call.allowed", "call_1")
 	f.Add("<>&\"\\", "\u2028", "\xff")
 	f.Fuzz(func(t *testing.T, actor, kind, subject string) {
-		e := AuditEvent{Seq: 7, At: time.Unix(1764476706, 5).UTC(), Actor: actor, Kind: kind, Subject: subject, Payload: "{}", PrevHash: "p"}
+		e := AuditEvent{Seq: 7, At: time.Unix(1764476706, 5).UTC(), Actor: actor, Kind: EventKind(kind), Subject: subject, Payload: "{}", PrevHash: "p"}
 		if got, want := eventHash(e), referenceEventHash(e); got != want {
 			t.Fatalf("hash %s, want %s", got, want)
 		}
 	})
+}
+
+// A typed payload is stored as the map it replaced was: sorted keys.
+func TestTypedPayloadsEncodeAsSortedMaps(t *testing.T) {
+	typed, err := encodePayload(RunStatusChanged{From: RunActive, To: RunFailed, Error: "the model <failed>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asMap, err := encodePayload(map[string]any{"to": RunFailed, "from": RunActive, "error": "the model <failed>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if typed != asMap {
+		t.Fatalf("typed %s, map %s", typed, asMap)
+	}
 }

@@ -25,7 +25,7 @@ func TestBackupWhileWriting(t *testing.T) {
 			if err := tx.CreateToolCall(&ToolCall{ID: id, RunID: "run_1", Tool: "t", Status: CallSucceeded}); err != nil {
 				return err
 			}
-			return tx.Audit(Event{Actor: "test", Kind: "call.allowed", Subject: id})
+			return tx.Audit(Event{Actor: "test", Kind: EventCallAllowed, Subject: id})
 		})
 	}
 	if err := s.Write(ctx, func(tx *Tx) error { return tx.CreateRun(&Run{ID: "run_1", Status: "active"}) }); err != nil {

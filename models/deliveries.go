@@ -132,14 +132,14 @@ type Attempt struct {
 func (s *Store) FinishAttempt(ctx context.Context, d Delivery, a Attempt) error {
 	return s.Write(ctx, func(tx *Tx) error {
 		set := map[string]any{"attempts": gorm.Expr("attempts + 1"), "claimed_by": "", "claimed_until": nil, "last_error": a.Error}
-		kind := "delivery.delivered"
+		kind := EventDeliveryDelivered
 		switch {
 		case a.OK:
 			set["status"], set["delivered_at"] = DeliveryDelivered, tx.now
 		case a.Retry != nil:
-			set["next_at"], kind = *a.Retry, "delivery.retrying"
+			set["next_at"], kind = *a.Retry, EventDeliveryRetrying
 		default:
-			set["status"], kind = DeliveryFailed, "delivery.failed"
+			set["status"], kind = DeliveryFailed, EventDeliveryFailed
 		}
 		if a.Ref != "" {
 			set["ref"] = a.Ref

@@ -175,7 +175,7 @@ func (s *Store) RevokeGrant(ctx context.Context, id, actor, reason string) (*Gra
 			return fmt.Errorf("%w: the grant is already revoked", ErrConflict)
 		}
 		g.RevokedAt, g.RevokedBy, g.RevokeReason = &at, actor, reason
-		return tx.Audit(Event{Actor: actor, Kind: "grant.revoked", Subject: id, Payload: map[string]any{
+		return tx.Audit(Event{Actor: actor, Kind: EventGrantRevoked, Subject: id, Payload: map[string]any{
 			"customer_id": g.CustomerID, "tool": g.Tool, "uses": g.Uses, "used_amount": g.UsedAmount, "reason": reason}})
 	})
 	if err != nil {

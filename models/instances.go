@@ -121,7 +121,7 @@ func (s *Store) RecordVersions(ctx context.Context, host, policyVersion, toolsVe
 				return fmt.Errorf("record versions: %w", err)
 			}
 		}
-		return tx.Audit(Event{Actor: "system", Kind: "instance.versions", Subject: s.self,
+		return tx.Audit(Event{Actor: "system", Kind: EventInstanceVersions, Subject: s.self,
 			Payload: map[string]any{"host": host, "policy_version": policyVersion, "tools_version": toolsVersion, "why": why}})
 	})
 }

@@ -58,7 +58,7 @@ func (s *Store) PinTools(ctx context.Context, pins []ToolPin, actor, why string,
 			if res.RowsAffected == 0 {
 				continue
 			}
-			if err := tx.Audit(Event{Actor: actor, Kind: "tool.accepted", Subject: p.Name,
+			if err := tx.Audit(Event{Actor: actor, Kind: EventToolAccepted, Subject: p.Name,
 				Payload: map[string]any{"upstream": p.Upstream, "definition_hash": p.Hash, "why": why}}); err != nil {
 				return err
 			}

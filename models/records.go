@@ -147,12 +147,12 @@ type Approval struct {
 type AuditEvent struct {
 	Seq      int64 `gorm:"primaryKey;autoIncrement:false"`
 	At       time.Time
-	Actor    string `gorm:"size:200"`
-	Kind     string `gorm:"size:64"`
-	Subject  string `gorm:"size:64;index"`
-	Payload  string `gorm:"type:text"`
-	PrevHash string `gorm:"size:64"`
-	Hash     string `gorm:"size:64"`
+	Actor    string    `gorm:"size:200"`
+	Kind     EventKind `gorm:"size:64"`
+	Subject  string    `gorm:"size:64;index"`
+	Payload  string    `gorm:"type:text"`
+	PrevHash string    `gorm:"size:64"`
+	Hash     string    `gorm:"size:64"`
 }
 
 // AuditHead remembers the last link of the chain, so that removing the newest

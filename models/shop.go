@@ -61,7 +61,7 @@ func (s *Store) SeedDemoShop(ctx context.Context) (created int, err error) {
 		if created == 0 {
 			return nil
 		}
-		return tx.Audit(Event{Actor: "system", Kind: "shop.seeded", Subject: "demo", Payload: map[string]any{"records": created}})
+		return tx.Audit(Event{Actor: "system", Kind: EventShopSeeded, Subject: "demo", Payload: map[string]any{"records": created}})
 	})
 	return created, err
 }
@@ -136,7 +136,7 @@ func (s *Store) UpdateShippingAddress(ctx context.Context, ch ShopChange, addres
 			o.ShippingAddress = address
 		}
 		out = o
-		return tx.Audit(Event{Actor: ch.Actor, Kind: "shop.address_changed", Subject: o.ID,
+		return tx.Audit(Event{Actor: ch.Actor, Kind: EventShopAddressChanged, Subject: o.ID,
 			Payload: map[string]any{"address": address, "idempotency_key": ch.IdempotencyKey}})
 	})
 	return out, err
@@ -170,7 +170,7 @@ func (s *Store) CancelOrder(ctx context.Context, ch ShopChange, reason string) (
 			}
 		}
 		order = o
-		return tx.Audit(Event{Actor: ch.Actor, Kind: "shop.order_cancelled", Subject: o.ID,
+		return tx.Audit(Event{Actor: ch.Actor, Kind: EventShopOrderCancelled, Subject: o.ID,
 			Payload: map[string]any{"reason": reason, "idempotency_key": ch.IdempotencyKey}})
 	})
 	return order, refund, err
@@ -244,7 +244,7 @@ func (s *Store) RefundOrder(ctx context.Context, ch ShopChange, amountCents int6
 			return err
 		}
 		order = o
-		return tx.Audit(Event{Actor: ch.Actor, Kind: "shop.refunded", Subject: o.ID,
+		return tx.Audit(Event{Actor: ch.Actor, Kind: EventShopRefunded, Subject: o.ID,
 			Payload: map[string]any{"refund_id": refund.ID, "amount_cents": amountCents, "idempotency_key": ch.IdempotencyKey}})
 	})
 	return order, refund, err
@@ -319,6 +319,6 @@ func (s *Store) AddOrders(ctx context.Context, orders []Order) error {
 				return fmt.Errorf("add order %s: %w", o.ID, err)
 			}
 		}
-		return tx.Audit(Event{Actor: "system", Kind: "shop.orders_added", Subject: "orders", Payload: map[string]any{"count": len(orders)}})
+		return tx.Audit(Event{Actor: "system", Kind: EventShopOrdersAdded, Subject: "orders", Payload: map[string]any{"count": len(orders)}})
 	})
 }

@@ -88,7 +88,7 @@ func (s *Store) CreateStaff(ctx context.Context, st *Staff, actor string) error 
 		if err := tx.db.Create(st).Error; err != nil {
 			return fmt.Errorf("create staff: %w", err)
 		}
-		return tx.Audit(Event{Actor: actor, Kind: "staff.created", Subject: st.ID, Payload: map[string]any{"email": st.Email, "name": st.Name, "role": st.Role}})
+		return tx.Audit(Event{Actor: actor, Kind: EventStaffCreated, Subject: st.ID, Payload: map[string]any{"email": st.Email, "name": st.Name, "role": st.Role}})
 	})
 }
 
@@ -152,7 +152,7 @@ func (s *Store) UpdateStaff(ctx context.Context, id string, role *StaffRole, dis
 				return err
 			}
 		}
-		return tx.Audit(Event{Actor: actor, Kind: "staff.updated", Subject: id, Payload: payload})
+		return tx.Audit(Event{Actor: actor, Kind: EventStaffUpdated, Subject: id, Payload: payload})
 	})
 }
 
@@ -163,7 +163,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *Session) error {
 		if err := tx.db.Create(sess).Error; err != nil {
 			return err
 		}
-		return tx.Audit(Event{Actor: "staff:" + sess.StaffID, Kind: "staff.signed_in", Subject: sess.StaffID, Payload: map[string]any{}})
+		return tx.Audit(Event{Actor: "staff:" + sess.StaffID, Kind: EventStaffSignedIn, Subject: sess.StaffID, Payload: map[string]any{}})
 	})
 }
 
@@ -193,7 +193,7 @@ func (s *Store) DeleteSession(ctx context.Context, idHash, actor string) error {
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}
-		return tx.Audit(Event{Actor: actor, Kind: "staff.signed_out", Subject: idHash[:12], Payload: map[string]any{}})
+		return tx.Audit(Event{Actor: actor, Kind: EventStaffSignedOut, Subject: idHash[:12], Payload: map[string]any{}})
 	})
 }
 
@@ -204,7 +204,7 @@ func (s *Store) CreateAPIToken(ctx context.Context, t *APIToken, actor string) e
 		if err := tx.db.Create(t).Error; err != nil {
 			return err
 		}
-		return tx.Audit(Event{Actor: actor, Kind: "staff.token_created", Subject: t.StaffID, Payload: map[string]any{"token_id": t.ID}})
+		return tx.Audit(Event{Actor: actor, Kind: EventStaffTokenCreated, Subject: t.StaffID, Payload: map[string]any{"token_id": t.ID}})
 	})
 }
 
@@ -220,7 +220,7 @@ func (s *Store) RevokeAPIToken(ctx context.Context, hash, actor string) (staffID
 			return err
 		}
 		staffID = t.StaffID
-		return tx.Audit(Event{Actor: actor, Kind: "staff.token_revoked", Subject: t.StaffID, Payload: map[string]any{"token_id": t.ID}})
+		return tx.Audit(Event{Actor: actor, Kind: EventStaffTokenRevoked, Subject: t.StaffID, Payload: map[string]any{"token_id": t.ID}})
 	})
 	return staffID, err
 }
@@ -254,7 +254,7 @@ func (s *Store) RevokeStaffTokens(ctx context.Context, staffID, actor string) (i
 		if n == 0 {
 			return nil
 		}
-		return tx.Audit(Event{Actor: actor, Kind: "staff.tokens_revoked", Subject: staffID, Payload: map[string]any{"count": n}})
+		return tx.Audit(Event{Actor: actor, Kind: EventStaffTokensRevoked, Subject: staffID, Payload: map[string]any{"count": n}})
 	})
 	return n, err
 }
@@ -296,7 +296,7 @@ func (s *Store) LinkSlack(ctx context.Context, id, slackUser, actor string) erro
 		if err := tx.db.Model(&Staff{}).Where("id = ?", id).Updates(map[string]any{"slack_user_id": slackUser, "updated_at": tx.now}).Error; err != nil {
 			return err
 		}
-		return tx.Audit(Event{Actor: actor, Kind: "staff.updated", Subject: id,
+		return tx.Audit(Event{Actor: actor, Kind: EventStaffUpdated, Subject: id,
 			Payload: map[string]any{"slack_user": map[string]string{"from": st.SlackUserID, "to": slackUser}}})
 	})
 }

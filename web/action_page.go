@@ -185,7 +185,7 @@ func (s *Server) editDecision(ctx context.Context, callID string) (string, error
 		return "", err
 	}
 	for i := len(events) - 1; i >= 0; i-- {
-		if events[i].Kind != "action.edited" {
+		if events[i].Kind != models.EventActionEdited {
 			continue
 		}
 		var p struct {

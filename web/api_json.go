@@ -149,5 +149,5 @@ var openAPIDoc []byte
 
 // openAPI serves the API's description: GET /api/v1/openapi.json.
 func (s *Server) openAPI(c echo.Context) error {
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSONCharsetUTF8, openAPIDoc)
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openAPIDoc)
 }

@@ -251,7 +251,7 @@ func (s *Server) auditChainExport(c echo.Context) error {
 	enc := json.NewEncoder(w)
 	n := 0
 	err := s.cfg.Store.EachAuditEvent(c.Request().Context(), func(e *models.AuditEvent) error {
-		if err := enc.Encode(chainLine{Seq: e.Seq, At: e.At.UTC().Format(time.RFC3339Nano), Actor: e.Actor, Kind: e.Kind,
+		if err := enc.Encode(chainLine{Seq: e.Seq, At: e.At.UTC().Format(time.RFC3339Nano), Actor: e.Actor, Kind: string(e.Kind),
 			Subject: e.Subject, Payload: e.Payload, PrevHash: e.PrevHash, Hash: e.Hash}); err != nil {
 			return err
 		}

@@ -116,7 +116,7 @@ func (s *Server) instanceRows(ctx context.Context) ([]views.InstanceRow, string)
 		rows = append(rows, row)
 	}
 	failed := ""
-	if e, err := s.cfg.Store.LatestEventAbout(ctx, self); err == nil && e.Kind == "policy.reload_failed" {
+	if e, err := s.cfg.Store.LatestEventAbout(ctx, self); err == nil && e.Kind == models.EventPolicyReloadFailed {
 		var p struct {
 			Error string `json:"error"`
 		}

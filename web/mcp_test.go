@@ -117,7 +117,9 @@ func TestMCPClientCallsGoThroughTheGate(t *testing.T) {
 	}
 
 	// Rejected: the client reads the reason.
-	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A8", "amount": 50}})
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A8", "amount": 50}}); err != nil {
+		t.Fatal(err)
+	}
 	waitingCalls, _ := a.store.PendingActions(ctx, models.ActionFilter{})
 	if len(waitingCalls) != 1 {
 		t.Fatalf("pending: %d", len(waitingCalls))

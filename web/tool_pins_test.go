@@ -97,7 +97,7 @@ func TestToolsPageAcceptsChangedDefinitions(t *testing.T) {
 	}
 	events, _ := a.store.AuditEventsFor(ctx, "crm__find")
 	last := events[len(events)-1]
-	if last.Kind != "tool.accepted" || !strings.Contains(last.Actor, "Ada") || !strings.Contains(last.Payload, hash) {
+	if last.Kind != models.EventToolAccepted || !strings.Contains(last.Actor, "Ada") || !strings.Contains(last.Payload, hash) {
 		t.Fatalf("the acceptance is not audited: %+v", last)
 	}
 }

@@ -99,11 +99,11 @@ func hashOf(s string) string {
 // CallEventKinds are the kinds of audit event the product writes with a
 // call as their subject, each of which replay reads; a test builds a
 // database with every one of them and verifies it.
-var CallEventKinds = []string{
-	"call.invalid", "call.allowed", "call.denied", "call.pending",
-	"action.edited", "action.approval_added", "action.approved", "action.rejected", "action.expired", "action.cancelled",
-	"action.overdue", "action.reminder", "action.requirements_raised",
-	"call.executing", "call.succeeded", "call.failed", "call.unknown", "call.reconciled",
+var CallEventKinds = []models.EventKind{
+	models.EventCallInvalid, models.EventCallAllowed, models.EventCallDenied, models.EventCallPending,
+	models.EventActionEdited, models.EventActionApprovalAdded, models.EventActionApproved, models.EventActionRejected, models.EventActionExpired, models.EventActionCancelled,
+	models.EventActionOverdue, models.EventActionReminder, models.EventActionRequirementsRaised,
+	models.EventCallExecuting, models.EventCallSucceeded, models.EventCallFailed, models.EventCallUnknown, models.EventCallReconciled,
 }
 
 // replay reads a call's events in order. The kinds and payloads are those
@@ -121,34 +121,34 @@ func replay(events []models.AuditEvent) (expected, string) {
 			return exp, fmt.Sprintf("audit event %d has a payload that is not JSON", e.Seq)
 		}
 		switch e.Kind {
-		case "call.invalid":
+		case models.EventCallInvalid:
 			exp.created, exp.status = true, models.CallInvalid
-		case "call.allowed", "call.denied", "call.pending":
+		case models.EventCallAllowed, models.EventCallDenied, models.EventCallPending:
 			exp.created, exp.status, exp.argsHash = true, p.Status, p.ArgsHash
-		case "action.edited":
+		case models.EventActionEdited:
 			exp.argsHash = p.ToArgsHash
-		case "action.overdue", "action.reminder", "action.requirements_raised":
+		case models.EventActionOverdue, models.EventActionReminder, models.EventActionRequirementsRaised:
 			// Marks on a waiting action (agent/outbox, Gate.RedecidePending):
 			// they change neither its status nor its arguments.
-		case "action.approval_added":
+		case models.EventActionApprovalAdded:
 			exp.approvals++
-		case "action.approved":
+		case models.EventActionApproved:
 			exp.approvals++
 			exp.status = models.CallApproved
-		case "action.rejected":
+		case models.EventActionRejected:
 			exp.approvals++
 			exp.status = models.CallRejected
-		case "action.expired":
+		case models.EventActionExpired:
 			exp.status = models.CallExpired
-		case "action.cancelled":
+		case models.EventActionCancelled:
 			exp.status = models.CallCancelled
-		case "call.executing":
+		case models.EventCallExecuting:
 			exp.status = models.CallExecuting
-		case "call.succeeded", "call.failed":
+		case models.EventCallSucceeded, models.EventCallFailed:
 			exp.status, exp.resultHash = p.Status, p.ResultHash
-		case "call.unknown":
+		case models.EventCallUnknown:
 			exp.status = models.CallUnknown
-		case "call.reconciled":
+		case models.EventCallReconciled:
 			exp.status, exp.resultHash = p.Status, ""
 		default:
 			return exp, fmt.Sprintf("audit event %d has a kind (%s) no call event has", e.Seq, e.Kind)

@@ -173,7 +173,7 @@ func TestVerifyPassesOnEveryKindTheProductWritesAndNamesEveryProblem(t *testing.
 		t.Fatalf("expire: %d %v", n, err)
 	}
 
-	seen := map[string]bool{}
+	seen := map[models.EventKind]bool{}
 	must(store.EachAuditEvent(ctx, func(e *models.AuditEvent) error {
 		if strings.HasPrefix(e.Subject, "call_") {
 			seen[e.Kind] = true

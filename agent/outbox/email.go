@@ -77,11 +77,11 @@ func (o *Outbox) queueEmail(tx *models.Tx, n notice) error {
 	var role models.StaffRole
 	var subject, lead string
 	switch n.kind {
-	case "action.pending":
+	case TypeActionPending:
 		role, subject, lead = n.call.RequiredRole, "Approval needed: "+n.summary, "An action waits for your decision."
-	case "action.reminder":
+	case TypeActionReminder:
 		role, subject, lead = n.call.RequiredRole, "Expires soon: "+n.summary, "An action expires soon unless someone decides."
-	case "action.overdue":
+	case TypeActionOverdue:
 		role, subject, lead = models.Supervisor, "Overdue: "+n.summary, "An action has waited too long for a decision."
 	default:
 		return nil
@@ -105,7 +105,7 @@ func (o *Outbox) queueEmail(tx *models.Tx, n notice) error {
 		if err != nil {
 			return err
 		}
-		if err := tx.Enqueue(&models.Delivery{Channel: channelEmail, Target: st.Email, Event: n.kind, Subject: n.call.ID,
+		if err := tx.Enqueue(&models.Delivery{Channel: channelEmail, Target: st.Email, Event: string(n.kind), Subject: n.call.ID,
 			Body: string(body)}); err != nil {
 			return err
 		}

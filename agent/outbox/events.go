@@ -2,21 +2,50 @@ package outbox
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/countersign/countersign/models"
 )
 
-// EventTypes are the types of webhook events.
-var EventTypes = []string{"action.pending", "action.decided", "action.overdue", "action.reminder", "call.finished", "run.failed"}
+// EventType is what a webhook event tells of.
+type EventType string
+
+// The types of webhook event.
+const (
+	TypeActionPending  EventType = "action.pending"
+	TypeActionDecided  EventType = "action.decided"
+	TypeActionOverdue  EventType = "action.overdue"
+	TypeActionReminder EventType = "action.reminder"
+	TypeCallFinished   EventType = "call.finished"
+	TypeRunFailed      EventType = "run.failed"
+)
+
+// EventTypes are the types of webhook events, every one.
+var EventTypes = []EventType{TypeActionPending, TypeActionDecided, TypeActionOverdue, TypeActionReminder, TypeCallFinished, TypeRunFailed}
+
+// TypeNames is EventTypes as words, separated by sep.
+func TypeNames(sep string) string {
+	names := make([]string, len(EventTypes))
+	for i, t := range EventTypes {
+		names[i] = string(t)
+	}
+	return strings.Join(names, sep)
+}
+
+// What Slack and email also say, that no webhook hears: a step toward a
+// decision, and an approver looking at the action (Slack's View button).
+const (
+	noticeApprovalAdded EventType = "action.approval_added"
+	noticeView          EventType = "action.view"
+)
 
 // Event is what a webhook receives: one thing that happened, as JSON, with
 // an id to tell a retried delivery from a new event.
 type Event struct {
 	ID        string      `json:"id"`
-	Type      string      `json:"type"` // action.pending, action.decided, action.overdue, action.reminder, call.finished, run.failed
+	Type      EventType   `json:"type"` // one of EventTypes
 	CreatedAt time.Time   `json:"created_at"`
 	Actor     string      `json:"actor"` // as in the audit log: "staff:ID (Name)", "system", "model", "agent:Name"
 	Action    *ActionData `json:"action,omitempty"`
@@ -67,27 +96,27 @@ type RunData struct {
 // the event's transaction (it is the store's models.Outbox).
 func (o *Outbox) Record(tx *models.Tx, ev models.Event) error {
 	switch ev.Kind {
-	case "call.pending":
-		return o.tell(tx, ev, "action.pending")
-	case "action.approved", "action.rejected", "action.expired", "action.cancelled":
-		return o.tell(tx, ev, "action.decided")
-	case "action.approval_added":
-		return o.tell(tx, ev, "action.approval_added")
-	case "action.overdue":
-		return o.tell(tx, ev, "action.overdue")
-	case "action.reminder":
-		return o.tell(tx, ev, "action.reminder")
-	case "call.succeeded", "call.failed", "call.unknown":
-		if !o.webhooksHear("call.finished") {
+	case models.EventCallPending:
+		return o.tell(tx, ev, TypeActionPending)
+	case models.EventActionApproved, models.EventActionRejected, models.EventActionExpired, models.EventActionCancelled:
+		return o.tell(tx, ev, TypeActionDecided)
+	case models.EventActionApprovalAdded:
+		return o.tell(tx, ev, noticeApprovalAdded)
+	case models.EventActionOverdue:
+		return o.tell(tx, ev, TypeActionOverdue)
+	case models.EventActionReminder:
+		return o.tell(tx, ev, TypeActionReminder)
+	case models.EventCallSucceeded, models.EventCallFailed, models.EventCallUnknown:
+		if !o.webhooksHear(TypeCallFinished) {
 			// Only webhooks hear of every call; people hear how an action ended.
 			decision, err := tx.CallDecision(ev.Subject)
 			if err != nil || decision != models.DecidedNeedsApproval {
 				return err
 			}
 		}
-		return o.tell(tx, ev, "call.finished")
-	case "run.status":
-		if p, ok := ev.Payload.(map[string]any); ok && fmt.Sprint(p["to"]) == string(models.RunFailed) {
+		return o.tell(tx, ev, TypeCallFinished)
+	case models.EventRunStatus:
+		if p, ok := ev.Payload.(models.RunStatusChanged); ok && p.To == models.RunFailed {
 			return o.runFailed(tx, ev)
 		}
 	}
@@ -95,13 +124,13 @@ func (o *Outbox) Record(tx *models.Tx, ev models.Event) error {
 }
 
 // tell queues what each channel says of an event about a call.
-func (o *Outbox) tell(tx *models.Tx, ev models.Event, kind string) error {
+func (o *Outbox) tell(tx *models.Tx, ev models.Event, kind EventType) error {
 	call, customer, approvals, err := tx.CallNotice(ev.Subject)
 	if err != nil {
 		return err
 	}
 	n := o.notice(tx, ev, kind, call, customer, approvals)
-	if kind != "action.approval_added" { // a step toward a decision: Slack shows it, receivers hear the decision
+	if kind != noticeApprovalAdded { // a step toward a decision: Slack shows it, receivers hear the decision
 		if err := o.queueWebhooks(tx, n.event()); err != nil {
 			return err
 		}
@@ -122,13 +151,13 @@ func (o *Outbox) runFailed(tx *models.Tx, ev models.Event) error {
 	if err != nil {
 		return err
 	}
-	return o.queueWebhooks(tx, Event{ID: models.NewID("evt"), Type: "run.failed", CreatedAt: tx.Now(), Actor: ev.Actor,
+	return o.queueWebhooks(tx, Event{ID: models.NewID("evt"), Type: TypeRunFailed, CreatedAt: tx.Now(), Actor: ev.Actor,
 		Run: &RunData{ID: run.ID, CustomerID: run.CustomerID, Error: run.LastError}})
 }
 
 // notice is an event about a call, with what every channel needs to say it.
 type notice struct {
-	kind     string
+	kind     EventType
 	at       time.Time
 	actor    string
 	call     *models.ToolCall
@@ -138,7 +167,7 @@ type notice struct {
 	approved int
 }
 
-func (o *Outbox) notice(tx *models.Tx, ev models.Event, kind string, call *models.ToolCall, customer string, approvals int) notice {
+func (o *Outbox) notice(tx *models.Tx, ev models.Event, kind EventType, call *models.ToolCall, customer string, approvals int) notice {
 	return notice{kind: kind, at: tx.Now(), actor: ev.Actor, call: call, customer: customer, summary: o.summarize(call),
 		link: o.cfg.Link(call.ID), approved: approvals}
 }
@@ -157,7 +186,7 @@ func (o *Outbox) summarize(call *models.ToolCall) string {
 func (n notice) event() Event {
 	ev := Event{ID: models.NewID("evt"), Type: n.kind, CreatedAt: n.at, Actor: n.actor}
 	c := n.call
-	if n.kind == "call.finished" {
+	if n.kind == TypeCallFinished {
 		ev.Call = &CallData{ID: c.ID, RunID: c.RunID, CustomerID: c.CustomerID, Tool: c.Tool, Summary: n.summary,
 			Status: string(c.Status), Error: c.Error, Action: c.Decision == models.DecidedNeedsApproval}
 		return ev
@@ -173,8 +202,8 @@ func (n notice) event() Event {
 }
 
 // webhooksHear says whether webhooks receive events of the type.
-func (o *Outbox) webhooksHear(eventType string) bool {
-	return len(o.cfg.Webhooks) > 0 && (len(o.cfg.WebhookEvents) == 0 || slices.Contains(o.cfg.WebhookEvents, eventType))
+func (o *Outbox) webhooksHear(eventType EventType) bool {
+	return len(o.cfg.Webhooks) > 0 && (len(o.cfg.WebhookEvents) == 0 || slices.Contains(o.cfg.WebhookEvents, string(eventType)))
 }
 
 // queueWebhooks queues the event for every webhook that hears its type.
@@ -186,7 +215,7 @@ func (o *Outbox) queueWebhooks(tx *models.Tx, ev Event) error {
 	if err != nil {
 		return err
 	}
-	subject := ev.Type
+	subject := string(ev.Type)
 	switch {
 	case ev.Action != nil:
 		subject = ev.Action.ID
@@ -196,7 +225,7 @@ func (o *Outbox) queueWebhooks(tx *models.Tx, ev Event) error {
 		subject = ev.Run.ID
 	}
 	for _, u := range o.cfg.Webhooks {
-		if err := tx.Enqueue(&models.Delivery{Channel: channelWebhook, Target: redactURL(u), Event: ev.Type,
+		if err := tx.Enqueue(&models.Delivery{Channel: channelWebhook, Target: redactURL(u), Event: string(ev.Type),
 			Subject: subject, Body: string(body)}); err != nil {
 			return err
 		}

@@ -91,8 +91,8 @@ func New(store *models.Store, cfg Config) (*Outbox, error) {
 		return nil, errors.New("--webhook needs --webhook-secret: receivers must be able to check that an event came from here")
 	}
 	for _, t := range cfg.WebhookEvents {
-		if !slices.Contains(EventTypes, t) {
-			return nil, fmt.Errorf("--webhook-events: there is no event type %q; the types are: %s", t, strings.Join(EventTypes, ", "))
+		if !slices.Contains(EventTypes, EventType(t)) {
+			return nil, fmt.Errorf("--webhook-events: there is no event type %q; the types are: %s", t, TypeNames(", "))
 		}
 	}
 	if cfg.SlackWebhook != "" {

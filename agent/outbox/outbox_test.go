@@ -128,7 +128,7 @@ func (e *env) auditKinds() map[string]int {
 	e.t.Helper()
 	out := map[string]int{}
 	err := e.store.EachAuditEvent(context.Background(), func(ev *models.AuditEvent) error {
-		out[ev.Kind]++
+		out[string(ev.Kind)]++
 		return nil
 	})
 	if err != nil {

@@ -37,16 +37,16 @@ type slackMessage struct {
 func (o *Outbox) queueSlack(tx *models.Tx, n notice) error {
 	var m slackMessage
 	switch n.kind {
-	case "action.pending":
+	case TypeActionPending:
 		m = slackMessage{Text: "Approval needed: " + n.summary, Blocks: mustBlocks(ActionBlocks(n.view(), true))}
-	case "action.approval_added", "action.decided":
+	case noticeApprovalAdded, TypeActionDecided:
 		m = slackMessage{Update: true, Text: n.statusLine(), Blocks: mustBlocks(ActionBlocks(n.view(), n.call.Status == models.CallPending))}
-	case "call.finished":
+	case TypeCallFinished:
 		if n.call.Decision != models.DecidedNeedsApproval {
 			return nil
 		}
 		m = slackMessage{Update: true, Text: n.statusLine(), Blocks: mustBlocks(ActionBlocks(n.view(), false))}
-	case "action.overdue", "action.reminder":
+	case TypeActionOverdue, TypeActionReminder:
 		text := n.statusLine()
 		m = slackMessage{Text: text, Blocks: mustBlocks(slack.Blocks{BlockSet: []slack.Block{
 			slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, escapeSlack(text)+"\n<"+n.link+"|Open it>", false, false), nil, nil)}})}
@@ -57,7 +57,7 @@ func (o *Outbox) queueSlack(tx *models.Tx, n notice) error {
 	if err != nil {
 		return err
 	}
-	return tx.Enqueue(&models.Delivery{Channel: channelSlack, Target: "slack", Event: n.kind, Subject: n.call.ID, Body: string(body)})
+	return tx.Enqueue(&models.Delivery{Channel: channelSlack, Target: "slack", Event: string(n.kind), Subject: n.call.ID, Body: string(body)})
 }
 
 // ActionView is what a Slack message says of an action.
@@ -74,7 +74,7 @@ func (n notice) view() ActionView {
 	c := n.call
 	v := ActionView{ID: c.ID, Summary: n.summary, Customer: n.customer, Rule: c.Rule, Reason: c.Reason, Link: n.link,
 		Status: c.Status, Approvals: n.approved, Required: max(c.RequiredApprovals, 1), Role: string(c.RequiredRole)}
-	if n.kind != "action.pending" {
+	if n.kind != TypeActionPending {
 		v.By = actorName(n.actor)
 	}
 	if c.Status != models.CallPending && c.Status != models.CallApproved {
@@ -87,11 +87,11 @@ func (n notice) view() ActionView {
 func (n notice) statusLine() string {
 	by := actorName(n.actor)
 	switch n.kind {
-	case "action.overdue":
+	case TypeActionOverdue:
 		return fmt.Sprintf("Overdue: %s for %s has waited too long for a decision.", n.summary, orAnonymous(n.customer))
-	case "action.reminder":
+	case TypeActionReminder:
 		return fmt.Sprintf("Reminder: %s for %s expires soon unless someone decides.", n.summary, orAnonymous(n.customer))
-	case "action.approval_added":
+	case noticeApprovalAdded:
 		return fmt.Sprintf("%s: approved by %s (%d of %d).", n.summary, by, n.approved, max(n.call.RequiredApprovals, 1))
 	}
 	return fmt.Sprintf("%s: %s.", n.summary, outcomeWords(n.call.Status, by))
@@ -204,7 +204,7 @@ func (o *Outbox) sendSlack(ctx context.Context, d models.Delivery) (string, erro
 	if o.cfg.SlackToken != "" {
 		api := o.slackAPI()
 		if m.Update {
-			ref, err := o.store.DeliveryRef(ctx, channelSlack, "action.pending", d.Subject)
+			ref, err := o.store.DeliveryRef(ctx, channelSlack, string(TypeActionPending), d.Subject)
 			if err != nil {
 				return "", err
 			}
@@ -220,7 +220,7 @@ func (o *Outbox) sendSlack(ctx context.Context, d models.Delivery) (string, erro
 		return channel + "/" + ts, nil
 	}
 	if o.cfg.SlackWebhook == "" {
-		return "", permanent{errors.New("Slack is no longer configured")}
+		return "", permanent{errors.New("no Slack webhook or token is configured any longer")}
 	}
 	return "", slackError(slack.PostWebhookCustomHTTPContext(ctx, o.cfg.SlackWebhook, o.cfg.Client,
 		&slack.WebhookMessage{Text: escapeSlack(m.Text), Blocks: &blocks}))
@@ -267,7 +267,7 @@ func (o *Outbox) View(ctx context.Context, callID, by string) (ActionView, error
 	if err != nil {
 		return ActionView{}, err
 	}
-	n := notice{kind: "action.view", actor: by, call: call, customer: customer, summary: o.summarize(call),
+	n := notice{kind: noticeView, actor: by, call: call, customer: customer, summary: o.summarize(call),
 		link: o.cfg.Link(call.ID), approved: approvals}
 	return n.view(), nil
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"testing"
 )
@@ -84,7 +85,7 @@ func FuzzComparisonFastPathMatchesCEL(f *testing.F) {
 		v, limit float64
 		op       uint8
 		totals   bool
-	}{{900, 1000, 0, false}, {50, 50, 1, false}, {-0.0, 0, 4, true}, {1e308, 1e308, 2, false}, {0.1 + 0.2, 0.3, 4, true}} {
+	}{{900, 1000, 0, false}, {50, 50, 1, false}, {math.Copysign(0, -1), 0, 4, true}, {1e308, 1e308, 2, false}, {0.1 + 0.2, 0.3, 4, true}} {
 		f.Add(seed.v, seed.limit, seed.op, seed.totals)
 	}
 	ops := []string{">", "<=", ">=", "<", "==", "!="}
@@ -135,7 +136,7 @@ func FuzzTemplateFastPathMatchesCEL(f *testing.F) {
 		s     string
 		n     float64
 		which uint8
-	}{{"A1002", 900.5, 0}, {"<&>\"é", 1e21, 3}, {"", -0.0, 5}, {"\xff", 0.1 + 0.2, 9}, {"🙂", 123456789.125, 11}} {
+	}{{"A1002", 900.5, 0}, {"<&>\"é", 1e21, 3}, {"", math.Copysign(0, -1), 5}, {"\xff", 0.1 + 0.2, 9}, {"🙂", 123456789.125, 11}} {
 		f.Add(seed.s, seed.n, seed.which)
 	}
 	templates := []string{"{{ args.amount }}", "{{money(args.amount)}}", "{{ args.order_id }}", "{{ customer.name }}",

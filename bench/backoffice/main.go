@@ -23,7 +23,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -352,8 +351,6 @@ func deepCursor(path string, offset int) (string, error) {
 	err = db.QueryRow(q, offset).Scan(&at, &id)
 	return at.UTC().Format(time.RFC3339Nano) + "|" + id, err
 }
-
-var csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 func signIn(base, email, pw string) (*http.Client, error) {
 	jar, _ := cookiejar.New(nil)

@@ -47,7 +47,6 @@ func main() {
 
 type customer struct {
 	client *http.Client
-	runID  string
 	seen   chan string // every "log" event's data
 }
 

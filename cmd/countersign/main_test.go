@@ -279,7 +279,7 @@ func TestTokenRevoke(t *testing.T) {
 	events, err := s.AuditEventsFor(context.Background(), st.ID)
 	revoked := 0
 	for _, e := range events {
-		if e.Kind == "staff.token_revoked" {
+		if e.Kind == models.EventStaffTokenRevoked {
 			revoked++
 		}
 	}
@@ -352,7 +352,7 @@ tests:
 	}
 	rep, err := app.store.VerifyAuditChain(ctx)
 	events, err2 := app.store.AuditEventsFor(ctx, second)
-	if err != nil || err2 != nil || !rep.OK || len(events) != 1 || events[0].Kind != "policy.reloaded" {
+	if err != nil || err2 != nil || !rep.OK || len(events) != 1 || events[0].Kind != models.EventPolicyReloaded {
 		t.Fatalf("audit: %+v %v %v %+v", rep, err, err2, events)
 	}
 }

@@ -156,7 +156,7 @@ mcp_servers:
 	if err != nil || r.IsError || !strings.Contains(textOf(r), "tagged") {
 		t.Fatalf("the accepted tool: %v %s", err, textOf(r))
 	}
-	if ev, _ := app.store.AuditEventsFor(ctx, "crm__tag_contact"); len(ev) != 1 || ev[0].Kind != "tool.accepted" || !strings.Contains(ev[0].Actor, "Ada") ||
+	if ev, _ := app.store.AuditEventsFor(ctx, "crm__tag_contact"); len(ev) != 1 || ev[0].Kind != models.EventToolAccepted || !strings.Contains(ev[0].Actor, "Ada") ||
 		!strings.Contains(ev[0].Payload, unaccepted[0].Tool.ListingHash()) {
 		t.Fatalf("the acceptance is not in the audit log: %+v", ev)
 	}
@@ -164,7 +164,7 @@ mcp_servers:
 	version := app.gate.ToolsVersion()
 	app.reloadMu.Unlock()
 	events, err := app.store.AuditEventsFor(ctx, version)
-	if err != nil || len(events) != 1 || events[0].Kind != "tools.reloaded" ||
+	if err != nil || len(events) != 1 || events[0].Kind != models.EventToolsReloaded ||
 		!strings.Contains(events[0].Payload, "an MCP server changed its tools") || !strings.Contains(events[0].Payload, "crm__tag_contact") {
 		t.Fatalf("the change is not in the audit log: %v %v", events, err)
 	}

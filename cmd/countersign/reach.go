@@ -39,7 +39,7 @@ func (cfg *config) reachFlags(fs *flag.FlagSet) {
 	r := &cfg.Reach
 	fs.StringVar(&r.PublicURL, "public-url", "", "the address people open Countersign at, for links in Slack and email (default: http://<addr>)")
 	fs.Var(&r.Webhooks, "webhook", "a URL that receives every event as signed JSON (repeatable; COUNTERSIGN_WEBHOOK: separated by spaces)")
-	fs.Var(&r.WebhookEvents, "webhook-events", "only these event types go to the webhooks (repeatable or separated by spaces; default all: "+strings.Join(outbox.EventTypes, " ")+")")
+	fs.Var(&r.WebhookEvents, "webhook-events", "only these event types go to the webhooks (repeatable or separated by spaces; default all: "+outbox.TypeNames(" ")+")")
 	fs.StringVar(&r.WebhookSecret, "webhook-secret", "", "the secret webhook events are signed with (X-Countersign-Signature)")
 	fs.StringVar(&r.SlackWebhook, "slack-webhook", "", "a Slack incoming webhook URL: each action that waits is posted there, with Approve and Reject")
 	fs.StringVar(&r.SlackSigning, "slack-signing-secret", "", "the Slack app's signing secret: enables POST /integrations/slack/interactions (the buttons)")

@@ -179,7 +179,7 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 		return "tools " + source
 	}
 	if len(spec.Tools) == 0 && len(spec.MCPServers) == 0 {
-		return nil, fmt.Errorf("tools %s: no tools: the file needs a list under tools: or mcp_servers:", source)
+		return nil, fmt.Errorf("tools %s: no tools (the file needs a list under tools: or mcp_servers:)", source)
 	}
 	set := &Set{digest: sha256.Sum256(data)}
 	seen := map[string]bool{}
