@@ -76,7 +76,7 @@ func BenchmarkPlainPostgresCall(b *testing.B) {
 		b.Skip("needs " + storetest.Env)
 	}
 	dsn := storetest.DSN(b)
-	s, err := models.Open(dsn, models.Options{})
+	s, err := models.Open(dsn, models.Options{Demo: true})
 	if err != nil {
 		b.Fatal(err)
 	}

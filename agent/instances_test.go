@@ -75,7 +75,7 @@ func TestRecoveryLeavesALiveInstancesCallsAlone(t *testing.T) {
 // gate with the demo shop's tools and policy; both end with the test.
 func instanceOn(t testing.TB, dsn string) (*models.Store, *agent.Gate) {
 	t.Helper()
-	s, err := models.Open(dsn, models.Options{})
+	s, err := models.Open(dsn, models.Options{Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}

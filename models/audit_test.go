@@ -17,7 +17,7 @@ import (
 func openStore(t testing.TB) (*models.Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "countersign.db")
-	s, err := models.Open(path, models.Options{})
+	s, err := models.Open(path, models.Options{Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}

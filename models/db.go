@@ -40,6 +40,8 @@ type Store struct {
 	// pool is PostgreSQL's connection pool: reads and write transactions,
 	// each unit of work in a transaction of its own (postgres.go).
 	pool *sql.DB
+	// demo: opened for the demo shop (Options.Demo), whose tables it has.
+	demo bool
 	dsn  string // PostgreSQL's URL, for the connection that listens
 	// self is this process among the servers sharing the database
 	// (instances.go): the owner of the calls it runs.
@@ -53,6 +55,9 @@ type Store struct {
 type Options struct {
 	// MaxBatch caps how many Write calls share one transaction (default 256).
 	MaxBatch int
+	// Demo also makes the demo shop's tables (migrations/demo): a database
+	// opened without it has none.
+	Demo bool
 }
 
 // Open opens the database: PostgreSQL for a postgres:// or postgresql://
@@ -66,7 +71,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, errors.New("database path is empty")
 	}
 	if IsPostgres(path) {
-		return openPostgres(path)
+		return openPostgres(path, opts)
 	}
 	// SQLite has one writer at a time: give it one connection of its own, so
 	// its prepared statements stay warm, and let readers share a pool.
@@ -78,12 +83,18 @@ func Open(path string, opts Options) (*Store, error) {
 		closePool(wdb)
 		return nil, fmt.Errorf("migrate database %s: %w", path, err)
 	}
+	if opts.Demo {
+		if err := migrateDemo(wdb); err != nil {
+			closePool(wdb)
+			return nil, fmt.Errorf("set up the demo shop in %s: %w", path, err)
+		}
+	}
 	db, err := openPool(sqlite.DriverName, path, 8, 16<<10, true)
 	if err != nil {
 		closePool(wdb)
 		return nil, err
 	}
-	s := &Store{db: db, wdb: wdb, self: NewID("inst"), Now: func() time.Time { return time.Now().UTC() }}
+	s := &Store{db: db, wdb: wdb, self: NewID("inst"), demo: opts.Demo, Now: func() time.Time { return time.Now().UTC() }}
 	conn, err := wdb.DB()
 	if err != nil {
 		return nil, err

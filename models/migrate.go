@@ -17,6 +17,29 @@ import (
 // goose keeps the versions applied in this table.
 const versionTable = "goose_db_version"
 
+// demoVersionTable keeps the versions of the demo shop's own migrations
+// (migrations/demo), apart from the product's.
+const demoVersionTable = "goose_demo_version"
+
+// migrateDemo makes the demo shop's tables in a SQLite database.
+func migrateDemo(db *gorm.DB) error {
+	pool, err := db.DB()
+	if err != nil {
+		return err
+	}
+	dir, err := fs.Sub(migrations.Demo, "demo/sqlite")
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, pool, dir, goose.WithDisableGlobalRegistry(true),
+		goose.WithTableName(demoVersionTable))
+	if err != nil {
+		return err
+	}
+	_, err = p.Up(context.Background())
+	return err
+}
+
 // migrateSQLite brings a SQLite database to this version's schema with the
 // versioned migrations in migrations/sqlite. A database made before there
 // were versioned migrations (it has tables but no version table) is first

@@ -146,7 +146,7 @@ func shape(t *testing.T, db *gorm.DB) []string {
 	t.Helper()
 	var out []string
 	var tables []string
-	if err := db.Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> ? ORDER BY name`, versionTable).
+	if err := db.Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT IN (?, ?) ORDER BY name`, versionTable, demoVersionTable).
 		Scan(&tables).Error; err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func shape(t *testing.T, db *gorm.DB) []string {
 // needs the record to change with it.
 func TestMigrationsMatchTheRecords(t *testing.T) {
 	dir := t.TempDir()
-	migrated, err := Open(filepath.Join(dir, "migrated.db"), Options{})
+	migrated, err := Open(filepath.Join(dir, "migrated.db"), Options{Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,5 +254,42 @@ func TestReleaseDatabaseMigratesForward(t *testing.T) {
 	s.db.Raw(`SELECT version_id FROM ` + versionTable).Scan(&again)
 	if len(again) != len(versions) {
 		t.Fatalf("opened twice, versions %v became %v", versions, again)
+	}
+}
+
+// A database made without the demo has none of the demo shop's tables, and
+// the shop refuses to seed it; opened for the demo, it gets them.
+func TestOnlyTheDemoMakesTheShopTables(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "plain.db")
+	ctx := context.Background()
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := func(s *Store) []string {
+		var out []string
+		if err := s.db.Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('customers', 'orders', 'refunds') ORDER BY name`).
+			Scan(&out).Error; err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got := tables(s); len(got) != 0 {
+		t.Fatalf("a database made without --demo has %v", got)
+	}
+	if _, err := s.SeedDemoShop(ctx); err == nil || !strings.Contains(err.Error(), "not opened for the demo") {
+		t.Fatalf("seeding a database made without --demo: %v", err)
+	}
+	s.Close()
+	s, err = Open(path, Options{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := tables(s); !slices.Equal(got, []string{"customers", "orders", "refunds"}) {
+		t.Fatalf("opened for the demo: %v", got)
+	}
+	if n, err := s.SeedDemoShop(ctx); err != nil || n == 0 {
+		t.Fatalf("seed: %d %v", n, err)
 	}
 }

@@ -37,7 +37,7 @@ import (
 // pgPoolSize is how many connections one instance keeps to PostgreSQL.
 const pgPoolSize = 16
 
-func openPostgres(dsn string) (*Store, error) {
+func openPostgres(dsn string, opts Options) (*Store, error) {
 	pool, err := sql.Open("pgx", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
@@ -51,9 +51,15 @@ func openPostgres(dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open database %s: %w", redactDSN(dsn), err)
 	}
-	if err := migratePostgres(ctx, pool); err != nil {
+	if err := migratePostgres(ctx, pool, migrations.Postgres, "postgres", "goose_db_version"); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("migrate database %s: %w", redactDSN(dsn), err)
+	}
+	if opts.Demo {
+		if err := migratePostgres(ctx, pool, migrations.Demo, "demo/postgres", demoVersionTable); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("set up the demo shop in %s: %w", redactDSN(dsn), err)
+		}
 	}
 	// Two gorm handles on the one pool: reads, and the writer's (which
 	// points its statements at the writer's transaction).
@@ -68,7 +74,8 @@ func openPostgres(dsn string) (*Store, error) {
 			return nil, fmt.Errorf("open database: %w", err)
 		}
 	}
-	s := &Store{db: dbs[0], wdb: dbs[1], pool: pool, d: dialect{pg: true}, dsn: dsn, self: NewID("inst"), Now: func() time.Time { return time.Now().UTC() }}
+	s := &Store{db: dbs[0], wdb: dbs[1], pool: pool, d: dialect{pg: true}, dsn: dsn, self: NewID("inst"), demo: opts.Demo,
+		Now: func() time.Time { return time.Now().UTC() }}
 	if s.writer, err = newWriter(s, pool, 0); err != nil {
 		pool.Close()
 		return nil, err
@@ -79,16 +86,17 @@ func openPostgres(dsn string) (*Store, error) {
 // migratePostgres applies the migrations not applied yet, holding
 // PostgreSQL's advisory lock so that instances starting together migrate
 // once: the others wait, then find nothing left to do.
-func migratePostgres(ctx context.Context, pool *sql.DB) error {
+func migratePostgres(ctx context.Context, pool *sql.DB, files fs.FS, folder, versions string) error {
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
 		return err
 	}
-	dir, err := fs.Sub(migrations.Postgres, "postgres")
+	dir, err := fs.Sub(files, folder)
 	if err != nil {
 		return err
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, pool, dir, goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+	p, err := goose.NewProvider(goose.DialectPostgres, pool, dir, goose.WithSessionLocker(locker),
+		goose.WithDisableGlobalRegistry(true), goose.WithTableName(versions))
 	if err != nil {
 		return err
 	}

@@ -37,9 +37,16 @@ var (
 	}
 )
 
+// errNotDemo: the demo shop's tables are made only in a store opened for
+// the demo.
+var errNotDemo = errors.New("the database was not opened for the demo shop (serve --demo; models.Options.Demo)")
+
 // SeedDemoShop inserts the demo customers and orders that are missing and
 // leaves existing ones alone, so it can run at every start.
 func (s *Store) SeedDemoShop(ctx context.Context) (created int, err error) {
+	if !s.demo {
+		return 0, errNotDemo
+	}
 	err = s.Write(ctx, func(tx *Tx) error {
 		created = 0
 		for _, c := range DemoCustomers {
@@ -311,6 +318,9 @@ func (s *Store) OrderRefunds(ctx context.Context, orderID string) ([]Refund, err
 
 // AddOrders inserts orders (and nothing else); benchmarks and imports use it.
 func (s *Store) AddOrders(ctx context.Context, orders []Order) error {
+	if !s.demo {
+		return errNotDemo
+	}
 	return s.Write(ctx, func(tx *Tx) error {
 		for i := range orders {
 			o := orders[i]

@@ -22,7 +22,7 @@ func twoInstances(t *testing.T) (*models.Store, *models.Store) {
 	t.Helper()
 	dsn := storetest.DSN(t)
 	open := func() *models.Store {
-		s, err := models.Open(dsn, models.Options{})
+		s, err := models.Open(dsn, models.Options{Demo: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -56,7 +56,7 @@ func newEnv(t testing.TB, dsn string, cfg outbox.Config) *env {
 	if dsn == "" {
 		dsn = storetest.DSN(t)
 	}
-	store, err := models.Open(dsn, models.Options{})
+	store, err := models.Open(dsn, models.Options{Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}

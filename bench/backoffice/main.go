@@ -76,7 +76,7 @@ func run(nCalls, nPending, nClients int, dir, dsn string) error {
 	}
 	fmt.Printf("seeded %d decided calls and %d pending actions in %s (%.0f MB)\n", nCalls, nPending, time.Since(t0).Round(time.Second), dbSize(path)/1e6)
 
-	store, err := models.Open(path, models.Options{})
+	store, err := models.Open(path, models.Options{Demo: true})
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func run(nStreams, nDecisions int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	store, err := models.Open(filepath.Join(dir, "bench.db"), models.Options{})
+	store, err := models.Open(filepath.Join(dir, "bench.db"), models.Options{Demo: true})
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if cfg.MCPHold != 0 && (cfg.MCPHold < time.Second || cfg.MCPHold > 10*time.Minute) {
 		return nil, usageError(fmt.Sprintf("--mcp-hold %s: hold a waiting call between 1s and 10m", cfg.MCPHold))
 	}
-	store, err := models.Open(cfg.DB, models.Options{})
+	store, err := models.Open(cfg.DB, models.Options{Demo: cfg.Demo})
 	if err != nil {
 		return nil, err
 	}

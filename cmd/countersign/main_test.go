@@ -189,7 +189,7 @@ func TestServeGivesTheGCMoreRoomUnlessGOGCIsSet(t *testing.T) {
 func TestBackupCommand(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "cs.db")
-	s, err := models.Open(db, models.Options{})
+	s, err := models.Open(db, models.Options{Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func TestRestartContinuesARunCaughtBetweenSteps(t *testing.T) {
 	db := storetest.DSN(t)
 	// A run as a crash leaves it: the model asked for a refund, and the
 	// process died before the call reached the gate.
-	s, err := models.Open(db, models.Options{})
+	s, err := models.Open(db, models.Options{Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func DSN(t testing.TB) string {
 // Open opens a new store for the test, closed after it.
 func Open(t testing.TB) *models.Store {
 	t.Helper()
-	s, err := models.Open(DSN(t), models.Options{})
+	s, err := models.Open(DSN(t), models.Options{Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}

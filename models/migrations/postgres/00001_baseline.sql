@@ -3,6 +3,8 @@
 -- types.
 
 -- +goose Up
+-- (The demo shop's tables, once here, are made by demo/postgres, only in a
+-- database that --demo sets up; a database made before keeps them.)
 CREATE TABLE runs (
     id varchar(40) PRIMARY KEY,
     customer_id varchar(64),
@@ -110,37 +112,6 @@ CREATE TABLE audit_heads (
     hash varchar(64)
 );
 INSERT INTO audit_heads (id, seq, hash) VALUES (1, 0, '');
-
-CREATE TABLE customers (
-    id varchar(64) PRIMARY KEY,
-    name varchar(200),
-    email varchar(200),
-    created_at timestamptz
-);
-CREATE TABLE orders (
-    id varchar(32) PRIMARY KEY,
-    customer_id varchar(64) NOT NULL REFERENCES customers (id) ON DELETE RESTRICT,
-    status varchar(16),
-    total_cents bigint,
-    refunded_cents bigint,
-    shipping_address varchar(300),
-    items varchar(500),
-    created_at timestamptz,
-    updated_at timestamptz
-);
-CREATE INDEX idx_orders_customer_id ON orders (customer_id);
-CREATE TABLE refunds (
-    id varchar(40) PRIMARY KEY,
-    order_id varchar(32) NOT NULL REFERENCES orders (id) ON DELETE RESTRICT,
-    customer_id varchar(64),
-    amount_cents bigint,
-    reason varchar(500),
-    idempotency_key varchar(80),
-    created_at timestamptz
-);
-CREATE UNIQUE INDEX idx_refunds_idempotency_key ON refunds (idempotency_key);
-CREATE INDEX idx_refunds_customer_created ON refunds (customer_id, created_at);
-CREATE INDEX idx_refunds_order_id ON refunds (order_id);
 
 CREATE TABLE staffs (
     id varchar(40) PRIMARY KEY,

@@ -3,6 +3,8 @@
 -- database made by that release is already in this shape.
 
 -- +goose Up
+-- (The demo shop's tables, once here, are made by demo/sqlite, only in a
+-- database that --demo sets up; a database made before keeps them.)
 CREATE TABLE IF NOT EXISTS `runs` (`id` text,`customer_id` text,`customer_name` text,`channel` text,`status` text,`token_hash` text,`last_error` text,`agent_id` text,`session` text,`created_at` datetime,`updated_at` datetime,PRIMARY KEY (`id`));
 CREATE UNIQUE INDEX IF NOT EXISTS `idx_runs_agent_session` ON `runs`(`agent_id`,`session`) WHERE agent_id <> '';
 CREATE INDEX IF NOT EXISTS `idx_runs_token_hash` ON `runs`(`token_hash`);
@@ -25,13 +27,6 @@ CREATE INDEX IF NOT EXISTS `idx_approvals_tool_call_id` ON `approvals`(`tool_cal
 CREATE TABLE IF NOT EXISTS `audit_events` (`seq` integer,`at` datetime,`actor` text,`kind` text,`subject` text,`payload` text,`prev_hash` text,`hash` text,PRIMARY KEY (`seq`));
 CREATE INDEX IF NOT EXISTS `idx_audit_events_subject` ON `audit_events`(`subject`);
 CREATE TABLE IF NOT EXISTS `audit_heads` (`id` integer,`seq` integer,`hash` text,PRIMARY KEY (`id`));
-CREATE TABLE IF NOT EXISTS `customers` (`id` text,`name` text,`email` text,`created_at` datetime,PRIMARY KEY (`id`));
-CREATE TABLE IF NOT EXISTS `orders` (`id` text,`customer_id` text NOT NULL,`status` text,`total_cents` integer,`refunded_cents` integer,`shipping_address` text,`items` text,`created_at` datetime,`updated_at` datetime,PRIMARY KEY (`id`),CONSTRAINT `fk_orders_customer` FOREIGN KEY (`customer_id`) REFERENCES `customers`(`id`) ON DELETE RESTRICT);
-CREATE INDEX IF NOT EXISTS `idx_orders_customer_id` ON `orders`(`customer_id`);
-CREATE TABLE IF NOT EXISTS `refunds` (`id` text,`order_id` text NOT NULL,`customer_id` text,`amount_cents` integer,`reason` text,`idempotency_key` text,`created_at` datetime,PRIMARY KEY (`id`),CONSTRAINT `fk_refunds_order` FOREIGN KEY (`order_id`) REFERENCES `orders`(`id`) ON DELETE RESTRICT);
-CREATE UNIQUE INDEX IF NOT EXISTS `idx_refunds_idempotency_key` ON `refunds`(`idempotency_key`);
-CREATE INDEX IF NOT EXISTS `idx_refunds_customer_created` ON `refunds`(`customer_id`,`created_at`);
-CREATE INDEX IF NOT EXISTS `idx_refunds_order_id` ON `refunds`(`order_id`);
 CREATE TABLE IF NOT EXISTS `staffs` (`id` text,`email` text,`name` text,`role` text,`password_hash` text,`disabled` numeric,`created_at` datetime,`updated_at` datetime,PRIMARY KEY (`id`));
 CREATE UNIQUE INDEX IF NOT EXISTS `idx_staffs_email` ON `staffs`(`email`);
 CREATE TABLE IF NOT EXISTS `sessions` (`id_hash` text,`staff_id` text NOT NULL,`csrf_token` text,`created_at` datetime,`last_seen_at` datetime,PRIMARY KEY (`id_hash`),CONSTRAINT `fk_sessions_staff` FOREIGN KEY (`staff_id`) REFERENCES `staffs`(`id`) ON DELETE CASCADE);
