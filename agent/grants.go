@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -24,7 +23,7 @@ const MaxGrantPeriod = 30 * 24 * time.Hour
 // Amount: a grant is always bounded in time and in what it allows.
 type GrantRequest struct {
 	Uses   int
-	Amount float64
+	Amount models.Cents
 	For    time.Duration
 	Note   string
 }
@@ -58,7 +57,7 @@ func checkGrant(req *GrantRequest, actor models.Actor, call *models.ToolCall, to
 		return fault.Errorf(fault.Invalid, "a grant lasts at most 30 days (720h)")
 	case req.Uses < 0 || req.Uses > 1000:
 		return fault.Errorf(fault.Invalid, "the number of calls a grant allows is between 1 and 1000")
-	case req.Amount < 0 || math.IsNaN(req.Amount) || math.IsInf(req.Amount, 0):
+	case req.Amount < 0:
 		return fault.Errorf(fault.Invalid, "the amount a grant allows is a positive sum")
 	case req.Uses == 0 && req.Amount == 0:
 		return fault.Errorf(fault.Invalid, "bound the grant by a number of calls, an amount, or both")
@@ -75,7 +74,7 @@ func checkGrant(req *GrantRequest, actor models.Actor, call *models.ToolCall, to
 // call approved for each call it allows (a count-only grant given on a $10
 // refund does not let a $700 one through): that amount times the count.
 // defaulted says the bound was not given but so derived.
-func GrantAmountBound(req *GrantRequest, tool *tools.Tool, approvedArgs string) (bound float64, defaulted bool) {
+func GrantAmountBound(req *GrantRequest, tool *tools.Tool, approvedArgs string) (bound models.Cents, defaulted bool) {
 	if req.Amount > 0 || tool == nil || tool.Amount == "" {
 		return req.Amount, false
 	}
@@ -83,7 +82,7 @@ func GrantAmountBound(req *GrantRequest, tool *tools.Tool, approvedArgs string) 
 	if !ok || each <= 0 || req.Uses <= 0 {
 		return req.Amount, false
 	}
-	return math.Round(each*float64(req.Uses)*100) / 100, true
+	return each * models.Cents(req.Uses), true
 }
 
 // giveGrant records the grant an approval asked for, in the approval's
@@ -98,13 +97,13 @@ func giveGrant(tx *models.Tx, req *GrantRequest, actor models.Actor, call *model
 	}
 	maxAmount, defaulted := GrantAmountBound(req, tool, call.Args)
 	g := &models.Grant{ID: models.NewID("grant"), Tool: call.Tool, CustomerID: call.CustomerID, CustomerName: run.CustomerName, AgentID: run.AgentID,
-		MaxUses: int64(req.Uses), MaxAmount: maxAmount, ExpiresAt: tx.Now().Add(req.For), Role: actor.Role,
+		MaxUses: int64(req.Uses), MaxCents: maxAmount, ExpiresAt: tx.Now().Add(req.For), Role: actor.Role,
 		CreatedByID: actor.ID, CreatedBy: actor.String(), SourceCallID: call.ID, Note: strings.TrimSpace(req.Note)}
 	if err := tx.CreateGrant(g); err != nil {
 		return nil, err
 	}
 	return g, tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventGrantCreated, Subject: g.ID, Payload: map[string]any{
-		"tool": g.Tool, "customer_id": g.CustomerID, "agent_id": g.AgentID, "max_uses": g.MaxUses, "max_amount": g.MaxAmount, "max_amount_default": defaulted,
+		"tool": g.Tool, "customer_id": g.CustomerID, "agent_id": g.AgentID, "max_uses": g.MaxUses, "max_amount": g.MaxCents.Dollars(), "max_amount_default": defaulted,
 		"expires_at": g.ExpiresAt.UTC().Format(time.RFC3339Nano), "source_call_id": call.ID, "note": g.Note}})
 }
 
@@ -113,7 +112,7 @@ func giveGrant(tx *models.Tx, req *GrantRequest, actor models.Actor, call *model
 // policy had decided.
 type grantUse struct {
 	grant  *models.Grant
-	amount float64
+	amount models.Cents
 	ruled  policy.Decision
 }
 
@@ -125,9 +124,13 @@ func grantFor(tx *models.Tx, req CallRequest, tool *tools.Tool, norm tools.Norma
 	if req.CustomerID == "" || max(d.Approvals, 1) > 1 {
 		return d, nil, nil
 	}
-	amount := 0.0
-	if a, ok := tool.AmountOf(string(norm.JSON)); ok && a > 0 {
-		amount = a
+	var amount models.Cents
+	if tool.Amount != "" {
+		a, ok := tool.AmountOf(string(norm.JSON))
+		if !ok {
+			return d, nil, nil // no sum a grant can count: a person decides
+		}
+		amount = max(a, 0)
 	}
 	g, err := tx.UseGrant(tool.Name, req.CustomerID, req.RunID, d.Role, amount)
 	if err != nil || g == nil {
@@ -145,8 +148,8 @@ func GrantUsed(g *models.Grant) string {
 	if g.MaxUses > 0 {
 		parts = append(parts, fmt.Sprintf("%d of %d calls used", g.Uses, g.MaxUses))
 	}
-	if g.MaxAmount > 0 {
-		parts = append(parts, fmt.Sprintf("%s of %s used", tools.Money(g.UsedAmount), tools.Money(g.MaxAmount)))
+	if g.MaxCents > 0 {
+		parts = append(parts, fmt.Sprintf("%s of %s used", g.UsedCents, g.MaxCents))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -156,8 +159,8 @@ func GrantUsed(g *models.Grant) string {
 func (u *grantUse) audit(tx *models.Tx, call *models.ToolCall) error {
 	g := u.grant
 	return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventGrantUsed, Subject: g.ID, Payload: map[string]any{
-		"call_id": call.ID, "tool": call.Tool, "customer_id": call.CustomerID, "amount": u.amount,
-		"uses": g.Uses, "max_uses": g.MaxUses, "used_amount": g.UsedAmount, "max_amount": g.MaxAmount,
+		"call_id": call.ID, "tool": call.Tool, "customer_id": call.CustomerID, "amount": u.amount.Dollars(),
+		"uses": g.Uses, "max_uses": g.MaxUses, "used_amount": g.UsedCents.Dollars(), "max_amount": g.MaxCents.Dollars(),
 		"policy_rule": u.ruled.Rule, "policy_reason": u.ruled.Reason}})
 }
 

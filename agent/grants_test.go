@@ -134,7 +134,7 @@ func TestGrantIsUsedThenExhausted(t *testing.T) {
 // that would pass it waits for a person and does not eat the rest.
 func TestGrantBoundedByAmount(t *testing.T) {
 	e := newEnv(t)
-	g := e.grantOn("cus_bob", "Bob", "B2001", 80, agent.GrantRequest{Amount: 150, For: time.Hour})
+	g := e.grantOn("cus_bob", "Bob", "B2001", 80, agent.GrantRequest{Amount: 15000, For: time.Hour})
 	if out := e.refund("cus_bob", "B2001", 100); out.Status != models.CallSucceeded || out.Decision.Rule != agent.GrantRule+g.ID {
 		t.Fatalf("$100 of $150: %+v", out)
 	}
@@ -145,7 +145,7 @@ func TestGrantBoundedByAmount(t *testing.T) {
 		t.Fatalf("a refund the policy allows on its own should not use the grant: %+v", out)
 	}
 	stored, _ := e.store.Grant(context.Background(), g.ID)
-	if stored.Uses != 1 || stored.UsedAmount != 100 {
+	if stored.Uses != 1 || stored.UsedCents != 10000 {
 		t.Fatalf("stored grant: %+v", stored)
 	}
 }
@@ -258,7 +258,7 @@ func TestGrantIsRefusedWhereItWouldWeakenControl(t *testing.T) {
 	}
 
 	// A grant never covers a call that needs two people, nor one the policy denies.
-	g := e.grantOn("cus_alice", "Alice", "A1002", 100, agent.GrantRequest{Uses: 10, Amount: 5000, For: time.Hour})
+	g := e.grantOn("cus_alice", "Alice", "A1002", 100, agent.GrantRequest{Uses: 10, Amount: 500000, For: time.Hour})
 	if out := e.refund("cus_alice", "A1002", 850); out.Status != models.CallPending || out.Decision.Approvals != 2 {
 		t.Fatalf("a two-person refund under a grant: %+v", out)
 	}
@@ -350,8 +350,8 @@ func TestGrantCoversCallsThatComeTheSameWay(t *testing.T) {
 func TestCountOnlyGrantIsBoundedByTheApprovedAmount(t *testing.T) {
 	e := newEnv(t)
 	g := e.grantOn("cus_bob", "Bob", "B2001", 60, agent.GrantRequest{Uses: 3, For: time.Hour})
-	if g.MaxAmount != 180 {
-		t.Fatalf("the grant's total is %v, want 3 × $60", g.MaxAmount)
+	if g.MaxCents != 18000 {
+		t.Fatalf("the grant's total is %v, want 3 × $60", g.MaxCents)
 	}
 	if out := e.refund("cus_bob", "B2001", 700); out.Status != models.CallPending || out.Decision.Rule == agent.GrantRule+g.ID {
 		t.Fatalf("a $700 refund under a grant given on $60: %+v", out)

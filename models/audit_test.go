@@ -158,8 +158,8 @@ func TestSeedDemoShopIsIdempotent(t *testing.T) {
 }
 
 func TestFormatCents(t *testing.T) {
-	for c, want := range map[int64]string{0: "$0.00", 5: "$0.05", 90000: "$900.00", 150000: "$1,500.00", 123456789: "$1,234,567.89", -2050: "-$20.50"} {
-		if got := models.FormatCents(c); got != want {
+	for c, want := range map[models.Cents]string{0: "$0.00", 5: "$0.05", 90000: "$900.00", 150000: "$1,500.00", 123456789: "$1,234,567.89", -2050: "-$20.50"} {
+		if got := c.String(); got != want {
 			t.Errorf("%d: got %s want %s", c, got, want)
 		}
 	}

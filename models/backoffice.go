@@ -24,10 +24,10 @@ type ActionFilter struct {
 	Tool string
 	// Customer matches a customer id exactly, or a name's beginning.
 	Customer string
-	// MinAmount and MaxAmount bound the call's sum of money, in dollars:
-	// the argument AmountArgs names for its tool. A call of a tool without
-	// one does not match an amount.
-	MinAmount, MaxAmount *float64
+	// MinAmount and MaxAmount bound the call's sum of money: the argument
+	// AmountArgs names for its tool, in cents. A call of a tool without one
+	// does not match an amount.
+	MinAmount, MaxAmount *Cents
 	AmountArgs           map[string]string // tool -> argument
 	Offset, Limit        int
 }
@@ -61,16 +61,16 @@ func amountWhere(d dialect, f ActionFilter) clause.Expr {
 		if i > 0 {
 			sql.WriteString(" OR ")
 		}
-		amount := d.argNumber("tool_calls.args")
+		amount := d.argScaled("tool_calls.args", 100)
 		sql.WriteString("(tool_calls.tool = ?")
 		vars = append(vars, t)
 		if f.MinAmount != nil {
 			sql.WriteString(" AND " + amount + " >= ?")
-			vars = append(vars, d.argKey(f.AmountArgs[t]), *f.MinAmount)
+			vars = append(vars, d.argKey(f.AmountArgs[t]), int64(*f.MinAmount))
 		}
 		if f.MaxAmount != nil {
 			sql.WriteString(" AND " + amount + " <= ?")
-			vars = append(vars, d.argKey(f.AmountArgs[t]), *f.MaxAmount)
+			vars = append(vars, d.argKey(f.AmountArgs[t]), int64(*f.MaxAmount))
 		}
 		sql.WriteString(")")
 	}

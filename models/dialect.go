@@ -38,6 +38,18 @@ func (d dialect) argNumber(col string) string {
 	return "CAST(json_extract(" + col + ", ?) AS REAL)"
 }
 
+// argScaled is a numeric top-level argument times scale, rounded half away
+// from zero to a whole number (an integer in SQL): argScaled(col, 100) is
+// a sum of dollars in cents. Sums of it are exact, as sums of floats are
+// not (ten times 0.1 is 1).
+func (d dialect) argScaled(col string, scale int) string {
+	n := strconv.Itoa(scale)
+	if d.pg {
+		return "CAST(ROUND(CAST(" + col + "::jsonb ->> ? AS numeric) * " + n + ") AS bigint)"
+	}
+	return "CAST(ROUND(json_extract(" + col + ", ?) * " + n + ") AS INTEGER)"
+}
+
 // argKey is the placeholder's value for argNumber and argEquals.
 func (d dialect) argKey(name string) string {
 	if d.pg {

@@ -27,13 +27,10 @@ type Grant struct {
 	// not used by an agent that merely names that customer.
 	AgentID string `gorm:"size:40;default:''"`
 	// MaxUses bounds how many calls it allows (0: no count bound);
-	// MaxAmount the sum of their amounts, in the tool's Amount argument
-	// (0: no amount bound). ExpiresAt always bounds it.
-	MaxUses    int64
-	Uses       int64
-	MaxAmount  float64
-	UsedAmount float64
-	ExpiresAt  time.Time `gorm:"index"`
+	// MaxCents (below) the sum of their amounts. ExpiresAt always bounds it.
+	MaxUses   int64
+	Uses      int64
+	ExpiresAt time.Time `gorm:"index"`
 	// Role is the granting person's role: it covers only calls that role
 	// could have approved alone.
 	Role StaffRole `gorm:"size:16"`
@@ -48,6 +45,11 @@ type Grant struct {
 	RevokedAt    *time.Time
 	RevokedBy    string `gorm:"size:200;default:''"`
 	RevokeReason string `gorm:"type:text"`
+	// MaxCents bounds the sum of the amounts of the calls it allows, in the
+	// tool's Amount argument (0: no amount bound); UsedCents is what they
+	// came to. (Last: migration 00009/00011 added them to the table's end.)
+	MaxCents  Cents `gorm:"not null;default:0"`
+	UsedCents Cents `gorm:"not null;default:0"`
 }
 
 // GrantState says whether a grant still allows calls, and if not, why.
@@ -61,10 +63,6 @@ const (
 	GrantRevoked   GrantState = "revoked"
 )
 
-// amountSlack absorbs the rounding of sums of dollars held as floats: a
-// grant of $100 takes $40 + $60 whatever the float sum says.
-const amountSlack = 1e-6
-
 // StateAt is the grant's state at the given time.
 func (g *Grant) StateAt(now time.Time) GrantState {
 	switch {
@@ -73,7 +71,7 @@ func (g *Grant) StateAt(now time.Time) GrantState {
 	case !now.Before(g.ExpiresAt):
 		return GrantExpired
 	case g.MaxUses > 0 && g.Uses >= g.MaxUses,
-		g.MaxAmount > 0 && g.UsedAmount >= g.MaxAmount-amountSlack:
+		g.MaxCents > 0 && g.UsedCents >= g.MaxCents:
 		return GrantExhausted
 	}
 	return GrantActive
@@ -94,13 +92,13 @@ func (tx *Tx) CreateGrant(g *Grant) error {
 // fast path. The roles are those whose grant covers the call, padded.
 const grantLookup = `SELECT id FROM grants WHERE customer_id = ? AND tool = ? AND revoked_at IS NULL AND expires_at > ?
 	AND agent_id = COALESCE((SELECT agent_id FROM runs WHERE id = ?), '')
-	AND role IN (?, ?, ?, ?) AND (max_uses = 0 OR uses < max_uses) AND (max_amount = 0 OR used_amount + ? <= max_amount + ?)
+	AND role IN (?, ?, ?, ?) AND (max_uses = 0 OR uses < max_uses) AND (max_cents = 0 OR used_cents + ? <= max_cents)
 	ORDER BY expires_at, id LIMIT 1`
 
 // grantTake counts a call against a grant if it still takes it.
-const grantTake = `UPDATE grants SET uses = uses + 1, used_amount = used_amount + ?, last_used_at = ?
+const grantTake = `UPDATE grants SET uses = uses + 1, used_cents = used_cents + ?, last_used_at = ?
 	WHERE id = ? AND revoked_at IS NULL AND expires_at > ? AND (max_uses = 0 OR uses < max_uses)
-	AND (max_amount = 0 OR used_amount + ? <= max_amount + ?)`
+	AND (max_cents = 0 OR used_cents + ? <= max_cents)`
 
 // UseGrant finds an active grant of the customer for the tool, given on a
 // call that came the way the run's calls come (the same outside agent, or
@@ -111,7 +109,7 @@ const grantTake = `UPDATE grants SET uses = uses + 1, used_amount = used_amount 
 // expires first is used. It returns nil, nil when no grant covers the
 // call. The count is a conditional update, so two calls at once never take
 // the last use twice.
-func (tx *Tx) UseGrant(tool, customerID, runID string, role StaffRole, amount float64) (*Grant, error) {
+func (tx *Tx) UseGrant(tool, customerID, runID string, role StaffRole, amount Cents) (*Grant, error) {
 	if customerID == "" {
 		return nil, nil
 	}
@@ -124,7 +122,7 @@ func (tx *Tx) UseGrant(tool, customerID, runID string, role StaffRole, amount fl
 		}
 	}
 	for range 3 { // another unit may take or revoke the one found first
-		row, err := tx.queryRow(grantLookup, customerID, tool, tx.now, runID, roles[0], roles[1], roles[2], roles[3], amount, amountSlack)
+		row, err := tx.queryRow(grantLookup, customerID, tool, tx.now, runID, roles[0], roles[1], roles[2], roles[3], int64(amount))
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		}
@@ -135,7 +133,7 @@ func (tx *Tx) UseGrant(tool, customerID, runID string, role StaffRole, amount fl
 		if !ok {
 			return nil, fmt.Errorf("find a grant: unexpected id %v", row[0])
 		}
-		taken, err := tx.exec(grantTake, amount, tx.now, id, tx.now, amount, amountSlack)
+		taken, err := tx.exec(grantTake, int64(amount), tx.now, id, tx.now, int64(amount))
 		if err != nil {
 			return nil, fmt.Errorf("use grant %s: %w", id, err)
 		}
@@ -176,7 +174,7 @@ func (s *Store) RevokeGrant(ctx context.Context, id, actor, reason string) (*Gra
 		}
 		g.RevokedAt, g.RevokedBy, g.RevokeReason = &at, actor, reason
 		return tx.Audit(Event{Actor: actor, Kind: EventGrantRevoked, Subject: id, Payload: map[string]any{
-			"customer_id": g.CustomerID, "tool": g.Tool, "uses": g.Uses, "used_amount": g.UsedAmount, "reason": reason}})
+			"customer_id": g.CustomerID, "tool": g.Tool, "uses": g.Uses, "used_amount": g.UsedCents.Dollars(), "reason": reason}})
 	})
 	if err != nil {
 		return nil, err

@@ -32,8 +32,13 @@ type CallTotal struct {
 // liveCallStatuses are the calls that did, may yet, or may have happened.
 var liveCallStatuses = []CallStatus{CallPending, CallApproved, CallExecuting, CallSucceeded, CallUnknown}
 
+// totalScale is what sums of arguments are counted in: millionths, whole
+// numbers, so that a total is exact for any amount of up to six decimals
+// (money's cents among them) and is rounded to a float64 once, at the end.
+const totalScale = 1_000_000
+
 func sumCallArgs(db *gorm.DB, d dialect, q CallTotal) (float64, error) {
-	db = db.Model(&ToolCall{}).Select("COALESCE(SUM("+d.argNumber("args")+"), 0)", d.argKey(q.Field)).
+	db = db.Model(&ToolCall{}).Select("COALESCE(SUM("+d.argScaled("args", totalScale)+"), 0)", d.argKey(q.Field)).
 		Where("tool = ? AND status IN ?", q.Tool, liveCallStatuses)
 	if q.CustomerID != "" {
 		db = db.Where("customer_id = ?", q.CustomerID)
@@ -56,9 +61,9 @@ func sumCallArgs(db *gorm.DB, d dialect, q CallTotal) (float64, error) {
 		}
 		db = db.Where(cond, vals...)
 	}
-	var total float64
+	var total int64
 	err := db.Scan(&total).Error
-	return total, err
+	return float64(total) / totalScale, err
 }
 
 // SumCallArgs sums an argument over earlier live calls (see CallTotal).

@@ -177,8 +177,8 @@ type Order struct {
 	CustomerID      string    `gorm:"size:64;index;not null"`
 	Customer        *Customer `gorm:"constraint:OnDelete:RESTRICT"`
 	Status          string    `gorm:"size:16"`
-	TotalCents      int64
-	RefundedCents   int64
+	TotalCents      Cents
+	RefundedCents   Cents
 	ShippingAddress string `gorm:"size:300"`
 	Items           string `gorm:"size:500"`
 	CreatedAt       time.Time
@@ -192,7 +192,7 @@ type Refund struct {
 	OrderID        string `gorm:"size:32;index;not null"`
 	Order          *Order `gorm:"constraint:OnDelete:RESTRICT"`
 	CustomerID     string `gorm:"size:64;index:idx_refunds_customer_created,priority:1"`
-	AmountCents    int64
+	AmountCents    Cents
 	Reason         string    `gorm:"size:500"`
 	IdempotencyKey string    `gorm:"size:80;uniqueIndex"`
 	CreatedAt      time.Time `gorm:"index:idx_refunds_customer_created,priority:2"`

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"time"
 
 	"gorm.io/gorm/clause"
@@ -96,11 +94,11 @@ func (s *Store) CustomerOrders(ctx context.Context, customerID string) ([]Order,
 }
 
 // RefundedSince adds up what a customer was refunded since a moment.
-func (s *Store) RefundedSince(ctx context.Context, customerID string, since time.Time) (int64, error) {
+func (s *Store) RefundedSince(ctx context.Context, customerID string, since time.Time) (Cents, error) {
 	var total int64
 	err := s.db.WithContext(ctx).Model(&Refund{}).Select("COALESCE(SUM(amount_cents), 0)").
 		Where("customer_id = ? AND created_at > ?", customerID, since.UTC()).Scan(&total).Error
-	return total, err
+	return Cents(total), err
 }
 
 func (tx *Tx) customerOrder(customerID, orderID string) (*Order, error) {
@@ -208,7 +206,7 @@ func (o *Order) CanCancel() error {
 
 // CanRefund says whether amountCents may be refunded on the order: never
 // more than is left, never on a cancelled order.
-func (o *Order) CanRefund(amountCents int64) error {
+func (o *Order) CanRefund(amountCents Cents) error {
 	if o.Status == OrderCancelled {
 		return fmt.Errorf("%w: order %s was cancelled and has been refunded already", ErrRefused, o.ID)
 	}
@@ -217,7 +215,7 @@ func (o *Order) CanRefund(amountCents int64) error {
 	}
 	if left := o.TotalCents - o.RefundedCents; amountCents > left {
 		return fmt.Errorf("%w: only %s of order %s is left to refund (asked for %s)", ErrRefused,
-			FormatCents(left), o.ID, FormatCents(amountCents))
+			left, o.ID, amountCents)
 	}
 	return nil
 }
@@ -231,7 +229,7 @@ func pastTense(status string) string {
 
 // RefundOrder refunds part or all of an order, never more than is left to
 // refund. The same idempotency key returns the refund it made the first time.
-func (s *Store) RefundOrder(ctx context.Context, ch ShopChange, amountCents int64, reason string) (*Order, *Refund, error) {
+func (s *Store) RefundOrder(ctx context.Context, ch ShopChange, amountCents Cents, reason string) (*Order, *Refund, error) {
 	var order *Order
 	var refund *Refund
 	err := s.Write(ctx, func(tx *Tx) error {
@@ -265,7 +263,7 @@ func (tx *Tx) refundByKey(key string) (*Refund, error) {
 	return &r, nil
 }
 
-func (tx *Tx) refund(o *Order, cents int64, reason, key string) (*Refund, error) {
+func (tx *Tx) refund(o *Order, cents Cents, reason, key string) (*Refund, error) {
 	res := tx.db.Model(&Order{}).Where("id = ? AND total_cents - refunded_cents >= ?", o.ID, cents).
 		Updates(map[string]any{"refunded_cents": o.RefundedCents + cents, "updated_at": tx.now})
 	if res.Error != nil {
@@ -281,32 +279,6 @@ func (tx *Tx) refund(o *Order, cents int64, reason, key string) (*Refund, error)
 		return nil, fmt.Errorf("record refund: %w", err)
 	}
 	return r, nil
-}
-
-// Cents is an amount in dollars as whole cents, rounded half away from
-// zero (-0.005 is -1 cent, as 0.005 is 1): the one rounding every page,
-// policy and tool uses.
-func Cents(dollars float64) int64 { return int64(math.Round(dollars * 100)) }
-
-// FormatCents renders cents as dollars: 90000 -> "$900.00", with thousands
-// separators, as customers read amounts.
-func FormatCents(c int64) string {
-	var b [32]byte
-	out := b[:0]
-	if c < 0 {
-		out = append(out, '-')
-		c = -c
-	}
-	out = append(out, '$')
-	digits := strconv.AppendInt(nil, c/100, 10)
-	for i, d := range digits {
-		if i > 0 && (len(digits)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, d)
-	}
-	out = append(out, '.', byte('0'+c%100/10), byte('0'+c%10))
-	return string(out)
 }
 
 // OrderRefunds lists the refunds of an order, oldest first.

@@ -3,6 +3,7 @@ package models_test
 import (
 	"context"
 	"database/sql"
+	"math"
 	"strings"
 	"testing"
 
@@ -117,12 +118,20 @@ func TestWriterReconnectsAfterLosingItsConnection(t *testing.T) {
 // Amounts round to cents one way everywhere: half away from zero, negative
 // amounts as positive ones.
 func TestCentsRoundsHalfAwayFromZero(t *testing.T) {
-	for dollars, want := range map[float64]int64{0.005: 1, -0.005: -1, 12.345: 1235, -12.345: -1235, -0.004: 0, 1.1 + 2.2: 330, -900: -90000} {
-		if got := models.Cents(dollars); got != want {
+	for dollars, want := range map[float64]models.Cents{0.005: 1, -0.005: -1, 12.345: 1235, -12.345: -1235, -0.004: 0, 1.1 + 2.2: 330, -900: -90000} {
+		if got := models.CentsOf(dollars); got != want {
 			t.Errorf("Cents(%v) = %d, want %d", dollars, got, want)
 		}
 	}
-	if got := models.FormatCents(models.Cents(-1234.5)); got != "-$1,234.50" {
+	if got := models.CentsOf(-1234.5).String(); got != "-$1,234.50" {
 		t.Errorf("a negative amount reads %q", got)
+	}
+	for _, f := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1e300, -1e14} {
+		if c, err := models.CentsFrom(f); err == nil {
+			t.Errorf("CentsFrom(%v) = %d, want it refused", f, c)
+		}
+	}
+	if c, err := models.CentsFrom(models.MaxDollars); err != nil || c != 1e15 {
+		t.Errorf("CentsFrom(MaxDollars) = %d, %v", c, err)
 	}
 }

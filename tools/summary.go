@@ -6,8 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
+	"github.com/countersign/countersign/models"
 )
 
 // A summary is the one line that says what a call asks for, in words, for
@@ -15,10 +14,7 @@ import (
 // {field} takes a top-level argument as written; {field:money} formats a
 // number as dollars ($1,200.00). A missing argument reads "?".
 
-var (
-	placeholder = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(:money)?\}`)
-	dollars     = message.NewPrinter(language.English)
-)
+var placeholder = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(:money)?\}`)
 
 // Summarize fills the tool's summary with the call's arguments (JSON); with
 // no summary it is the tool's name.
@@ -38,9 +34,9 @@ func (t *Tool) DescribeRequest(args string) string {
 	return fill(t.Request, args)
 }
 
-// AmountOf reads the call's sum of money (the argument Amount names) from
-// its arguments (JSON).
-func (t *Tool) AmountOf(args string) (float64, bool) {
+// AmountOf reads the call's sum of money (the argument Amount names, in
+// dollars) from its arguments (JSON), in cents.
+func (t *Tool) AmountOf(args string) (models.Cents, bool) {
 	if t.Amount == "" {
 		return 0, false
 	}
@@ -49,11 +45,12 @@ func (t *Tool) AmountOf(args string) (float64, bool) {
 		return 0, false
 	}
 	f, ok := m[t.Amount].(float64)
-	return f, ok
+	if !ok {
+		return 0, false
+	}
+	c, err := models.CentsFrom(f)
+	return c, err == nil
 }
-
-// Money writes a sum of dollars as people read it: "$1,250.00".
-func Money(f float64) string { return dollars.Sprintf("$%.2f", f) }
 
 // fill replaces a phrase's placeholders with the arguments (JSON).
 func fill(phrase, args string) string {
@@ -67,7 +64,9 @@ func fill(phrase, args string) string {
 		}
 		if parts[2] == ":money" {
 			if f, ok := v.(float64); ok {
-				return Money(f)
+				if c, err := models.CentsFrom(f); err == nil {
+					return c.String()
+				}
 			}
 		}
 		switch x := v.(type) {

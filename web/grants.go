@@ -13,7 +13,6 @@ import (
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
-	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 )
 
@@ -39,10 +38,11 @@ func grantFromForm(form func(string) string) (*agent.GrantRequest, error) {
 	}
 	if a := strings.TrimSpace(form("grant_amount")); a != "" {
 		f, err := strconv.ParseFloat(a, 64)
-		if err != nil || f <= 0 {
+		c, merr := models.CentsFrom(f)
+		if err != nil || merr != nil || c <= 0 {
 			return nil, fault.Errorf(fault.Invalid, "the grant's total amount is a sum such as 250 or 99.50")
 		}
-		g.Amount = f
+		g.Amount = c
 	}
 	var err error
 	if g.For, err = time.ParseDuration(form("grant_for")); err != nil {
@@ -64,7 +64,7 @@ func (s *Server) grantOffer(call *models.ToolCall, run *models.Run) *views.Grant
 	o := &views.GrantOffer{Customer: customerLabel(run.CustomerID, run.CustomerName), Tool: call.Tool, Amount: tool.Amount != "",
 		Uses: "3", For: "24h"}
 	if each, ok := tool.AmountOf(call.Args); ok && each > 0 {
-		o.Each = tools.Money(each)
+		o.Each = each.String()
 	}
 	return o
 }
@@ -98,8 +98,8 @@ func grantBounds(g *models.Grant) string {
 	if g.MaxUses > 0 {
 		parts = append(parts, "up to "+strconv.FormatInt(g.MaxUses, 10)+" calls")
 	}
-	if g.MaxAmount > 0 {
-		parts = append(parts, "up to "+tools.Money(g.MaxAmount)+" in all")
+	if g.MaxCents > 0 {
+		parts = append(parts, "up to "+g.MaxCents.String()+" in all")
 	}
 	return strings.Join(parts, ", ")
 }
@@ -180,7 +180,7 @@ type grantJSON struct {
 
 func (s *Server) grantToJSON(g *models.Grant) grantJSON {
 	return grantJSON{ID: g.ID, Tool: g.Tool, CustomerID: g.CustomerID, CustomerName: g.CustomerName, AgentID: g.AgentID, State: string(g.StateAt(s.cfg.Store.Now())),
-		MaxUses: g.MaxUses, Uses: g.Uses, MaxAmount: g.MaxAmount, UsedAmount: g.UsedAmount, ExpiresAt: g.ExpiresAt.UTC(),
+		MaxUses: g.MaxUses, Uses: g.Uses, MaxAmount: g.MaxCents.Dollars(), UsedAmount: g.UsedCents.Dollars(), ExpiresAt: g.ExpiresAt.UTC(),
 		CreatedBy: g.CreatedBy, SourceCallID: g.SourceCallID, Note: g.Note, CreatedAt: g.CreatedAt.UTC(), LastUsedAt: utcPtr(g.LastUsedAt),
 		RevokedAt: utcPtr(g.RevokedAt), RevokedBy: g.RevokedBy, RevokeReason: g.RevokeReason}
 }
@@ -239,5 +239,9 @@ func (r *apiGrantRequest) request(note string) (*agent.GrantRequest, error) {
 	if err != nil {
 		return nil, fault.Errorf(fault.Invalid, "grant.for is a duration such as 24h or 168h")
 	}
-	return &agent.GrantRequest{Uses: r.Uses, Amount: r.Amount, For: d, Note: cmp.Or(r.Note, note)}, nil
+	amount, err := models.CentsFrom(r.Amount)
+	if err != nil || amount < 0 {
+		return nil, fault.Errorf(fault.Invalid, "grant.amount is a positive sum of dollars such as 250 or 99.50")
+	}
+	return &agent.GrantRequest{Uses: r.Uses, Amount: amount, For: d, Note: cmp.Or(r.Note, note)}, nil
 }

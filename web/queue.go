@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -32,16 +31,17 @@ func parseQueueQuery(q url.Values) queueQuery {
 	qq.form = views.QueueFilter{Tool: clip(q.Get("tool"), 100), Customer: clip(strings.TrimSpace(q.Get("customer")), 200),
 		MinAmount: clip(strings.TrimSpace(q.Get("min_amount")), 20), MaxAmount: clip(strings.TrimSpace(q.Get("max_amount")), 20)}
 	qq.filter = models.ActionFilter{Tool: qq.form.Tool, Customer: qq.form.Customer}
-	amount := func(label, s string) *float64 {
+	amount := func(label, s string) *models.Cents {
 		if s == "" {
 			return nil
 		}
 		f, err := strconv.ParseFloat(strings.TrimPrefix(strings.ReplaceAll(s, ",", ""), "$"), 64)
-		if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		c, merr := models.CentsFrom(f)
+		if err != nil || merr != nil || c < 0 {
 			qq.err = fmt.Sprintf("The amount %s “%s” is not a number of dollars; write it like 45.50. It was left out of the filter.", label, s)
 			return nil
 		}
-		return &f
+		return &c
 	}
 	qq.filter.MinAmount = amount("from", qq.form.MinAmount)
 	qq.filter.MaxAmount = amount("to", qq.form.MaxAmount)
@@ -135,8 +135,8 @@ func (s *Server) summary(tool, args string) string {
 // amount shows the sum of money a call is about, when its tool has one.
 func (s *Server) amount(tool, args string) string {
 	if t, ok := s.cfg.Gate.Tools().Get(tool); ok {
-		if f, ok := t.AmountOf(args); ok {
-			return models.FormatCents(models.Cents(f))
+		if c, ok := t.AmountOf(args); ok {
+			return c.String()
 		}
 	}
 	return ""

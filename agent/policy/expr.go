@@ -32,7 +32,7 @@ func mustCELEnv() *cel.Env {
 		default:
 			return types.NewErr("money() takes a number")
 		}
-		return types.String(models.FormatCents(models.Cents(f)))
+		return types.String(models.CentsOf(f).String())
 	}
 	env, err := cel.NewEnv(
 		cel.Variable("tool", cel.StringType),
@@ -121,7 +121,7 @@ func (p *fieldPath) value(act *activation) (any, bool) {
 	default:
 		return nil, false
 	}
-	return models.FormatCents(models.Cents(f)), true
+	return models.CentsOf(f).String(), true
 }
 
 func compileTemplate(s string) (*template, error) {

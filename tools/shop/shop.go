@@ -58,8 +58,8 @@ type OrderView struct {
 }
 
 func view(o *models.Order) OrderView {
-	return OrderView{OrderID: o.ID, Status: o.Status, Items: o.Items, Total: models.FormatCents(o.TotalCents),
-		Refunded: models.FormatCents(o.RefundedCents), ShippingAddress: o.ShippingAddress}
+	return OrderView{OrderID: o.ID, Status: o.Status, Items: o.Items, Total: o.TotalCents.String(),
+		Refunded: o.RefundedCents.String(), ShippingAddress: o.ShippingAddress}
 }
 
 // Store is what the shop tools need from the database.
@@ -68,7 +68,7 @@ type Store interface {
 	CustomerOrders(ctx context.Context, customerID string) ([]models.Order, error)
 	UpdateShippingAddress(ctx context.Context, ch models.ShopChange, address string) (*models.Order, error)
 	CancelOrder(ctx context.Context, ch models.ShopChange, reason string) (*models.Order, *models.Refund, error)
-	RefundOrder(ctx context.Context, ch models.ShopChange, amountCents int64, reason string) (*models.Order, *models.Refund, error)
+	RefundOrder(ctx context.Context, ch models.ShopChange, amountCents models.Cents, reason string) (*models.Order, *models.Refund, error)
 }
 
 var errNeedsCustomer = tools.Refuse("this needs a signed-in customer: ask the customer to sign in to the shop first")
@@ -103,9 +103,9 @@ func Tools(st Store) []*tools.Tool {
 		return []tools.Fact{
 			{Label: "Order", Value: fmt.Sprintf("%s: %s", o.ID, o.Items)},
 			{Label: "Status", Value: o.Status},
-			{Label: "Total", Value: models.FormatCents(o.TotalCents)},
-			{Label: "Refunded so far", Value: models.FormatCents(o.RefundedCents)},
-			{Label: "Left to refund", Value: models.FormatCents(o.TotalCents - o.RefundedCents)},
+			{Label: "Total", Value: o.TotalCents.String()},
+			{Label: "Refunded so far", Value: o.RefundedCents.String()},
+			{Label: "Left to refund", Value: (o.TotalCents - o.RefundedCents).String()},
 			{Label: "Ships to", Value: o.ShippingAddress},
 		}, nil
 	}
@@ -214,7 +214,7 @@ func Tools(st Store) []*tools.Tool {
 				}
 				out := map[string]any{"order": view(o), "cancelled": true}
 				if r != nil {
-					out["refunded"] = models.FormatCents(r.AmountCents)
+					out["refunded"] = r.AmountCents.String()
 				}
 				return out, nil
 			},
@@ -235,19 +235,19 @@ func Tools(st Store) []*tools.Tool {
 				if err != nil {
 					return shopError(err)
 				}
-				return shopError(o.CanRefund(models.Cents(in.Amount)))
+				return shopError(o.CanRefund(models.CentsOf(in.Amount)))
 			},
 			Run: func(ctx context.Context, call tools.Call, in RefundInput) (any, error) {
 				if call.CustomerID == "" {
 					return nil, errNeedsCustomer
 				}
-				cents := models.Cents(in.Amount)
+				cents := models.CentsOf(in.Amount)
 				o, r, err := st.RefundOrder(ctx, change(call, in.OrderID), cents, in.Reason)
 				if err != nil {
 					return nil, shopError(err)
 				}
-				return map[string]any{"refund_id": r.ID, "order_id": o.ID, "refunded": models.FormatCents(r.AmountCents),
-					"order_refunded_total": models.FormatCents(o.RefundedCents)}, nil
+				return map[string]any{"refund_id": r.ID, "order_id": o.ID, "refunded": r.AmountCents.String(),
+					"order_refunded_total": o.RefundedCents.String()}, nil
 			},
 		}),
 	}
@@ -292,7 +292,7 @@ func Customers() []Customer {
 		var orders []string
 		for _, o := range models.DemoOrders {
 			if o.CustomerID == cu.ID {
-				orders = append(orders, fmt.Sprintf("%s: %s, %s, %s", o.ID, o.Items, models.FormatCents(o.TotalCents), o.Status))
+				orders = append(orders, fmt.Sprintf("%s: %s, %s, %s", o.ID, o.Items, o.TotalCents.String(), o.Status))
 			}
 		}
 		out = append(out, Customer{ID: cu.ID, Name: cu.Name, About: strings.Join(orders, " · ")})
