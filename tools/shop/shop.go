@@ -75,182 +75,209 @@ var errNeedsCustomer = tools.Refuse("this needs a signed-in customer: ask the cu
 
 // Tools returns the demo shop's tools bound to a store.
 func Tools(st Store) []*tools.Tool {
-	change := func(call tools.Call, orderID string) models.ShopChange {
-		return models.ShopChange{CustomerID: call.CustomerID, OrderID: orderID,
-			IdempotencyKey: call.IdempotencyKey, Actor: "tool:" + call.ID}
+	sh := shop{st: st}
+	return []*tools.Tool{sh.getOrderStatus(), sh.listOrders(), sh.updateShippingAddress(), sh.cancelOrder(), sh.issueRefund()}
+}
+
+// shop is the tools' store, and what they share.
+type shop struct{ st Store }
+
+func change(call tools.Call, orderID string) models.ShopChange {
+	return models.ShopChange{CustomerID: call.CustomerID, OrderID: orderID,
+		IdempotencyKey: call.IdempotencyKey, Actor: "tool:" + call.ID}
+}
+
+// order finds the customer's order for a check, or says why not.
+func (sh shop) order(ctx context.Context, call tools.Call, orderID string) (*models.Order, error) {
+	if call.CustomerID == "" {
+		return nil, errNeedsCustomer
 	}
-	// order finds the customer's order for a check, or says why not.
-	order := func(ctx context.Context, call tools.Call, orderID string) (*models.Order, error) {
-		if call.CustomerID == "" {
-			return nil, errNeedsCustomer
-		}
-		o, err := st.CustomerOrder(ctx, call.CustomerID, orderID)
-		if errors.Is(err, models.ErrNotFound) {
-			return nil, tools.Refuse("order %s was not found for this customer", orderID)
-		}
-		return o, err
+	o, err := sh.st.CustomerOrder(ctx, call.CustomerID, orderID)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, tools.Refuse("order %s was not found for this customer", orderID)
 	}
-	// orderFacts tells an approver about the order a call is about.
-	orderFacts := func(ctx context.Context, call tools.Call, orderID string) ([]tools.Fact, error) {
-		o, err := order(ctx, call, orderID)
-		var refusal *tools.RefusalError
-		if errors.As(err, &refusal) {
-			return []tools.Fact{{Label: "Order", Value: refusal.Message}}, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return []tools.Fact{
-			{Label: "Order", Value: fmt.Sprintf("%s: %s", o.ID, o.Items)},
-			{Label: "Status", Value: o.Status},
-			{Label: "Total", Value: o.TotalCents.String()},
-			{Label: "Refunded so far", Value: o.RefundedCents.String()},
-			{Label: "Left to refund", Value: (o.TotalCents - o.RefundedCents).String()},
-			{Label: "Ships to", Value: o.ShippingAddress},
-		}, nil
+	return o, err
+}
+
+// orderFacts tells an approver about the order a call is about.
+func (sh shop) orderFacts(ctx context.Context, call tools.Call, orderID string) ([]tools.Fact, error) {
+	o, err := sh.order(ctx, call, orderID)
+	var refusal *tools.RefusalError
+	if errors.As(err, &refusal) {
+		return []tools.Fact{{Label: "Order", Value: refusal.Message}}, nil
 	}
-	needsCustomer := func(call tools.Call) error {
-		if call.CustomerID == "" {
-			return errNeedsCustomer
-		}
-		return nil
+	if err != nil {
+		return nil, err
 	}
-	return []*tools.Tool{
-		tools.MustNew(tools.Definition[OrderRef]{
-			Name:        "get_order_status",
-			Summary:     "Order {order_id}",
-			Description: "Look up the status, items, total and shipping address of one of the customer's orders.",
-			Risk:        tools.RiskRead,
-			Idempotent:  true,
-			Check:       func(_ context.Context, call tools.Call, _ OrderRef) error { return needsCustomer(call) },
-			Run: func(ctx context.Context, call tools.Call, in OrderRef) (any, error) {
-				if call.CustomerID == "" {
-					return nil, errNeedsCustomer
-				}
-				o, err := st.CustomerOrder(ctx, call.CustomerID, in.OrderID)
-				if errors.Is(err, models.ErrNotFound) {
-					return nil, tools.Refuse("order %s was not found for this customer", in.OrderID)
-				}
-				if err != nil {
-					return nil, err
-				}
-				return view(o), nil
-			},
-		}),
-		tools.MustNew(tools.Definition[ListOrdersInput]{
-			Name:        "list_orders",
-			Summary:     "The customer's orders",
-			Description: "List the customer's orders, newest first.",
-			Risk:        tools.RiskRead,
-			Idempotent:  true,
-			Check:       func(_ context.Context, call tools.Call, _ ListOrdersInput) error { return needsCustomer(call) },
-			Run: func(ctx context.Context, call tools.Call, _ ListOrdersInput) (any, error) {
-				if call.CustomerID == "" {
-					return nil, errNeedsCustomer
-				}
-				os, err := st.CustomerOrders(ctx, call.CustomerID)
-				if err != nil {
-					return nil, err
-				}
-				out := make([]OrderView, len(os))
-				for i := range os {
-					out[i] = view(&os[i])
-				}
-				return map[string]any{"orders": out}, nil
-			},
-		}),
-		tools.MustNew(tools.Definition[AddressInput]{
-			Name:        "update_shipping_address",
-			Summary:     "New address for order {order_id}: {address}",
-			Request:     "your address change for order {order_id}",
-			Description: "Change the shipping address of an order that has not shipped yet.",
-			Risk:        tools.RiskLowWrite,
-			Idempotent:  true,
-			Review: func(ctx context.Context, call tools.Call, in AddressInput) ([]tools.Fact, error) {
-				return orderFacts(ctx, call, in.OrderID)
-			},
-			Check: func(ctx context.Context, call tools.Call, in AddressInput) error {
-				o, err := order(ctx, call, in.OrderID)
-				if err != nil {
-					return shopError(err)
-				}
-				return shopError(o.CanChangeAddress())
-			},
-			Run: func(ctx context.Context, call tools.Call, in AddressInput) (any, error) {
-				if call.CustomerID == "" {
-					return nil, errNeedsCustomer
-				}
-				o, err := st.UpdateShippingAddress(ctx, change(call, in.OrderID), strings.TrimSpace(in.Address))
-				if err != nil {
-					return nil, shopError(err)
-				}
-				return view(o), nil
-			},
-		}),
-		tools.MustNew(tools.Definition[CancelInput]{
-			Name:        "cancel_order",
-			Summary:     "Cancel order {order_id}",
-			Request:     "your request to cancel order {order_id}",
-			Description: "Cancel an order that has not shipped yet; what was paid is refunded in full.",
-			Risk:        tools.RiskHighWrite,
-			Idempotent:  true, // the idempotency key makes a second run a no-op
-			Review: func(ctx context.Context, call tools.Call, in CancelInput) ([]tools.Fact, error) {
-				return orderFacts(ctx, call, in.OrderID)
-			},
-			Check: func(ctx context.Context, call tools.Call, in CancelInput) error {
-				o, err := order(ctx, call, in.OrderID)
-				if err != nil {
-					return shopError(err)
-				}
-				return shopError(o.CanCancel())
-			},
-			Run: func(ctx context.Context, call tools.Call, in CancelInput) (any, error) {
-				if call.CustomerID == "" {
-					return nil, errNeedsCustomer
-				}
-				o, r, err := st.CancelOrder(ctx, change(call, in.OrderID), in.Reason)
-				if err != nil {
-					return nil, shopError(err)
-				}
-				out := map[string]any{"order": view(o), "cancelled": true}
-				if r != nil {
-					out["refunded"] = r.AmountCents.String()
-				}
-				return out, nil
-			},
-		}),
-		tools.MustNew(tools.Definition[RefundInput]{
-			Name:        "issue_refund",
-			Summary:     "Refund {amount:money} on order {order_id}",
-			Request:     "your refund request of {amount:money} on order {order_id}",
-			Amount:      "amount",
-			Description: "Refund part or all of an order, in US dollars. Never more than is left to refund on that order.",
-			Risk:        tools.RiskHighWrite,
-			Idempotent:  true, // the idempotency key makes a second run return the first refund
-			Review: func(ctx context.Context, call tools.Call, in RefundInput) ([]tools.Fact, error) {
-				return orderFacts(ctx, call, in.OrderID)
-			},
-			Check: func(ctx context.Context, call tools.Call, in RefundInput) error {
-				o, err := order(ctx, call, in.OrderID)
-				if err != nil {
-					return shopError(err)
-				}
-				return shopError(o.CanRefund(models.CentsOf(in.Amount)))
-			},
-			Run: func(ctx context.Context, call tools.Call, in RefundInput) (any, error) {
-				if call.CustomerID == "" {
-					return nil, errNeedsCustomer
-				}
-				cents := models.CentsOf(in.Amount)
-				o, r, err := st.RefundOrder(ctx, change(call, in.OrderID), cents, in.Reason)
-				if err != nil {
-					return nil, shopError(err)
-				}
-				return map[string]any{"refund_id": r.ID, "order_id": o.ID, "refunded": r.AmountCents.String(),
-					"order_refunded_total": o.RefundedCents.String()}, nil
-			},
-		}),
+	return []tools.Fact{
+		{Label: "Order", Value: fmt.Sprintf("%s: %s", o.ID, o.Items)},
+		{Label: "Status", Value: o.Status},
+		{Label: "Total", Value: o.TotalCents.String()},
+		{Label: "Refunded so far", Value: o.RefundedCents.String()},
+		{Label: "Left to refund", Value: (o.TotalCents - o.RefundedCents).String()},
+		{Label: "Ships to", Value: o.ShippingAddress},
+	}, nil
+}
+
+func needsCustomer(call tools.Call) error {
+	if call.CustomerID == "" {
+		return errNeedsCustomer
 	}
+	return nil
+}
+
+// getOrderStatus is the get_order_status tool.
+func (sh shop) getOrderStatus() *tools.Tool {
+	return tools.MustNew(tools.Definition[OrderRef]{
+		Name:        "get_order_status",
+		Summary:     "Order {order_id}",
+		Description: "Look up the status, items, total and shipping address of one of the customer's orders.",
+		Risk:        tools.RiskRead,
+		Idempotent:  true,
+		Check:       func(_ context.Context, call tools.Call, _ OrderRef) error { return needsCustomer(call) },
+		Run: func(ctx context.Context, call tools.Call, in OrderRef) (any, error) {
+			if call.CustomerID == "" {
+				return nil, errNeedsCustomer
+			}
+			o, err := sh.st.CustomerOrder(ctx, call.CustomerID, in.OrderID)
+			if errors.Is(err, models.ErrNotFound) {
+				return nil, tools.Refuse("order %s was not found for this customer", in.OrderID)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return view(o), nil
+		},
+	})
+}
+
+// listOrders is the list_orders tool.
+func (sh shop) listOrders() *tools.Tool {
+	return tools.MustNew(tools.Definition[ListOrdersInput]{
+		Name:        "list_orders",
+		Summary:     "The customer's orders",
+		Description: "List the customer's orders, newest firsh.st.",
+		Risk:        tools.RiskRead,
+		Idempotent:  true,
+		Check:       func(_ context.Context, call tools.Call, _ ListOrdersInput) error { return needsCustomer(call) },
+		Run: func(ctx context.Context, call tools.Call, _ ListOrdersInput) (any, error) {
+			if call.CustomerID == "" {
+				return nil, errNeedsCustomer
+			}
+			os, err := sh.st.CustomerOrders(ctx, call.CustomerID)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]OrderView, len(os))
+			for i := range os {
+				out[i] = view(&os[i])
+			}
+			return map[string]any{"orders": out}, nil
+		},
+	})
+}
+
+// updateShippingAddress is the update_shipping_address tool.
+func (sh shop) updateShippingAddress() *tools.Tool {
+	return tools.MustNew(tools.Definition[AddressInput]{
+		Name:        "update_shipping_address",
+		Summary:     "New address for order {order_id}: {address}",
+		Request:     "your address change for order {order_id}",
+		Description: "Change the shipping address of an order that has not shipped yet.",
+		Risk:        tools.RiskLowWrite,
+		Idempotent:  true,
+		Review: func(ctx context.Context, call tools.Call, in AddressInput) ([]tools.Fact, error) {
+			return sh.orderFacts(ctx, call, in.OrderID)
+		},
+		Check: func(ctx context.Context, call tools.Call, in AddressInput) error {
+			o, err := sh.order(ctx, call, in.OrderID)
+			if err != nil {
+				return shopError(err)
+			}
+			return shopError(o.CanChangeAddress())
+		},
+		Run: func(ctx context.Context, call tools.Call, in AddressInput) (any, error) {
+			if call.CustomerID == "" {
+				return nil, errNeedsCustomer
+			}
+			o, err := sh.st.UpdateShippingAddress(ctx, change(call, in.OrderID), strings.TrimSpace(in.Address))
+			if err != nil {
+				return nil, shopError(err)
+			}
+			return view(o), nil
+		},
+	})
+}
+
+// cancelOrder is the cancel_order tool.
+func (sh shop) cancelOrder() *tools.Tool {
+	return tools.MustNew(tools.Definition[CancelInput]{
+		Name:        "cancel_order",
+		Summary:     "Cancel order {order_id}",
+		Request:     "your request to cancel order {order_id}",
+		Description: "Cancel an order that has not shipped yet; what was paid is refunded in full.",
+		Risk:        tools.RiskHighWrite,
+		Idempotent:  true, // the idempotency key makes a second run a no-op
+		Review: func(ctx context.Context, call tools.Call, in CancelInput) ([]tools.Fact, error) {
+			return sh.orderFacts(ctx, call, in.OrderID)
+		},
+		Check: func(ctx context.Context, call tools.Call, in CancelInput) error {
+			o, err := sh.order(ctx, call, in.OrderID)
+			if err != nil {
+				return shopError(err)
+			}
+			return shopError(o.CanCancel())
+		},
+		Run: func(ctx context.Context, call tools.Call, in CancelInput) (any, error) {
+			if call.CustomerID == "" {
+				return nil, errNeedsCustomer
+			}
+			o, r, err := sh.st.CancelOrder(ctx, change(call, in.OrderID), in.Reason)
+			if err != nil {
+				return nil, shopError(err)
+			}
+			out := map[string]any{"order": view(o), "cancelled": true}
+			if r != nil {
+				out["refunded"] = r.AmountCents.String()
+			}
+			return out, nil
+		},
+	})
+}
+
+// issueRefund is the issue_refund tool.
+func (sh shop) issueRefund() *tools.Tool {
+	return tools.MustNew(tools.Definition[RefundInput]{
+		Name:        "issue_refund",
+		Summary:     "Refund {amount:money} on order {order_id}",
+		Request:     "your refund request of {amount:money} on order {order_id}",
+		Amount:      "amount",
+		Description: "Refund part or all of an order, in US dollars. Never more than is left to refund on that order.",
+		Risk:        tools.RiskHighWrite,
+		Idempotent:  true, // the idempotency key makes a second run return the first refund
+		Review: func(ctx context.Context, call tools.Call, in RefundInput) ([]tools.Fact, error) {
+			return sh.orderFacts(ctx, call, in.OrderID)
+		},
+		Check: func(ctx context.Context, call tools.Call, in RefundInput) error {
+			o, err := sh.order(ctx, call, in.OrderID)
+			if err != nil {
+				return shopError(err)
+			}
+			return shopError(o.CanRefund(models.CentsOf(in.Amount)))
+		},
+		Run: func(ctx context.Context, call tools.Call, in RefundInput) (any, error) {
+			if call.CustomerID == "" {
+				return nil, errNeedsCustomer
+			}
+			cents := models.CentsOf(in.Amount)
+			o, r, err := sh.st.RefundOrder(ctx, change(call, in.OrderID), cents, in.Reason)
+			if err != nil {
+				return nil, shopError(err)
+			}
+			return map[string]any{"refund_id": r.ID, "order_id": o.ID, "refunded": r.AmountCents.String(),
+				"order_refunded_total": o.RefundedCents.String()}, nil
+		},
+	})
 }
 
 func shopError(err error) error {
