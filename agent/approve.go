@@ -46,152 +46,33 @@ type ApproveResult struct {
 // the call runs, exactly once, apart from the caller's context; Approve
 // returns its outcome when it ends within ExecutionWait.
 func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor, req ApproveRequest) (ApproveResult, error) {
-	if !actor.Role.CanDecide() {
-		return ApproveResult{}, fault.Errorf(fault.Forbidden, "the %s role cannot decide actions", roleName(actor.Role))
-	}
-	note := strings.TrimSpace(req.Note)
-	if len([]rune(note)) > MaxReasonLength {
-		return ApproveResult{}, fault.Errorf(fault.Invalid, "the note is longer than %d characters", MaxReasonLength)
-	}
-	current, err := g.store.ToolCall(ctx, actionID)
+	a, err := g.approvable(ctx, actionID, actor, req)
 	if err != nil {
-		return ApproveResult{}, g.lookupError(err, actionID)
+		return ApproveResult{}, err
 	}
-	if current.Decision != string(policy.NeedsApproval) {
-		return ApproveResult{}, fault.Errorf(fault.NotFound, "action %s was not found", actionID)
-	}
-	tool, ok := g.Tools().Get(current.Tool)
-	if !ok {
-		return ApproveResult{}, fault.Errorf(fault.Conflict, "the tool %s is no longer offered, so this call cannot run; reject it with that reason", current.Tool)
-	}
-	if req.Args == nil && current.Status == models.CallPending {
-		if _, err := tool.Normalize([]byte(current.Args)); err != nil {
-			return ApproveResult{}, fault.Errorf(fault.Conflict, "the tool %s changed since this call was made and its arguments no longer fit it (%s); reject it, or edit the arguments to fit the tool as it is now",
-				current.Tool, tools.Truncate(err.Error(), 300))
-		}
-	}
-
 	// An edit is validated and decided outside the transaction; the
 	// transaction then checks that the action is still what we decided on.
-	var edit *tools.Normalized
-	var editDecision policy.Decision
 	if req.Args != nil {
-		norm, err := tool.Normalize(req.Args)
-		if err != nil {
-			return ApproveResult{}, &fault.Error{Code: fault.Invalid, Message: "the edited arguments are not valid: " + err.Error(), Err: err}
-		}
-		if norm.Hash != current.ArgsHash {
-			run, err := g.store.Run(ctx, current.RunID)
-			if err != nil {
-				return ApproveResult{}, fault.Wrap(err, "could not read the action's run")
-			}
-			editDecision, err = g.Policy().Decide(ctx, policy.Input{Tool: tool.Name, Risk: tool.Risk, Args: norm.Map,
-				Facts: &gateFacts{store: g.store, business: g.business, exclude: current.ID,
-					req: CallRequest{RunID: run.ID, CustomerID: run.CustomerID, CustomerName: run.CustomerName, Channel: run.Channel}}})
-			if err != nil {
-				return ApproveResult{}, fault.Wrap(err, "the policy could not decide on the edit")
-			}
-			if editDecision.Verdict == policy.Deny {
-				return ApproveResult{}, fault.Errorf(fault.Invalid, "the policy would deny the edited call: %s", editDecision.Reason)
-			}
-			edit = &norm
+		if err := g.decideEdit(ctx, a); err != nil {
+			return ApproveResult{}, err
 		}
 	}
-
 	// What cannot work is not approved: the tool's own read-only check runs
 	// on the arguments that would run (edited or not), before anything is
 	// recorded.
 	if req.Grant != nil {
-		if err := checkGrant(req.Grant, actor, current, tool); err != nil {
+		if err := checkGrant(req.Grant, actor, a.current, a.tool); err != nil {
 			return ApproveResult{}, err
 		}
 	}
-	if err := g.checkBeforeApproval(ctx, tool, current, edit); err != nil {
+	if err := g.checkBeforeApproval(ctx, a.tool, a.current, a.edit); err != nil {
 		return ApproveResult{}, err
 	}
-
 	var res ApproveResult
 	var expired bool
-	err = g.store.Write(ctx, func(tx *models.Tx) error {
-		res, expired = ApproveResult{}, false
-		call, err := tx.ToolCall(actionID)
-		if err != nil {
-			return err
-		}
-		if call.Status != models.CallPending {
-			return alreadyDecided(call)
-		}
-		if call.ExpiresAt != nil && !tx.Now().Before(*call.ExpiresAt) {
-			expired = true
-			return g.expireInTx(tx, call)
-		}
-		required, role := call.RequiredApprovals, call.RequiredRole
-		if edit != nil && call.ArgsHash != edit.Hash {
-			if editDecision.Verdict == policy.NeedsApproval {
-				required = max(required, editDecision.Approvals)
-				role = role.Higher(editDecision.Role)
-			}
-			original := call.OriginalArgs
-			if original == "" {
-				original = call.Args
-			}
-			if err := tx.EditPendingCall(call.ID, models.CallEdit{Args: string(edit.JSON), ArgsHash: edit.Hash,
-				OriginalArgs: original, RequiredApprovals: required, RequiredRole: role}); err != nil {
-				return err
-			}
-			if err := tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionEdited, Subject: call.ID,
-				Payload: map[string]any{"from_args_hash": call.ArgsHash, "to_args_hash": edit.Hash, "args": string(edit.JSON),
-					"edit_verdict": editDecision.Verdict, "edit_rule": editDecision.Rule, "edit_reason": editDecision.Reason,
-					"required_approvals": required, "required_role": role}}); err != nil {
-				return err
-			}
-			call.Args, call.ArgsHash = string(edit.JSON), edit.Hash
-		}
-		if req.Grant != nil && required > 1 {
-			return fault.Errorf(fault.Invalid, "this action needs %d approvals; a standing grant would let one person skip that, so it cannot be given here", required)
-		}
-		prior, err := tx.Approvals(call.ID)
-		if err != nil {
-			return err
-		}
-		// An approval from an account disabled since no longer counts.
-		disabled, err := tx.DisabledStaff(approverIDs(prior))
-		if err != nil {
-			return err
-		}
-		var votes []Vote
-		for _, a := range prior {
-			if !Counts(a, call.ArgsHash, disabled) {
-				continue // approvals of other arguments, or by a disabled account
-			}
-			votes = append(votes, Vote{StaffID: a.StaffID, Role: a.StaffRole})
-		}
-		count, met, err := AddVote(votes, Vote{StaffID: actor.ID, Role: actor.Role}, required, role)
-		if err != nil {
-			return err
-		}
-		if err := tx.CreateApproval(&models.Approval{ToolCallID: call.ID, StaffID: actor.ID, StaffName: actor.Name,
-			StaffRole: actor.Role, Verdict: "approve", Note: note, Args: call.Args, ArgsHash: call.ArgsHash,
-			Edited: edit != nil}); err != nil {
-			return err
-		}
-		res.Approvals, res.Required = count, required
-		if !met {
-			return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionApprovalAdded, Subject: call.ID,
-				Payload: map[string]any{"args_hash": call.ArgsHash, "approvals": count, "required": required, "note": note}})
-		}
-		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallApproved}); err != nil {
-			return err
-		}
-		res.Final = true
-		payload := map[string]any{"args_hash": call.ArgsHash, "approvals": count, "required": required, "note": note}
-		if req.Grant != nil {
-			if res.Grant, err = giveGrant(tx, req.Grant, actor, call, tool); err != nil {
-				return err
-			}
-			payload["grant_id"] = res.Grant.ID
-		}
-		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionApproved, Subject: call.ID, Payload: payload})
+	err = g.store.Write(ctx, func(tx *models.Tx) (err error) {
+		res, expired, err = g.approveInTx(tx, a)
+		return err
 	})
 	if err != nil {
 		return ApproveResult{}, g.writeError(err, actionID)
@@ -204,15 +85,138 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 	if !res.Final {
 		return res, nil
 	}
-	if !tool.Executes() {
+	if !a.tool.Executes() {
 		// A decision-only tool: the agent that asked learns of the approval
 		// and carries the call out (Gate.Report).
 		res.Outcome = &Outcome{CallID: actionID, Status: models.CallApproved}
 		return res, nil
 	}
-	// The call runs apart from the approver's request: it finishes and is
-	// recorded even when they stop waiting. They wait up to ExecutionWait for
-	// the outcome; after that the action's page shows it when it comes.
+	return g.runApproved(ctx, actionID, res)
+}
+
+// approval is one approval on its way: who gives it, of what, with what
+// edit.
+type approval struct {
+	actionID string
+	actor    models.Actor
+	req      ApproveRequest
+	note     string
+	current  *models.ToolCall
+	tool     *tools.Tool
+	// edit is the edited arguments when they differ from the action's,
+	// decided by the policy as editDecision.
+	edit         *tools.Normalized
+	editDecision policy.Decision
+}
+
+// approvable reads the action and says why the actor cannot approve it, if
+// they cannot: their role, the note, an action that is not one, a tool
+// gone, or arguments the tool no longer takes.
+func (g *Gate) approvable(ctx context.Context, actionID string, actor models.Actor, req ApproveRequest) (*approval, error) {
+	if !actor.Role.CanDecide() {
+		return nil, fault.Errorf(fault.Forbidden, "the %s role cannot decide actions", roleName(actor.Role))
+	}
+	note := strings.TrimSpace(req.Note)
+	if len([]rune(note)) > MaxReasonLength {
+		return nil, fault.Errorf(fault.Invalid, "the note is longer than %d characters", MaxReasonLength)
+	}
+	current, err := g.store.ToolCall(ctx, actionID)
+	if err != nil {
+		return nil, g.lookupError(err, actionID)
+	}
+	if current.Decision != string(policy.NeedsApproval) {
+		return nil, fault.Errorf(fault.NotFound, "action %s was not found", actionID)
+	}
+	tool, ok := g.Tools().Get(current.Tool)
+	if !ok {
+		return nil, fault.Errorf(fault.Conflict, "the tool %s is no longer offered, so this call cannot run; reject it with that reason", current.Tool)
+	}
+	if req.Args == nil && current.Status == models.CallPending {
+		if _, err := tool.Normalize([]byte(current.Args)); err != nil {
+			return nil, fault.Errorf(fault.Conflict, "the tool %s changed since this call was made and its arguments no longer fit it (%s); reject it, or edit the arguments to fit the tool as it is now",
+				current.Tool, tools.Truncate(err.Error(), 300))
+		}
+	}
+	return &approval{actionID: actionID, actor: actor, req: req, note: note, current: current, tool: tool}, nil
+}
+
+// approveInTx records the approval in the unit of work: the action must
+// still wait (expired: it is expired now instead), an edit is applied, the
+// vote counted, and the action approved, with its grant, when it is met.
+func (g *Gate) approveInTx(tx *models.Tx, a *approval) (res ApproveResult, expired bool, err error) {
+	call, err := tx.ToolCall(a.actionID)
+	if err != nil {
+		return res, false, err
+	}
+	if call.Status != models.CallPending {
+		return res, false, alreadyDecided(call)
+	}
+	if call.ExpiresAt != nil && !tx.Now().Before(*call.ExpiresAt) {
+		return res, true, g.expireInTx(tx, call)
+	}
+	required, role, err := applyEdit(tx, call, a)
+	if err != nil {
+		return res, false, err
+	}
+	if a.req.Grant != nil && required > 1 {
+		return res, false, fault.Errorf(fault.Invalid, "this action needs %d approvals; a standing grant would let one person skip that, so it cannot be given here", required)
+	}
+	count, met, err := castVote(tx, call, a, required, role)
+	if err != nil {
+		return res, false, err
+	}
+	res.Approvals, res.Required = count, required
+	actor := a.actor.String()
+	payload := map[string]any{"args_hash": call.ArgsHash, "approvals": count, "required": required, "note": a.note}
+	if !met {
+		return res, false, tx.Audit(models.Event{Actor: actor, Kind: models.EventActionApprovalAdded, Subject: call.ID, Payload: payload})
+	}
+	if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallApproved}); err != nil {
+		return res, false, err
+	}
+	res.Final = true
+	if a.req.Grant != nil {
+		if res.Grant, err = giveGrant(tx, a.req.Grant, a.actor, call, a.tool); err != nil {
+			return res, false, err
+		}
+		payload["grant_id"] = res.Grant.ID
+	}
+	return res, false, tx.Audit(models.Event{Actor: actor, Kind: models.EventActionApproved, Subject: call.ID, Payload: payload})
+}
+
+// castVote records the actor's approval and counts it with the approvals
+// that still count (of these arguments, by accounts not disabled since):
+// how many there are and whether the action's requirement is met.
+func castVote(tx *models.Tx, call *models.ToolCall, a *approval, required int, role models.StaffRole) (int, bool, error) {
+	prior, err := tx.Approvals(call.ID)
+	if err != nil {
+		return 0, false, err
+	}
+	disabled, err := tx.DisabledStaff(approverIDs(prior))
+	if err != nil {
+		return 0, false, err
+	}
+	var votes []Vote
+	for _, p := range prior {
+		if Counts(p, call.ArgsHash, disabled) {
+			votes = append(votes, Vote{StaffID: p.StaffID, Role: p.StaffRole})
+		}
+	}
+	count, met, err := AddVote(votes, Vote{StaffID: a.actor.ID, Role: a.actor.Role}, required, role)
+	if err != nil {
+		return 0, false, err
+	}
+	err = tx.CreateApproval(&models.Approval{ToolCallID: call.ID, StaffID: a.actor.ID, StaffName: a.actor.Name,
+		StaffRole: a.actor.Role, Verdict: "approve", Note: a.note, Args: call.Args, ArgsHash: call.ArgsHash,
+		Edited: a.edit != nil})
+	return count, met, err
+}
+
+// runApproved runs the approved call apart from the approver's request: it
+// finishes and is recorded even when they stop waiting. They wait up to
+// ExecutionWait for the outcome; after that the action's page shows it
+// when it comes.
+func (g *Gate) runApproved(ctx context.Context, actionID string, res ApproveResult) (ApproveResult, error) {
 	type ran struct {
 		out Outcome
 		err error
