@@ -212,36 +212,6 @@ func castVote(tx *models.Tx, call *models.ToolCall, a *approval, required int, r
 	return count, met, err
 }
 
-// runApproved runs the approved call apart from the approver's request: it
-// finishes and is recorded even when they stop waiting. They wait up to
-// ExecutionWait for the outcome; after that the action's page shows it
-// when it comes.
-func (g *Gate) runApproved(ctx context.Context, actionID string, res ApproveResult) (ApproveResult, error) {
-	type ran struct {
-		out Outcome
-		err error
-	}
-	done := make(chan ran, 1)
-	g.inflight.Add(1)
-	go func() {
-		defer g.inflight.Done()
-		out, err := g.ExecuteApproved(context.WithoutCancel(ctx), actionID)
-		done <- ran{out, err}
-	}()
-	wait := time.NewTimer(g.ExecutionWait)
-	defer wait.Stop()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			return res, r.err
-		}
-		res.Outcome = &r.out
-	case <-wait.C:
-	case <-ctx.Done():
-	}
-	return res, nil
-}
-
 func (g *Gate) checkBeforeApproval(ctx context.Context, tool *tools.Tool, call *models.ToolCall, edit *tools.Normalized) error {
 	if !tool.HasCheck() || call.Status != models.CallPending {
 		return nil
@@ -256,6 +226,14 @@ func (g *Gate) checkBeforeApproval(ctx context.Context, tool *tools.Tool, call *
 	}
 	err := tool.Check(ctx, tools.Call{ID: call.ID, RunID: call.RunID, CustomerID: call.CustomerID, CustomerName: g.customerName(ctx, call.RunID)}, *args)
 	var refusal *tools.RefusalError
+	if errors.As(err, &refusal) {
+		// Another approver's approval may have run the call since it was
+		// read (a refund taking what was left): that is what this approver
+		// is told, not that the call cannot work.
+		if now, rerr := g.store.ToolCall(ctx, call.ID); rerr == nil && now.Status != models.CallPending {
+			return alreadyDecided(now)
+		}
+	}
 	switch {
 	case errors.As(err, &refusal) && edit != nil:
 		return &fault.Error{Code: fault.Invalid, Message: "the edited call cannot work: " + refusal.Message, Err: err}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
@@ -101,4 +102,34 @@ func (g *Gate) customerName(ctx context.Context, runID string) string {
 		return run.CustomerName
 	}
 	return ""
+}
+
+// runApproved runs the approved call apart from the approver's request: it
+// finishes and is recorded even when they stop waiting. They wait up to
+// ExecutionWait for the outcome; after that the action's page shows it
+// when it comes.
+func (g *Gate) runApproved(ctx context.Context, actionID string, res ApproveResult) (ApproveResult, error) {
+	type ran struct {
+		out Outcome
+		err error
+	}
+	done := make(chan ran, 1)
+	g.inflight.Add(1)
+	go func() {
+		defer g.inflight.Done()
+		out, err := g.ExecuteApproved(context.WithoutCancel(ctx), actionID)
+		done <- ran{out, err}
+	}()
+	wait := time.NewTimer(g.ExecutionWait)
+	defer wait.Stop()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return res, r.err
+		}
+		res.Outcome = &r.out
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	return res, nil
 }
