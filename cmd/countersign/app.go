@@ -22,10 +22,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
-	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/mcpgate"
-	"github.com/countersign/countersign/agent/outbox"
-	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/tools/shop"
@@ -60,7 +57,8 @@ type App struct {
 }
 
 // NewApp opens the database, loads and tests the policy, seeds the demo
-// shop when asked, and recovers calls a previous process left running.
+// shop when asked, and recovers calls a previous process left running:
+// each step in turn, undoing those before it when one fails.
 func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, error) {
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if cfg.MCPHold != 0 && (cfg.MCPHold < time.Second || cfg.MCPHold > 10*time.Minute) {
@@ -71,157 +69,37 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		return nil, err
 	}
 	a := &App{cfg: cfg, log: log, store: store, stdout: stdout}
+	undo := []func(){func() { store.Close() }}
 	fail := func(err error) (*App, error) {
-		store.Close()
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
 		return nil, err
 	}
 	if a.auditKey, err = loadAnchor(cfg); err != nil {
 		return fail(err)
 	}
-	set, err := loadToolsFile(cfg)
+	core, err := a.loadInForce(ctx)
+	if core.set != nil {
+		undo = append(undo, core.set.Close)
+	}
 	if err != nil {
 		return fail(err)
 	}
-	fail = func(err error) (*App, error) {
-		set.Close()
-		store.Close()
-		return nil, err
-	}
-	registry, toolsVersion, err := registryOf(cfg, store, set)
+	wcfg, err := a.webConfig(core)
 	if err != nil {
 		return fail(err)
 	}
-	a.toolSet = set
-	for _, u := range set.Upstreams() {
-		if !u.Connected {
-			log.Warn("an MCP server of the tools file is not answering; its tools come when it does (tried again with backoff)",
-				"server", u.Name, "err", u.Error)
-		}
-	}
-	pol, err := loadPolicy(cfg, registry)
-	if err != nil {
-		return fail(err)
-	}
-	if failed := policy.Failing(pol.RunTests(ctx)); len(failed) > 0 {
-		return fail(fmt.Errorf("the policy %s fails %d of its tests (run `countersign policy test` to see them); refusing to start", pol.Source, len(failed)))
-	}
-	if cfg.Demo {
-		n, err := store.SeedDemoShop(ctx)
-		if err != nil {
-			return fail(fmt.Errorf("seed demo data: %w", err))
-		}
-		if n > 0 {
-			log.Info("demo shop seeded", "records", n)
-		}
-	}
-	model, err := newModel(cfg)
-	if err != nil {
-		return fail(err)
-	}
-	if _, offline := model.(offline.Model); offline && !cfg.Demo {
-		log.Info("the offline model only talks about the demo shop's tools: Countersign's own chat needs --model openai or anthropic for yours (the gate API works with any agent)")
-	}
-	// /demo signs tokens with a secret of its own, valid for the demo
-	// customers only: it never signs as the shop. With the shop's secret
-	// set, the page is off unless --demo-page asks for it.
-	customers := web.NewCustomerVerifier(cfg.CustomerSecret, cfg.CustomerSecretPrevious)
-	customers.MaxLifetime, customers.Issuer, customers.Audience = cfg.CustomerTokenMaxAge, cfg.CustomerTokenIssuer, cfg.CustomerTokenAudience
-	demoSecret := ""
-	switch {
-	case cfg.Demo && (cfg.CustomerSecret == "" || cfg.DemoPage):
-		demoSecret = randomSecret()
-		var ids []string
-		for _, c := range models.DemoCustomers {
-			ids = append(ids, c.ID)
-		}
-		customers.AcceptDemo(demoSecret, ids...)
-		if cfg.CustomerSecret == "" {
-			log.Info("no customer secret given: only the demo page's customers can sign in to the chat")
-		}
-	case cfg.Demo:
-		log.Info("the demo page is off because a customer secret is set (--demo-page shows it)")
-	}
-	origins, err := parseOrigins(cfg.WidgetOrigins)
-	if err != nil {
-		return fail(err)
-	}
-	a.demoPage = demoSecret != ""
-	var business agent.BusinessFacts
-	if cfg.Demo {
-		business = shop.Facts{Store: store}
-	}
-	prompt, err := systemPrompt(cfg)
-	if err != nil {
-		return fail(err)
-	}
-	reach, err := cfg.outboxConfig()
-	if err != nil {
-		return fail(err)
-	}
-	reach.Log = log
-	ob, err := outbox.New(store, reach)
-	if err != nil {
-		return fail(err)
-	}
-	a.web = web.NewApp(web.AppConfig{Store: store, Tools: registry, ToolsVersion: toolsVersion, Policy: pol, Model: model, Business: business, Log: log,
-		Outbox: ob, SystemPrompt: prompt,
-		Web: web.Config{Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), WidgetOrigins: origins,
-			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, Upstreams: a.upstreams,
-			SlackSigningSecret: cfg.Reach.SlackSigning, MCPWait: cfg.MCPHold}})
+	a.web = web.NewApp(wcfg)
 	a.gate, a.runner, a.accounts = a.web.Gate, a.web.Runner, a.web.Accounts
-	a.watchTools(set)
-	if cfg.ShadowPolicy != "" {
-		shadow, err := loadShadow(ctx, cfg, registry)
-		if err != nil {
-			a.web.Close()
-			return fail(err)
-		}
-		a.gate.SetShadow(shadow)
-	}
-	if cfg.Demo {
-		if err := a.seedDemoStaff(ctx); err != nil {
-			a.web.Close()
-			return fail(err)
-		}
-	}
-	var hubCtx context.Context
-	hubCtx, a.stopHub = context.WithCancel(context.Background())
-	started, err := a.web.Start(hubCtx)
-	if err != nil {
-		a.stopHub()
-		a.web.Close()
+	undo = append(undo, a.web.Close)
+	a.watchTools(core.set)
+	if err := a.startCore(ctx, core); err != nil {
 		return fail(err)
 	}
-	if err := a.store.RecordVersions(ctx, hostname(), a.gate.Policy().Version(), a.gate.ToolsVersion(), "start"); err != nil {
-		a.stopHub()
-		a.web.Close()
-		return fail(fmt.Errorf("record the versions in force: %w", err))
-	}
-	if started.Rerun+started.Unknown > 0 {
-		log.Warn("recovered interrupted calls", "rerun", started.Rerun, "unknown", started.Unknown)
-	}
-	if started.Resumed > 0 {
-		log.Info("resuming runs", "count", started.Resumed)
-	}
-	a.baseCtx, a.stopReqs = context.WithCancel(context.Background())
-	// Slow or stuck clients are cut off; event streams and exports lift
-	// the read and write limits for themselves (web.startSSE).
-	a.server = &http.Server{Handler: a.web.Server.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: orDefault(cfg.ReadTimeout, 30*time.Second), WriteTimeout: orDefault(cfg.WriteTimeout, 90*time.Second),
-		IdleTimeout: orDefault(cfg.IdleTimeout, 2*time.Minute),
-		// Idle keep-alive connections are closed before they can take the
-		// descriptors requests need (web.ConnGuard).
-		ConnState:   web.NewConnGuard(0).ConnState,
-		BaseContext: func(net.Listener) context.Context { return a.baseCtx },
-		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	if cfg.TLSCert != "" || cfg.TLSKey != "" {
-		certs, err := loadCertFiles(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			a.stopHub()
-			a.web.Close()
-			return fail(err)
-		}
-		a.server.TLSConfig = certs.tlsConfig()
+	undo = append(undo, a.stopHub)
+	if err := a.newServer(); err != nil {
+		return fail(err)
 	}
 	return a, nil
 }

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/llm/offline"
+	"github.com/countersign/countersign/agent/outbox"
+	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/httptool"
+	"github.com/countersign/countersign/tools/shop"
+	"github.com/countersign/countersign/web"
+)
+
+// The steps of NewApp: what a start loads, builds and starts, in order.
+
+// inForce is what a start puts in force: the tools file's set (nil
+// without one), the registry of every tool, its version and the policy.
+type inForce struct {
+	set          *httptool.Set
+	registry     *tools.Registry
+	toolsVersion string
+	policy       *policy.FilePolicy
+}
+
+// loadInForce reads the tools file, connecting to its MCP servers, and the
+// policy, which must pass its own tests; with --demo it seeds the shop.
+// The set it returns, even with an error, is the caller's to close.
+func (a *App) loadInForce(ctx context.Context) (inForce, error) {
+	cfg := a.cfg
+	var in inForce
+	var err error
+	if in.set, err = loadToolsFile(cfg); err != nil {
+		return in, err
+	}
+	if in.registry, in.toolsVersion, err = registryOf(cfg, a.store, in.set); err != nil {
+		return in, err
+	}
+	a.toolSet = in.set
+	for _, u := range in.set.Upstreams() {
+		if !u.Connected {
+			a.log.Warn("an MCP server of the tools file is not answering; its tools come when it does (tried again with backoff)",
+				"server", u.Name, "err", u.Error)
+		}
+	}
+	if in.policy, err = loadPolicy(cfg, in.registry); err != nil {
+		return in, err
+	}
+	if failed := policy.Failing(in.policy.RunTests(ctx)); len(failed) > 0 {
+		return in, fmt.Errorf("the policy %s fails %d of its tests (run `countersign policy test` to see them); refusing to start", in.policy.Source, len(failed))
+	}
+	if cfg.Demo {
+		n, err := a.store.SeedDemoShop(ctx)
+		if err != nil {
+			return in, fmt.Errorf("seed demo data: %w", err)
+		}
+		if n > 0 {
+			a.log.Info("demo shop seeded", "records", n)
+		}
+	}
+	return in, nil
+}
+
+// webConfig is the core and the server as the flags set them: the model,
+// who may chat (the shop's customers, the demo's), the prompt and how
+// people outside are reached.
+func (a *App) webConfig(in inForce) (web.AppConfig, error) {
+	cfg, log := a.cfg, a.log
+	model, err := newModel(cfg)
+	if err != nil {
+		return web.AppConfig{}, err
+	}
+	if _, offline := model.(offline.Model); offline && !cfg.Demo {
+		log.Info("the offline model only talks about the demo shop's tools: Countersign's own chat needs --model openai or anthropic for yours (the gate API works with any agent)")
+	}
+	customers, demoSecret := a.customerVerifier()
+	origins, err := parseOrigins(cfg.WidgetOrigins)
+	if err != nil {
+		return web.AppConfig{}, err
+	}
+	a.demoPage = demoSecret != ""
+	var business agent.BusinessFacts
+	if cfg.Demo {
+		business = shop.Facts{Store: a.store}
+	}
+	prompt, err := systemPrompt(cfg)
+	if err != nil {
+		return web.AppConfig{}, err
+	}
+	reach, err := cfg.outboxConfig()
+	if err != nil {
+		return web.AppConfig{}, err
+	}
+	reach.Log = log
+	ob, err := outbox.New(a.store, reach)
+	if err != nil {
+		return web.AppConfig{}, err
+	}
+	return web.AppConfig{Store: a.store, Tools: in.registry, ToolsVersion: in.toolsVersion, Policy: in.policy, Model: model,
+		Business: business, Log: log, Outbox: ob, SystemPrompt: prompt,
+		Web: web.Config{Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), WidgetOrigins: origins,
+			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, Upstreams: a.upstreams,
+			SlackSigningSecret: cfg.Reach.SlackSigning, MCPWait: cfg.MCPHold}}, nil
+}
+
+// customerVerifier checks the tokens shops sign. /demo signs tokens with a
+// secret of its own, valid for the demo customers only: it never signs as
+// the shop. With the shop's secret set, the page is off unless --demo-page
+// asks for it (demoSecret is "" then).
+func (a *App) customerVerifier() (v *web.CustomerVerifier, demoSecret string) {
+	cfg := a.cfg
+	v = web.NewCustomerVerifier(cfg.CustomerSecret, cfg.CustomerSecretPrevious)
+	v.MaxLifetime, v.Issuer, v.Audience = cfg.CustomerTokenMaxAge, cfg.CustomerTokenIssuer, cfg.CustomerTokenAudience
+	switch {
+	case cfg.Demo && (cfg.CustomerSecret == "" || cfg.DemoPage):
+		demoSecret = randomSecret()
+		var ids []string
+		for _, c := range models.DemoCustomers {
+			ids = append(ids, c.ID)
+		}
+		v.AcceptDemo(demoSecret, ids...)
+		if cfg.CustomerSecret == "" {
+			a.log.Info("no customer secret given: only the demo page's customers can sign in to the chat")
+		}
+	case cfg.Demo:
+		a.log.Info("the demo page is off because a customer secret is set (--demo-page shows it)")
+	}
+	return v, demoSecret
+}
+
+// startCore tries the shadow policy, creates the demo staff, starts the
+// core's background work (recovering what a previous process left) and
+// records the versions this instance runs.
+func (a *App) startCore(ctx context.Context, in inForce) error {
+	if a.cfg.ShadowPolicy != "" {
+		shadow, err := loadShadow(ctx, a.cfg, in.registry)
+		if err != nil {
+			return err
+		}
+		a.gate.SetShadow(shadow)
+	}
+	if a.cfg.Demo {
+		if err := a.seedDemoStaff(ctx); err != nil {
+			return err
+		}
+	}
+	var hubCtx context.Context
+	hubCtx, a.stopHub = context.WithCancel(context.Background())
+	started, err := a.web.Start(hubCtx)
+	if err != nil {
+		a.stopHub()
+		return err
+	}
+	if err := a.store.RecordVersions(ctx, hostname(), a.gate.Policy().Version(), a.gate.ToolsVersion(), "start"); err != nil {
+		a.stopHub()
+		return fmt.Errorf("record the versions in force: %w", err)
+	}
+	if started.Rerun+started.Unknown > 0 {
+		a.log.Warn("recovered interrupted calls", "rerun", started.Rerun, "unknown", started.Unknown)
+	}
+	if started.Resumed > 0 {
+		a.log.Info("resuming runs", "count", started.Resumed)
+	}
+	return nil
+}
+
+// newServer is the HTTP server over the web side. Slow or stuck clients are
+// cut off; event streams and exports lift the read and write limits for
+// themselves (web.startSSE).
+func (a *App) newServer() error {
+	cfg := a.cfg
+	a.baseCtx, a.stopReqs = context.WithCancel(context.Background())
+	a.server = &http.Server{Handler: a.web.Server.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: orDefault(cfg.ReadTimeout, 30*time.Second), WriteTimeout: orDefault(cfg.WriteTimeout, 90*time.Second),
+		IdleTimeout: orDefault(cfg.IdleTimeout, 2*time.Minute),
+		// Idle keep-alive connections are closed before they can take the
+		// descriptors requests need (web.ConnGuard).
+		ConnState:   web.NewConnGuard(0).ConnState,
+		BaseContext: func(net.Listener) context.Context { return a.baseCtx },
+		ErrorLog:    slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		certs, err := loadCertFiles(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return err
+		}
+		a.server.TLSConfig = certs.tlsConfig()
+	}
+	return nil
+}
