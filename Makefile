@@ -42,5 +42,3 @@ bench:
 
 fuzz:
 	go test ./tools -run XXX -fuzz FuzzNormalize -fuzztime 60s
-	go test ./agent/policy -run XXX -fuzz FuzzComparisonFastPathMatchesCEL -fuzztime 60s
-	go test ./agent/policy -run XXX -fuzz FuzzTemplateFastPathMatchesCEL -fuzztime 60s

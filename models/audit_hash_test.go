@@ -59,18 +59,3 @@ func FuzzEventHashMatchesReference(f *testing.F) {
 		}
 	})
 }
-
-// A typed payload is stored as the map it replaced was: sorted keys.
-func TestTypedPayloadsEncodeAsSortedMaps(t *testing.T) {
-	typed, err := encodePayload(RunStatusChanged{From: RunActive, To: RunFailed, Error: "the model <failed>"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	asMap, err := encodePayload(map[string]any{"to": RunFailed, "from": RunActive, "error": "the model <failed>"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if typed != asMap {
-		t.Fatalf("typed %s, map %s", typed, asMap)
-	}
-}

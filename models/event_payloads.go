@@ -1,8 +1,8 @@
 package models
 
 // The payloads of audit events that other parts read back (the outbox, the
-// pages), each a type. Fields are declared in the order of their JSON
-// names: the chain stores payloads with sorted keys, as a map would give.
+// pages), each a type. The chain stores and hashes a payload's text as it
+// is encoded (encodePayload), so any field order is as good as another.
 
 // RunStatusChanged is the payload of EventRunStatus.
 type RunStatusChanged struct {

@@ -96,31 +96,18 @@ func (t *Tool) Normalize(raw []byte) (Normalized, error) {
 		sort.SliceStable(problems, func(i, j int) bool { return problems[i].Path < problems[j].Path })
 		return Normalized{}, &ArgsError{Tool: t.Name, Problems: dedupe(problems)}
 	}
-	var value any
-	decoded := false
-	if t.flat != nil {
-		value, decoded = t.decodeFlat(t.flat, obj)
-	}
-	if !decoded {
-		valid := raw
-		if defaulted {
-			if valid, err = json.Marshal(obj); err != nil {
-				return Normalized{}, argsError(t.Name, rootPath, err.Error())
-			}
-		}
-		if value, err = t.decode(valid); err != nil {
-			return Normalized{}, argsError(t.Name, rootPath, jsonProblem(err))
+	valid := raw
+	if defaulted {
+		if valid, err = json.Marshal(obj); err != nil {
+			return Normalized{}, argsError(t.Name, rootPath, err.Error())
 		}
 	}
-	var canonical []byte
-	var m map[string]any
-	if t.flat != nil {
-		canonical, m, err = t.flat.encode(value)
-	} else {
-		var generic any
-		canonical, generic, err = canonicalize(value)
-		m, _ = plainValues(generic).(map[string]any)
+	value, err := t.decode(valid)
+	if err != nil {
+		return Normalized{}, argsError(t.Name, rootPath, jsonProblem(err))
 	}
+	canonical, generic, err := canonicalize(value)
+	m, _ := plainValues(generic).(map[string]any)
 	if err != nil {
 		return Normalized{}, argsError(t.Name, rootPath, err.Error())
 	}

@@ -131,9 +131,9 @@ func FuzzNormalize(f *testing.F) {
 			}
 			return
 		}
-		// The flat fast path agrees with the generic path.
-		if flat, err := sortedTool.Normalize(raw); err != nil || string(flat.JSON) != string(n.JSON) {
-			t.Fatalf("flat path differs for %q: %s vs %s (%v)", raw, flat.JSON, n.JSON, err)
+		// The order the input's fields are declared in changes nothing.
+		if sorted, err := sortedTool.Normalize(raw); err != nil || string(sorted.JSON) != string(n.JSON) {
+			t.Fatalf("declaration order changed %q: %s vs %s (%v)", raw, sorted.JSON, n.JSON, err)
 		}
 		// A normalized argument set normalizes to itself.
 		again, err := refundTool.Normalize(n.JSON)
@@ -143,8 +143,8 @@ func FuzzNormalize(f *testing.F) {
 	})
 }
 
-// The same input declared in JSON-name order takes the flat fast path; it
-// must normalize exactly like the generic path.
+// The same input with its fields declared in another order normalizes to
+// the same bytes, hash and values: the canonical form sorts keys itself.
 type sortedRefundIn struct {
 	Amount  float64 `json:"amount" jsonschema:"exclusiveMinimum=0,maximum=5000,multipleOf=0.01"`
 	OrderID string  `json:"order_id" jsonschema:"pattern=^[A-Z][0-9]+$,maxLength=12"`
@@ -152,7 +152,7 @@ type sortedRefundIn struct {
 	Speed   string  `json:"speed,omitempty" jsonschema:"enum=standard,enum=express,default=standard"`
 }
 
-func TestFlatAndGenericNormalizationAgree(t *testing.T) {
+func TestDeclarationOrderDoesNotChangeNormalization(t *testing.T) {
 	sorted := tools.MustNew(tools.Definition[sortedRefundIn]{Name: "issue_refund", Risk: tools.RiskHighWrite,
 		Run: func(context.Context, tools.Call, sortedRefundIn) (any, error) { return nil, nil }})
 	for _, args := range []string{`{"order_id":"A1","amount":12.5}`, `{"amount":1e3,"order_id":"B22","reason":"<&>\"é","speed":"express"}`, `{"amount":0.01,"order_id":"C3","reason":""}`} {
@@ -162,7 +162,7 @@ func TestFlatAndGenericNormalizationAgree(t *testing.T) {
 			t.Fatalf("%s: %v %v", args, errA, errB)
 		}
 		if string(a.JSON) != string(b.JSON) || a.Hash != b.Hash || len(a.Map) != len(b.Map) {
-			t.Fatalf("%s:\n generic %s %v\n flat    %s %v", args, a.JSON, a.Map, b.JSON, b.Map)
+			t.Fatalf("%s:\n one order   %s %v\n the other %s %v", args, a.JSON, a.Map, b.JSON, b.Map)
 		}
 		for k, v := range a.Map {
 			if b.Map[k] != v {
@@ -172,9 +172,9 @@ func TestFlatAndGenericNormalizationAgree(t *testing.T) {
 	}
 }
 
-// The flat encoder writes what encoding/json writes, for awkward strings
-// and numbers too.
-func TestFlatEncoderMatchesEncodingJSON(t *testing.T) {
+// Awkward strings and numbers normalize alike whatever the declaration
+// order.
+func TestAwkwardValuesNormalizeAlike(t *testing.T) {
 	sorted := tools.MustNew(tools.Definition[sortedRefundIn]{Name: "issue_refund", Risk: tools.RiskHighWrite,
 		Run: func(context.Context, tools.Call, sortedRefundIn) (any, error) { return nil, nil }})
 	compared := 0
@@ -191,7 +191,7 @@ func TestFlatEncoderMatchesEncodingJSON(t *testing.T) {
 				t.Fatalf("%s: %v vs %v", args, errA, errB)
 			}
 			if errA == nil && string(a.JSON) != string(b.JSON) {
-				t.Fatalf("%s:\n generic %s\n flat    %s", args, a.JSON, b.JSON)
+				t.Fatalf("%s:\n one order %s\n the other %s", args, a.JSON, b.JSON)
 			}
 			if errA == nil {
 				compared++

@@ -122,15 +122,9 @@ type Tool struct {
 	schema   *validator.Schema
 	defaults map[string]any
 	decode   func([]byte) (any, error)
-	// decodeFlat fills a flat input from the validated document without
-	// parsing the JSON a second time; false sends it back to decode.
-	decodeFlat func(fs *flatStruct, obj map[string]any) (any, bool)
-	// flat is set when the input struct has only scalar fields declared in
-	// JSON-name order: its plain encoding is then already canonical.
-	flat   *flatStruct
-	run    RunFunc
-	check  func(ctx context.Context, call Call, in any) error
-	review func(ctx context.Context, call Call, in any) ([]Fact, error)
+	run      RunFunc
+	check    func(ctx context.Context, call Call, in any) error
+	review   func(ctx context.Context, call Call, in any) ([]Fact, error)
 	// definitionHash is DefinitionHash, worked out once when built.
 	definitionHash string
 }
@@ -193,7 +187,6 @@ func New[In any](def Definition[In]) (*Tool, error) {
 		Schema:      schemaJSON,
 		schema:      compiled,
 		defaults:    defaults,
-		flat:        flatStructOf(reflect.TypeOf(zero)),
 		decode: func(b []byte) (any, error) {
 			// The schema has already refused unknown fields.
 			var in In
@@ -201,13 +194,6 @@ func New[In any](def Definition[In]) (*Tool, error) {
 				return nil, err
 			}
 			return in, nil
-		},
-		decodeFlat: func(fs *flatStruct, obj map[string]any) (any, bool) {
-			var in In
-			if !fs.fill(reflect.ValueOf(&in).Elem(), obj) {
-				return nil, false
-			}
-			return in, true
 		},
 		run: func(ctx context.Context, call Call, in any) (any, error) {
 			typed, ok := in.(In)

@@ -13,9 +13,8 @@ import (
 	"github.com/countersign/countersign/models"
 )
 
-// Policy expressions: CEL conditions compiled once, reason templates, and the
-// direct answers for plain field paths and comparisons (each checked against
-// CEL by a test).
+// Policy expressions: CEL conditions compiled once, and reason templates
+// whose placeholders are CEL too.
 
 var celEnv = mustCELEnv()
 
@@ -71,58 +70,9 @@ func compileCEL(expr string) (cel.Program, *cel.Ast, error) {
 type template struct {
 	text  []string // literal pieces, one more than exprs
 	exprs []cel.Program
-	// paths holds, for each placeholder that is a plain field path such as
-	// args.amount or money(args.amount), that path: it is read straight from
-	// the activation, which gives what CEL would and costs a map lookup.
-	paths []*fieldPath
 }
 
-type fieldPath struct {
-	variable, field string // field empty: the variable itself
-	money           bool
-}
-
-var (
-	placeholder = regexp.MustCompile(`\{\{(.*?)\}\}`)
-	plainPath   = regexp.MustCompile(`^(money\()?\s*(tool|risk|args|customer|run|totals)(?:\.([a-z_][a-z0-9_]*))?\s*(\))?$`)
-)
-
-func parsePath(expr string) *fieldPath {
-	m := plainPath.FindStringSubmatch(expr)
-	if m == nil || (m[1] != "") != (m[4] != "") {
-		return nil
-	}
-	return &fieldPath{variable: m[2], field: m[3], money: m[1] != ""}
-}
-
-// value reads the path; ok is false where CEL would have failed.
-func (p *fieldPath) value(act *activation) (any, bool) {
-	v, _ := act.ResolveName(p.variable)
-	if p.field != "" {
-		m, isMap := v.(map[string]any)
-		if !isMap {
-			return nil, false
-		}
-		if v, isMap = m[p.field]; !isMap {
-			return nil, false
-		}
-	}
-	if !p.money {
-		return v, true
-	}
-	var f float64
-	switch x := v.(type) {
-	case float64:
-		f = x
-	case int64:
-		f = float64(x)
-	case int:
-		f = float64(x)
-	default:
-		return nil, false
-	}
-	return models.CentsOf(f).String(), true
-}
+var placeholder = regexp.MustCompile(`\{\{(.*?)\}\}`)
 
 func compileTemplate(s string) (*template, error) {
 	t := &template{}
@@ -134,13 +84,14 @@ func compileTemplate(s string) (*template, error) {
 			return nil, fmt.Errorf("placeholder {{%s}}: %w", s[m[2]:m[3]], err)
 		}
 		t.exprs = append(t.exprs, prg)
-		t.paths = append(t.paths, parsePath(strings.TrimSpace(s[m[2]:m[3]])))
 		last = m[1]
 	}
 	t.text = append(t.text, s[last:])
 	return t, nil
 }
 
+// render fills the placeholders; one CEL cannot evaluate (a missing
+// argument) reads "?".
 func (t *template) render(act *activation) string {
 	if len(t.exprs) == 0 {
 		return t.text[0]
@@ -148,23 +99,12 @@ func (t *template) render(act *activation) string {
 	var b strings.Builder
 	for i, prg := range t.exprs {
 		b.WriteString(t.text[i])
-		var value any
-		if p := t.paths[i]; p != nil {
-			v, ok := p.value(act)
-			if !ok {
-				b.WriteString("?")
-				continue
-			}
-			value = v
-		} else {
-			out, _, err := prg.Eval(act)
-			if err != nil {
-				b.WriteString("?")
-				continue
-			}
-			value = out.Value()
+		out, _, err := prg.Eval(act)
+		if err != nil {
+			b.WriteString("?")
+			continue
 		}
-		switch v := value.(type) {
+		switch v := out.Value().(type) {
 		case string:
 			b.WriteString(v)
 		case float64:
@@ -175,61 +115,4 @@ func (t *template) render(act *activation) string {
 	}
 	b.WriteString(t.text[len(t.text)-1])
 	return b.String()
-}
-
-// comparison is a condition of the form <variable>.<field> <op> <number>.
-type comparison struct {
-	path  fieldPath
-	op    string
-	value float64
-}
-
-var comparisonRe = regexp.MustCompile(`^\s*(args|customer|run|totals)\.([a-z_][a-z0-9_]*)\s*(<=|>=|<|>|==|!=)\s*(-?[0-9]+(?:\.[0-9]+)?)\s*$`)
-
-func parseComparison(expr string) *comparison {
-	m := comparisonRe.FindStringSubmatch(expr)
-	if m == nil {
-		return nil
-	}
-	v, err := strconv.ParseFloat(m[4], 64)
-	if err != nil {
-		return nil
-	}
-	return &comparison{path: fieldPath{variable: m[1], field: m[2]}, op: m[3], value: v}
-}
-
-// eval compares; ok is false when the value is not a number CEL would
-// compare the same way (missing, a string, a huge integer): CEL decides then.
-func (c *comparison) eval(act *activation) (match, ok bool) {
-	raw, found := c.path.value(act)
-	if !found {
-		return false, false
-	}
-	var x float64
-	switch v := raw.(type) {
-	case float64:
-		x = v
-	case int64:
-		if v > 1<<53 || v < -(1<<53) {
-			return false, false
-		}
-		x = float64(v)
-	default:
-		return false, false
-	}
-	switch c.op {
-	case "<":
-		return x < c.value, true
-	case "<=":
-		return x <= c.value, true
-	case ">":
-		return x > c.value, true
-	case ">=":
-		return x >= c.value, true
-	case "==":
-		return x == c.value, true
-	case "!=":
-		return x != c.value, true
-	}
-	return false, false
 }

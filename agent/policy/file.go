@@ -90,14 +90,10 @@ type outcome struct {
 }
 
 type rule struct {
-	name string
-	tool string
-	risk tools.Risk
-	when cel.Program // nil: always
-	// cmp, when set, answers the condition directly for the commonest shape,
-	// a field compared with a number ("args.amount > 1000"); whenever its
-	// value is not a plain number it defers to the CEL program.
-	cmp     *comparison
+	name    string
+	tool    string
+	risk    tools.Risk
+	when    cel.Program // nil: always
 	outcome *outcome
 	spec    ruleSpec // as written, for people to read
 }
@@ -170,7 +166,6 @@ func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePoli
 				return nil, fmt.Errorf("%s: condition gives %s, it must give true or false", where, t)
 			}
 			r.when = prg
-			r.cmp = parseComparison(rs.When)
 		}
 		o, err := compileOutcome(rs.Outcome)
 		if err != nil {
@@ -254,14 +249,6 @@ func (p *FilePolicy) Decide(ctx context.Context, in Input) (Decision, error) {
 		}
 		if r.risk != "" && r.risk != in.Risk {
 			continue
-		}
-		if r.cmp != nil {
-			if match, ok := r.cmp.eval(act); ok {
-				if !match {
-					continue
-				}
-				return r.outcome.decision(r.name, p.version, act), nil
-			}
 		}
 		if r.when != nil {
 			out, _, err := r.when.Eval(act)

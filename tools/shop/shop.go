@@ -17,9 +17,6 @@ import (
 	"github.com/countersign/countersign/tools"
 )
 
-// Input fields are declared in the order of their JSON names: such inputs
-// normalize without a generic JSON round trip (see tools/flat.go).
-
 // OrderRef names one order.
 type OrderRef struct {
 	OrderID string `json:"order_id" jsonschema:"description=The order number (for example A1001).,pattern=^[A-Z][0-9]+$,maxLength=12"`
