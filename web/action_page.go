@@ -69,6 +69,9 @@ func toolChanged(reg *tools.Registry, call *models.ToolCall) string {
 	return ""
 }
 
+// actionView is the action page's view model: the call and its
+// conversation, its approvals, what the tool says of it, and what is
+// around it (the customer's recent calls, the next action waiting).
 func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *models.ToolCall, error) {
 	ctx := c.Request().Context()
 	call, err := s.cfg.Store.ToolCall(ctx, id)
@@ -79,17 +82,30 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	if err != nil {
 		return views.ActionView{}, nil, err
 	}
-	turns, err := s.cfg.Store.Turns(ctx, call.RunID, 0)
+	v, err := s.actionBase(c, call, run)
 	if err != nil {
 		return views.ActionView{}, nil, err
+	}
+	if err := s.actionApprovals(c, call, &v); err != nil {
+		return views.ActionView{}, nil, err
+	}
+	s.actionTool(ctx, call, run, &v)
+	if err := s.actionAround(ctx, call, &v); err != nil {
+		return views.ActionView{}, nil, err
+	}
+	return v, call, nil
+}
+
+// actionBase is the call as recorded, in its conversation.
+func (s *Server) actionBase(c echo.Context, call *models.ToolCall, run *models.Run) (views.ActionView, error) {
+	ctx := c.Request().Context()
+	turns, err := s.cfg.Store.Turns(ctx, call.RunID, 0)
+	if err != nil {
+		return views.ActionView{}, err
 	}
 	calls, err := s.cfg.Store.RunCalls(ctx, call.RunID)
 	if err != nil {
-		return views.ActionView{}, nil, err
-	}
-	approvals, disabled, err := s.approvals(c, id)
-	if err != nil {
-		return views.ActionView{}, nil, err
+		return views.ActionView{}, err
 	}
 	v := views.ActionView{ID: call.ID, RunID: call.RunID, Tool: call.Tool, Risk: call.Risk, Status: string(call.Status),
 		Pending: call.Status == models.CallPending, Reason: call.Reason, Rule: call.Rule, PolicyVersion: call.PolicyVersion,
@@ -105,76 +121,96 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	if v.Pending {
 		v.ToolChanged = toolChanged(s.cfg.Gate.Tools(), call)
 	}
-	current := 0
-	me := ""
-	if sc := currentStaff(c); sc != nil {
-		me = sc.staff.ID
-	}
-	for _, a := range approvals {
-		if agent.Counts(a, call.ArgsHash, disabled) {
-			current++
-			v.ApprovedByMe = v.ApprovedByMe || a.StaffID == me
-		}
-	}
-	v.ApprovalsSoFar = current
-	if done := c.QueryParam("done"); done == "approved" || done == "approval_added" {
-		v.Flash, v.FlashError = approvalOutcome(call, current)
-		if v.FlashError == "" {
-			v.Flash += s.grantGivenMessage(c, call)
-		}
-	}
-	v.GrantOffer = s.grantOffer(call, run)
-	v.GrantID, _ = agent.GrantOf(call.Rule)
 	if call.Args == "" {
 		v.Args = call.RawArgs
 	}
 	v.Changes = argChanges(call.OriginalArgs, call.Args)
 	if call.OriginalArgs != "" {
 		if v.EditDecision, err = s.editDecision(ctx, call.ID); err != nil {
-			return views.ActionView{}, nil, err
+			return views.ActionView{}, err
 		}
 	}
 	if call.ExpiresAt != nil {
 		v.ExpiresAt = rfc3339(*call.ExpiresAt)
 	}
+	v.GrantOffer = s.grantOffer(call, run)
+	v.GrantID, _ = agent.GrantOf(call.Rule)
+	return v, nil
+}
+
+// actionApprovals lists the approvals and counts those that still count
+// (agent.Counts, the gate's own rule), with the page's flash after one.
+func (s *Server) actionApprovals(c echo.Context, call *models.ToolCall, v *views.ActionView) error {
+	approvals, disabled, err := s.approvals(c, call.ID)
+	if err != nil {
+		return err
+	}
+	me := ""
+	if sc := currentStaff(c); sc != nil {
+		me = sc.staff.ID
+	}
 	for _, a := range approvals {
+		if agent.Counts(a, call.ArgsHash, disabled) {
+			v.ApprovalsSoFar++
+			v.ApprovedByMe = v.ApprovedByMe || a.StaffID == me
+		}
 		v.Approvals = append(v.Approvals, views.ApprovalView{Staff: a.StaffName, Role: string(a.StaffRole), Verdict: a.Verdict, Note: a.Note,
 			Args: a.Args, Edited: a.Edited, At: clock(a.CreatedAt), Current: a.ArgsHash == call.ArgsHash, Disabled: disabled[a.StaffID]})
 	}
-	if tool, ok := s.cfg.Gate.Tools().Get(call.Tool); ok {
-		v.Fields = editFields(tool.Schema, call.Args, nil)
-		v.Summary = tool.Summarize(call.Args)
-		if facts, err := tool.ReviewContext(ctx, tools.Call{ID: call.ID, RunID: call.RunID, CustomerID: call.CustomerID, CustomerName: run.CustomerName}, call.Args); err == nil {
-			for _, f := range facts {
-				v.Context = append(v.Context, views.ContextFact{Label: f.Label, Value: f.Value})
-			}
-		} else {
-			s.cfg.Log.Warn("review context", "tool", call.Tool, "err", err)
+	if done := c.QueryParam("done"); done == "approved" || done == "approval_added" {
+		v.Flash, v.FlashError = approvalOutcome(call, v.ApprovalsSoFar)
+		if v.FlashError == "" {
+			v.Flash += s.grantGivenMessage(c, call)
 		}
-	} else {
-		v.Summary = call.Tool
 	}
+	return nil
+}
+
+// actionTool is what the tool in force says of the call: its fields to
+// edit, its summary and the facts an approver reviews.
+func (s *Server) actionTool(ctx context.Context, call *models.ToolCall, run *models.Run, v *views.ActionView) {
+	tool, ok := s.cfg.Gate.Tools().Get(call.Tool)
+	if !ok {
+		v.Summary = call.Tool
+		return
+	}
+	v.Fields = editFields(tool.Schema, call.Args, nil)
+	v.Summary = tool.Summarize(call.Args)
+	facts, err := tool.ReviewContext(ctx, tools.Call{ID: call.ID, RunID: call.RunID, CustomerID: call.CustomerID, CustomerName: run.CustomerName}, call.Args)
+	if err != nil {
+		s.cfg.Log.Warn("review context", "tool", call.Tool, "err", err)
+		return
+	}
+	for _, f := range facts {
+		v.Context = append(v.Context, views.ContextFact{Label: f.Label, Value: f.Value})
+	}
+}
+
+// actionAround is the customer's recent calls and, once this one needs
+// nothing more of the viewer, the next action waiting.
+func (s *Server) actionAround(ctx context.Context, call *models.ToolCall, v *views.ActionView) error {
 	recent, err := s.cfg.Store.RecentCustomerCalls(ctx, call.CustomerID, call.ID, 5)
 	if err != nil {
-		return views.ActionView{}, nil, err
+		return err
 	}
 	for i := range recent {
 		r := &recent[i]
 		v.Recent = append(v.Recent, views.RecentCall{ID: r.ID, Summary: s.summary(r.Tool, r.Args), Status: string(r.Status), At: clock(r.CreatedAt)})
 	}
-	if !v.Pending || v.ApprovedByMe {
-		next, err := s.cfg.Store.PendingActions(ctx, models.ActionFilter{Limit: 2})
-		if err != nil {
-			return views.ActionView{}, nil, err
-		}
-		for _, n := range next {
-			if n.ID != call.ID {
-				v.NextID = n.ID
-				break
-			}
+	if v.Pending && !v.ApprovedByMe {
+		return nil
+	}
+	next, err := s.cfg.Store.PendingActions(ctx, models.ActionFilter{Limit: 2})
+	if err != nil {
+		return err
+	}
+	for _, n := range next {
+		if n.ID != call.ID {
+			v.NextID = n.ID
+			break
 		}
 	}
-	return v, call, nil
+	return nil
 }
 
 // editDecision tells what the policy said of the latest edit of a call's

@@ -148,30 +148,10 @@ func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePoli
 			return nil, fmt.Errorf("%s: the name is used twice", where)
 		}
 		seen[rs.Name] = true
-		r := &rule{name: rs.Name, tool: rs.Tool, risk: tools.Risk(rs.Risk), spec: rs}
-		if rs.Risk != "" && !r.risk.Valid() {
-			return nil, fmt.Errorf("%s: risk %q is not read, low_write or high_write", where, rs.Risk)
-		}
-		if rs.Tool != "" && registry != nil {
-			if _, ok := registry.Get(rs.Tool); !ok {
-				return nil, fmt.Errorf("%s: no tool is named %q", where, rs.Tool)
-			}
-		}
-		if strings.TrimSpace(rs.When) != "" {
-			prg, ast, err := compileCEL(rs.When)
-			if err != nil {
-				return nil, fmt.Errorf("%s: condition does not compile: %w", where, err)
-			}
-			if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
-				return nil, fmt.Errorf("%s: condition gives %s, it must give true or false", where, t)
-			}
-			r.when = prg
-		}
-		o, err := compileOutcome(rs.Outcome)
+		r, err := compileRule(rs, registry)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
-		r.outcome = o
 		p.rules = append(p.rules, r)
 	}
 	for i, ts := range spec.Tests {
@@ -184,6 +164,36 @@ func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePoli
 		p.tests = append(p.tests, policyTest{spec: ts})
 	}
 	return p, nil
+}
+
+// compileRule checks a rule against the tools and compiles its condition
+// and outcome.
+func compileRule(rs ruleSpec, registry *tools.Registry) (*rule, error) {
+	r := &rule{name: rs.Name, tool: rs.Tool, risk: tools.Risk(rs.Risk), spec: rs}
+	if rs.Risk != "" && !r.risk.Valid() {
+		return nil, fmt.Errorf("risk %q is not read, low_write or high_write", rs.Risk)
+	}
+	if rs.Tool != "" && registry != nil {
+		if _, ok := registry.Get(rs.Tool); !ok {
+			return nil, fmt.Errorf("no tool is named %q", rs.Tool)
+		}
+	}
+	if strings.TrimSpace(rs.When) != "" {
+		prg, ast, err := compileCEL(rs.When)
+		if err != nil {
+			return nil, fmt.Errorf("condition does not compile: %w", err)
+		}
+		if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
+			return nil, fmt.Errorf("condition gives %s, it must give true or false", t)
+		}
+		r.when = prg
+	}
+	o, err := compileOutcome(rs.Outcome)
+	if err != nil {
+		return nil, err
+	}
+	r.outcome = o
+	return r, nil
 }
 
 func (v Verdict) valid() bool { return v == Allow || v == NeedsApproval || v == Deny }
