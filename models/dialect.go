@@ -29,19 +29,10 @@ func (d dialect) like() string {
 	return "LIKE"
 }
 
-// argNumber is SQL for a top-level argument of a call as a number, with
-// one placeholder for the argument's name (pass d.argKey(name)).
-func (d dialect) argNumber(col string) string {
-	if d.pg {
-		return "CAST(" + col + "::jsonb ->> ? AS double precision)"
-	}
-	return "CAST(json_extract(" + col + ", ?) AS REAL)"
-}
-
 // argScaled is a numeric top-level argument times scale, rounded half away
 // from zero to a whole number (an integer in SQL): argScaled(col, 100) is
 // a sum of dollars in cents. Sums of it are exact, as sums of floats are
-// not (ten times 0.1 is 1).
+// not (ten times 0.1 is 1). One placeholder: the argument's name (argKey).
 func (d dialect) argScaled(col string, scale int) string {
 	n := strconv.Itoa(scale)
 	if d.pg {
@@ -50,7 +41,7 @@ func (d dialect) argScaled(col string, scale int) string {
 	return "CAST(ROUND(json_extract(" + col + ", ?) * " + n + ") AS INTEGER)"
 }
 
-// argKey is the placeholder's value for argNumber and argEquals.
+// argKey is the placeholder's value for argScaled and argEquals.
 func (d dialect) argKey(name string) string {
 	if d.pg {
 		return name
