@@ -42,11 +42,16 @@ func TestOutsideCallsJoinWaitAndHandOver(t *testing.T) {
 	// One that waits learns the outcome once a person decides; its ticks
 	// come while it waits.
 	ticks := 0
+	waiting := make(chan struct{})
 	done := make(chan *models.ToolCall)
 	go func() {
-		done <- out.Wait(ctx, first.Call, 10*time.Second, 5*time.Millisecond, func(*models.ToolCall) { ticks++ })
+		done <- out.Wait(ctx, first.Call, 10*time.Second, 5*time.Millisecond, func(*models.ToolCall) {
+			if ticks++; ticks == 1 {
+				close(waiting)
+			}
+		})
 	}()
-	time.Sleep(50 * time.Millisecond)
+	<-waiting // the waiter is waiting: its first tick came
 	if _, err := e.gate.Approve(ctx, first.Call.ID, approver1, agent.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}

@@ -396,11 +396,11 @@ func TestStreamsPerRunAreCapped(t *testing.T) {
 	a := newApp(t)
 	r := a.do("POST", "/api/v1/runs", "", `{"message":"hi"}`)
 	id, rt := r.Body["run"].(map[string]any)["id"].(string), r.Body["run_token"].(string)
+	// Each stream's handler subscribes before it answers 200, so once
+	// a.stream returns the stream counts.
 	for i := 0; i < web.MaxStreamsPerRun; i++ {
 		a.stream(id, rt, "")
 	}
-	// Give the handlers a moment to subscribe.
-	time.Sleep(100 * time.Millisecond)
 	if r := a.do("GET", "/api/v1/runs/"+id+"/events", rt, ""); r.Status != 429 {
 		t.Fatalf("stream over the cap: %d", r.Status)
 	}

@@ -60,7 +60,9 @@ func TestServerTimeoutsSpareEventStreams(t *testing.T) {
 		}
 		close(lines)
 	}()
-	time.Sleep(2500 * time.Millisecond) // past both timeouts
+	// Time itself is what this test is about: the stream must outlive the
+	// server's read and write timeouts.
+	time.Sleep(2500 * time.Millisecond)
 	req, _ = http.NewRequest("POST", base+"/api/v1/runs/"+created.Run.ID+"/messages", strings.NewReader(`{"text":"where is my order A1002?"}`))
 	req.Header.Set("Authorization", "Bearer "+created.RunToken)
 	req.Header.Set("Content-Type", "application/json")
