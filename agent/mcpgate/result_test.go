@@ -1,0 +1,81 @@
+package mcpgate
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+)
+
+func textOf(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(t.Text + "\n")
+		}
+	}
+	return b.String()
+}
+
+// What a client gets is what the upstream sent, plus Countersign's words
+// only where a person or the policy acted.
+func TestResultPassesTheUpstreamsAnswerOn(t *testing.T) {
+	upstream := &tools.Tool{Name: "fs__write_file", Upstream: "fs"}
+	sent := `{"content":[{"type":"text","text":"wrote 12 bytes"},{"type":"image","data":"aGk=","mimeType":"image/png"}],` +
+		`"structuredContent":{"bytes":12},"_meta":{"trace":"t1"}}`
+	r := result(&models.ToolCall{ID: "call_1", Status: models.CallSucceeded, Result: sent}, upstream, "")
+	got, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b any
+	json.Unmarshal(got, &a)
+	json.Unmarshal([]byte(sent), &b)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("the upstream's answer changed:\n sent %s\n got  %s", sent, got)
+	}
+
+	edited := result(&models.ToolCall{ID: "call_1", Status: models.CallSucceeded, Result: sent}, upstream, "An approver changed path.")
+	if len(edited.Content) != 3 || !strings.HasPrefix(textOf(edited), "An approver changed path.\nwrote 12 bytes") {
+		t.Fatalf("the approver's note: %s", textOf(edited))
+	}
+	if _, ok := edited.Content[2].(*mcp.ImageContent); !ok {
+		t.Fatalf("the image went missing: %#v", edited.Content)
+	}
+}
+
+// Countersign's own tools answer with their JSON as text and as structured
+// content; every other outcome says who acted, in words.
+func TestResultSaysWhoActed(t *testing.T) {
+	own := &tools.Tool{Name: "issue_refund"}
+	r := result(&models.ToolCall{Status: models.CallSucceeded, Result: `{"refund_id":"rf_1"}`}, own, "")
+	if r.IsError || textOf(r) != "{\"refund_id\":\"rf_1\"}\n" || r.StructuredContent.(map[string]any)["refund_id"] != "rf_1" {
+		t.Fatalf("own tool: %+v", r)
+	}
+	withSchema := &tools.Tool{Name: "x", Upstream: "u", Listing: json.RawMessage(`{"name":"x","outputSchema":{"type":"object"}}`)}
+	for _, c := range []struct {
+		call  models.ToolCall
+		tool  *tools.Tool
+		want  string
+		isErr bool
+	}{
+		{models.ToolCall{ID: "call_2", Status: models.CallPending}, own, "Waiting for a person to decide (call call_2, pending)", false},
+		{models.ToolCall{ID: "call_2", Status: models.CallPending}, withSchema, "Waiting for a person", true},
+		{models.ToolCall{Status: models.CallDenied, Rule: "no-big-refunds", Reason: "over $1,000"}, own, "Denied by policy: over $1,000", true},
+		{models.ToolCall{Status: models.CallDenied, Rule: "limit:pending_per_run", Reason: "5 actions wait already"}, own, "Not run: 5 actions wait already", true},
+		{models.ToolCall{Status: models.CallRejected, Error: "not eligible"}, own, "Rejected by a person: not eligible", true},
+		{models.ToolCall{Status: models.CallExpired}, own, "Expired: nobody decided in time", true},
+		{models.ToolCall{Status: models.CallUnknown, Error: "the backend did not answer"}, own, "Outcome unknown: the backend did not answer", true},
+		{models.ToolCall{Status: models.CallFailed, Error: "order A1 was not found"}, own, "order A1 was not found", true},
+	} {
+		r := result(&c.call, c.tool, "")
+		if !strings.HasPrefix(textOf(r), c.want) || r.IsError != c.isErr {
+			t.Errorf("%s: %q (error %v), want %q (error %v)", c.call.Status, textOf(r), r.IsError, c.want, c.isErr)
+		}
+	}
+}
