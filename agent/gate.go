@@ -26,7 +26,7 @@ type Gate struct {
 	// they are reloaded: a decision never sees one without the other.
 	inForce atomic.Pointer[inForce]
 	// putting serializes putting tools or a policy in force (Reload,
-	// SetPolicy, Repin): none puts back what another just replaced.
+	// PutInForce, Repin): none puts back what another just replaced.
 	putting sync.Mutex
 	// reloading serializes PutInForce: its audit, swap and redeciding
 	// happen as one, one reload after another.
@@ -116,17 +116,6 @@ func (g *Gate) tryShadow(ctx context.Context, req CallRequest, in policy.Input, 
 
 // Tools returns the registry of tools in force.
 func (g *Gate) Tools() *tools.Registry { return g.inForce.Load().tools }
-
-// SetPolicy puts a new policy in force for every decision from now on. Calls
-// already decided keep the decision, rule and policy version they recorded;
-// an edit to a pending action is decided by the policy in force when it is
-// made.
-func (g *Gate) SetPolicy(p policy.Policy) {
-	g.putting.Lock()
-	defer g.putting.Unlock()
-	now := g.inForce.Load()
-	g.swap(&inForce{given: now.given, tools: now.tools, pins: now.pins, policy: p, toolsVersion: now.toolsVersion})
-}
 
 // Reload puts new tools and a new policy in force together. A call already
 // waiting for a tool that is gone cannot run; it says so when approved. An

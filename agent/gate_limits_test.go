@@ -125,7 +125,7 @@ func TestPendingActionsPerRunAndPerCustomerAreLimited(t *testing.T) {
 	if out.Status != models.CallDenied || out.Decision.Rule != "limit:pending_per_customer" {
 		t.Fatalf("the customer's fifth: %+v", out)
 	}
-	pending, err := e.store.CallsByStatus(context.Background(), models.CallPending, 100)
+	pending, err := e.store.PendingActions(context.Background(), models.ActionFilter{Limit: 100})
 	if err != nil || len(pending) != 4 {
 		t.Fatalf("%d actions wait, want 4 (%v)", len(pending), err)
 	}
@@ -146,7 +146,7 @@ func TestCallsThatCannotSucceedAreNeverQueued(t *testing.T) {
 			t.Errorf("%s: %+v", c.args, out)
 		}
 	}
-	if pending, _ := e.store.CallsByStatus(context.Background(), models.CallPending, 10); len(pending) != 0 {
+	if pending, _ := e.store.PendingActions(context.Background(), models.ActionFilter{Limit: 10}); len(pending) != 0 {
 		t.Fatalf("%d impossible calls reached the queue", len(pending))
 	}
 }

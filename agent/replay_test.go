@@ -95,7 +95,7 @@ func TestReloadDecidesWaitingActionsAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.gate.SetPolicy(next)
+	e.gate.Reload(e.gate.Tools(), next)
 	re, err := e.gate.RedecidePending(ctx)
 	if err != nil || re.Cancelled != 1 || re.Stricter != 1 {
 		t.Fatalf("redecided %+v %v", re, err)
@@ -108,7 +108,7 @@ func TestReloadDecidesWaitingActionsAgain(t *testing.T) {
 	}
 	// A policy that would allow it approves nothing.
 	lenient, _ := policy.LoadPolicy([]byte("rules:\n  - name: all\n    tool: issue_refund\n    decision: allow\n    reason: fine\n"), "lenient", e.gate.Tools())
-	e.gate.SetPolicy(lenient)
+	e.gate.Reload(e.gate.Tools(), lenient)
 	if re, err := e.gate.RedecidePending(ctx); err != nil || re.Cancelled+re.Stricter != 0 {
 		t.Fatalf("a lenient policy changed %+v %v", re, err)
 	}

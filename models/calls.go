@@ -180,17 +180,6 @@ func (s *Store) Approvals(ctx context.Context, callID string) ([]Approval, error
 // cannot show.
 const notSucceeded = "tool_calls.status <> 'succeeded'"
 
-// CallsByStatus lists calls in a status, oldest first, at most limit of them.
-func (s *Store) CallsByStatus(ctx context.Context, status CallStatus, limit int) ([]ToolCall, error) {
-	var out []ToolCall
-	db := s.db.WithContext(ctx).Where("status = ?", status)
-	if status != CallSucceeded {
-		db = db.Where(notSucceeded)
-	}
-	err := db.Order("created_at, id").Limit(limit).Find(&out).Error
-	return out, err
-}
-
 // OverdueActionIDs lists pending actions whose expiry has passed.
 func (s *Store) OverdueActionIDs(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	var ids []string

@@ -141,7 +141,7 @@ func TestMCPGatewayInFrontOfTheFilesystemServer(t *testing.T) {
 	if b, err := os.ReadFile(target); err != nil || string(b) != "written once" {
 		t.Fatalf("the approved file: %q %v", b, err)
 	}
-	if n, _ := a.store.CallsByStatus(ctx, models.CallSucceeded, 100); len(n) != 2 {
+	if n, _ := a.store.AuditCalls(ctx, models.AuditQuery{Status: models.CallSucceeded, Limit: 100}); len(n) != 2 {
 		t.Fatalf("%d calls ran; a read and one write should have", len(n))
 	}
 

@@ -202,7 +202,7 @@ func TestVerifyPassesOnEveryKindTheProductWritesAndNamesEveryProblem(t *testing.
 	// Tampered: two rows changed behind the gate's back and one event.
 	var ids []string
 	for _, c := range []string{"rejected", "cancelled"} {
-		calls, err := store.CallsByStatus(ctx, models.CallStatus(c), 10)
+		calls, err := store.AuditCalls(ctx, models.AuditQuery{Status: models.CallStatus(c), Limit: 10})
 		if err != nil || len(calls) != 1 {
 			t.Fatalf("%s calls: %d %v", c, len(calls), err)
 		}
