@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -57,7 +58,10 @@ type Runner struct {
 	MaxCallsPerTurn int
 	// ModelTimeout bounds one model call.
 	ModelTimeout time.Duration
-	notify       Notifier
+	// Lease is how long an instance holds a run it steps on PostgreSQL
+	// (0: runLease); it renews it every third of that.
+	Lease  time.Duration
+	notify Notifier
 
 	bg     context.Context
 	cancel context.CancelFunc
@@ -326,8 +330,9 @@ const runLease = 30 * time.Second
 // run after this one could not renew in time): the step stops rather than
 // going on beside the new holder.
 func (r *Runner) lease(runID string) (ctx context.Context, release func(), ok bool) {
+	d := cmp.Or(r.Lease, runLease)
 	for {
-		held, err := r.store.LeaseRun(r.bg, runID, runLease)
+		held, err := r.store.LeaseRun(r.bg, runID, d)
 		if err != nil {
 			r.log.Error("could not lease a run", "run_id", runID, "err", err)
 		}
@@ -345,14 +350,14 @@ func (r *Runner) lease(runID string) (ctx context.Context, release func(), ok bo
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(runLease / 3)
+		t := time.NewTicker(d / 3)
 		defer t.Stop()
 		for {
 			select {
 			case <-stop:
 				return
 			case <-t.C:
-				held, err := r.store.LeaseRun(context.WithoutCancel(r.bg), runID, runLease)
+				held, err := r.store.LeaseRun(context.WithoutCancel(r.bg), runID, d)
 				if err != nil {
 					r.log.Error("could not renew a run's lease", "run_id", runID, "err", err)
 				} else if !held {
