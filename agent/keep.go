@@ -17,7 +17,7 @@ import (
 // database does not answer, this instance keeps the outcome in memory and
 // writes it as soon as the database answers again (the same conditional
 // change, so it lands at most once), without a restart and before any other
-// instance may take the call over (web.App waits a full beat after an
+// instance may take the call over (core.Core waits a full beat after an
 // outage before recovering others' calls). Only a process that dies while
 // holding one leaves the call to recovery, as a crash mid-call always did.
 

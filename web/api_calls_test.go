@@ -36,7 +36,7 @@ func gateAPIAppWith(t *testing.T, configure func(*web.Config)) (*app, *atomic.In
 	if configure != nil {
 		configure(&cfg)
 	}
-	return startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(), Web: cfg}, false), refunds
+	return startApp(t, appConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(), Web: cfg}, false), refunds
 }
 
 // gateAPITools are those tools, and how many refunds their backend made.
@@ -277,7 +277,7 @@ func TestToolSecretsReachNoPage(t *testing.T) {
 	}
 	reg, _ := tools.NewRegistry(set.Tools()...)
 	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
-	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog()}, false)
+	a := startApp(t, appConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog()}, false)
 	ctx := context.Background()
 	key, _, _ := a.accounts.AddAgent(ctx, "support-bot", models.Actor{ID: "test"})
 	var answers []string

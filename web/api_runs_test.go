@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,13 +15,17 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
+	"github.com/countersign/countersign/agent/core"
+	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/llm/offline"
+	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storetest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/webtest"
 )
 
 const secret = "test-secret-test-secret-test-secret"
@@ -66,7 +71,7 @@ func demoAppOn(t *testing.T, store *models.Store, configure func(*web.Config), t
 	if configure != nil {
 		configure(&cfg)
 	}
-	return startApp(t, web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store},
+	return startApp(t, appConfig{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store},
 		Log: discardLog(), Web: cfg}, tls)
 }
 
@@ -76,9 +81,24 @@ func openStore(t *testing.T) *models.Store {
 }
 
 // startApp wires and serves an app on a port for one test.
-func startApp(t *testing.T, cfg web.AppConfig, tls bool) *app {
+// appConfig is what a test's app is built from: the core's settings and,
+// in Web, the web side's.
+type appConfig struct {
+	Store         *models.Store
+	Tools         *tools.Registry
+	Policy        policy.Policy
+	Model         llm.Model
+	Business      agent.BusinessFacts
+	Log           *slog.Logger
+	ExecutionWait time.Duration
+	Outbox        *outbox.Outbox
+	Web           web.Config
+}
+
+func startApp(t *testing.T, cfg appConfig, tls bool) *app {
 	t.Helper()
-	wa := web.NewApp(cfg)
+	wa := webtest.New(core.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, Model: cfg.Model, Business: cfg.Business,
+		Log: cfg.Log, ExecutionWait: cfg.ExecutionWait, Outbox: cfg.Outbox}, cfg.Web)
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	if _, err := wa.Start(hubCtx); err != nil {
 		t.Fatal(err)
@@ -96,7 +116,7 @@ func startApp(t *testing.T, cfg web.AppConfig, tls bool) *app {
 		wa.Close()
 		cfg.Store.Close()
 	})
-	return &app{t: t, store: cfg.Store, gate: wa.Gate, runner: wa.Runner, accounts: wa.Accounts, srv: srv, server: wa.Server}
+	return &app{t: t, store: cfg.Store, gate: wa.Core.Gate, runner: wa.Core.Runner, accounts: wa.Core.Accounts, srv: srv, server: wa.Server}
 }
 
 // demoCustomers are the demo shop's customers, as /demo offers them.

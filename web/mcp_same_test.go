@@ -123,7 +123,7 @@ func TestTheSameWriteOnTwoInstancesIsOneAction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return startApp(t, web.AppConfig{Store: store, Tools: reg, Policy: pol, Log: discardLog(),
+		return startApp(t, appConfig{Store: store, Tools: reg, Policy: pol, Log: discardLog(),
 			Web: web.Config{MCPWait: 200 * time.Millisecond}}, false)
 	}
 	a, b := instance(storeA), instance(storeB)

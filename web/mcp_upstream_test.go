@@ -62,7 +62,7 @@ func mcpApp(t *testing.T, reg *tools.Registry, policyYAML []byte, wait time.Dura
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(), Web: web.Config{MCPWait: wait}}, false)
+	return startApp(t, appConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(), Web: web.Config{MCPWait: wait}}, false)
 }
 
 // filesystemServer is the official MCP filesystem server from the npm
@@ -269,7 +269,7 @@ func TestMCPGatewayUpstreamKilled(t *testing.T) {
 	set := filesystemSet(t, script, dir)
 	reg, _ := tools.NewRegistry(set.Tools()...)
 	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "test", reg)
-	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(),
+	a := startApp(t, appConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(),
 		Web: web.Config{Upstreams: set.Upstreams}}, false)
 	a.staff(models.Admin, "ada@x.test", "Ada")
 	admin := a.signIn("ada@x.test")

@@ -116,7 +116,7 @@ func outboxApp(t *testing.T, oc outbox.Config, wc web.Config) *app {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startApp(t, web.AppConfig{Store: store, Tools: reg, Policy: pol, Model: offline.Model{}, Business: shop.Facts{Store: store},
+	return startApp(t, appConfig{Store: store, Tools: reg, Policy: pol, Model: offline.Model{}, Business: shop.Facts{Store: store},
 		Log: discardLog(), Outbox: ob,
 		Web: wc}, false)
 }

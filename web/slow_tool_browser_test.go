@@ -15,7 +15,6 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
-	"github.com/countersign/countersign/web"
 )
 
 // An approver approves a refund whose backend is slow: the page answers at
@@ -49,7 +48,7 @@ func TestBrowserSlowToolOutcomeArrivesLive(t *testing.T) {
 	reg, _ := tools.NewRegistry(set.Tools()...)
 	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 	// The approval waits 200 ms for the call, not for the backend.
-	a := startApp(t, web.AppConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(), ExecutionWait: 200 * time.Millisecond}, false)
+	a := startApp(t, appConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(), ExecutionWait: 200 * time.Millisecond}, false)
 	ctx := context.Background()
 	key, _, _ := a.accounts.AddAgent(ctx, "support-bot", models.Actor{ID: "test"})
 	id := callOf(t, a.do("POST", "/api/v1/calls", key, `{"tool":"refund_order","args":{"order_id":"O1","amount":900},"session":"s1"}`))["id"].(string)

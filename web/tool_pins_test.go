@@ -11,7 +11,6 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/web"
 )
 
 // upstreamTool is a tool as an MCP server named crm lists it.
@@ -49,7 +48,7 @@ func TestToolsPageAcceptsChangedDefinitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := startApp(t, web.AppConfig{Store: store, Tools: reg, Policy: pol, Log: discardLog()}, false)
+	a := startApp(t, appConfig{Store: store, Tools: reg, Policy: pol, Log: discardLog()}, false)
 	a.staff(models.Approver, "ann@x.test", "Ann")
 	a.staff(models.Admin, "ada@x.test", "Ada")
 	for _, name := range []string{"crm__find", "crm__tag"} {

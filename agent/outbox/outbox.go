@@ -305,7 +305,7 @@ func actorName(actor string) string {
 }
 
 // Attach tells the outbox where the tools in force and the queue's news are
-// (web.NewApp does, before Run): what a call asks for is said with the
+// (core.New does, before Run): what a call asks for is said with the
 // tools' phrases, and an action marked overdue reaches the queue pages.
 func (o *Outbox) Attach(registry func() *tools.Registry, changed func(callID string)) {
 	if o.cfg.Tools == nil {

@@ -34,6 +34,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
@@ -41,6 +42,7 @@ import (
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/webtest"
 )
 
 func main() {
@@ -92,9 +94,9 @@ func run(nCalls, nPending, nClients int, dir, dsn string) error {
 	log := slog.New(slog.DiscardHandler)
 	// Every stream comes from this one address: lift the per-address cap.
 	streams := web.Config{MaxStreams: nClients + 100, MaxStreamsPerAddress: nClients + 100}
-	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log, Web: streams})
+	app := webtest.New(core.Config{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log}, streams)
 	defer app.Close()
-	gate, accounts := app.Gate, app.Accounts
+	gate, accounts := app.Core.Gate, app.Core.Accounts
 	hubCtx, stopHub := context.WithCancel(ctx)
 	defer stopHub()
 	if _, err := app.Start(hubCtx); err != nil {
@@ -166,13 +168,13 @@ func run(nCalls, nPending, nClients int, dir, dsn string) error {
 			return err
 		}
 		defer other.Close()
-		app2 := web.NewApp(web.AppConfig{Store: other, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: other}, Log: log})
+		app2 := webtest.New(core.Config{Store: other, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: other}, Log: log}, web.Config{})
 		defer app2.Close()
 		if _, err := app2.Start(hubCtx); err != nil {
 			return err
 		}
 		fmt.Printf("\nlive updates: %d open queue streams on one instance, decisions made on another\n", nClients)
-		return liveUpdates(ctx, srv.URL, client, app2.Gate, other, admin, nClients)
+		return liveUpdates(ctx, srv.URL, client, app2.Core.Gate, other, admin, nClients)
 	}
 	fmt.Printf("\nlive updates: %d open queue streams\n", nClients)
 	return liveUpdates(ctx, srv.URL, client, gate, store, admin, nClients)

@@ -20,12 +20,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/webtest"
 )
 
 func main() {
@@ -69,12 +71,12 @@ func run(n int) error {
 		return err
 	}
 	// One key sends every call: the per-agent rate limit is lifted.
-	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: pol, Log: slog.New(slog.DiscardHandler),
-		Web: web.Config{AgentCallsPerSecond: 1_000_000, AgentCallBurst: 1_000_000}})
+	app := webtest.New(core.Config{Store: store, Tools: reg, Policy: pol, Log: slog.New(slog.DiscardHandler)},
+		web.Config{AgentCallsPerSecond: 1_000_000, AgentCallBurst: 1_000_000})
 	defer app.Close()
 	srv := httptest.NewServer(app.Server.Handler())
 	defer srv.Close()
-	key, _, err := app.Accounts.AddAgent(ctx, "bench", models.Actor{ID: "bench"})
+	key, _, err := app.Core.Accounts.AddAgent(ctx, "bench", models.Actor{ID: "bench"})
 	if err != nil {
 		return err
 	}

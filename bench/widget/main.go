@@ -26,6 +26,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
+	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
@@ -33,6 +34,7 @@ import (
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/webtest"
 )
 
 func main() {
@@ -77,10 +79,10 @@ func run(nStreams, nDecisions int) error {
 	policy, _ := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
 	log := slog.New(slog.DiscardHandler)
 	const secret = "widget-bench-secret-widget-bench-secret"
-	app := web.NewApp(web.AppConfig{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log,
-		Web: web.Config{Customers: web.NewCustomerVerifier(secret), TrustProxy: true}})
+	app := webtest.New(core.Config{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log},
+		web.Config{Customers: web.NewCustomerVerifier(secret), TrustProxy: true})
 	defer app.Close()
-	gate := app.Gate
+	gate := app.Core.Gate
 	srv := httptest.NewServer(app.Server.Handler())
 	defer srv.Close()
 	bob, _ := web.SignCustomerToken(secret, "cus_bob", "Bob", time.Hour)

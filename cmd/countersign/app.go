@@ -22,6 +22,7 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
+	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/mcpgate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools/httptool"
@@ -37,7 +38,12 @@ type App struct {
 	gate     *agent.Gate
 	runner   *agent.Runner
 	accounts *accounts.Service
-	web      *web.App
+	// core is the gate, the run loop, the accounts and the outbox with
+	// their background jobs; changes the notifier they tell, which the web
+	// side reads; site the web side.
+	core     *core.Core
+	changes  *web.Changes
+	site     *web.Server
 	stopHub  context.CancelFunc
 	server   *http.Server
 	baseCtx  context.Context
@@ -79,22 +85,27 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if a.auditKey, err = loadAnchor(cfg); err != nil {
 		return fail(err)
 	}
-	core, err := a.loadInForce(ctx)
-	if core.set != nil {
-		undo = append(undo, core.set.Close)
+	loaded, err := a.loadInForce(ctx)
+	if loaded.set != nil {
+		undo = append(undo, loaded.set.Close)
 	}
 	if err != nil {
 		return fail(err)
 	}
-	wcfg, err := a.webConfig(core)
+	ccfg, wcfg, err := a.configs(loaded)
 	if err != nil {
 		return fail(err)
 	}
-	a.web = web.NewApp(wcfg)
-	a.gate, a.runner, a.accounts = a.web.Gate, a.web.Runner, a.web.Accounts
-	undo = append(undo, a.web.Close)
-	a.watchTools(core.set)
-	if err := a.startCore(ctx, core); err != nil {
+	// The one place the parts are put together: the notifier first, the
+	// core that tells it, the web side over both.
+	a.changes = web.NewChanges(log)
+	ccfg.Notifier = a.changes
+	a.core = core.New(ccfg)
+	a.gate, a.runner, a.accounts = a.core.Gate, a.core.Runner, a.core.Accounts
+	undo = append(undo, a.core.Close)
+	a.site = web.NewFor(a.core, a.store, a.changes, wcfg)
+	a.watchTools(loaded.set)
+	if err := a.startCore(ctx, loaded); err != nil {
 		return fail(err)
 	}
 	undo = append(undo, a.stopHub)
@@ -233,11 +244,6 @@ func (a *App) Run(ctx context.Context) error {
 	return a.server.Shutdown(shutdown)
 }
 
-func hostname() string {
-	h, _ := os.Hostname()
-	return h
-}
-
 func displayAddr(addr string) string {
 	if strings.HasPrefix(addr, "[::]") {
 		return "localhost" + strings.TrimPrefix(addr, "[::]")
@@ -280,7 +286,7 @@ func (a *App) Close() error {
 		<-a.bgDone
 	}
 	a.stopHub()
-	a.web.Close()
+	a.core.Close()
 	a.reloadMu.Lock()
 	a.toolSet.Close()
 	a.toolSet = nil

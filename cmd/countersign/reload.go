@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 )
@@ -89,7 +90,7 @@ func (a *App) putInForce(ctx context.Context, registry *tools.Registry, toolsVer
 		return err
 	}
 	changed, err := a.gate.PutInForce(ctx, agent.Loaded{Tools: registry, ToolsVersion: toolsVersion, Policy: next,
-		PolicyFile: a.cfg.Policy, ToolsFile: a.cfg.Tools, Why: why, Host: hostname()})
+		PolicyFile: a.cfg.Policy, ToolsFile: a.cfg.Tools, Why: why, Host: core.Hostname()})
 	if err != nil {
 		return err
 	}

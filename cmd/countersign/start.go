@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
@@ -68,14 +69,14 @@ func (a *App) loadInForce(ctx context.Context) (inForce, error) {
 	return in, nil
 }
 
-// webConfig is the core and the server as the flags set them: the model,
+// configs are the core and the web side as the flags set them: the model,
 // who may chat (the shop's customers, the demo's), the prompt and how
 // people outside are reached.
-func (a *App) webConfig(in inForce) (web.AppConfig, error) {
+func (a *App) configs(in inForce) (core.Config, web.Config, error) {
 	cfg, log := a.cfg, a.log
 	model, err := newModel(cfg)
 	if err != nil {
-		return web.AppConfig{}, err
+		return core.Config{}, web.Config{}, err
 	}
 	if _, offline := model.(offline.Model); offline && !cfg.Demo {
 		log.Info("the offline model only talks about the demo shop's tools: Countersign's own chat needs --model openai or anthropic for yours (the gate API works with any agent)")
@@ -83,7 +84,7 @@ func (a *App) webConfig(in inForce) (web.AppConfig, error) {
 	customers, demoSecret := a.customerVerifier()
 	origins, err := parseOrigins(cfg.WidgetOrigins)
 	if err != nil {
-		return web.AppConfig{}, err
+		return core.Config{}, web.Config{}, err
 	}
 	a.demoPage = demoSecret != ""
 	var business agent.BusinessFacts
@@ -92,22 +93,22 @@ func (a *App) webConfig(in inForce) (web.AppConfig, error) {
 	}
 	prompt, err := systemPrompt(cfg)
 	if err != nil {
-		return web.AppConfig{}, err
+		return core.Config{}, web.Config{}, err
 	}
 	reach, err := cfg.outboxConfig()
 	if err != nil {
-		return web.AppConfig{}, err
+		return core.Config{}, web.Config{}, err
 	}
 	reach.Log = log
 	ob, err := outbox.New(a.store, reach)
 	if err != nil {
-		return web.AppConfig{}, err
+		return core.Config{}, web.Config{}, err
 	}
-	return web.AppConfig{Store: a.store, Tools: in.registry, ToolsVersion: in.toolsVersion, Policy: in.policy, Model: model,
-		Business: business, Log: log, Outbox: ob, SystemPrompt: prompt,
-		Web: web.Config{Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), WidgetOrigins: origins,
+	return core.Config{Store: a.store, Tools: in.registry, ToolsVersion: in.toolsVersion, Policy: in.policy, Model: model,
+			Business: business, Log: log, Outbox: ob, SystemPrompt: prompt},
+		web.Config{Log: log, Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), WidgetOrigins: origins,
 			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, Upstreams: a.upstreams,
-			SlackSigningSecret: cfg.Reach.SlackSigning, MCPWait: cfg.MCPHold}}, nil
+			SlackSigningSecret: cfg.Reach.SlackSigning, MCPWait: cfg.MCPHold}, nil
 }
 
 // customerVerifier checks the tokens shops sign. /demo signs tokens with a
@@ -153,12 +154,18 @@ func (a *App) startCore(ctx context.Context, in inForce) error {
 	}
 	var hubCtx context.Context
 	hubCtx, a.stopHub = context.WithCancel(context.Background())
-	started, err := a.web.Start(hubCtx)
+	started, err := a.core.Start(hubCtx)
 	if err != nil {
 		a.stopHub()
 		return err
 	}
-	if err := a.store.RecordVersions(ctx, hostname(), a.gate.Policy().Version(), a.gate.ToolsVersion(), "start"); err != nil {
+	// The web side's own background work: the live queue, and on
+	// PostgreSQL what the other instances change.
+	go a.site.Run(hubCtx)
+	if a.store.Postgres() {
+		a.changes.Share(hubCtx, a.store)
+	}
+	if err := a.store.RecordVersions(ctx, core.Hostname(), a.gate.Policy().Version(), a.gate.ToolsVersion(), "start"); err != nil {
 		a.stopHub()
 		return fmt.Errorf("record the versions in force: %w", err)
 	}
@@ -177,7 +184,7 @@ func (a *App) startCore(ctx context.Context, in inForce) error {
 func (a *App) newServer() error {
 	cfg := a.cfg
 	a.baseCtx, a.stopReqs = context.WithCancel(context.Background())
-	a.server = &http.Server{Handler: a.web.Server.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	a.server = &http.Server{Handler: a.site.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: orDefault(cfg.ReadTimeout, 30*time.Second), WriteTimeout: orDefault(cfg.WriteTimeout, 90*time.Second),
 		IdleTimeout: orDefault(cfg.IdleTimeout, 2*time.Minute),
 		// Idle keep-alive connections are closed before they can take the
