@@ -127,9 +127,13 @@ func migrateLegacy(db *gorm.DB) error {
 	if err := dropChangedIndexes(db); err != nil {
 		return err
 	}
-	return db.AutoMigrate(&Run{}, &Turn{}, &ToolCall{}, &Approval{}, &AuditEvent{}, &AuditHead{},
-		&Customer{}, &Order{}, &Refund{}, &Staff{}, &Session{}, &APIToken{}, &Agent{}, &Instance{}, &ShadowDecision{}, &Delivery{}, &Grant{}, &ToolPin{})
+	return db.AutoMigrate(allRecords...)
 }
+
+// allRecords is every record with a table: the product's and the demo
+// shop's. The schema tests hold the migrations of both dialects to them.
+var allRecords = []any{&Run{}, &Turn{}, &ToolCall{}, &Approval{}, &AuditEvent{}, &AuditHead{},
+	&Customer{}, &Order{}, &Refund{}, &Staff{}, &Session{}, &APIToken{}, &Agent{}, &Instance{}, &ShadowDecision{}, &Delivery{}, &Grant{}, &ToolPin{}}
 
 // Tool calls are inserted, looked up and updated by their id thousands of
 // times a second. Stored WITHOUT ROWID the row lives in the id's own b-tree
