@@ -297,7 +297,7 @@ func (r *Runner) Kick(runID string) <-chan struct{} {
 			return
 		}
 		ctx := r.bg
-		if r.store.Postgres() { // and across the instances sharing the database
+		if r.store.Shared() { // and across the instances sharing the database
 			var release func()
 			var ok bool
 			if ctx, release, ok = r.lease(runID); !ok {

@@ -18,8 +18,11 @@ func IsPostgres(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
-// Postgres says whether the store is on PostgreSQL.
-func (s *Store) Postgres() bool { return s.d.pg }
+// Shared says whether several instances may use the store at once (it is
+// on PostgreSQL): what they share — run leases, heartbeats, notifications,
+// rate limits — then lives in the database, not in one process. Callers
+// ask this, not which dialect it is.
+func (s *Store) Shared() bool { return s.d.pg }
 
 // like is the case-insensitive LIKE: SQLite's LIKE is, PostgreSQL's is not.
 func (d dialect) like() string {

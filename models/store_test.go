@@ -44,7 +44,7 @@ func TestAuditTextSearchIgnoresCase(t *testing.T) {
 			t.Fatalf("search %q: %d rows, %v", q, len(rows), err)
 		}
 	}
-	if !s.Postgres() {
+	if !s.Shared() {
 		return
 	}
 	db, err := sql.Open("pgx", dsn)

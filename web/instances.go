@@ -31,7 +31,7 @@ const versionsCheckEvery = 5 * time.Second
 // liveInstances are the servers on the database now: those that beat
 // lately (PostgreSQL), or this one (SQLite, one server).
 func (s *Server) liveInstances(ctx context.Context) ([]models.Instance, error) {
-	if !s.cfg.Store.Postgres() {
+	if !s.cfg.Store.Shared() {
 		in, err := s.cfg.Store.InstanceRow(ctx, s.cfg.Store.Instance())
 		if errors.Is(err, models.ErrNotFound) {
 			return nil, nil // not recorded (an app built without cmd's owner)
@@ -47,7 +47,7 @@ func (s *Server) liveInstances(ctx context.Context) ([]models.Instance, error) {
 // versionsDiffer says, in a sentence, how live instances differ in what
 // they decide with ("" when they agree).
 func (s *Server) versionsDiffer(ctx context.Context) string {
-	if s.cfg.Store == nil || !s.cfg.Store.Postgres() {
+	if s.cfg.Store == nil || !s.cfg.Store.Shared() {
 		return ""
 	}
 	vc := &s.versions

@@ -48,7 +48,7 @@ type sharedBuckets struct {
 // sharedLimits says where the limits live: nil keeps them in this process
 // (SQLite, one instance).
 func sharedLimits(store *models.Store, log *slog.Logger) *sharedBuckets {
-	if store == nil || !store.Postgres() {
+	if store == nil || !store.Shared() {
 		return nil
 	}
 	return &sharedBuckets{store: store, log: log}

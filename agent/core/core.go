@@ -85,7 +85,7 @@ func New(cfg Config) *Core {
 	ob.Attach(gate.Tools, changed)
 	c := &Core{Gate: gate, Runner: runner, Accounts: accounts.New(cfg.Store), Outbox: ob, store: cfg.Store, log: log,
 		stop: func() {}}
-	if cfg.Store.Postgres() {
+	if cfg.Store.Shared() {
 		c.alive = models.InstanceAlive
 	}
 	return c

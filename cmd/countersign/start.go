@@ -162,7 +162,7 @@ func (a *App) startCore(ctx context.Context, in inForce) error {
 	// The web side's own background work: the live queue, and on
 	// PostgreSQL what the other instances change.
 	go a.site.Run(hubCtx)
-	if a.store.Postgres() {
+	if a.store.Shared() {
 		a.changes.Share(hubCtx, a.store)
 	}
 	if err := a.store.RecordVersions(ctx, core.Hostname(), a.gate.Policy().Version(), a.gate.ToolsVersion(), "start"); err != nil {

@@ -41,7 +41,7 @@ func (a *App) Start(ctx context.Context) (core.Started, error) {
 		return st, err
 	}
 	go a.Server.Run(ctx)
-	if a.store.Postgres() {
+	if a.store.Shared() {
 		a.Changes.Share(ctx, a.store)
 	}
 	return st, nil
