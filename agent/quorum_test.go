@@ -9,6 +9,7 @@ import (
 )
 
 func TestQuorum(t *testing.T) {
+	t.Parallel()
 	ann := agent.Vote{StaffID: "ann", Role: models.Approver}
 	ben := agent.Vote{StaffID: "ben", Role: models.Approver}
 	sue := agent.Vote{StaffID: "sue", Role: models.Supervisor}

@@ -23,6 +23,7 @@ var refundTool = tools.MustNew(tools.Definition[refundIn]{
 })
 
 func TestNormalizeProblems(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, args string
 		want       string // the whole error, or "" when valid
@@ -59,6 +60,7 @@ func TestNormalizeProblems(t *testing.T) {
 }
 
 func TestNormalizeIsCanonical(t *testing.T) {
+	t.Parallel()
 	a, err := refundTool.Normalize([]byte(`{"amount": 900.00, "order_id": "A1002"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +82,7 @@ func TestNormalizeIsCanonical(t *testing.T) {
 }
 
 func TestNormalizeDoesNotEscapeHTML(t *testing.T) {
+	t.Parallel()
 	n, err := refundTool.Normalize([]byte(`{"order_id":"A1","amount":1,"reason":"<b>&\"x\""}`))
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +93,7 @@ func TestNormalizeDoesNotEscapeHTML(t *testing.T) {
 }
 
 func TestSchemaIsWhatTheModelSees(t *testing.T) {
+	t.Parallel()
 	s := string(refundTool.Schema)
 	for _, want := range []string{`"additionalProperties":false`, `"required":["order_id","amount"]`, `"exclusiveMinimum":0`, `"maximum":5000`, `"pattern":"^[A-Z][0-9]+$"`} {
 		if !strings.Contains(s, want) {
@@ -99,6 +103,7 @@ func TestSchemaIsWhatTheModelSees(t *testing.T) {
 }
 
 func TestNewRefusesBadDefinitions(t *testing.T) {
+	t.Parallel()
 	run := func(context.Context, tools.Call, refundIn) (any, error) { return nil, nil }
 	for _, d := range []tools.Definition[refundIn]{
 		{Name: "Bad Name", Risk: tools.RiskRead, Run: run},
@@ -153,6 +158,7 @@ type sortedRefundIn struct {
 }
 
 func TestDeclarationOrderDoesNotChangeNormalization(t *testing.T) {
+	t.Parallel()
 	sorted := tools.MustNew(tools.Definition[sortedRefundIn]{Name: "issue_refund", Risk: tools.RiskHighWrite,
 		Run: func(context.Context, tools.Call, sortedRefundIn) (any, error) { return nil, nil }})
 	for _, args := range []string{`{"order_id":"A1","amount":12.5}`, `{"amount":1e3,"order_id":"B22","reason":"<&>\"é","speed":"express"}`, `{"amount":0.01,"order_id":"C3","reason":""}`} {
@@ -175,6 +181,7 @@ func TestDeclarationOrderDoesNotChangeNormalization(t *testing.T) {
 // Awkward strings and numbers normalize alike whatever the declaration
 // order.
 func TestAwkwardValuesNormalizeAlike(t *testing.T) {
+	t.Parallel()
 	sorted := tools.MustNew(tools.Definition[sortedRefundIn]{Name: "issue_refund", Risk: tools.RiskHighWrite,
 		Run: func(context.Context, tools.Call, sortedRefundIn) (any, error) { return nil, nil }})
 	compared := 0

@@ -8,6 +8,7 @@ import (
 )
 
 func TestSummarySaysWhatACallAsks(t *testing.T) {
+	t.Parallel()
 	type in struct {
 		Amount  float64 `json:"amount"`
 		OrderID string  `json:"order_id"`
@@ -30,6 +31,7 @@ func TestSummarySaysWhatACallAsks(t *testing.T) {
 }
 
 func TestDescribeRequestSpeaksToTheCustomer(t *testing.T) {
+	t.Parallel()
 	type in struct {
 		Amount  float64 `json:"amount"`
 		OrderID string  `json:"order_id"`

@@ -62,6 +62,7 @@ var conversation = llm.Request{
 // garbage arguments as they were written; the key is sent only as the
 // bearer token and never appears in an error.
 func TestOpenAIAdapter(t *testing.T) {
+	t.Parallel()
 	ok := `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":"On it.","tool_calls":[` +
 		`{"id":"a","type":"function","function":{"name":"get_order","arguments":"{\"order_id\":\"A1\"}"}},` +
 		`{"id":"b","type":"function","function":{"name":"get_order","arguments":"{not json"}}]}}]}`
@@ -99,6 +100,7 @@ func TestOpenAIAdapter(t *testing.T) {
 // blocks come back as calls; the key goes as the SDK sends it (a bearer
 // token in this version) and in no error.
 func TestAnthropicAdapter(t *testing.T) {
+	t.Parallel()
 	ok := `{"id":"msg","type":"message","role":"assistant","model":"m","stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1},"content":[` +
 		`{"type":"text","text":"On it."},{"type":"tool_use","id":"a","name":"get_order","input":{"order_id":"A1"}}]}`
 	p := &provider{replies: []reply{{529, `{"type":"error","error":{"type":"overloaded_error","message":"busy"}}`}, {200, ok}}}

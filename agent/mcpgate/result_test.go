@@ -25,6 +25,7 @@ func textOf(r *mcp.CallToolResult) string {
 // What a client gets is what the upstream sent, plus Countersign's words
 // only where a person or the policy acted.
 func TestResultPassesTheUpstreamsAnswerOn(t *testing.T) {
+	t.Parallel()
 	upstream := &tools.Tool{Name: "fs__write_file", Upstream: "fs"}
 	sent := `{"content":[{"type":"text","text":"wrote 12 bytes"},{"type":"image","data":"aGk=","mimeType":"image/png"}],` +
 		`"structuredContent":{"bytes":12},"_meta":{"trace":"t1"}}`
@@ -52,6 +53,7 @@ func TestResultPassesTheUpstreamsAnswerOn(t *testing.T) {
 // Countersign's own tools answer with their JSON as text and as structured
 // content; every other outcome says who acted, in words.
 func TestResultSaysWhoActed(t *testing.T) {
+	t.Parallel()
 	own := &tools.Tool{Name: "issue_refund"}
 	r := result(&models.ToolCall{Status: models.CallSucceeded, Result: `{"refund_id":"rf_1"}`}, own, "")
 	if r.IsError || textOf(r) != "{\"refund_id\":\"rf_1\"}\n" || r.StructuredContent.(map[string]any)["refund_id"] != "rf_1" {

@@ -30,6 +30,7 @@ func defaultPolicy(t testing.TB) *policy.FilePolicy {
 }
 
 func TestDefaultPolicyDecisions(t *testing.T) {
+	t.Parallel()
 	p := defaultPolicy(t)
 	cases := []struct {
 		name       string
@@ -75,6 +76,7 @@ func TestDefaultPolicyDecisions(t *testing.T) {
 }
 
 func TestDefaultPolicyCarriesPassingTests(t *testing.T) {
+	t.Parallel()
 	p := defaultPolicy(t)
 	results := p.RunTests(context.Background())
 	if len(results) < 5 {
@@ -88,6 +90,7 @@ func TestDefaultPolicyCarriesPassingTests(t *testing.T) {
 }
 
 func TestPolicyLoadErrorsNameTheProblem(t *testing.T) {
+	t.Parallel()
 	reg := shopRegistry(t)
 	cases := []struct{ name, yaml, want string }{
 		{"bad CEL", "rules:\n  - name: broken\n    when: args.amount >>> 3\n    decision: deny\n", `rule "broken": condition does not compile`},
@@ -113,6 +116,7 @@ func TestPolicyLoadErrorsNameTheProblem(t *testing.T) {
 }
 
 func TestFailingPolicyTestIsReported(t *testing.T) {
+	t.Parallel()
 	p, err := policy.LoadPolicy([]byte(`
 rules:
   - name: all-refunds-allowed
@@ -134,6 +138,7 @@ tests:
 }
 
 func TestConditionErrorSendsToAPerson(t *testing.T) {
+	t.Parallel()
 	p, err := policy.LoadPolicy([]byte(`
 rules:
   - name: uses-missing-field
@@ -150,6 +155,7 @@ rules:
 }
 
 func TestRunFactsInConditions(t *testing.T) {
+	t.Parallel()
 	p, err := policy.LoadPolicy([]byte(`
 rules:
   - name: too-many-lookups

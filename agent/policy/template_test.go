@@ -8,6 +8,7 @@ import (
 // A reason's placeholders are CEL: money() reads dollars as people do, a
 // number as written, a missing argument as "?".
 func TestReasonTemplates(t *testing.T) {
+	t.Parallel()
 	in := Input{Tool: "issue_refund", Args: map[string]any{"amount": 900.5, "order_id": "A1002", "n": 3.0, "tiny": 0.125}}
 	for tpl, want := range map[string]string{
 		"Refund of {{ money(args.amount) }} on {{ args.order_id }}": "Refund of $900.50 on A1002",

@@ -57,6 +57,7 @@ func run(t *testing.T, reg *tools.Registry, name, customer, key, args string) (m
 // refunded, which float64 dollars get wrong (0.1 added ten times is not 1).
 // A refund asked twice with one idempotency key is one refund.
 func TestRefundsAddUpInCentsAndRunOnce(t *testing.T) {
+	t.Parallel()
 	store, reg := shopAt(t)
 	var floats float64
 	for i := range 10 {
@@ -92,6 +93,7 @@ func TestRefundsAddUpInCentsAndRunOnce(t *testing.T) {
 // A tool acts only on the run's customer's orders, never refunds more than
 // is left, and refuses in words the model can pass on.
 func TestShopToolsRefuseWhatTheyMustNotDo(t *testing.T) {
+	t.Parallel()
 	store, reg := shopAt(t)
 	cases := []struct{ tool, customer, args, want string }{
 		{"issue_refund", "cus_bob", `{"order_id":"A1002","amount":10}`, "A1002"},
