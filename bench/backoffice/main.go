@@ -11,12 +11,10 @@ package main
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -25,7 +23,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -182,178 +179,6 @@ func run(nCalls, nPending, nClients int, dir, dsn string) error {
 
 var tools5 = []string{"get_order_status", "list_orders", "update_shipping_address", "cancel_order", "issue_refund"}
 
-// seed writes the history with plain SQL in large transactions: the schema
-// is the application's own (models.Open migrates it first).
-func seed(path string, nCalls, nPending int) error {
-	s, err := models.Open(path, models.Options{})
-	if err != nil {
-		return err
-	}
-	s.Close()
-	db, err := openRaw(path, false)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	pg := models.IsPostgres(path)
-	if pg {
-		if _, err := db.Exec("SET synchronous_commit = off"); err != nil {
-			return err
-		}
-	}
-	prepare := func(tx *sql.Tx, q string) *sql.Stmt {
-		if pg {
-			q = dollars(q)
-		}
-		st, err := tx.Prepare(q)
-		if err != nil {
-			panic(err)
-		}
-		return st
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	const nRuns = 20_000
-	tx, _ := db.Begin()
-	runStmt := prepare(tx, `INSERT INTO runs (id, customer_id, customer_name, channel, status, token_hash, last_error, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?)`)
-	start := time.Now().UTC().Add(-90 * 24 * time.Hour)
-	runs := make([]string, nRuns)
-	for i := range runs {
-		runs[i] = fmt.Sprintf("run_bench%08d", i)
-		at := start.Add(time.Duration(i) * 90 * 24 * time.Hour / nRuns)
-		if _, err := runStmt.Exec(runs[i], fmt.Sprintf("cus_%05d", i%5000), fmt.Sprintf("Customer %d", i%5000), "api", "waiting", fmt.Sprintf("h%d", i), "", at, at); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	insertCalls := func(n int, pendingOnes bool, offset int) error {
-		var tx *sql.Tx
-		var callStmt, apprStmt *sql.Stmt
-		for i := 0; i < n; i++ {
-			if i%20000 == 0 {
-				if tx != nil {
-					if err := tx.Commit(); err != nil {
-						return err
-					}
-				}
-				tx, _ = db.Begin()
-				callStmt = prepare(tx, `INSERT INTO tool_calls (id, run_id, customer_id, turn_id, model_call_id, tool, risk, raw_args, args, args_hash, original_args,
-					status, decision, rule, reason, policy_version, required_approvals, required_role, expires_at, idempotency_key, error, error_detail, result,
-					created_at, updated_at, decided_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
-				apprStmt = prepare(tx, `INSERT INTO approvals (tool_call_id, staff_id, staff_name, staff_role, verdict, note, args, args_hash, edited, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)`)
-			}
-			k := offset + i
-			id := fmt.Sprintf("call_bench%09d", k)
-			run := runs[rng.IntN(nRuns)]
-			at := start.Add(time.Duration(k) * 90 * 24 * time.Hour / time.Duration(nCalls+nPending))
-			tool := tools5[rng.IntN(len(tools5))]
-			args := fmt.Sprintf(`{"order_id":"A%06d"}`, rng.IntN(999999))
-			status, decision, rule, reason, verdict := "succeeded", "allow", "default:read", "reads are allowed", ""
-			required := 0
-			var expires any
-			if tool == "issue_refund" || tool == "cancel_order" {
-				args = fmt.Sprintf(`{"amount":%d,"order_id":"A%06d"}`, 51+rng.IntN(2000), rng.IntN(999999))
-				decision, rule, reason, required = "needs_approval", "refund-needs-approval", "Refund", 1
-				switch r := rng.IntN(10); {
-				case r < 7:
-					status, verdict = "succeeded", "approve"
-				case r < 9:
-					status, verdict = "rejected", "reject"
-				default:
-					status = "expired"
-				}
-			}
-			if pendingOnes {
-				tool, status, decision, required = "issue_refund", "pending", "needs_approval", 1
-				args = fmt.Sprintf(`{"amount":%d,"order_id":"A%06d"}`, 51+rng.IntN(2000), rng.IntN(999999))
-				rule, reason, verdict = "refund-needs-approval", "Refund of a bench order", ""
-				expires = time.Now().UTC().Add(24 * time.Hour)
-			}
-			if _, err := callStmt.Exec(id, run, "cus_x", 0, "", tool, "high_write", args, args, "hash", "", status, decision, rule, reason,
-				"benchpolicyversion", required, "", expires, "k"+id, "", "", "", at, at, at, at); err != nil {
-				return err
-			}
-			if verdict != "" {
-				staff := []string{"Ann", "Ben", "Sam"}[rng.IntN(3)]
-				if _, err := apprStmt.Exec(id, "stf_"+staff, staff, "approver", verdict, "", args, "hash", false, at); err != nil {
-					return err
-				}
-			}
-		}
-		return tx.Commit()
-	}
-	if err := insertCalls(nCalls, false, 0); err != nil {
-		return err
-	}
-	if err := insertCalls(nPending, true, nCalls); err != nil {
-		return err
-	}
-	_, err = db.Exec("ANALYZE")
-	return err
-}
-
-func plans(path string) error {
-	db, err := openRaw(path, true)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	pg := models.IsPostgres(path)
-	for _, q := range []struct{ name, sql string }{
-		{"queue", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE tool_calls.status = 'pending' AND tool_calls.status <> 'succeeded' ORDER BY tool_calls.created_at, tool_calls.id LIMIT 100`},
-		{"queue approvals", `SELECT COUNT(DISTINCT a.staff_id) FROM approvals a WHERE a.tool_call_id = 'x' AND a.verdict = 'approve' AND a.args_hash = 'h'`},
-		{"audit page", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE (tool_calls.created_at, tool_calls.id) < ('2026-01-01', 'x') ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
-		{"audit by tool", `SELECT tool_calls.* FROM tool_calls WHERE tool_calls.tool = 'cancel_order' ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
-		{"audit by customer", `SELECT tool_calls.* FROM tool_calls WHERE tool_calls.customer_id = 'cus_x' ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
-		{"audit by staff", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE (SELECT 1 FROM approvals a WHERE a.tool_call_id = tool_calls.id AND (a.staff_name LIKE '%Ben%' ESCAPE '\' OR a.staff_id = 'Ben') LIMIT 1) IS NOT NULL ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
-		{"run transcript calls", `SELECT * FROM tool_calls WHERE run_id = 'x' ORDER BY created_at, id`},
-	} {
-		explain := "EXPLAIN QUERY PLAN "
-		if pg {
-			explain = "EXPLAIN "
-		}
-		rows, err := db.Query(explain + q.sql)
-		if err != nil {
-			return err
-		}
-		var steps []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if pg {
-				err = rows.Scan(&detail)
-			} else {
-				err = rows.Scan(&id, &parent, &notused, &detail)
-			}
-			if err != nil {
-				return err
-			}
-			steps = append(steps, strings.TrimSpace(detail))
-		}
-		rows.Close()
-		fmt.Printf("  %-22s %s\n", q.name, strings.Join(steps, " | "))
-	}
-	return nil
-}
-
-func deepCursor(path string, offset int) (string, error) {
-	db, err := openRaw(path, true)
-	if err != nil {
-		return "", err
-	}
-	defer db.Close()
-	var at time.Time
-	var id string
-	q := `SELECT created_at, id FROM tool_calls ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?`
-	if models.IsPostgres(path) {
-		q = dollars(q)
-	}
-	err = db.QueryRow(q, offset).Scan(&at, &id)
-	return at.UTC().Format(time.RFC3339Nano) + "|" + id, err
-}
-
 func signIn(base, email, pw string) (*http.Client, error) {
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
@@ -473,50 +298,4 @@ func liveUpdates(ctx context.Context, base string, signedIn *http.Client, gate *
 	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
 	fmt.Printf("  decision to all %d streams having the new queue: median %.1f ms, worst %.1f ms (5 decisions)\n", n, measure.MS(lats[len(lats)/2]), measure.MS(lats[len(lats)-1]))
 	return nil
-}
-
-// openRaw opens the benchmark's database behind the application's back:
-// to seed it fast, or read only.
-func openRaw(path string, readOnly bool) (*sql.DB, error) {
-	if models.IsPostgres(path) {
-		return sql.Open("pgx", path)
-	}
-	if readOnly {
-		return sql.Open("sqlite3", "file:"+path+"?mode=ro")
-	}
-	return sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_synchronous=OFF&_foreign_keys=off")
-}
-
-// dollars writes a query's ? placeholders as PostgreSQL's $1, $2, ….
-func dollars(q string) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-// dbSize is the database's size in bytes.
-func dbSize(path string) float64 {
-	if !models.IsPostgres(path) {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return 0
-		}
-		return float64(fi.Size())
-	}
-	db, err := openRaw(path, true)
-	if err != nil {
-		return 0
-	}
-	defer db.Close()
-	var size int64
-	db.QueryRow("SELECT pg_database_size(current_database())").Scan(&size)
-	return float64(size)
 }
