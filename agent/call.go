@@ -108,21 +108,17 @@ func (g *Gate) decide(ctx context.Context, c *gateCall) error {
 }
 
 func newCallRecord(req CallRequest, tool *tools.Tool, norm tools.Normalized) *models.ToolCall {
-	call := &models.ToolCall{
-		ID:          models.NewID("call"),
-		RunID:       req.RunID,
-		CustomerID:  req.CustomerID,
-		TurnID:      req.TurnID,
-		ModelCallID: req.ModelCallID,
-		Tool:        tool.Name,
-		Risk:        string(tool.Risk),
-		RawArgs:     rawForRecord(req.Args),
-		Args:        string(norm.JSON),
-		ArgsHash:    norm.Hash,
-		AgentKey:    req.AgentKey,
-		Context:     req.Context,
-		ToolHash:    tool.DefinitionHash(),
-	}
+	call := callRecord(req, tool.Name, tool.Risk)
+	call.Args, call.ArgsHash, call.ToolHash = string(norm.JSON), norm.Hash, tool.DefinitionHash()
+	call.AgentKey, call.Context = req.AgentKey, req.Context
+	return call
+}
+
+// callRecord is a new call's record as every call has it: its ids, where
+// it came from and what the model sent.
+func callRecord(req CallRequest, tool string, risk tools.Risk) *models.ToolCall {
+	call := &models.ToolCall{ID: models.NewID("call"), RunID: req.RunID, CustomerID: req.CustomerID, TurnID: req.TurnID,
+		ModelCallID: req.ModelCallID, Tool: tool, Risk: string(risk), RawArgs: rawForRecord(req.Args)}
 	call.IdempotencyKey = IdempotencyKey(call.ID)
 	return call
 }

@@ -293,19 +293,8 @@ func (g *Gate) Refuse(ctx context.Context, req CallRequest, reason string) (Outc
 }
 
 func (g *Gate) recordInvalid(ctx context.Context, req CallRequest, risk tools.Risk, msg string) (Outcome, error) {
-	call := &models.ToolCall{
-		ID:          models.NewID("call"),
-		RunID:       req.RunID,
-		CustomerID:  req.CustomerID,
-		TurnID:      req.TurnID,
-		ModelCallID: req.ModelCallID,
-		Tool:        tools.Truncate(req.Tool, 100),
-		Risk:        string(risk),
-		RawArgs:     rawForRecord(req.Args),
-		Status:      models.CallInvalid,
-		Error:       msg,
-	}
-	call.IdempotencyKey = IdempotencyKey(call.ID)
+	call := callRecord(req, tools.Truncate(req.Tool, 100), risk)
+	call.Status, call.Error = models.CallInvalid, msg
 	err := g.store.Write(ctx, func(tx *models.Tx) error {
 		if err := tx.CreateToolCall(call); err != nil {
 			return err
