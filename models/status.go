@@ -77,6 +77,14 @@ func (r StaffRole) authority() int {
 // Valid reports whether r is a known role.
 func (r StaffRole) Valid() bool { return oneOf(r, StaffRoles) }
 
+// Name is the role as a message names it: "(none)" for no role.
+func (r StaffRole) Name() string {
+	if r == "" {
+		return "(none)"
+	}
+	return string(r)
+}
+
 // CanDecide reports whether the role may approve or reject actions at all.
 func (r StaffRole) CanDecide() bool { return r.authority() > 0 }
 

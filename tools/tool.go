@@ -350,7 +350,7 @@ func (t *Tool) DefinitionHash() string {
 }
 
 // ListingHash is the SHA-256 (hex) of the tool as its MCP server listed it
-// ("" for a tool not from one): what an admin accepts (agent.Gate pins it).
+// ("" for a tool not from one): what an admin accepts (agent/gate.Gate pins it).
 func (t *Tool) ListingHash() string {
 	if len(t.Listing) == 0 {
 		return ""

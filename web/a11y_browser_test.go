@@ -10,7 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 )
 
@@ -52,13 +52,13 @@ func TestBrowserEveryPagePassesAxe(t *testing.T) {
 	guest, ada := person(t, browser), person(t, browser)
 	pending := a.pendingRefund("it arrived broken")
 	decided := a.pendingRefund("the box was empty")
-	if _, err := a.gate.Approve(context.Background(), decided.ID, models.Actor{ID: "stf_x", Name: "X", Role: models.Supervisor}, agent.ApproveRequest{}); err != nil {
+	if _, err := a.gate.Approve(context.Background(), decided.ID, models.Actor{ID: "stf_x", Name: "X", Role: models.Supervisor}, gate.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	// Bob's refund approved with a standing grant, so /policy lists one.
 	bobs := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":100,"reason":"scratched"}`)
 	if _, err := a.gate.Approve(context.Background(), bobs.CallID, models.Actor{ID: "stf_x", Name: "X", Role: models.Supervisor},
-		agent.ApproveRequest{Grant: &agent.GrantRequest{Uses: 2, For: time.Hour}}); err != nil {
+		gate.ApproveRequest{Grant: &gate.GrantRequest{Uses: 2, For: time.Hour}}); err != nil {
 		t.Fatal(err)
 	}
 	pages := []struct {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
@@ -134,12 +134,12 @@ func (s *Server) actionBase(c echo.Context, call *models.ToolCall, run *models.R
 		v.ExpiresAt = rfc3339(*call.ExpiresAt)
 	}
 	v.GrantOffer = s.grantOffer(call, run)
-	v.GrantID, _ = agent.GrantOf(call.Rule)
+	v.GrantID, _ = gate.GrantOf(call.Rule)
 	return v, nil
 }
 
 // actionApprovals lists the approvals and counts those that still count
-// (agent.Counts, the gate's own rule), with the page's flash after one.
+// (gate.Counts, the gate's own rule), with the page's flash after one.
 func (s *Server) actionApprovals(c echo.Context, call *models.ToolCall, v *views.ActionView) error {
 	approvals, disabled, err := s.approvals(c, call.ID)
 	if err != nil {
@@ -150,7 +150,7 @@ func (s *Server) actionApprovals(c echo.Context, call *models.ToolCall, v *views
 		me = sc.staff.ID
 	}
 	for _, a := range approvals {
-		if agent.Counts(a, call.ArgsHash, disabled) {
+		if gate.Counts(a, call.ArgsHash, disabled) {
 			v.ApprovalsSoFar++
 			v.ApprovedByMe = v.ApprovedByMe || a.StaffID == me
 		}
@@ -253,7 +253,7 @@ func (s *Server) actionPage(c echo.Context) error {
 func (s *Server) actionApprove(c echo.Context) error {
 	id := c.Param("id")
 	sc := currentStaff(c)
-	req := agent.ApproveRequest{Note: c.FormValue("note")}
+	req := gate.ApproveRequest{Note: c.FormValue("note")}
 	var fieldErrs map[string]string
 	if c.FormValue("edit") == "1" {
 		call, err := s.cfg.Store.ToolCall(c.Request().Context(), id)

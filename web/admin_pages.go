@@ -9,7 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
@@ -53,7 +53,7 @@ func (s *Server) policyReplay(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 60*time.Second)
 	defer cancel()
 	from := time.Now().Add(-period).UTC()
-	rep, err := agent.ReplayPolicy(ctx, s.cfg.Store, reg, candidate, from)
+	rep, err := gate.ReplayPolicy(ctx, s.cfg.Store, reg, candidate, from)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
@@ -81,7 +81,7 @@ func toActionJSON(c *models.ToolCall, approvals []models.Approval, disabled map[
 	}
 	for _, a := range approvals {
 		out.Approvals = append(out.Approvals, approvalJSON{StaffID: a.StaffID, StaffName: a.StaffName, Role: string(a.StaffRole), Verdict: a.Verdict,
-			Note: a.Note, Args: json.RawMessage(a.Args), Edited: a.Edited, Counts: agent.Counts(a, c.ArgsHash, disabled), CreatedAt: a.CreatedAt})
+			Note: a.Note, Args: json.RawMessage(a.Args), Edited: a.Edited, Counts: gate.Counts(a, c.ArgsHash, disabled), CreatedAt: a.CreatedAt})
 	}
 	return out
 }
@@ -161,7 +161,7 @@ func (s *Server) apiApprove(c echo.Context) error {
 			return err
 		}
 	}
-	ar := agent.ApproveRequest{Note: req.Note}
+	ar := gate.ApproveRequest{Note: req.Note}
 	if len(req.Args) > 0 && string(req.Args) != "null" {
 		ar.Args = req.Args
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
@@ -169,7 +169,7 @@ func (s *Server) callCreate(c echo.Context) error {
 			return s.sameKeyAgain(c, prior, req)
 		}
 	}
-	asked, err := s.outside.Ask(ctx, agent.OutsideCall{Agent: ag, Session: req.Session, CustomerID: req.CustomerID, Context: req.Context,
+	asked, err := s.outside.Ask(ctx, gate.OutsideCall{Agent: ag, Session: req.Session, CustomerID: req.CustomerID, Context: req.Context,
 		Tool: req.Tool, Args: req.Args, Key: agentKey})
 	if err != nil {
 		if agentKey != "" { // the same key at the same moment: the first one won

@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 )
@@ -58,7 +58,7 @@ func (s *Server) runCreate(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	start := agent.StartRequest{Channel: "api", Message: req.Message}
+	start := runloop.StartRequest{Channel: "api", Message: req.Message}
 	if req.CustomerToken != "" {
 		cust, err := s.cfg.Customers.Verify(req.CustomerToken)
 		if err != nil {
@@ -180,7 +180,7 @@ func (s *Server) runEvents(c echo.Context) error {
 	}
 	// A closed channel means the client was too slow: it reconnects with
 	// Last-Event-ID and gets what it missed.
-	followStream(ctx, w, sub.C, func(ev agent.RunEvent) bool {
+	followStream(ctx, w, sub.C, func(ev runloop.Event) bool {
 		if ev.Turn != nil {
 			if ev.Turn.Seq <= last {
 				return true // already sent from the backlog

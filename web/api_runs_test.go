@@ -13,13 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/core"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storetest"
 	"github.com/countersign/countersign/tools"
@@ -33,8 +34,8 @@ const secret = "test-secret-test-secret-test-secret"
 type app struct {
 	t        *testing.T
 	store    *models.Store
-	gate     *agent.Gate
-	runner   *agent.Runner
+	gate     *gate.Gate
+	runner   *runloop.Runner
 	accounts *accounts.Service
 	srv      *httptest.Server
 	server   *web.Server
@@ -88,7 +89,7 @@ type appConfig struct {
 	Tools         *tools.Registry
 	Policy        policy.Policy
 	Model         llm.Model
-	Business      agent.BusinessFacts
+	Business      gate.BusinessFacts
 	Log           *slog.Logger
 	ExecutionWait time.Duration
 	Outbox        *outbox.Outbox
@@ -266,7 +267,7 @@ func TestBadRequestsGetClearErrors(t *testing.T) {
 		{"wrong type", `{"message": 42}`, 400, `field "message" must be a string`},
 		{"unknown field", `{"message":"hi","admin":true}`, 400, `unknown field "admin"`},
 		{"empty message", `{"message":"  "}`, 400, "the message is empty"},
-		{"too long", `{"message":"` + strings.Repeat("x", agent.MaxMessageRunes+1) + `"}`, 400, "the limit is 4000"},
+		{"too long", `{"message":"` + strings.Repeat("x", runloop.MaxMessageRunes+1) + `"}`, 400, "the limit is 4000"},
 		{"huge body", `{"message":"` + strings.Repeat("x", 70000) + `"}`, 413, "over the limit"},
 		{"two values", `{"message":"hi"} {"message":"again"}`, 400, "more than one JSON value"},
 	}
@@ -396,7 +397,7 @@ func TestEventsStreamThePauseAndTheOutcome(t *testing.T) {
 	s.until(t, func(ev event) bool { return ev.Name == "status" && ev.Data["status"] == "paused" })
 
 	calls, _ := a.store.RunCalls(context.Background(), id)
-	if _, err := a.gate.Approve(context.Background(), calls[0].ID, models.Actor{ID: "stf_1", Name: "Ann", Role: models.Approver}, agent.ApproveRequest{}); err != nil {
+	if _, err := a.gate.Approve(context.Background(), calls[0].ID, models.Actor{ID: "stf_1", Name: "Ann", Role: models.Approver}, gate.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	ev := s.until(t, func(ev event) bool { return ev.Name == "turn" && ev.Data["role"] == "assistant" })

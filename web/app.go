@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/core"
+	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 )
 
@@ -68,7 +68,7 @@ func (c *Changes) ActionChanged(callID string) {
 
 // RunChanged tells the streams that follow the run, here and on the other
 // instances.
-func (c *Changes) RunChanged(ev agent.RunEvent) {
+func (c *Changes) RunChanged(ev runloop.Event) {
 	c.runs.Publish(ev)
 	ch := change{Run: ev.RunID, Status: string(ev.Status)}
 	if ev.Turn != nil {
@@ -157,7 +157,7 @@ func (c *Changes) heard(ctx context.Context, payload string) {
 	if ch.Run == "" {
 		return
 	}
-	ev := agent.RunEvent{RunID: ch.Run, Status: models.RunStatus(ch.Status)}
+	ev := runloop.Event{RunID: ch.Run, Status: models.RunStatus(ch.Status)}
 	if ch.Seq > 0 {
 		turns, err := shared.Turns(ctx, ch.Run, ch.Seq-1)
 		if err != nil || len(turns) == 0 {

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
+	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
 )
@@ -92,7 +93,7 @@ func (b *browser) post(path string, form url.Values) (*http.Response, string) {
 // reason is text the model chose, shown to staff.
 func (a *app) pendingRefund(reason string) *models.ToolCall {
 	a.t.Helper()
-	st, err := a.runner.StartRun(context.Background(), agent.StartRequest{CustomerID: "cus_alice", CustomerName: "Alice",
+	st, err := a.runner.StartRun(context.Background(), runloop.StartRequest{CustomerID: "cus_alice", CustomerName: "Alice",
 		Message: "refund $900 on order A1002 because " + reason})
 	if err != nil {
 		a.t.Fatal(err)
@@ -391,7 +392,7 @@ func TestAuditFiltersPagesAndExports(t *testing.T) {
 	ctx := context.Background()
 	// 60 reads and one refund decided by Ann.
 	for i := 0; i < 60; i++ {
-		st, err := a.runner.StartRun(ctx, agent.StartRequest{CustomerID: "cus_bob", CustomerName: "Bob", Message: "where is B2001?"})
+		st, err := a.runner.StartRun(ctx, runloop.StartRequest{CustomerID: "cus_bob", CustomerName: "Bob", Message: "where is B2001?"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -399,7 +400,7 @@ func TestAuditFiltersPagesAndExports(t *testing.T) {
 	}
 	action := a.pendingRefund("it broke")
 	ann, _ := a.store.StaffByEmail(ctx, "ann@x.test")
-	if _, err := a.gate.Approve(ctx, action.ID, ann.Actor(), agent.ApproveRequest{}); err != nil {
+	if _, err := a.gate.Approve(ctx, action.ID, ann.Actor(), gate.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	b := a.signIn("aud@x.test")
@@ -466,7 +467,7 @@ func TestAuditFiltersPagesAndExports(t *testing.T) {
 	if err := json.Unmarshal([]byte(rows[0]), &first); err != nil || first["tool"] != "issue_refund" || first["policy_version"] == "" {
 		t.Fatalf("jsonl row %v %v", first, err)
 	}
-	if out, err := a.gate.Call(context.Background(), agent.CallRequest{RunID: a.run("cus_alice", "Alice"), CustomerID: "cus_alice", Channel: "test",
+	if out, err := a.gate.Call(context.Background(), gate.CallRequest{RunID: a.run("cus_alice", "Alice"), CustomerID: "cus_alice", Channel: "test",
 		Tool: "get_order_status", Args: []byte(`{"order_id":"A1001"}`)}); err != nil || out.Status != "succeeded" {
 		t.Fatalf("a read: %+v %v", out, err)
 	}
@@ -590,12 +591,12 @@ func TestADisabledApproversApprovalCountsNowhere(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	out, err := a.gate.Call(ctx, agent.CallRequest{RunID: run, CustomerID: "cus_bob", Channel: "test", Tool: "issue_refund",
+	out, err := a.gate.Call(ctx, gate.CallRequest{RunID: run, CustomerID: "cus_bob", Channel: "test", Tool: "issue_refund",
 		Args: []byte(`{"order_id":"B2001","amount":1200}`)})
 	if err != nil || out.Status != models.CallPending {
 		t.Fatalf("%+v %v", out, err)
 	}
-	if res, err := a.gate.Approve(ctx, out.CallID, ann.Actor(), agent.ApproveRequest{}); err != nil || res.Approvals != 1 {
+	if res, err := a.gate.Approve(ctx, out.CallID, ann.Actor(), gate.ApproveRequest{}); err != nil || res.Approvals != 1 {
 		t.Fatalf("Ann: %+v %v", res, err)
 	}
 	if err := a.accounts.SetDisabled(ctx, ann.ID, true, admin.Actor()); err != nil {

@@ -3,7 +3,7 @@ package web
 import (
 	"sync"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/runloop"
 )
 
 // Broker fans run events out to the SSE streams that follow each run. A
@@ -16,7 +16,7 @@ type Broker struct {
 
 // Subscription is one stream's view of one run.
 type Subscription struct {
-	C      chan agent.RunEvent
+	C      chan runloop.Event
 	runID  string
 	closed bool
 }
@@ -39,7 +39,7 @@ func (b *Broker) Subscribe(runID string, limit int) (*Subscription, bool) {
 		set = map[*Subscription]struct{}{}
 		b.subs[runID] = set
 	}
-	s := &Subscription{C: make(chan agent.RunEvent, 64), runID: runID}
+	s := &Subscription{C: make(chan runloop.Event, 64), runID: runID}
 	set[s] = struct{}{}
 	return s, true
 }
@@ -65,7 +65,7 @@ func (b *Broker) dropLocked(s *Subscription) {
 }
 
 // Publish hands an event to every stream following its run, never blocking.
-func (b *Broker) Publish(ev agent.RunEvent) {
+func (b *Broker) Publish(ev runloop.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for s := range b.subs[ev.RunID] {

@@ -11,7 +11,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
@@ -201,8 +201,8 @@ func (s *Server) chatMessage(c echo.Context) error {
 	var done <-chan struct{}
 	var err error
 	if run == nil {
-		var st agent.Started
-		st, err = s.cfg.Runner.StartRun(ctx, agent.StartRequest{CustomerID: cust.ID, CustomerName: cust.Name, Channel: "widget", Message: text})
+		var st runloop.Started
+		st, err = s.cfg.Runner.StartRun(ctx, runloop.StartRequest{CustomerID: cust.ID, CustomerName: cust.Name, Channel: "widget", Message: text})
 		if err == nil {
 			s.setChatCookie(c, st.Token)
 			run, done = st.Run, st.Done
@@ -256,7 +256,7 @@ func (s *Server) chatEvents(c echo.Context) error {
 	if !send() {
 		return nil
 	}
-	followStream(ctx, w, sub.C, func(agent.RunEvent) bool {
+	followStream(ctx, w, sub.C, func(runloop.Event) bool {
 		// Coalesce a burst of turns into one render.
 		drain(sub.C, 10*time.Millisecond)
 		return send()
@@ -264,7 +264,7 @@ func (s *Server) chatEvents(c echo.Context) error {
 	return nil
 }
 
-func drain(ch <-chan agent.RunEvent, wait time.Duration) {
+func drain(ch <-chan runloop.Event, wait time.Duration) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 )
 
@@ -16,7 +16,7 @@ func TestCSVExportNeutralizesEveryCell(t *testing.T) {
 	a := newApp(t)
 	a.staff(models.Auditor, "aud@x.test", "Audrey")
 	run := a.run("=HYPERLINK(\"https://evil.example\")", "Mallory")
-	if _, err := a.gate.Call(t.Context(), agent.CallRequest{RunID: run, CustomerID: "=HYPERLINK(\"https://evil.example\")", Channel: "test",
+	if _, err := a.gate.Call(t.Context(), gate.CallRequest{RunID: run, CustomerID: "=HYPERLINK(\"https://evil.example\")", Channel: "test",
 		Tool: "@SUM(1+1)", Args: []byte(`{"x":"+1"}`)}); err != nil {
 		t.Fatal(err)
 	}

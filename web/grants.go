@@ -10,7 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
@@ -24,11 +24,11 @@ func maySupervise(r models.StaffRole) bool { return r.AtLeast(models.Supervisor)
 
 // grantFromForm reads the standing grant the approve form asks for (nil:
 // none asked).
-func grantFromForm(form func(string) string) (*agent.GrantRequest, error) {
+func grantFromForm(form func(string) string) (*gate.GrantRequest, error) {
 	if form("grant") != "1" {
 		return nil, nil
 	}
-	g := &agent.GrantRequest{Note: form("note")}
+	g := &gate.GrantRequest{Note: form("note")}
 	if u := strings.TrimSpace(form("grant_uses")); u != "" {
 		n, err := strconv.Atoi(u)
 		if err != nil || n < 1 {
@@ -122,7 +122,7 @@ func (s *Server) grantRows(c echo.Context) []views.GrantRow {
 	for i := range grants {
 		g := &grants[i]
 		state := g.StateAt(now)
-		row := views.GrantRow{ID: g.ID, Customer: customerLabel(g.CustomerID, g.CustomerName), Tool: g.Tool, Used: agent.GrantUsed(g),
+		row := views.GrantRow{ID: g.ID, Customer: customerLabel(g.CustomerID, g.CustomerName), Tool: g.Tool, Used: gate.GrantUsed(g),
 			By: models.ActorName(g.CreatedBy), Source: g.SourceCallID, State: string(state), Note: g.Note,
 			Until: rfc3339(g.ExpiresAt), UntilText: clock(g.ExpiresAt), Active: state == models.GrantActive}
 		if g.AgentID != "" {
@@ -234,7 +234,7 @@ type apiGrantRequest struct {
 	Note   string  `json:"note"`
 }
 
-func (r *apiGrantRequest) request(note string) (*agent.GrantRequest, error) {
+func (r *apiGrantRequest) request(note string) (*gate.GrantRequest, error) {
 	d, err := time.ParseDuration(r.For)
 	if err != nil {
 		return nil, fault.Errorf(fault.Invalid, "grant.for is a duration such as 24h or 168h")
@@ -243,5 +243,5 @@ func (r *apiGrantRequest) request(note string) (*agent.GrantRequest, error) {
 	if err != nil || amount < 0 {
 		return nil, fault.Errorf(fault.Invalid, "grant.amount is a positive sum of dollars such as 250 or 99.50")
 	}
-	return &agent.GrantRequest{Uses: r.Uses, Amount: amount, For: d, Note: cmp.Or(r.Note, note)}, nil
+	return &gate.GrantRequest{Uses: r.Uses, Amount: amount, For: d, Note: cmp.Or(r.Note, note)}, nil
 }

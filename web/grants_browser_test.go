@@ -8,7 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 )
 
@@ -51,7 +51,7 @@ func TestBrowserSupervisorGivesAndRevokesAGrant(t *testing.T) {
 	}
 	id := grants[0].ID
 
-	if next := a.refund(a.run("cus_alice", "Alice"), "cus_alice", `{"order_id":"A1002","amount":120,"reason":"also broken"}`); next.Decision.Rule != agent.GrantRule+id ||
+	if next := a.refund(a.run("cus_alice", "Alice"), "cus_alice", `{"order_id":"A1002","amount":120,"reason":"also broken"}`); next.Decision.Rule != gate.GrantRule+id ||
 		next.Status != models.CallSucceeded {
 		t.Fatalf("the next refund: %+v", next)
 	}

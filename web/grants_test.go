@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/views"
 )
@@ -66,7 +66,7 @@ func TestStandingGrantFromTheActionPageToPolicy(t *testing.T) {
 	grantID := strings.SplitN(strings.SplitN(loc, "grant=", 2)[1], "&", 2)[0]
 
 	second := a.refund(a.run("cus_alice", "Alice"), "cus_alice", `{"order_id":"A1002","amount":100,"reason":"broken too"}`)
-	if second.Status != models.CallSucceeded || second.Decision.Rule != agent.GrantRule+grantID {
+	if second.Status != models.CallSucceeded || second.Decision.Rule != gate.GrantRule+grantID {
 		t.Fatalf("the next refund under the grant: %+v", second)
 	}
 	if _, body := otto.get(views.ActionPath(second.CallID)); !strings.Contains(body, `href="/policy#`+grantID+`"`) {
@@ -154,7 +154,7 @@ func TestStandingGrantsOnTheStaffAPI(t *testing.T) {
 		t.Fatalf("approve with a grant: %d %s", r.Status, r.Raw)
 	}
 	id := g["id"].(string)
-	if next := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":120,"reason":"dented"}`); next.Decision.Rule != agent.GrantRule+id {
+	if next := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":120,"reason":"dented"}`); next.Decision.Rule != gate.GrantRule+id {
 		t.Fatalf("the next refund: %+v", next)
 	}
 	r = a.do("GET", "/api/v1/grants", annTok, "")

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storetest"
 	"github.com/countersign/countersign/web"
@@ -106,7 +106,7 @@ func TestInstancesShareRunStreams(t *testing.T) {
 	s := b.stream(id, rt, "") // on B
 	s.until(t, func(ev event) bool { return ev.Name == "status" && ev.Data["status"] == "paused" })
 	calls, _ := a.store.RunCalls(context.Background(), id)
-	if _, err := a.gate.Approve(context.Background(), calls[0].ID, models.Actor{ID: "stf_1", Name: "Ann", Role: models.Approver}, agent.ApproveRequest{}); err != nil {
+	if _, err := a.gate.Approve(context.Background(), calls[0].ID, models.Actor{ID: "stf_1", Name: "Ann", Role: models.Approver}, gate.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	ev := s.until(t, func(ev event) bool { return ev.Name == "turn" && ev.Data["role"] == "assistant" })
@@ -126,26 +126,26 @@ func TestInstancesShareStandingGrants(t *testing.T) {
 	storeA, storeB := twoInstances(t)
 	a, b := demoAppOn(t, storeA, nil, false), demoAppOn(t, storeB, nil, false)
 	for _, x := range []*app{a, b} {
-		x.gate.Limits = agent.Limits{MaxPendingPerRun: 100, MaxPendingPerCustomer: 100}
+		x.gate.Limits = gate.Limits{MaxPendingPerRun: 100, MaxPendingPerCustomer: 100}
 	}
 	sue := models.Actor{ID: "stf_sue", Name: "Sue", Role: models.Supervisor}
 	first := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":100,"reason":"dented"}`)
 	if first.Status != models.CallPending {
 		t.Fatalf("first refund: %+v", first)
 	}
-	res, err := a.gate.Approve(context.Background(), first.CallID, sue, agent.ApproveRequest{Grant: &agent.GrantRequest{Uses: 5, For: time.Hour}})
+	res, err := a.gate.Approve(context.Background(), first.CallID, sue, gate.ApproveRequest{Grant: &gate.GrantRequest{Uses: 5, For: time.Hour}})
 	if err != nil || res.Grant == nil {
 		t.Fatalf("approve with a grant on A: %+v %v", res, err)
 	}
 	// 12 refunds of $60 at once, half on each instance (with the first
 	// they stay under the demo's $1,000 two-person line).
-	outs := make(chan agent.Outcome, 12)
+	outs := make(chan gate.Outcome, 12)
 	var wg sync.WaitGroup
 	for i := range 12 {
 		x := []*app{a, b}[i%2]
 		run := x.run("cus_bob", "Bob")
 		wg.Go(func() {
-			out, err := x.gate.Call(context.Background(), agent.CallRequest{RunID: run, CustomerID: "cus_bob", Channel: "test", Tool: "issue_refund",
+			out, err := x.gate.Call(context.Background(), gate.CallRequest{RunID: run, CustomerID: "cus_bob", Channel: "test", Tool: "issue_refund",
 				Args: []byte(`{"order_id":"B2001","amount":60,"reason":"dented"}`)})
 			if err != nil {
 				t.Error(err)
@@ -157,7 +157,7 @@ func TestInstancesShareStandingGrants(t *testing.T) {
 	close(outs)
 	granted := 0
 	for out := range outs {
-		if out.Decision.Rule == agent.GrantRule+res.Grant.ID {
+		if out.Decision.Rule == gate.GrantRule+res.Grant.ID {
 			granted++
 		}
 	}
@@ -165,7 +165,7 @@ func TestInstancesShareStandingGrants(t *testing.T) {
 		t.Fatalf("%d calls on two instances used a grant of 5", granted)
 	}
 	res2 := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":60,"reason":"x"}`)
-	second, err := a.gate.Approve(context.Background(), res2.CallID, sue, agent.ApproveRequest{Grant: &agent.GrantRequest{Uses: 5, For: time.Hour}})
+	second, err := a.gate.Approve(context.Background(), res2.CallID, sue, gate.ApproveRequest{Grant: &gate.GrantRequest{Uses: 5, For: time.Hour}})
 	if err != nil || second.Grant == nil {
 		t.Fatalf("a second grant: %+v %v", second, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 )
 
@@ -23,9 +23,9 @@ func (a *app) run(customerID, name string) string {
 	return id
 }
 
-func (a *app) refund(run, customerID, args string) agent.Outcome {
+func (a *app) refund(run, customerID, args string) gate.Outcome {
 	a.t.Helper()
-	out, err := a.gate.Call(context.Background(), agent.CallRequest{RunID: run, CustomerID: customerID, Channel: "test", Tool: "issue_refund", Args: []byte(args)})
+	out, err := a.gate.Call(context.Background(), gate.CallRequest{RunID: run, CustomerID: customerID, Channel: "test", Tool: "issue_refund", Args: []byte(args)})
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func (a *app) refund(run, customerID, args string) agent.Outcome {
 // and amount.
 func TestQueueCountsPagesAndFilters(t *testing.T) {
 	a := newApp(t)
-	a.gate.Limits = agent.Limits{MaxPendingPerRun: 100, MaxPendingPerCustomer: 100}
+	a.gate.Limits = gate.Limits{MaxPendingPerRun: 100, MaxPendingPerCustomer: 100}
 	a.staff(models.Approver, "ann@x.test", "Ann")
 	bob := a.run("cus_bob", "Bob")
 	for i := 0; i < 60; i++ {

@@ -11,9 +11,10 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/outbox"
+	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
@@ -23,8 +24,8 @@ import (
 // Config is what the server is built from.
 type Config struct {
 	Log    *slog.Logger
-	Gate   *agent.Gate
-	Runner *agent.Runner
+	Gate   *gate.Gate
+	Runner *runloop.Runner
 	Store  *models.Store
 	// Changes carries the news of changed actions and runs to the pages and
 	// streams that show them; the gate and runner must tell the same one.
@@ -142,7 +143,7 @@ type Server struct {
 	grantKey []byte
 	// outside gates the calls of agents Countersign does not run, for the
 	// gate API and MCP alike.
-	outside *agent.Outside
+	outside *gate.Outside
 	// mcp serves /mcp (mcp.go).
 	mcp *mcpEndpoint
 	// holds caps requests held open (holds.go).
@@ -214,7 +215,7 @@ func New(cfg Config) *Server {
 		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
 		grantKey:     newGrantKey(cfg.ChatGrantSeed),
 		holds:        newHolds(cfg.MaxHeld, cfg.MaxHeldPerAgent)}
-	s.outside = &agent.Outside{Gate: cfg.Gate, Store: cfg.Store, Changed: func(id string) (<-chan struct{}, func()) {
+	s.outside = &gate.Outside{Gate: cfg.Gate, Store: cfg.Store, Changed: func(id string) (<-chan struct{}, func()) {
 		ch, stop := cfg.Changes.queue.SubscribeAction(id)
 		return ch, stop
 	}}

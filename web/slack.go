@@ -13,7 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/slack-go/slack"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/models/fault"
 )
@@ -94,7 +94,7 @@ func (s *Server) slackDecide(slackUser, verdict, actionID, reason, responseURL s
 	}
 	switch verdict {
 	case outbox.SlackApprove:
-		_, err = s.cfg.Gate.Approve(ctx, actionID, actor, agent.ApproveRequest{Note: "approved in Slack"})
+		_, err = s.cfg.Gate.Approve(ctx, actionID, actor, gate.ApproveRequest{Note: "approved in Slack"})
 	default:
 		if strings.TrimSpace(reason) == "" {
 			tell("Type a reason in the box, then press Reject: it is what the customer's assistant is told. Nothing was done.")

@@ -8,7 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 )
 
@@ -124,7 +124,7 @@ func TestBrowserChatScrollsShowsErrorsAndSwitchesCustomers(t *testing.T) {
 	waitFor(t, ctx, "the newest message in sight", `(() => { const b = `+frame+`.getElementById("conversation"); return b.scrollHeight > b.clientHeight && b.scrollTop + b.clientHeight >= b.scrollHeight - 4; })()`)
 
 	// Too long: said in the alert region, and the text stays in the box.
-	long := strings.Repeat("a", agent.MaxMessageRunes+10)
+	long := strings.Repeat("a", runloop.MaxMessageRunes+10)
 	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const d = `+frame+`; const m = d.getElementById("msg"); m.removeAttribute("maxlength"); m.value = "`+long+`"; d.querySelector("[data-testid=chat-send]").click(); return true; })()`))
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
 )
@@ -205,7 +205,7 @@ func TestChatFrameHeadersAndLimits(t *testing.T) {
 	if code, _ := c.send("hello", "", false); code != http.StatusForbidden {
 		t.Fatalf("post without HX-Request (a cross-site form): %d", code)
 	}
-	if code, body := c.send(strings.Repeat("x", agent.MaxMessageRunes+1), "", true); code != 400 || !strings.Contains(body, "the limit is 4000") {
+	if code, body := c.send(strings.Repeat("x", runloop.MaxMessageRunes+1), "", true); code != 400 || !strings.Contains(body, "the limit is 4000") {
 		t.Fatalf("long message: %d %.300s", code, body)
 	}
 	code, body := c.send("hello", "", true)

@@ -107,7 +107,7 @@ var CallEventKinds = []models.EventKind{
 }
 
 // replay reads a call's events in order. The kinds and payloads are those
-// the gate writes (agent/gate.go, agent/approve.go).
+// the gate writes (agent/gate: call.go, approve.go).
 func replay(events []models.AuditEvent) (expected, string) {
 	var exp expected
 	for _, e := range events {

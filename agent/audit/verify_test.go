@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/audit"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
@@ -102,8 +102,8 @@ func TestVerifyPassesOnEveryKindTheProductWritesAndNamesEveryProblem(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate, runner := agent.New(agent.Config{Store: store, Tools: reg, Policy: pol, ExecutionWait: 10 * time.Second})
-	t.Cleanup(runner.Close)
+	g := gate.New(gate.Config{Store: store, Tools: reg, Policy: pol, ExecutionWait: 10 * time.Second})
+	t.Cleanup(g.Close)
 	bot := &models.Agent{ID: "agt_1", Name: "bot"}
 	runID := models.NewID("run")
 	if err := store.Write(ctx, func(tx *models.Tx) error {
@@ -116,7 +116,7 @@ func TestVerifyPassesOnEveryKindTheProductWritesAndNamesEveryProblem(t *testing.
 	sue := models.Actor{ID: "stf_sue", Name: "Sue", Role: models.Supervisor}
 	call := func(tool, args string) string {
 		t.Helper()
-		out, err := gate.Call(ctx, agent.CallRequest{RunID: runID, CustomerID: "cus_1", Tool: tool, Args: []byte(args), Actor: "agent:bot"})
+		out, err := g.Call(ctx, gate.CallRequest{RunID: runID, CustomerID: "cus_1", Tool: tool, Args: []byte(args), Actor: "agent:bot"})
 		if err != nil {
 			t.Fatalf("%s %s: %v", tool, args, err)
 		}
@@ -130,11 +130,11 @@ func TestVerifyPassesOnEveryKindTheProductWritesAndNamesEveryProblem(t *testing.
 	}
 	approve := func(id string, who models.Actor, args string) {
 		t.Helper()
-		req := agent.ApproveRequest{}
+		req := gate.ApproveRequest{}
 		if args != "" {
 			req.Args = []byte(args)
 		}
-		_, err := gate.Approve(ctx, id, who, req)
+		_, err := g.Approve(ctx, id, who, req)
 		must(err)
 	}
 
@@ -146,11 +146,11 @@ func TestVerifyPassesOnEveryKindTheProductWritesAndNamesEveryProblem(t *testing.
 	two := call("pay", `{"to":"acct_1","amount":2000}`)
 	approve(two, ann, "")
 	approve(two, ben, "")
-	must(gate.Reject(ctx, call("pay", `{"to":"acct_2","amount":5}`), ann, "not this account"))
-	must(gate.Cancel(ctx, call("pay", `{"to":"acct_3","amount":5}`), sue, "the customer withdrew it"))
+	must(g.Reject(ctx, call("pay", `{"to":"acct_2","amount":5}`), ann, "not this account"))
+	must(g.Cancel(ctx, call("pay", `{"to":"acct_3","amount":5}`), sue, "the customer withdrew it"))
 	approve(call("pay", `{"to":"closed","amount":5}`), ann, "")
-	must(gate.Reconcile(ctx, call("flaky", `{}`), sue, true, "the backend shows it"))
-	if _, err := gate.Report(ctx, call("note", `{}`), bot, true, json.RawMessage(`{"noted":true}`), ""); err != nil {
+	must(g.Reconcile(ctx, call("flaky", `{}`), sue, true, "the backend shows it"))
+	if _, err := g.Report(ctx, call("note", `{}`), bot, true, json.RawMessage(`{"noted":true}`), ""); err != nil {
 		t.Fatal(err)
 	}
 	// Left waiting: marked overdue and reminded, its requirements raised by a
@@ -164,12 +164,12 @@ func TestVerifyPassesOnEveryKindTheProductWritesAndNamesEveryProblem(t *testing.
 	}
 	stricter, err := policy.LoadPolicy([]byte(strings.Replace(testPolicy, "args.amount > 1000", "args.amount > 1", 1)), "policy.yaml", reg)
 	must(err)
-	gate.Reload(reg, stricter)
-	if re, err := gate.RedecidePending(ctx); err != nil || re.Stricter != 1 {
+	g.Reload(reg, stricter)
+	if re, err := g.RedecidePending(ctx); err != nil || re.Stricter != 1 {
 		t.Fatalf("redecide: %+v %v", re, err)
 	}
 	clk.Advance(2 * time.Hour)
-	if n, err := gate.ExpireOverdueActions(ctx); err != nil || n != 1 {
+	if n, err := g.ExpireOverdueActions(ctx); err != nil || n != 1 {
 		t.Fatalf("expire: %d %v", n, err)
 	}
 

@@ -15,9 +15,11 @@ import (
 
 	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 )
@@ -31,7 +33,7 @@ type Config struct {
 	ToolsVersion string
 	Policy       policy.Policy
 	Model        llm.Model
-	Business     agent.BusinessFacts // nil: no business facts
+	Business     gate.BusinessFacts // nil: no business facts
 	Log          *slog.Logger
 	// Notifier is told of every change (the web side's, which feeds the
 	// pages and streams); nil: nobody watches.
@@ -39,7 +41,7 @@ type Config struct {
 	// ExecutionWait is how long an approval waits for its call (0: 10 s).
 	ExecutionWait time.Duration
 	// SystemPrompt is what every run's model is told first ("": the
-	// default, agent.DefaultSystemPrompt).
+	// default, runloop.DefaultSystemPrompt).
 	SystemPrompt string
 	// Outbox reaches people outside and escalates unanswered actions
 	// (nil: nobody outside; actions are still marked overdue after the
@@ -50,8 +52,8 @@ type Config struct {
 // Core is the core, wired: one notifier told by the gate and the run loop,
 // the run loop woken by the gate, the outbox reading the tools in force.
 type Core struct {
-	Gate     *agent.Gate
-	Runner   *agent.Runner
+	Gate     *gate.Gate
+	Runner   *runloop.Runner
 	Accounts *accounts.Service
 	Outbox   *outbox.Outbox
 
@@ -172,12 +174,14 @@ func (c *Core) beat(ctx context.Context) {
 }
 
 // Close stops the background jobs and waits for them, then the run loop
-// after the steps in progress finish, and (sharing PostgreSQL) says this
+// after the steps in progress finish, then the gate after the approved calls
+// running finish (gate.Close), and (sharing PostgreSQL) says this
 // instance has left. The store stays open: it is the caller's.
 func (c *Core) Close() {
 	c.stop()
 	c.jobs.Wait()
 	c.Runner.Close()
+	c.Gate.Close()
 	if c.alive > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -1,7 +1,7 @@
 // Package mcpgate is Countersign as an MCP server: an outside agent that
 // speaks the Model Context Protocol sees the tools in force, and each of its
 // tools/call goes through the gate (decided, recorded, run once) through
-// agent.Outside, in a run per conversation (the one a request names in
+// gate.Outside, in a run per conversation (the one a request names in
 // _meta, else its MCP session, else the agent's sessionless one). A call
 // that waits for a person is held for a while; one not decided in time
 // answers that it waits, and the same call made again returns its outcome
@@ -18,7 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 )
@@ -30,7 +30,7 @@ const DefaultWait = 50 * time.Second
 // Gateway builds MCP servers over one gate.
 type Gateway struct {
 	// Outside gates the calls, as for the gate API.
-	Outside *agent.Outside
+	Outside *gate.Outside
 	// Wait is how long a call that needs a person is held (0: DefaultWait).
 	Wait time.Duration
 }
@@ -109,7 +109,7 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	// The same call asked again, from this session or another, another
 	// process or instance, after a restart (a client that gave up waiting,
 	// or reconnected), is that call (Outside.Ask joins it).
-	asked, err := gw.Outside.Ask(ctx, agent.OutsideCall{Agent: ag, Session: session(req), Tool: tool.Name,
+	asked, err := gw.Outside.Ask(ctx, gate.OutsideCall{Agent: ag, Session: session(req), Tool: tool.Name,
 		Args: []byte(req.Params.Arguments), Context: "over MCP"})
 	if err != nil {
 		return nil, err

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/models"
 )
@@ -47,7 +47,7 @@ func BenchmarkGateCallWithOutbox(b *testing.B) {
 				}); err != nil {
 					b.Fatal(err)
 				}
-				req := agent.CallRequest{RunID: run, CustomerID: "cus_alice", Tool: "get_order_status", Args: []byte(`{"order_id":"A1002"}`)}
+				req := gate.CallRequest{RunID: run, CustomerID: "cus_alice", Tool: "get_order_status", Args: []byte(`{"order_id":"A1002"}`)}
 				b.ReportAllocs()
 				b.ResetTimer()
 				start := time.Now()

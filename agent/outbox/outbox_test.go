@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
@@ -44,7 +44,7 @@ func (c *clock) Add(d time.Duration) {
 type env struct {
 	t     testing.TB
 	store *models.Store
-	gate  *agent.Gate
+	gate  *gate.Gate
 	clock *clock
 	out   *outbox.Outbox
 }
@@ -75,8 +75,8 @@ func newEnv(t testing.TB, dsn string, cfg outbox.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate, runner := agent.New(agent.Config{Store: store, Tools: reg, Policy: pol})
-	t.Cleanup(runner.Close)
+	g := gate.New(gate.Config{Store: store, Tools: reg, Policy: pol})
+	t.Cleanup(g.Close)
 	if cfg.Link == nil {
 		cfg.Link = func(id string) string { return "https://cs.example/actions/" + id }
 	}
@@ -84,13 +84,13 @@ func newEnv(t testing.TB, dsn string, cfg outbox.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out.Attach(gate.Tools, nil)
+	out.Attach(g.Tools, nil)
 	out.Install()
-	return &env{t: t, store: store, gate: gate, clock: clk, out: out}
+	return &env{t: t, store: store, gate: g, clock: clk, out: out}
 }
 
 // refund asks for a refund in a new run of the customer's.
-func (e *env) refund(customer, name, args string) agent.Outcome {
+func (e *env) refund(customer, name, args string) gate.Outcome {
 	e.t.Helper()
 	run := models.NewID("run")
 	ctx := context.Background()
@@ -99,7 +99,7 @@ func (e *env) refund(customer, name, args string) agent.Outcome {
 	}); err != nil {
 		e.t.Fatal(err)
 	}
-	out, err := e.gate.Call(ctx, agent.CallRequest{RunID: run, CustomerID: customer, CustomerName: name, Channel: "test",
+	out, err := e.gate.Call(ctx, gate.CallRequest{RunID: run, CustomerID: customer, CustomerName: name, Channel: "test",
 		Tool: "issue_refund", Args: []byte(args)})
 	if err != nil {
 		e.t.Fatal(err)
@@ -256,7 +256,7 @@ func TestWebhookEventsAreSignedAndRetried(t *testing.T) {
 
 	// The decision and the call's end reach the receiver in that order.
 	ann := e.staff(models.Approver, "ann@example.com", "Ann")
-	if _, err := e.gate.Approve(context.Background(), out.CallID, ann.Actor(), agent.ApproveRequest{}); err != nil {
+	if _, err := e.gate.Approve(context.Background(), out.CallID, ann.Actor(), gate.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	e.deliver()
@@ -304,7 +304,7 @@ func TestDeliveriesSurviveARestart(t *testing.T) {
 	rcv.failures = 1000
 	rcv.mu.Unlock()
 	for _, st := range []*models.Staff{again.staff(models.Supervisor, "sue@example.com", "Sue"), again.staff(models.Approver, "ann@example.com", "Ann")} {
-		if _, err := again.gate.Approve(context.Background(), out.CallID, st.Actor(), agent.ApproveRequest{}); err != nil {
+		if _, err := again.gate.Approve(context.Background(), out.CallID, st.Actor(), gate.ApproveRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/models"
 )
@@ -77,7 +77,7 @@ func TestSlackMessageIsPostedAndUpdated(t *testing.T) {
 	ctx := context.Background()
 	sue := e.staff(models.Supervisor, "sue@example.com", "Sue <admin>")
 	ann := e.staff(models.Approver, "ann@example.com", "Ann")
-	if _, err := e.gate.Approve(ctx, out.CallID, sue.Actor(), agent.ApproveRequest{}); err != nil {
+	if _, err := e.gate.Approve(ctx, out.CallID, sue.Actor(), gate.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	e.deliver()
@@ -87,7 +87,7 @@ func TestSlackMessageIsPostedAndUpdated(t *testing.T) {
 		!strings.Contains(calls[1].blocks, outbox.SlackApprove) {
 		t.Fatalf("after the first approval: %+v", calls[len(calls)-1])
 	}
-	if _, err := e.gate.Approve(ctx, out.CallID, ann.Actor(), agent.ApproveRequest{}); err != nil {
+	if _, err := e.gate.Approve(ctx, out.CallID, ann.Actor(), gate.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {

@@ -30,8 +30,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "github.com/mattn/go-sqlite3"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/core"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
@@ -93,7 +93,7 @@ func run(nCalls, nPending, nClients int, dir, dsn string) error {
 	streams := web.Config{MaxStreams: nClients + 100, MaxStreamsPerAddress: nClients + 100}
 	app := webtest.New(core.Config{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log}, streams)
 	defer app.Close()
-	gate, accounts := app.Core.Gate, app.Core.Accounts
+	g, accounts := app.Core.Gate, app.Core.Accounts
 	hubCtx, stopHub := context.WithCancel(ctx)
 	defer stopHub()
 	if _, err := app.Start(hubCtx); err != nil {
@@ -174,7 +174,7 @@ func run(nCalls, nPending, nClients int, dir, dsn string) error {
 		return liveUpdates(ctx, srv.URL, client, app2.Core.Gate, other, admin, nClients)
 	}
 	fmt.Printf("\nlive updates: %d open queue streams\n", nClients)
-	return liveUpdates(ctx, srv.URL, client, gate, store, admin, nClients)
+	return liveUpdates(ctx, srv.URL, client, g, store, admin, nClients)
 }
 
 var tools5 = []string{"get_order_status", "list_orders", "update_shipping_address", "cancel_order", "issue_refund"}
@@ -215,7 +215,7 @@ func timeGet(c *http.Client, u string, n int) ([]time.Duration, error) {
 	return out, nil
 }
 
-func liveUpdates(ctx context.Context, base string, signedIn *http.Client, gate *agent.Gate, store *models.Store, admin *models.Staff, n int) error {
+func liveUpdates(ctx context.Context, base string, signedIn *http.Client, g *gate.Gate, store *models.Store, admin *models.Staff, n int) error {
 	runtime.GC()
 	before := measure.RSSMB()
 	var ms0 runtime.MemStats
@@ -281,7 +281,7 @@ func liveUpdates(ctx context.Context, base string, signedIn *http.Client, gate *
 		got.Add(1)
 		armed.Store(true)
 		start := time.Now()
-		if err := gate.Reject(ctx, pend[0].ID, admin.Actor(), "benchmark"); err != nil {
+		if err := g.Reject(ctx, pend[0].ID, admin.Actor(), "benchmark"); err != nil {
 			return err
 		}
 		done := make(chan struct{})

@@ -24,9 +24,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/core"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
@@ -82,7 +82,7 @@ func run(nStreams, nDecisions int) error {
 	app := webtest.New(core.Config{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log},
 		web.Config{Customers: web.NewCustomerVerifier(secret), TrustProxy: true})
 	defer app.Close()
-	gate := app.Core.Gate
+	g := app.Core.Gate
 	srv := httptest.NewServer(app.Server.Handler())
 	defer srv.Close()
 	bob, _ := web.SignCustomerToken(secret, "cus_bob", "Bob", time.Hour)
@@ -204,7 +204,7 @@ func run(nStreams, nDecisions int) error {
 			<-c.seen
 		}
 		start := time.Now()
-		if _, err := gate.Approve(ctx, pend[0].ID, staff.Actor(), agent.ApproveRequest{}); err != nil {
+		if _, err := g.Approve(ctx, pend[0].ID, staff.Actor(), gate.ApproveRequest{}); err != nil {
 			return err
 		}
 		deadline := time.After(10 * time.Second)

@@ -12,7 +12,8 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
+	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 )
 
@@ -36,7 +37,7 @@ func auditedDB(t *testing.T) (db, dir, key string) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx) }()
-	st, err := app.runner.StartRun(ctx, agent.StartRequest{CustomerID: "cus_alice", CustomerName: "Alice", Message: "refund $900 on A1002. refund $60 on A1001"})
+	st, err := app.runner.StartRun(ctx, runloop.StartRequest{CustomerID: "cus_alice", CustomerName: "Alice", Message: "refund $900 on A1002. refund $60 on A1001"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func auditedDB(t *testing.T) (db, dir, key string) {
 			continue
 		}
 		if i == 0 {
-			if _, err := app.gate.Approve(ctx, c.ID, ann, agent.ApproveRequest{Note: "ok"}); err != nil {
+			if _, err := app.gate.Approve(ctx, c.ID, ann, gate.ApproveRequest{Note: "ok"}); err != nil {
 				t.Fatal(err)
 			}
 		} else if err := app.gate.Reject(ctx, c.ID, ann, "no"); err != nil {

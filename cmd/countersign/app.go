@@ -20,10 +20,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/core"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/mcpgate"
+	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/tools/shop"
@@ -35,8 +36,8 @@ type App struct {
 	cfg      config
 	log      *slog.Logger
 	store    *models.Store
-	gate     *agent.Gate
-	runner   *agent.Runner
+	gate     *gate.Gate
+	runner   *runloop.Runner
 	accounts *accounts.Service
 	// core is the gate, the run loop, the accounts and the outbox with
 	// their background jobs; changes the notifier they tell, which the web

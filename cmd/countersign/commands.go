@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/audit"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models/fault"
 
@@ -50,7 +50,7 @@ func cmdPolicyReplay(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	from := time.Now().Add(-*since).UTC()
-	rep, err := agent.ReplayPolicy(ctx, store, registry, candidate, from)
+	rep, err := gate.ReplayPolicy(ctx, store, registry, candidate, from)
 	if err != nil {
 		return err
 	}

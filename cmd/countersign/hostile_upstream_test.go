@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storetest"
 	"github.com/countersign/countersign/tools"
@@ -122,7 +122,7 @@ func TestAHostileUpstreamCannotLowerItsOwnRisk(t *testing.T) {
 	// The call that waited from before is approved by a person (the action
 	// page and the staff API tell them the tool changed since it was
 	// asked): that one runs, once, as approved.
-	res, err := app.gate.Approve(ctx, waiting[0].ID, models.Actor{ID: "stf_ann", Name: "Ann", Role: models.Approver}, agent.ApproveRequest{})
+	res, err := app.gate.Approve(ctx, waiting[0].ID, models.Actor{ID: "stf_ann", Name: "Ann", Role: models.Approver}, gate.ApproveRequest{})
 	if err != nil || res.Outcome == nil || res.Outcome.Status != models.CallSucceeded {
 		t.Fatalf("the approved call: %+v %v", res, err)
 	}

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
@@ -148,8 +148,8 @@ func systemPrompt(cfg config) (string, error) {
 	switch {
 	case text == "":
 		return "", usageError(fmt.Sprintf("--system-prompt %s is empty", cfg.SystemPrompt))
-	case len(b) > agent.MaxSystemPrompt:
-		return "", usageError(fmt.Sprintf("--system-prompt %s is %d bytes; at most %d", cfg.SystemPrompt, len(b), agent.MaxSystemPrompt))
+	case len(b) > runloop.MaxSystemPrompt:
+		return "", usageError(fmt.Sprintf("--system-prompt %s is %d bytes; at most %d", cfg.SystemPrompt, len(b), runloop.MaxSystemPrompt))
 	case !utf8.ValidString(text):
 		return "", usageError(fmt.Sprintf("--system-prompt %s is not UTF-8 text", cfg.SystemPrompt))
 	}

@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models/storetest"
 
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/countersign/countersign/agent/accounts"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools/shop"
@@ -384,7 +384,7 @@ func TestPolicyReplayCommand(t *testing.T) {
 		if strings.Contains(args, "amount") {
 			tool = "issue_refund"
 		}
-		if _, err := app.gate.Call(ctx, agent.CallRequest{RunID: run, CustomerID: "cus_alice", Tool: tool, Args: []byte(args)}); err != nil {
+		if _, err := app.gate.Call(ctx, gate.CallRequest{RunID: run, CustomerID: "cus_alice", Tool: tool, Args: []byte(args)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storetest"
 )
@@ -70,7 +70,7 @@ func TestServeTellsWebhooks(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	read, err := app.gate.Call(ctx, agent.CallRequest{RunID: run, CustomerID: "cus_alice", Channel: "test", Tool: "get_order_status",
+	read, err := app.gate.Call(ctx, gate.CallRequest{RunID: run, CustomerID: "cus_alice", Channel: "test", Tool: "get_order_status",
 		Args: []byte(`{"order_id":"A1001"}`)})
 	if err != nil || read.Status != models.CallSucceeded {
 		t.Fatalf("read: %+v %v", read, err)
@@ -78,7 +78,7 @@ func TestServeTellsWebhooks(t *testing.T) {
 	if ds, err := app.store.DeliveriesAbout(ctx, read.CallID); err != nil || len(ds) != 0 {
 		t.Fatalf("call.finished was queued though the webhooks hear only actions: %+v %v", ds, err)
 	}
-	call, err := app.gate.Call(ctx, agent.CallRequest{RunID: run, CustomerID: "cus_alice", Channel: "test", Tool: "issue_refund",
+	call, err := app.gate.Call(ctx, gate.CallRequest{RunID: run, CustomerID: "cus_alice", Channel: "test", Tool: "issue_refund",
 		Args: []byte(`{"order_id":"A1001","amount":100}`)})
 	if err != nil || call.Status != models.CallPending {
 		t.Fatalf("refund: %+v %v", call, err)

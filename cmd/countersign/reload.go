@@ -5,8 +5,8 @@ import (
 	"errors"
 	"os"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/core"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 )
@@ -81,7 +81,7 @@ func (a *App) toolsChanged(set *httptool.Set) {
 }
 
 // putInForce loads the policy file against the tools and hands both to
-// the gate, which puts them in force, audited (agent.Gate.PutInForce); the
+// the gate, which puts them in force, audited (gate.Gate.PutInForce); the
 // set becomes the one in force and the previous one is closed (a.reloadMu
 // held).
 func (a *App) putInForce(ctx context.Context, registry *tools.Registry, toolsVersion string, set *httptool.Set, why string) error {
@@ -89,7 +89,7 @@ func (a *App) putInForce(ctx context.Context, registry *tools.Registry, toolsVer
 	if err != nil {
 		return err
 	}
-	changed, err := a.gate.PutInForce(ctx, agent.Loaded{Tools: registry, ToolsVersion: toolsVersion, Policy: next,
+	changed, err := a.gate.PutInForce(ctx, gate.Loaded{Tools: registry, ToolsVersion: toolsVersion, Policy: next,
 		PolicyFile: a.cfg.Policy, ToolsFile: a.cfg.Tools, Why: why, Host: core.Hostname()})
 	if err != nil {
 		return err

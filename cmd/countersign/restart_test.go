@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models/storetest"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
 )
@@ -139,7 +139,7 @@ func TestRestartWhilePausedThenApproveRefundsOnce(t *testing.T) {
 	if err != nil || len(calls) != 1 || calls[0].Status != models.CallPending {
 		t.Fatalf("calls after restart: %+v %v", calls, err)
 	}
-	if _, err := second.app.gate.Approve(context.Background(), calls[0].ID, models.Actor{ID: "stf_1", Name: "Ann", Role: models.Approver}, agent.ApproveRequest{}); err != nil {
+	if _, err := second.app.gate.Approve(context.Background(), calls[0].ID, models.Actor{ID: "stf_1", Name: "Ann", Role: models.Approver}, gate.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	final := second.waitStatus(t, id, rt, "waiting")

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/core"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
@@ -87,7 +87,7 @@ func (a *App) configs(in inForce) (core.Config, web.Config, error) {
 		return core.Config{}, web.Config{}, err
 	}
 	a.demoPage = demoSecret != ""
-	var business agent.BusinessFacts
+	var business gate.BusinessFacts
 	if cfg.Demo {
 		business = shop.Facts{Store: a.store}
 	}

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models/storetest"
 	"github.com/countersign/countersign/tools/shop"
 )
@@ -59,7 +59,7 @@ func TestTheSystemPromptIsTheOperatorsChoice(t *testing.T) {
 		return told[len(told)-1]
 	}
 	quoted := func(s string) string { b, _ := json.Marshal(s); return string(b) }
-	if got := lastTold(config{}); got != quoted(agent.DefaultSystemPrompt) || strings.Contains(got, "shop") {
+	if got := lastTold(config{}); got != quoted(runloop.DefaultSystemPrompt) || strings.Contains(got, "shop") {
 		t.Errorf("by default the model was told %s", got)
 	}
 	if got := lastTold(config{Demo: true}); got != quoted(shop.SystemPrompt) {

@@ -2,7 +2,7 @@
 // database, the support tools an agent uses on them (every tool acts only on
 // the orders of the run's customer), the facts it tells a policy (Facts) and
 // its customers as /demo offers them (Customers). The core reaches it only
-// through those: tools in a registry, agent.BusinessFacts, a config list.
+// through those: tools in a registry, agent/gate.BusinessFacts, a config list.
 package shop
 
 import (
@@ -289,7 +289,7 @@ func shopError(err error) error {
 }
 
 // Facts is what the demo shop tells a policy about a customer
-// (agent.BusinessFacts): refunded_24h, the dollars its refunds sent the
+// (agent/gate.BusinessFacts): refunded_24h, the dollars its refunds sent the
 // customer in the last 24 hours.
 type Facts struct{ Store *models.Store }
 

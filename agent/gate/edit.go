@@ -1,0 +1,71 @@
+package gate
+
+import (
+	"context"
+
+	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
+)
+
+// An approver's edit of a waiting action's arguments: decided by the policy
+// before the approval's transaction, applied in it.
+
+// decideEdit validates the edited arguments and, when they differ from
+// the action's, has the policy decide them; an edit it would deny is
+// refused.
+func (g *Gate) decideEdit(ctx context.Context, a *approval) error {
+	norm, err := a.tool.Normalize(a.req.Args)
+	if err != nil {
+		return &fault.Error{Code: fault.Invalid, Message: "the edited arguments are not valid: " + err.Error(), Err: err}
+	}
+	if norm.Hash == a.current.ArgsHash {
+		return nil
+	}
+	run, err := g.store.Run(ctx, a.current.RunID)
+	if err != nil {
+		return fault.Wrap(err, "could not read the action's run")
+	}
+	a.editDecision, err = g.Policy().Decide(ctx, policy.Input{Tool: a.tool.Name, Risk: a.tool.Risk, Args: norm.Map,
+		Facts: &gateFacts{store: g.store, business: g.business, exclude: a.current.ID,
+			req: CallRequest{RunID: run.ID, CustomerID: run.CustomerID, CustomerName: run.CustomerName, Channel: run.Channel}}})
+	if err != nil {
+		return fault.Wrap(err, "the policy could not decide on the edit")
+	}
+	if a.editDecision.Verdict == policy.Deny {
+		return fault.Errorf(fault.Invalid, "the policy would deny the edited call: %s", a.editDecision.Reason)
+	}
+	a.edit = &norm
+	return nil
+}
+
+// applyEdit puts edited arguments on the waiting call, audited, asking
+// what the edit's decision asks more of (approvals, role); it returns what
+// the action requires now.
+func applyEdit(tx *models.Tx, call *models.ToolCall, a *approval) (int, models.StaffRole, error) {
+	required, role := call.RequiredApprovals, call.RequiredRole
+	edit, d := a.edit, a.editDecision
+	if edit == nil || call.ArgsHash == edit.Hash {
+		return required, role, nil
+	}
+	if d.Verdict == policy.NeedsApproval {
+		required = max(required, d.Approvals)
+		role = role.Higher(d.Role)
+	}
+	original := call.OriginalArgs
+	if original == "" {
+		original = call.Args
+	}
+	if err := tx.EditPendingCall(call.ID, models.CallEdit{Args: string(edit.JSON), ArgsHash: edit.Hash,
+		OriginalArgs: original, RequiredApprovals: required, RequiredRole: role}); err != nil {
+		return 0, "", err
+	}
+	if err := tx.Audit(models.Event{Actor: a.actor.String(), Kind: models.EventActionEdited, Subject: call.ID,
+		Payload: map[string]any{"from_args_hash": call.ArgsHash, "to_args_hash": edit.Hash, "args": string(edit.JSON),
+			"edit_verdict": d.Verdict, "edit_rule": d.Rule, "edit_reason": d.Reason,
+			"required_approvals": required, "required_role": role}}); err != nil {
+		return 0, "", err
+	}
+	call.Args, call.ArgsHash = string(edit.JSON), edit.Hash
+	return required, role, nil
+}

@@ -1,0 +1,135 @@
+package gate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/tools"
+)
+
+// execute runs a call that is already recorded as executing and records the
+// result. The tool's own errors become a failed call, not an error here.
+func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName string, tool *tools.Tool, norm tools.Normalized) (Outcome, error) {
+	// The tool runs to its end whoever stops waiting: an approver closing
+	// the tab must not cut a refund in half. Tools bound their own time.
+	ctx = context.WithoutCancel(ctx)
+	tc := tools.Call{ID: call.ID, IdempotencyKey: call.IdempotencyKey, RunID: call.RunID, CustomerID: call.CustomerID, CustomerName: customerName}
+	result, runErr := runTool(ctx, tool, tc, norm)
+	status := models.CallSucceeded
+	var encoded []byte
+	if runErr == nil {
+		var err error
+		encoded, err = json.Marshal(result)
+		if err != nil {
+			runErr = fmt.Errorf("encode result: %w", err)
+		}
+	}
+	ev := outcomeEvent{RunID: call.RunID, Tool: call.Tool}
+	errForModel, errDetail := "", ""
+	var unknown *tools.UnknownError
+	if runErr != nil {
+		status = models.CallFailed
+		var refusal *tools.RefusalError
+		switch {
+		case errors.As(runErr, &unknown):
+			status = models.CallUnknown
+			errForModel = unknown.Message
+			g.log.Warn("tool outcome unknown", "tool", call.Tool, "call_id", call.ID, "err", runErr)
+		case errors.As(runErr, &refusal):
+			errForModel = refusal.Message
+		default:
+			errForModel = "the tool failed unexpectedly; a team member has been told"
+			g.log.Error("tool failed", "tool", call.Tool, "call_id", call.ID, "err", runErr)
+		}
+		errDetail = runErr.Error()
+		ev.Error = errForModel
+	} else {
+		sum := sha256.Sum256(encoded)
+		ev.ResultHash = hex.EncodeToString(sum[:])
+	}
+	ev.Status = status
+	payload, err := models.EncodePayload(ev)
+	if err != nil {
+		return Outcome{}, fault.Wrap(err, "the tool's result could not be recorded")
+	}
+	write := func(ctx context.Context) error {
+		return g.store.Write(ctx, func(tx *models.Tx) error {
+			if unknown != nil {
+				if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallExecuting}, To: models.CallUnknown,
+					Error: errForModel}); err != nil {
+					return err
+				}
+			} else if err := tx.FinishCall(call.ID, status, string(encoded), errForModel, errDetail); err != nil {
+				return err
+			}
+			return tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: models.CallEnded(status), Subject: call.ID, Payload: payload})
+		})
+	}
+	d := policy.Decision{Verdict: policy.Verdict(call.Decision), Rule: call.Rule, Reason: call.Reason, PolicyVersion: call.PolicyVersion}
+	if err := write(ctx); err != nil {
+		if storageDown(err) {
+			// It ran: the outcome is kept and written once the database
+			// answers (keep.go); the caller hears that, not a failure.
+			g.keepOutcome(call.ID, write)
+			return Outcome{CallID: call.ID, Status: models.CallExecuting, Decision: d}, notRecorded(call.ID, err)
+		}
+		return Outcome{}, fault.Wrap(err, "the tool ran but its result could not be recorded")
+	}
+	return Outcome{CallID: call.ID, Status: status, Decision: d, Result: encoded, Error: errForModel}, nil
+}
+
+func runTool(ctx context.Context, tool *tools.Tool, call tools.Call, norm tools.Normalized) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("tool %s panicked: %v", tool.Name, p)
+		}
+	}()
+	return tool.Run(ctx, call, norm)
+}
+
+// customerName is the name of a call's customer, for calls run later than
+// the request that made them.
+func (g *Gate) customerName(ctx context.Context, runID string) string {
+	if run, err := g.store.Run(ctx, runID); err == nil {
+		return run.CustomerName
+	}
+	return ""
+}
+
+// runApproved runs the approved call apart from the approver's request: it
+// finishes and is recorded even when they stop waiting. They wait up to
+// ExecutionWait for the outcome; after that the action's page shows it
+// when it comes.
+func (g *Gate) runApproved(ctx context.Context, actionID string, res ApproveResult) (ApproveResult, error) {
+	type ran struct {
+		out Outcome
+		err error
+	}
+	done := make(chan ran, 1)
+	g.inflight.Add(1)
+	go func() {
+		defer g.inflight.Done()
+		out, err := g.ExecuteApproved(context.WithoutCancel(ctx), actionID)
+		done <- ran{out, err}
+	}()
+	wait := time.NewTimer(g.ExecutionWait)
+	defer wait.Stop()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return res, r.err
+		}
+		res.Outcome = &r.out
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	return res, nil
+}

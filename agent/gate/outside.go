@@ -1,0 +1,199 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/tools"
+)
+
+// Outside is how agents that Countersign does not run have their calls
+// gated, over the gate API and over MCP alike: each call is recorded in its
+// session's run; the same call asked again while it waits (or before its
+// outcome was handed over) is that call, never a second action; a caller
+// may wait for the outcome; and once it has it, the next identical request
+// is a new call.
+type Outside struct {
+	Gate  *Gate
+	Store *models.Store
+	// Changed, when set, tells when a call changed on this instance (a
+	// person decided, it ran); it returns a stop function. A call changed
+	// by another instance is seen by reading it again every Recheck.
+	Changed func(callID string) (<-chan struct{}, func())
+	// Recheck is how often a waited-for call is read again (0: 2 s; 250 ms
+	// without Changed).
+	Recheck time.Duration
+}
+
+// OutsideCall is one call an outside agent asks for.
+type OutsideCall struct {
+	Agent *models.Agent
+	// Session is the agent's conversation (the gate API's session, an MCP
+	// session or the conversation a request names): one run each.
+	Session    string
+	CustomerID string
+	// Context is what the agent says about the call, for the approver.
+	Context string
+	Tool    string
+	Args    []byte // JSON; empty is {}
+	// Key is the agent's Idempotency-Key, prefixed with its id ("" none).
+	Key string
+}
+
+// Asked is the call an Ask made or joined.
+type Asked struct {
+	// Outcome is the gate's answer.
+	Outcome Outcome
+	// Call is the call as recorded, read back when it waits or was joined
+	// (nil for a call that ended at once: Record reads it).
+	Call *models.ToolCall
+	// Session is the session of the call's run: the one asked for, or, for
+	// a joined call, the session it was first asked in.
+	Session string
+	// Joined: the same call, asked before and still waiting or not yet
+	// handed over, rather than a new one.
+	Joined bool
+}
+
+// Ask records the call in its session's run and puts it through the gate.
+func (o *Outside) Ask(ctx context.Context, req OutsideCall) (Asked, error) {
+	run, err := o.Store.AgentRun(ctx, req.Agent, req.Session, req.CustomerID)
+	if err != nil {
+		if errors.Is(err, models.ErrConflict) {
+			return Asked{}, fault.Errorf(fault.Conflict, "session %s belongs to another customer; use a session per conversation", tools.Truncate(req.Session, 64))
+		}
+		return Asked{}, err
+	}
+	args := req.Args
+	if len(args) == 0 {
+		args = []byte("{}")
+	}
+	out, err := o.Gate.Call(ctx, CallRequest{RunID: run.ID, CustomerID: req.CustomerID, Channel: run.Channel, Tool: req.Tool, Args: args,
+		Actor: "agent:" + req.Agent.Name, AgentID: req.Agent.ID, AgentKey: req.Key, Context: req.Context, JoinSame: true})
+	if err != nil {
+		return Asked{}, err
+	}
+	asked := Asked{Outcome: out, Session: req.Session, Joined: out.Joined}
+	if !out.Joined && !waitingStatus(out.Status) {
+		return asked, nil // ended at once: not read back (the gateway's hot path)
+	}
+	if asked.Call, err = o.Store.ToolCall(ctx, out.CallID); err != nil {
+		return Asked{}, err
+	}
+	if out.Joined && asked.Call.RunID != run.ID {
+		first, err := o.Store.Run(ctx, asked.Call.RunID)
+		if err != nil {
+			return Asked{}, err
+		}
+		asked.Session = first.Session
+	}
+	return asked, nil
+}
+
+// Record is the asked call as recorded.
+func (o *Outside) Record(ctx context.Context, asked Asked) (*models.ToolCall, error) {
+	if asked.Call != nil {
+		return asked.Call, nil
+	}
+	return o.Store.ToolCall(ctx, asked.Outcome.CallID)
+}
+
+// Brief is the asked call as far as the gate's outcome tells it, without
+// reading it back when it ended at once: id, status, result, error, and
+// the decision's rule and reason.
+func (a Asked) Brief() *models.ToolCall {
+	if a.Call != nil {
+		return a.Call
+	}
+	out := a.Outcome
+	return &models.ToolCall{ID: out.CallID, Status: out.Status, Result: string(out.Result), Error: out.Error,
+		Decision: string(out.Decision.Verdict), Reason: out.Decision.Reason, Rule: out.Decision.Rule}
+}
+
+func waitingStatus(s models.CallStatus) bool {
+	return s == models.CallPending || s == models.CallApproved || s == models.CallExecuting
+}
+
+// Waiting tells a call whose outcome is still to come: a person has not
+// decided, or Countersign is about to run it or runs it. (An approved call
+// of a decision-only tool is the agent's to carry out: not waiting.)
+func (o *Outside) Waiting(c *models.ToolCall) bool {
+	switch c.Status {
+	case models.CallPending, models.CallExecuting:
+		return true
+	case models.CallApproved:
+		t, ok := o.Gate.Tools().Get(c.Tool)
+		return ok && t.Executes()
+	}
+	return false
+}
+
+// Wait holds until the call's outcome is known, d has passed or ctx ends,
+// and returns the call as it stands then. tick, when set, is called every
+// `every` while it still waits (to tell a client it is not forgotten).
+func (o *Outside) Wait(ctx context.Context, call *models.ToolCall, d time.Duration, every time.Duration, tick func(*models.ToolCall)) *models.ToolCall {
+	if !o.Waiting(call) {
+		return call
+	}
+	changed := make(<-chan struct{})
+	recheck := o.Recheck
+	if o.Changed != nil {
+		ch, stop := o.Changed(call.ID)
+		defer stop()
+		changed = ch
+		if recheck == 0 {
+			recheck = 2 * time.Second
+		}
+	} else if recheck == 0 {
+		recheck = 250 * time.Millisecond
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	again := time.NewTicker(recheck)
+	defer again.Stop()
+	var ticks <-chan time.Time
+	if tick != nil && every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		ticks = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			// Ended early (the agent's key revoked, the server stopping,
+			// the client gone): the call as it stands, read once more.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			if now, err := o.Store.ToolCall(rctx, call.ID); err == nil {
+				call = now
+			}
+			return call
+		case <-timer.C:
+			return call
+		case <-ticks:
+			tick(call)
+			continue
+		case <-changed:
+		case <-again.C:
+		}
+		if now, err := o.Store.ToolCall(ctx, call.ID); err == nil {
+			call = now
+		}
+		if !o.Waiting(call) {
+			return call
+		}
+	}
+}
+
+// HandedOver records that the agent now has the outcome of a call that
+// waited for a person: its next identical request is a new call. A call
+// decided at once never waited, so it is never joined and needs nothing.
+func (o *Outside) HandedOver(ctx context.Context, call *models.ToolCall) error {
+	if call.Decision != models.DecidedNeedsApproval || o.Waiting(call) || call.DeliveredAt != nil {
+		return nil
+	}
+	return o.Store.MarkDelivered(ctx, call.ID)
+}
