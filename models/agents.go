@@ -16,7 +16,7 @@ func (s *Store) CreateAgent(ctx context.Context, a *Agent, actor string) error {
 		if err := tx.db.Create(a).Error; err != nil {
 			return fmt.Errorf("create agent: %w", err)
 		}
-		return tx.Audit(Event{Actor: actor, Kind: EventAgentCreated, Subject: a.ID, Payload: map[string]any{"name": a.Name}})
+		return tx.Audit(Event{Actor: actor, Kind: EventAgentCreated, Subject: a.ID, Payload: AgentCreatedPayload{Name: a.Name}})
 	})
 }
 
@@ -63,7 +63,7 @@ func (s *Store) RevokeAgent(ctx context.Context, id, actor string) (cancelled []
 		if res.RowsAffected != 1 {
 			return ErrNotFound
 		}
-		if err := tx.Audit(Event{Actor: actor, Kind: EventAgentRevoked, Subject: id, Payload: map[string]any{}}); err != nil {
+		if err := tx.Audit(Event{Actor: actor, Kind: EventAgentRevoked, Subject: id, Payload: AgentRevokedPayload{}}); err != nil {
 			return err
 		}
 		var waiting []string
@@ -77,7 +77,7 @@ func (s *Store) RevokeAgent(ctx context.Context, id, actor string) (cancelled []
 				return err
 			}
 			if err := tx.Audit(Event{Actor: actor, Kind: EventActionCancelled, Subject: callID,
-				Payload: map[string]any{"reason": RevokedAgentReason}}); err != nil {
+				Payload: ActionCancelledPayload{Reason: RevokedAgentReason}}); err != nil {
 				return err
 			}
 		}

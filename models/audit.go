@@ -17,10 +17,10 @@ import (
 
 // Event is what a state change tells the audit log.
 type Event struct {
-	Actor   string    // "staff:ID (Name)", "model", "system", "customer:ID"
-	Kind    EventKind // one of EventKinds
-	Subject string    // the id of the record the event is about
-	Payload any       // marshalled canonically (sorted keys)
+	Actor   string       // "staff:ID (Name)", "model", "system", "customer:ID"
+	Kind    EventKind    // one of EventKinds
+	Subject string       // the id of the record the event is about
+	Payload EventPayload // one of the payload types (event_payloads.go), encoded as is
 }
 
 type chainState struct {
@@ -156,13 +156,18 @@ func appendJSONString(b []byte, s string) []byte {
 // encodePayload encodes an event payload: maps come out with sorted keys,
 // and nothing is HTML-escaped, so the stored text reads as written. The hash
 // covers the stored text, so this only needs to be deterministic.
-func encodePayload(v any) (string, error) {
+func encodePayload(v EventPayload) (string, error) {
 	switch p := v.(type) {
 	case nil:
 		return "{}", nil
 	case Payload:
 		return string(p), nil
 	}
+	return encodeJSON(v)
+}
+
+// encodeJSON is encodePayload's encoding of any value.
+func encodeJSON(v any) (string, error) {
 	p := payloadEncoders.Get().(*payloadEncoder)
 	defer payloadEncoders.Put(p)
 	p.buf.Reset()
@@ -189,7 +194,7 @@ var payloadEncoders = sync.Pool{New: func() any {
 type Payload string
 
 // EncodePayload encodes a payload ahead of time (see Payload).
-func EncodePayload(v any) (Payload, error) {
+func EncodePayload(v EventPayload) (Payload, error) {
 	s, err := encodePayload(v)
 	return Payload(s), err
 }

@@ -29,7 +29,7 @@ func appendEvents(t testing.TB, s *models.Store, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		err := s.Write(context.Background(), func(tx *models.Tx) error {
-			return tx.Audit(models.Event{Actor: "test", Kind: "test.event", Subject: fmt.Sprintf("s%d", i), Payload: map[string]any{"i": i, "note": "<b>x</b>"}})
+			return tx.Audit(models.Event{Actor: "test", Kind: "test.event", Subject: fmt.Sprintf("s%d", i), Payload: models.RunClosedPayload{Reason: fmt.Sprintf("<b>x</b> %d", i)}})
 		})
 		if err != nil {
 			t.Fatal(err)

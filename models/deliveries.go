@@ -151,11 +151,8 @@ func (s *Store) FinishAttempt(ctx context.Context, d Delivery, a Attempt) error 
 		if res.RowsAffected != 1 {
 			return nil // already finished elsewhere
 		}
-		payload := map[string]any{"channel": d.Channel, "target": d.Target, "event": d.Event, "about": d.Subject,
-			"attempt": d.Attempts + 1}
-		if a.Error != "" {
-			payload["error"] = a.Error
-		}
+		payload := DeliveryPayload{Channel: d.Channel, Target: d.Target, Event: d.Event, About: d.Subject,
+			Attempt: d.Attempts + 1, Error: a.Error}
 		return tx.Audit(Event{Actor: SystemActor.String(), Kind: kind, Subject: strconv.FormatInt(d.ID, 10), Payload: payload})
 	})
 }

@@ -1,12 +1,362 @@
 package models
 
-// The payloads of audit events that other parts read back (the outbox, the
-// pages), each a type. The chain stores and hashes a payload's text as it
-// is encoded (encodePayload), so any field order is as good as another.
+// The payload of every audit event kind, each a type (EventPayload): an
+// Event takes nothing else, so a payload cannot be a loose map. Fields are
+// in the order of their JSON names, so an event reads like those written
+// before payloads were typed (maps, encoded with sorted keys); the chain
+// stores and hashes a payload's text as it was encoded, so the order only
+// keeps the log uniform. Amounts in payloads stay in dollars, as auditors
+// and webhook receivers have always read them.
 
-// RunStatusChanged is the payload of EventRunStatus.
+// EventPayload is what an Event carries: one of the payload types below, or
+// a Payload encoded ahead of time from one of them.
+type EventPayload interface{ eventPayload() }
+
+// FromTo is a value that changed.
+type FromTo[T any] struct {
+	From T `json:"from"`
+	To   T `json:"to"`
+}
+
+// CallDecidedPayload is the payload of call.allowed, call.denied and
+// call.pending: what the policy decided and why.
+type CallDecidedPayload struct {
+	ArgsHash          string     `json:"args_hash"`
+	PolicyVersion     string     `json:"policy_version"`
+	Reason            string     `json:"reason"`
+	RequiredApprovals int        `json:"required_approvals"`
+	RequiredRole      StaffRole  `json:"required_role"`
+	Rule              string     `json:"rule"`
+	RunID             string     `json:"run_id"`
+	Status            CallStatus `json:"status"`
+	Tool              string     `json:"tool"`
+	Verdict           string     `json:"verdict"`
+}
+
+// CallInvalidPayload is the payload of call.invalid: a call that was not
+// decided, and why.
+type CallInvalidPayload struct {
+	Error string `json:"error"`
+	RunID string `json:"run_id"`
+	Tool  string `json:"tool"`
+}
+
+// CallExecutingPayload is the payload of call.executing: an approved call
+// starting.
+type CallExecutingPayload struct {
+	ArgsHash string `json:"args_hash"`
+}
+
+// CallEndedPayload is the payload of call.succeeded, call.failed and
+// call.unknown: how a call ran (Reason: why its outcome is unknown, when a
+// process stopped under it).
+type CallEndedPayload struct {
+	Error      string     `json:"error,omitempty"`
+	Reason     string     `json:"reason,omitempty"`
+	ResultHash string     `json:"result_hash,omitempty"`
+	RunID      string     `json:"run_id"`
+	Status     CallStatus `json:"status"`
+	Tool       string     `json:"tool"`
+}
+
+// CallReconciledPayload is the payload of call.reconciled: a person's word
+// on a call whose outcome was unknown.
+type CallReconciledPayload struct {
+	Happened bool       `json:"happened"`
+	Note     string     `json:"note"`
+	Status   CallStatus `json:"status"`
+}
+
+// ActionEditedPayload is the payload of action.edited: the arguments an
+// approver changed, and the decision made again over them.
+type ActionEditedPayload struct {
+	Args              string    `json:"args"`
+	EditReason        string    `json:"edit_reason"`
+	EditRule          string    `json:"edit_rule"`
+	EditVerdict       string    `json:"edit_verdict"`
+	FromArgsHash      string    `json:"from_args_hash"`
+	RequiredApprovals int       `json:"required_approvals"`
+	RequiredRole      StaffRole `json:"required_role"`
+	ToArgsHash        string    `json:"to_args_hash"`
+}
+
+// ActionApprovalPayload is the payload of action.approval_added and
+// action.approved: one person's approval, and how many there are of how
+// many needed (GrantID: the standing grant the last one gave).
+type ActionApprovalPayload struct {
+	Approvals int    `json:"approvals"`
+	ArgsHash  string `json:"args_hash"`
+	GrantID   string `json:"grant_id,omitempty"`
+	Note      string `json:"note"`
+	Required  int    `json:"required"`
+}
+
+// ActionRejectedPayload is the payload of action.rejected.
+type ActionRejectedPayload struct {
+	ArgsHash string `json:"args_hash"`
+	Reason   string `json:"reason"`
+}
+
+// ActionCancelledPayload is the payload of action.cancelled.
+type ActionCancelledPayload struct {
+	Reason string `json:"reason"`
+}
+
+// ActionExpiredPayload is the payload of action.expired.
+type ActionExpiredPayload struct {
+	ExpiresAt string `json:"expires_at"` // RFC 3339
+}
+
+// ActionOverduePayload is the payload of action.overdue.
+type ActionOverduePayload struct {
+	After        string `json:"after"`         // how long is overdue, as a Go duration
+	WaitingSince string `json:"waiting_since"` // RFC 3339
+}
+
+// ActionReminderPayload is the payload of action.reminder.
+type ActionReminderPayload struct {
+	ExpiresAt string `json:"expires_at"` // RFC 3339
+}
+
+// ActionRequirementsRaisedPayload is the payload of
+// action.requirements_raised: a reloaded policy asks more of a waiting
+// action.
+type ActionRequirementsRaisedPayload struct {
+	PolicyVersion     string    `json:"policy_version"`
+	Reason            string    `json:"reason"`
+	RequiredApprovals int       `json:"required_approvals"`
+	RequiredRole      StaffRole `json:"required_role"`
+	Rule              string    `json:"rule"`
+}
+
+// GrantCreatedPayload is the payload of grant.created.
+type GrantCreatedPayload struct {
+	AgentID          string  `json:"agent_id"`
+	CustomerID       string  `json:"customer_id"`
+	ExpiresAt        string  `json:"expires_at"` // RFC 3339
+	MaxAmount        float64 `json:"max_amount"` // dollars
+	MaxAmountDefault bool    `json:"max_amount_default"`
+	MaxUses          int64   `json:"max_uses"`
+	Note             string  `json:"note"`
+	SourceCallID     string  `json:"source_call_id"`
+	Tool             string  `json:"tool"`
+}
+
+// GrantUsedPayload is the payload of grant.used: a call a standing grant
+// allowed, and what is left of it.
+type GrantUsedPayload struct {
+	Amount       float64 `json:"amount"` // dollars
+	CallID       string  `json:"call_id"`
+	CustomerID   string  `json:"customer_id"`
+	MaxAmount    float64 `json:"max_amount"`
+	MaxUses      int64   `json:"max_uses"`
+	PolicyReason string  `json:"policy_reason"`
+	PolicyRule   string  `json:"policy_rule"`
+	Tool         string  `json:"tool"`
+	UsedAmount   float64 `json:"used_amount"`
+	Uses         int64   `json:"uses"`
+}
+
+// GrantRevokedPayload is the payload of grant.revoked.
+type GrantRevokedPayload struct {
+	CustomerID string  `json:"customer_id"`
+	Reason     string  `json:"reason"`
+	Tool       string  `json:"tool"`
+	UsedAmount float64 `json:"used_amount"`
+	Uses       int64   `json:"uses"`
+}
+
+// RunCreatedPayload is the payload of run.created. A message is recorded by
+// its hash: the text is in the run's turns.
+type RunCreatedPayload struct {
+	Channel    string `json:"channel"`
+	CustomerID string `json:"customer_id"`
+	TextSHA256 string `json:"text_sha256"`
+	TurnSeq    int64  `json:"turn_seq"`
+}
+
+// RunMessagePayload is the payload of run.message.
+type RunMessagePayload struct {
+	TextSHA256 string `json:"text_sha256"`
+	TurnSeq    int64  `json:"turn_seq"`
+}
+
+// RunTurnPayload is the payload of run.turn.
+type RunTurnPayload struct {
+	Role       string `json:"role"`
+	Seq        int64  `json:"seq"`
+	TextSHA256 string `json:"text_sha256"`
+	ToolCallID string `json:"tool_call_id,omitempty"`
+}
+
+// RunStatusChanged is the payload of run.status.
 type RunStatusChanged struct {
 	Error string    `json:"error"`
 	From  RunStatus `json:"from"`
 	To    RunStatus `json:"to"`
 }
+
+// RunRetriedPayload is the payload of run.retried.
+type RunRetriedPayload struct{}
+
+// RunClosedPayload is the payload of run.closed.
+type RunClosedPayload struct {
+	Reason string `json:"reason"`
+}
+
+// StaffCreatedPayload is the payload of staff.created.
+type StaffCreatedPayload struct {
+	Email string    `json:"email"`
+	Name  string    `json:"name"`
+	Role  StaffRole `json:"role"`
+}
+
+// StaffUpdatedPayload is the payload of staff.updated: what changed, and
+// only that.
+type StaffUpdatedPayload struct {
+	Disabled  *bool              `json:"disabled,omitempty"`
+	Role      *FromTo[StaffRole] `json:"role,omitempty"`
+	SlackUser *FromTo[string]    `json:"slack_user,omitempty"`
+}
+
+// StaffSessionPayload is the payload of staff.signed_in and
+// staff.signed_out (the subject says whose).
+type StaffSessionPayload struct{}
+
+// StaffTokenPayload is the payload of staff.token_created and
+// staff.token_revoked.
+type StaffTokenPayload struct {
+	TokenID string `json:"token_id"`
+}
+
+// StaffTokensRevokedPayload is the payload of staff.tokens_revoked.
+type StaffTokensRevokedPayload struct {
+	Count int64 `json:"count"`
+}
+
+// AgentCreatedPayload is the payload of agent.created.
+type AgentCreatedPayload struct {
+	Name string `json:"name"`
+}
+
+// AgentRevokedPayload is the payload of agent.revoked.
+type AgentRevokedPayload struct{}
+
+// PolicyReloadedPayload is the payload of policy.reloaded.
+type PolicyReloadedPayload struct {
+	File        string `json:"file"`
+	FromVersion string `json:"from_version"`
+	ToVersion   string `json:"to_version"`
+}
+
+// PolicyReloadFailedPayload is the payload of policy.reload_failed.
+type PolicyReloadFailedPayload struct {
+	Error         string `json:"error"`
+	PolicyVersion string `json:"policy_version"` // the one still in force
+}
+
+// ToolsReloadedPayload is the payload of tools.reloaded.
+type ToolsReloadedPayload struct {
+	File        string   `json:"file"`
+	FromVersion string   `json:"from_version"`
+	ToVersion   string   `json:"to_version"`
+	Tools       []string `json:"tools"`
+	Why         string   `json:"why"`
+}
+
+// ToolAcceptedPayload is the payload of tool.accepted.
+type ToolAcceptedPayload struct {
+	DefinitionHash string `json:"definition_hash"`
+	Upstream       string `json:"upstream"`
+	Why            string `json:"why"`
+}
+
+// InstanceVersionsPayload is the payload of instance.versions.
+type InstanceVersionsPayload struct {
+	Host          string `json:"host"`
+	PolicyVersion string `json:"policy_version"`
+	ToolsVersion  string `json:"tools_version"`
+	Why           string `json:"why"`
+}
+
+// DeliveryPayload is the payload of delivery.delivered, delivery.retrying
+// and delivery.failed.
+type DeliveryPayload struct {
+	About   string `json:"about"`
+	Attempt int    `json:"attempt"`
+	Channel string `json:"channel"`
+	Error   string `json:"error,omitempty"`
+	Event   string `json:"event"`
+	Target  string `json:"target"`
+}
+
+// ShopSeededPayload is the payload of shop.seeded.
+type ShopSeededPayload struct {
+	Records int `json:"records"`
+}
+
+// ShopOrdersAddedPayload is the payload of shop.orders_added.
+type ShopOrdersAddedPayload struct {
+	Count int `json:"count"`
+}
+
+// ShopRefundedPayload is the payload of shop.refunded.
+type ShopRefundedPayload struct {
+	AmountCents    Cents  `json:"amount_cents"`
+	IdempotencyKey string `json:"idempotency_key"`
+	RefundID       string `json:"refund_id"`
+}
+
+// ShopOrderCancelledPayload is the payload of shop.order_cancelled.
+type ShopOrderCancelledPayload struct {
+	IdempotencyKey string `json:"idempotency_key"`
+	Reason         string `json:"reason"`
+}
+
+// ShopAddressChangedPayload is the payload of shop.address_changed.
+type ShopAddressChangedPayload struct {
+	Address        string `json:"address"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+func (Payload) eventPayload()                         {}
+func (CallDecidedPayload) eventPayload()              {}
+func (CallInvalidPayload) eventPayload()              {}
+func (CallExecutingPayload) eventPayload()            {}
+func (CallEndedPayload) eventPayload()                {}
+func (CallReconciledPayload) eventPayload()           {}
+func (ActionEditedPayload) eventPayload()             {}
+func (ActionApprovalPayload) eventPayload()           {}
+func (ActionRejectedPayload) eventPayload()           {}
+func (ActionCancelledPayload) eventPayload()          {}
+func (ActionExpiredPayload) eventPayload()            {}
+func (ActionOverduePayload) eventPayload()            {}
+func (ActionReminderPayload) eventPayload()           {}
+func (ActionRequirementsRaisedPayload) eventPayload() {}
+func (GrantCreatedPayload) eventPayload()             {}
+func (GrantUsedPayload) eventPayload()                {}
+func (GrantRevokedPayload) eventPayload()             {}
+func (RunCreatedPayload) eventPayload()               {}
+func (RunMessagePayload) eventPayload()               {}
+func (RunTurnPayload) eventPayload()                  {}
+func (RunStatusChanged) eventPayload()                {}
+func (RunRetriedPayload) eventPayload()               {}
+func (RunClosedPayload) eventPayload()                {}
+func (StaffCreatedPayload) eventPayload()             {}
+func (StaffUpdatedPayload) eventPayload()             {}
+func (StaffSessionPayload) eventPayload()             {}
+func (StaffTokenPayload) eventPayload()               {}
+func (StaffTokensRevokedPayload) eventPayload()       {}
+func (AgentCreatedPayload) eventPayload()             {}
+func (AgentRevokedPayload) eventPayload()             {}
+func (PolicyReloadedPayload) eventPayload()           {}
+func (PolicyReloadFailedPayload) eventPayload()       {}
+func (ToolsReloadedPayload) eventPayload()            {}
+func (ToolAcceptedPayload) eventPayload()             {}
+func (InstanceVersionsPayload) eventPayload()         {}
+func (DeliveryPayload) eventPayload()                 {}
+func (ShopSeededPayload) eventPayload()               {}
+func (ShopOrdersAddedPayload) eventPayload()          {}
+func (ShopRefundedPayload) eventPayload()             {}
+func (ShopOrderCancelledPayload) eventPayload()       {}
+func (ShopAddressChangedPayload) eventPayload()       {}

@@ -173,8 +173,8 @@ func (s *Store) RevokeGrant(ctx context.Context, id, actor, reason string) (*Gra
 			return fmt.Errorf("%w: the grant is already revoked", ErrConflict)
 		}
 		g.RevokedAt, g.RevokedBy, g.RevokeReason = &at, actor, reason
-		return tx.Audit(Event{Actor: actor, Kind: EventGrantRevoked, Subject: id, Payload: map[string]any{
-			"customer_id": g.CustomerID, "tool": g.Tool, "uses": g.Uses, "used_amount": g.UsedCents.Dollars(), "reason": reason}})
+		return tx.Audit(Event{Actor: actor, Kind: EventGrantRevoked, Subject: id, Payload: GrantRevokedPayload{
+			CustomerID: g.CustomerID, Tool: g.Tool, Uses: g.Uses, UsedAmount: g.UsedCents.Dollars(), Reason: reason}})
 	})
 	if err != nil {
 		return nil, err

@@ -122,7 +122,7 @@ func (s *Store) RecordVersions(ctx context.Context, host, policyVersion, toolsVe
 			}
 		}
 		return tx.Audit(Event{Actor: "system", Kind: EventInstanceVersions, Subject: s.self,
-			Payload: map[string]any{"host": host, "policy_version": policyVersion, "tools_version": toolsVersion, "why": why}})
+			Payload: InstanceVersionsPayload{Host: host, PolicyVersion: policyVersion, ToolsVersion: toolsVersion, Why: why}})
 	})
 }
 

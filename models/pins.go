@@ -59,7 +59,7 @@ func (s *Store) PinTools(ctx context.Context, pins []ToolPin, actor, why string,
 				continue
 			}
 			if err := tx.Audit(Event{Actor: actor, Kind: EventToolAccepted, Subject: p.Name,
-				Payload: map[string]any{"upstream": p.Upstream, "definition_hash": p.Hash, "why": why}}); err != nil {
+				Payload: ToolAcceptedPayload{Upstream: p.Upstream, DefinitionHash: p.Hash, Why: why}}); err != nil {
 				return err
 			}
 		}

@@ -66,7 +66,7 @@ func (s *Store) SeedDemoShop(ctx context.Context) (created int, err error) {
 		if created == 0 {
 			return nil
 		}
-		return tx.Audit(Event{Actor: "system", Kind: EventShopSeeded, Subject: "demo", Payload: map[string]any{"records": created}})
+		return tx.Audit(Event{Actor: "system", Kind: EventShopSeeded, Subject: "demo", Payload: ShopSeededPayload{Records: created}})
 	})
 	return created, err
 }
@@ -142,7 +142,7 @@ func (s *Store) UpdateShippingAddress(ctx context.Context, ch ShopChange, addres
 		}
 		out = o
 		return tx.Audit(Event{Actor: ch.Actor, Kind: EventShopAddressChanged, Subject: o.ID,
-			Payload: map[string]any{"address": address, "idempotency_key": ch.IdempotencyKey}})
+			Payload: ShopAddressChangedPayload{Address: address, IdempotencyKey: ch.IdempotencyKey}})
 	})
 	return out, err
 }
@@ -176,7 +176,7 @@ func (s *Store) CancelOrder(ctx context.Context, ch ShopChange, reason string) (
 		}
 		order = o
 		return tx.Audit(Event{Actor: ch.Actor, Kind: EventShopOrderCancelled, Subject: o.ID,
-			Payload: map[string]any{"reason": reason, "idempotency_key": ch.IdempotencyKey}})
+			Payload: ShopOrderCancelledPayload{Reason: reason, IdempotencyKey: ch.IdempotencyKey}})
 	})
 	return order, refund, err
 }
@@ -250,7 +250,7 @@ func (s *Store) RefundOrder(ctx context.Context, ch ShopChange, amountCents Cent
 		}
 		order = o
 		return tx.Audit(Event{Actor: ch.Actor, Kind: EventShopRefunded, Subject: o.ID,
-			Payload: map[string]any{"refund_id": refund.ID, "amount_cents": amountCents, "idempotency_key": ch.IdempotencyKey}})
+			Payload: ShopRefundedPayload{RefundID: refund.ID, AmountCents: amountCents, IdempotencyKey: ch.IdempotencyKey}})
 	})
 	return order, refund, err
 }
@@ -301,6 +301,6 @@ func (s *Store) AddOrders(ctx context.Context, orders []Order) error {
 				return fmt.Errorf("add order %s: %w", o.ID, err)
 			}
 		}
-		return tx.Audit(Event{Actor: "system", Kind: EventShopOrdersAdded, Subject: "orders", Payload: map[string]any{"count": len(orders)}})
+		return tx.Audit(Event{Actor: "system", Kind: EventShopOrdersAdded, Subject: "orders", Payload: ShopOrdersAddedPayload{Count: len(orders)}})
 	})
 }

@@ -88,7 +88,7 @@ func (s *Store) CreateStaff(ctx context.Context, st *Staff, actor string) error 
 		if err := tx.db.Create(st).Error; err != nil {
 			return fmt.Errorf("create staff: %w", err)
 		}
-		return tx.Audit(Event{Actor: actor, Kind: EventStaffCreated, Subject: st.ID, Payload: map[string]any{"email": st.Email, "name": st.Name, "role": st.Role}})
+		return tx.Audit(Event{Actor: actor, Kind: EventStaffCreated, Subject: st.ID, Payload: StaffCreatedPayload{Email: st.Email, Name: st.Name, Role: st.Role}})
 	})
 }
 
@@ -126,22 +126,22 @@ func (s *Store) UpdateStaff(ctx context.Context, id string, role *StaffRole, dis
 			return notFound(err)
 		}
 		set := map[string]any{"updated_at": tx.now}
-		payload := map[string]any{}
+		var payload StaffUpdatedPayload
 		if role != nil && *role != st.Role {
 			set["role"] = *role
-			payload["role"] = map[string]StaffRole{"from": st.Role, "to": *role}
+			payload.Role = &FromTo[StaffRole]{From: st.Role, To: *role}
 		}
 		if disabled != nil && *disabled != st.Disabled {
 			set["disabled"] = *disabled
-			payload["disabled"] = *disabled
+			payload.Disabled = disabled
 		}
-		if len(payload) == 0 {
+		if payload == (StaffUpdatedPayload{}) {
 			return nil
 		}
 		if err := tx.db.Model(&Staff{}).Where("id = ?", id).Updates(set).Error; err != nil {
 			return err
 		}
-		if _, roleChanged := payload["role"]; roleChanged || (disabled != nil && *disabled) {
+		if payload.Role != nil || (disabled != nil && *disabled) {
 			// A new role or a disabled account: every open session starts over.
 			if err := tx.db.Where("staff_id = ?", id).Delete(&Session{}).Error; err != nil {
 				return err
@@ -163,7 +163,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *Session) error {
 		if err := tx.db.Create(sess).Error; err != nil {
 			return err
 		}
-		return tx.Audit(Event{Actor: "staff:" + sess.StaffID, Kind: EventStaffSignedIn, Subject: sess.StaffID, Payload: map[string]any{}})
+		return tx.Audit(Event{Actor: "staff:" + sess.StaffID, Kind: EventStaffSignedIn, Subject: sess.StaffID, Payload: StaffSessionPayload{}})
 	})
 }
 
@@ -193,7 +193,7 @@ func (s *Store) DeleteSession(ctx context.Context, idHash, actor string) error {
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}
-		return tx.Audit(Event{Actor: actor, Kind: EventStaffSignedOut, Subject: idHash[:12], Payload: map[string]any{}})
+		return tx.Audit(Event{Actor: actor, Kind: EventStaffSignedOut, Subject: idHash[:12], Payload: StaffSessionPayload{}})
 	})
 }
 
@@ -204,7 +204,7 @@ func (s *Store) CreateAPIToken(ctx context.Context, t *APIToken, actor string) e
 		if err := tx.db.Create(t).Error; err != nil {
 			return err
 		}
-		return tx.Audit(Event{Actor: actor, Kind: EventStaffTokenCreated, Subject: t.StaffID, Payload: map[string]any{"token_id": t.ID}})
+		return tx.Audit(Event{Actor: actor, Kind: EventStaffTokenCreated, Subject: t.StaffID, Payload: StaffTokenPayload{TokenID: t.ID}})
 	})
 }
 
@@ -220,7 +220,7 @@ func (s *Store) RevokeAPIToken(ctx context.Context, hash, actor string) (staffID
 			return err
 		}
 		staffID = t.StaffID
-		return tx.Audit(Event{Actor: actor, Kind: EventStaffTokenRevoked, Subject: t.StaffID, Payload: map[string]any{"token_id": t.ID}})
+		return tx.Audit(Event{Actor: actor, Kind: EventStaffTokenRevoked, Subject: t.StaffID, Payload: StaffTokenPayload{TokenID: t.ID}})
 	})
 	return staffID, err
 }
@@ -254,7 +254,7 @@ func (s *Store) RevokeStaffTokens(ctx context.Context, staffID, actor string) (i
 		if n == 0 {
 			return nil
 		}
-		return tx.Audit(Event{Actor: actor, Kind: EventStaffTokensRevoked, Subject: staffID, Payload: map[string]any{"count": n}})
+		return tx.Audit(Event{Actor: actor, Kind: EventStaffTokensRevoked, Subject: staffID, Payload: StaffTokensRevokedPayload{Count: n}})
 	})
 	return n, err
 }
@@ -297,7 +297,7 @@ func (s *Store) LinkSlack(ctx context.Context, id, slackUser, actor string) erro
 			return err
 		}
 		return tx.Audit(Event{Actor: actor, Kind: EventStaffUpdated, Subject: id,
-			Payload: map[string]any{"slack_user": map[string]string{"from": st.SlackUserID, "to": slackUser}}})
+			Payload: StaffUpdatedPayload{SlackUser: &FromTo[string]{From: st.SlackUserID, To: slackUser}}})
 	})
 }
 

@@ -167,7 +167,7 @@ func (g *Gate) approveInTx(tx *models.Tx, a *approval) (res ApproveResult, expir
 	}
 	res.Approvals, res.Required = count, required
 	actor := a.actor.String()
-	payload := map[string]any{"args_hash": call.ArgsHash, "approvals": count, "required": required, "note": a.note}
+	payload := models.ActionApprovalPayload{ArgsHash: call.ArgsHash, Approvals: count, Required: required, Note: a.note}
 	if !met {
 		return res, false, tx.Audit(models.Event{Actor: actor, Kind: models.EventActionApprovalAdded, Subject: call.ID, Payload: payload})
 	}
@@ -179,7 +179,7 @@ func (g *Gate) approveInTx(tx *models.Tx, a *approval) (res ApproveResult, expir
 		if res.Grant, err = giveGrant(tx, a.req.Grant, a.actor, call, a.tool); err != nil {
 			return res, false, err
 		}
-		payload["grant_id"] = res.Grant.ID
+		payload.GrantID = res.Grant.ID
 	}
 	return res, false, tx.Audit(models.Event{Actor: actor, Kind: models.EventActionApproved, Subject: call.ID, Payload: payload})
 }
@@ -286,7 +286,7 @@ func (g *Gate) Reject(ctx context.Context, actionID string, actor models.Actor, 
 			return err
 		}
 		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionRejected, Subject: call.ID,
-			Payload: map[string]any{"args_hash": call.ArgsHash, "reason": reason}})
+			Payload: models.ActionRejectedPayload{ArgsHash: call.ArgsHash, Reason: reason}})
 	})
 	if err != nil {
 		return g.writeError(err, actionID)
@@ -316,7 +316,7 @@ func (g *Gate) Cancel(ctx context.Context, actionID string, actor models.Actor, 
 			return err
 		}
 		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionCancelled, Subject: call.ID,
-			Payload: map[string]any{"reason": reason}})
+			Payload: models.ActionCancelledPayload{Reason: reason}})
 	})
 	if err != nil {
 		return g.writeError(err, actionID)
@@ -362,7 +362,7 @@ func (g *Gate) expireInTx(tx *models.Tx, call *models.ToolCall) error {
 		return err
 	}
 	return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventActionExpired, Subject: call.ID,
-		Payload: map[string]any{"expires_at": call.ExpiresAt.UTC().Format(time.RFC3339Nano)}})
+		Payload: models.ActionExpiredPayload{ExpiresAt: call.ExpiresAt.UTC().Format(time.RFC3339Nano)}})
 }
 
 // ExecuteApproved runs an approved call. The conditional change from
@@ -386,7 +386,7 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 			return err
 		}
 		return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventCallExecuting, Subject: call.ID,
-			Payload: map[string]any{"args_hash": call.ArgsHash}})
+			Payload: models.CallExecutingPayload{ArgsHash: call.ArgsHash}})
 	})
 	if err != nil {
 		return Outcome{}, g.writeError(err, callID)
@@ -403,7 +403,7 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 // and the model and the approvers are told why.
 func (g *Gate) cannotRun(ctx context.Context, call *models.ToolCall, why string) (Outcome, error) {
 	msg := why + "; nothing was run"
-	payload, err := models.EncodePayload(outcomeEvent{RunID: call.RunID, Tool: call.Tool, Status: models.CallFailed, Error: msg})
+	payload, err := models.EncodePayload(models.CallEndedPayload{RunID: call.RunID, Tool: call.Tool, Status: models.CallFailed, Error: msg})
 	if err != nil {
 		return Outcome{}, fault.Wrap(err, "could not record why the call cannot run")
 	}

@@ -61,9 +61,9 @@ func applyEdit(tx *models.Tx, call *models.ToolCall, a *approval) (int, models.S
 		return 0, "", err
 	}
 	if err := tx.Audit(models.Event{Actor: a.actor.String(), Kind: models.EventActionEdited, Subject: call.ID,
-		Payload: map[string]any{"from_args_hash": call.ArgsHash, "to_args_hash": edit.Hash, "args": string(edit.JSON),
-			"edit_verdict": d.Verdict, "edit_rule": d.Rule, "edit_reason": d.Reason,
-			"required_approvals": required, "required_role": role}}); err != nil {
+		Payload: models.ActionEditedPayload{FromArgsHash: call.ArgsHash, ToArgsHash: edit.Hash, Args: string(edit.JSON),
+			EditVerdict: string(d.Verdict), EditRule: d.Rule, EditReason: d.Reason,
+			RequiredApprovals: required, RequiredRole: role}}); err != nil {
 		return 0, "", err
 	}
 	call.Args, call.ArgsHash = string(edit.JSON), edit.Hash

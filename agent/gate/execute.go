@@ -32,7 +32,7 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 			runErr = fmt.Errorf("encode result: %w", err)
 		}
 	}
-	ev := outcomeEvent{RunID: call.RunID, Tool: call.Tool}
+	ev := models.CallEndedPayload{RunID: call.RunID, Tool: call.Tool}
 	errForModel, errDetail := "", ""
 	var unknown *tools.UnknownError
 	if runErr != nil {

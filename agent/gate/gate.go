@@ -297,8 +297,8 @@ func prepareDecision(call *models.ToolCall, d policy.Decision, executes bool) (r
 	default:
 		return rec, fault.Wrap(fmt.Errorf("verdict %q", d.Verdict), "the policy gave an unknown verdict")
 	}
-	payload, err := models.EncodePayload(decisionEvent{RunID: call.RunID, Tool: call.Tool, ArgsHash: call.ArgsHash,
-		Verdict: d.Verdict, Rule: d.Rule, Reason: d.Reason, PolicyVersion: d.PolicyVersion,
+	payload, err := models.EncodePayload(models.CallDecidedPayload{RunID: call.RunID, Tool: call.Tool, ArgsHash: call.ArgsHash,
+		Verdict: string(d.Verdict), Rule: d.Rule, Reason: d.Reason, PolicyVersion: d.PolicyVersion,
 		Status: rec.status, RequiredApprovals: required, RequiredRole: d.Role})
 	if err != nil {
 		return rec, fault.Wrap(err, "the tool call could not be recorded")
@@ -315,31 +315,6 @@ func (rec recordedDecision) apply(call *models.ToolCall) {
 	if d.Verdict == policy.NeedsApproval {
 		call.RequiredApprovals, call.RequiredRole = max(d.Approvals, 1), d.Role
 	}
-}
-
-// decisionEvent is the payload of the audit event a decision writes. Its
-// fields are in alphabetical order, so it reads like every other payload
-// (maps are written with sorted keys).
-type decisionEvent struct {
-	ArgsHash          string            `json:"args_hash"`
-	PolicyVersion     string            `json:"policy_version"`
-	Reason            string            `json:"reason"`
-	RequiredApprovals int               `json:"required_approvals"`
-	RequiredRole      models.StaffRole  `json:"required_role"`
-	Rule              string            `json:"rule"`
-	RunID             string            `json:"run_id"`
-	Status            models.CallStatus `json:"status"`
-	Tool              string            `json:"tool"`
-	Verdict           policy.Verdict    `json:"verdict"`
-}
-
-// outcomeEvent is the payload of the event that records how a call ran.
-type outcomeEvent struct {
-	Error      string            `json:"error,omitempty"`
-	ResultHash string            `json:"result_hash,omitempty"`
-	RunID      string            `json:"run_id"`
-	Status     models.CallStatus `json:"status"`
-	Tool       string            `json:"tool"`
 }
 
 func decisionEventKind(v policy.Verdict) models.EventKind {
@@ -373,7 +348,7 @@ func (g *Gate) recordInvalid(ctx context.Context, req CallRequest, risk tools.Ri
 			return err
 		}
 		return tx.Audit(models.Event{Actor: "model", Kind: models.EventCallInvalid, Subject: call.ID,
-			Payload: map[string]any{"run_id": call.RunID, "tool": call.Tool, "error": msg}})
+			Payload: models.CallInvalidPayload{RunID: call.RunID, Tool: call.Tool, Error: msg}})
 	})
 	if err != nil {
 		return Outcome{}, fault.Wrap(err, "the tool call could not be recorded")

@@ -102,9 +102,9 @@ func giveGrant(tx *models.Tx, req *GrantRequest, actor models.Actor, call *model
 	if err := tx.CreateGrant(g); err != nil {
 		return nil, err
 	}
-	return g, tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventGrantCreated, Subject: g.ID, Payload: map[string]any{
-		"tool": g.Tool, "customer_id": g.CustomerID, "agent_id": g.AgentID, "max_uses": g.MaxUses, "max_amount": g.MaxCents.Dollars(), "max_amount_default": defaulted,
-		"expires_at": g.ExpiresAt.UTC().Format(time.RFC3339Nano), "source_call_id": call.ID, "note": g.Note}})
+	return g, tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventGrantCreated, Subject: g.ID, Payload: models.GrantCreatedPayload{
+		Tool: g.Tool, CustomerID: g.CustomerID, AgentID: g.AgentID, MaxUses: g.MaxUses, MaxAmount: g.MaxCents.Dollars(), MaxAmountDefault: defaulted,
+		ExpiresAt: g.ExpiresAt.UTC().Format(time.RFC3339Nano), SourceCallID: call.ID, Note: g.Note}})
 }
 
 // grantUse is a standing grant taking a call the policy wanted a person
@@ -158,10 +158,10 @@ func GrantUsed(g *models.Grant) string {
 // of the call it allowed.
 func (u *grantUse) audit(tx *models.Tx, call *models.ToolCall) error {
 	g := u.grant
-	return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventGrantUsed, Subject: g.ID, Payload: map[string]any{
-		"call_id": call.ID, "tool": call.Tool, "customer_id": call.CustomerID, "amount": u.amount.Dollars(),
-		"uses": g.Uses, "max_uses": g.MaxUses, "used_amount": g.UsedCents.Dollars(), "max_amount": g.MaxCents.Dollars(),
-		"policy_rule": u.ruled.Rule, "policy_reason": u.ruled.Reason}})
+	return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventGrantUsed, Subject: g.ID, Payload: models.GrantUsedPayload{
+		CallID: call.ID, Tool: call.Tool, CustomerID: call.CustomerID, Amount: u.amount.Dollars(),
+		Uses: g.Uses, MaxUses: g.MaxUses, UsedAmount: g.UsedCents.Dollars(), MaxAmount: g.MaxCents.Dollars(),
+		PolicyRule: u.ruled.Rule, PolicyReason: u.ruled.Reason}})
 }
 
 // RevokeGrant ends a standing grant before its time: calls from now on are

@@ -64,7 +64,7 @@ func (g *Gate) RecoverInterrupted(ctx context.Context, alive time.Duration) (rer
 					return err
 				}
 				return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventCallUnknown, Subject: call.ID,
-					Payload: map[string]any{"tool": call.Tool, "reason": "process stopped while the call was executing"}})
+					Payload: models.CallEndedPayload{RunID: call.RunID, Tool: call.Tool, Status: models.CallUnknown, Reason: "process stopped while the call was executing"}})
 			})
 			if werr != nil && !errors.Is(werr, models.ErrConflict) {
 				g.log.Error("could not mark an interrupted call", "call_id", call.ID, "err", werr)
@@ -127,7 +127,7 @@ func (g *Gate) Reconcile(ctx context.Context, callID string, actor models.Actor,
 			return err
 		}
 		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventCallReconciled, Subject: callID,
-			Payload: map[string]any{"happened": happened, "note": note, "status": to}})
+			Payload: models.CallReconciledPayload{Happened: happened, Note: note, Status: to}})
 	})
 	if err != nil {
 		return g.writeError(err, callID)

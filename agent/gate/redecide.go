@@ -74,8 +74,8 @@ func (g *Gate) RedecidePending(ctx context.Context) (Redecided, error) {
 					return err
 				}
 				return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventActionRequirementsRaised, Subject: c.ID,
-					Payload: map[string]any{"rule": d.Rule, "policy_version": d.PolicyVersion, "required_approvals": approvals, "required_role": role,
-						"reason": d.Reason}})
+					Payload: models.ActionRequirementsRaisedPayload{Rule: d.Rule, PolicyVersion: d.PolicyVersion, RequiredApprovals: approvals, RequiredRole: role,
+						Reason: d.Reason}})
 			})
 			if err == nil {
 				done.Stricter++

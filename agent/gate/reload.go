@@ -46,7 +46,7 @@ func (g *Gate) PutInForce(ctx context.Context, l Loaded) (changed bool, err erro
 	err = g.store.Write(ctx, func(tx *models.Tx) error {
 		if policyChanged {
 			if err := tx.Audit(models.Event{Actor: "system", Kind: models.EventPolicyReloaded, Subject: l.Policy.Version(),
-				Payload: map[string]any{"file": l.PolicyFile, "from_version": prev, "to_version": l.Policy.Version()}}); err != nil {
+				Payload: models.PolicyReloadedPayload{File: l.PolicyFile, FromVersion: prev, ToVersion: l.Policy.Version()}}); err != nil {
 				return err
 			}
 		}
@@ -56,8 +56,8 @@ func (g *Gate) PutInForce(ctx context.Context, l Loaded) (changed bool, err erro
 				names = append(names, t.Name)
 			}
 			return tx.Audit(models.Event{Actor: "system", Kind: models.EventToolsReloaded, Subject: l.ToolsVersion,
-				Payload: map[string]any{"file": l.ToolsFile, "from_version": prevTools, "to_version": l.ToolsVersion,
-					"tools": names, "why": l.Why}})
+				Payload: models.ToolsReloadedPayload{File: l.ToolsFile, FromVersion: prevTools, ToVersion: l.ToolsVersion,
+					Tools: names, Why: l.Why}})
 		}
 		return nil
 	})
@@ -87,7 +87,7 @@ func (g *Gate) PutInForce(ctx context.Context, l Loaded) (changed bool, err erro
 func (g *Gate) ReloadFailed(ctx context.Context, host string, cause error) error {
 	return g.store.Write(ctx, func(tx *models.Tx) error {
 		return tx.Audit(models.Event{Actor: "system", Kind: models.EventPolicyReloadFailed, Subject: host,
-			Payload: map[string]any{"error": cause.Error(), "policy_version": g.Policy().Version()}})
+			Payload: models.PolicyReloadFailedPayload{Error: cause.Error(), PolicyVersion: g.Policy().Version()}})
 	})
 }
 

@@ -31,7 +31,7 @@ func (g *Gate) Report(ctx context.Context, callID string, by *models.Agent, ok b
 		return Outcome{}, fault.Errorf(fault.Conflict, "Countersign runs %s itself; there is no result to report", call.Tool)
 	}
 	status, encoded := models.CallSucceeded, ""
-	ev := outcomeEvent{RunID: call.RunID, Tool: call.Tool}
+	ev := models.CallEndedPayload{RunID: call.RunID, Tool: call.Tool}
 	if ok {
 		if len(result) == 0 {
 			result = json.RawMessage("null")

@@ -100,7 +100,7 @@ func TestAChangedToolNeverLeavesACallStuck(t *testing.T) {
 		if err := tx.ChangeCallStatus(models.CallChange{ID: third, From: []models.CallStatus{models.CallPending}, To: models.CallApproved}); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: "staff:test", Kind: models.EventActionApproved, Subject: third, Payload: map[string]any{}})
+		return tx.Audit(models.Event{Actor: "staff:test", Kind: models.EventActionApproved, Subject: third, Payload: models.ActionApprovalPayload{}})
 	}); err != nil {
 		t.Fatal(err)
 	}

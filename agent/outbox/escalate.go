@@ -20,7 +20,7 @@ func (o *Outbox) Escalate(ctx context.Context) (overdue, reminded int, err error
 		}
 		for _, c := range late {
 			ok, err := o.mark(ctx, c, models.EventActionOverdue, (*models.Tx).MarkOverdue,
-				map[string]any{"waiting_since": c.CreatedAt.UTC().Format(time.RFC3339), "after": o.cfg.EscalateAfter.String()})
+				models.ActionOverduePayload{WaitingSince: c.CreatedAt.UTC().Format(time.RFC3339), After: o.cfg.EscalateAfter.String()})
 			if err != nil {
 				return overdue, reminded, err
 			}
@@ -36,7 +36,7 @@ func (o *Outbox) Escalate(ctx context.Context) (overdue, reminded int, err error
 		}
 		for _, c := range soon {
 			ok, err := o.mark(ctx, c, models.EventActionReminder, (*models.Tx).MarkReminded,
-				map[string]any{"expires_at": c.ExpiresAt.UTC().Format(time.RFC3339)})
+				models.ActionReminderPayload{ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339)})
 			if err != nil {
 				return overdue, reminded, err
 			}
@@ -48,7 +48,7 @@ func (o *Outbox) Escalate(ctx context.Context) (overdue, reminded int, err error
 	return overdue, reminded, nil
 }
 
-func (o *Outbox) mark(ctx context.Context, c models.ToolCall, kind models.EventKind, set func(*models.Tx, string) (bool, error), payload map[string]any) (bool, error) {
+func (o *Outbox) mark(ctx context.Context, c models.ToolCall, kind models.EventKind, set func(*models.Tx, string) (bool, error), payload models.EventPayload) (bool, error) {
 	var marked bool
 	err := o.store.Write(ctx, func(tx *models.Tx) error {
 		var err error

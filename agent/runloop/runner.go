@@ -184,7 +184,7 @@ func (r *Runner) StartRun(ctx context.Context, req StartRequest) (Started, error
 			return err
 		}
 		return tx.Audit(models.Event{Actor: customerActor(run), Kind: models.EventRunCreated, Subject: run.ID,
-			Payload: map[string]any{"customer_id": run.CustomerID, "channel": run.Channel, "turn_seq": turn.Seq, "text_sha256": textHash(text)}})
+			Payload: models.RunCreatedPayload{CustomerID: run.CustomerID, Channel: run.Channel, TurnSeq: turn.Seq, TextSHA256: textHash(text)}})
 	})
 	if err != nil {
 		return Started{}, fault.Wrap(err, "could not start the conversation")
@@ -227,7 +227,7 @@ func (r *Runner) PostMessage(ctx context.Context, runID, message string) (<-chan
 			return err
 		}
 		return tx.Audit(models.Event{Actor: customerActor(run), Kind: models.EventRunMessage, Subject: runID,
-			Payload: map[string]any{"turn_seq": turn.Seq, "text_sha256": textHash(text)}})
+			Payload: models.RunMessagePayload{TurnSeq: turn.Seq, TextSHA256: textHash(text)}})
 	})
 	if err != nil {
 		return nil, r.runError(err)
@@ -255,7 +255,7 @@ func (r *Runner) Retry(ctx context.Context, runID string, actor models.Actor) (<
 			}
 			return fault.Errorf(fault.Conflict, "only a failed run can be retried")
 		}
-		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventRunRetried, Subject: runID, Payload: map[string]any{}})
+		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventRunRetried, Subject: runID, Payload: models.RunRetriedPayload{}})
 	})
 	if err != nil {
 		return nil, r.runError(err)
@@ -299,7 +299,7 @@ func (r *Runner) CloseRun(ctx context.Context, runID string, actor models.Actor,
 		if _, err := tx.SetRunStatus(runID, models.RunClosed, ""); err != nil {
 			return err
 		}
-		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventRunClosed, Subject: runID, Payload: map[string]any{"reason": reason}})
+		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventRunClosed, Subject: runID, Payload: models.RunClosedPayload{Reason: reason}})
 	})
 	if err != nil {
 		return fault.Wrap(err, "could not close the conversation")

@@ -193,10 +193,7 @@ func (r *Runner) appendTurn(ctx context.Context, t *models.Turn) error {
 		if err := tx.AppendTurn(t); err != nil {
 			return err
 		}
-		payload := map[string]any{"seq": t.Seq, "role": t.Role, "text_sha256": textHash(t.Text)}
-		if t.ToolCallID != "" {
-			payload["tool_call_id"] = t.ToolCallID
-		}
+		payload := models.RunTurnPayload{Seq: t.Seq, Role: t.Role, TextSHA256: textHash(t.Text), ToolCallID: t.ToolCallID}
 		return tx.Audit(models.Event{Actor: roleActor(t.Role), Kind: models.EventRunTurn, Subject: t.RunID, Payload: payload})
 	})
 	if err != nil {

@@ -155,7 +155,7 @@ func TestAuditVerifyCatchesWhatTheChainAloneCannot(t *testing.T) {
 		}
 		for i := int64(0); i < n; i++ {
 			if err := store.Write(context.Background(), func(tx *models.Tx) error {
-				return tx.Audit(models.Event{Actor: "system", Kind: "note", Subject: "x", Payload: map[string]any{"i": i}})
+				return tx.Audit(models.Event{Actor: "system", Kind: "note", Subject: "x", Payload: models.ShopOrdersAddedPayload{Count: int(i)}})
 			}); err != nil {
 				t.Fatal(err)
 			}
@@ -197,7 +197,7 @@ func copyAndGrow(t *testing.T, db string) string {
 	}
 	defer store.Close()
 	if err := store.Write(context.Background(), func(tx *models.Tx) error {
-		return tx.Audit(models.Event{Actor: "system", Kind: "note", Subject: "x", Payload: map[string]any{"at": time.Now().Unix()}})
+		return tx.Audit(models.Event{Actor: "system", Kind: "note", Subject: "x", Payload: models.RunClosedPayload{Reason: time.Now().String()}})
 	}); err != nil {
 		t.Fatal(err)
 	}
