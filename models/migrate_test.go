@@ -3,12 +3,15 @@ package models
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/models/migrations"
+	"github.com/pressly/goose/v3"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -26,19 +29,11 @@ func schemaOf(t *testing.T, db *gorm.DB, table string) (ddl string, indexes []st
 	return ddl, indexes
 }
 
-// A database made before tool_calls was stored WITHOUT ROWID, with a status
-// index over every call, is rebuilt on open, keeping every row and the
-// approvals that point at them, with today's indexes.
-func TestOpenRebuildsAnOldToolCallsTable(t *testing.T) {
-	dir := t.TempDir()
-	fresh, err := Open(filepath.Join(dir, "fresh.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, wantIndexes := schemaOf(t, fresh.db, "tool_calls")
-	fresh.Close()
-
-	path := filepath.Join(dir, "old.db")
+// A database made before the last release without versioned migrations
+// (its calls table has a rowid) is refused with what to do, and left as it
+// was.
+func TestADatabaseOlderThanTheBaselineIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
 	old, err := gorm.Open(sqlite.Open(sqliteDSN(path, 2048)), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		t.Fatal(err)
@@ -46,58 +41,97 @@ func TestOpenRebuildsAnOldToolCallsTable(t *testing.T) {
 	if err := old.AutoMigrate(&Run{}, &Turn{}, &ToolCall{}, &Approval{}); err != nil { // the old way: a rowid table
 		t.Fatal(err)
 	}
-	// and a status index over every call.
-	if err := old.Exec("DROP INDEX idx_tool_calls_status_created").Error; err != nil {
+	if err := old.Create(&Run{ID: "run_1", Status: "active"}).Error; err != nil {
 		t.Fatal(err)
 	}
-	if err := old.Exec("CREATE INDEX `idx_tool_calls_status_created` ON `tool_calls`(`status`,`created_at`,`id`)").Error; err != nil {
+	sqlDB, _ := old.DB()
+	sqlDB.Close()
+	if s, err := Open(path, Options{}); err == nil || !strings.Contains(err.Error(), "3c16be5") {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("an older database opened, or the error does not say which release to use: %v", err)
+	}
+	again, err := gorm.Open(sqlite.Open(sqliteDSN(path, 2048)), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if ddl, _ := schemaOf(t, old, "tool_calls"); strings.Contains(ddl, "WITHOUT ROWID") {
-		t.Fatal("the old schema should be a rowid table")
+	defer func() { db, _ := again.DB(); db.Close() }()
+	var tables []string
+	again.Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'goose%'`).Scan(&tables)
+	if len(tables) != 0 {
+		t.Fatalf("the refused database was changed: %v", tables)
 	}
-	must := func(err error) {
-		t.Helper()
+}
+
+// A database numbered the way SQLite numbered its migrations before both
+// dialects shared the numbers, fully migrated or halfway, has its versions
+// translated once and takes only the migrations it lacks.
+func TestOldSQLiteNumbersAreTranslated(t *testing.T) {
+	for _, upTo := range []int64{11, 6, 1} {
+		t.Run(fmt.Sprint("up to ", upTo), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "numbered.db")
+			oldNumbering(t, path, upTo)
+			s, err := Open(path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var versions []int64
+			s.db.Raw(`SELECT version_id FROM ` + sqliteVersionTable + ` WHERE is_applied ORDER BY version_id`).Scan(&versions)
+			var old int64
+			s.db.Raw(`SELECT count(*) FROM sqlite_master WHERE name = ?`, oldSQLiteVersionTable).Scan(&old)
+			fresh, err := Open(filepath.Join(t.TempDir(), "fresh.db"), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, want := shape(t, s.db), shape(t, fresh.db)
+			fresh.Close()
+			s.Close()
+			if len(versions) != 12 || versions[0] != 0 || versions[11] != 11 || old != 0 {
+				t.Fatalf("versions after the translation: %v (old table left: %d)", versions, old)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("translated database:\n%s\n\nnew one:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// oldNumbering makes a database migrated up to a shared version, then
+// records its versions as the old numbering did, in the old table.
+func oldNumbering(t *testing.T, path string, upTo int64) {
+	t.Helper()
+	db, err := gorm.Open(sqlite.Open(sqliteDSN(path, 2048)), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, _ := db.DB()
+	defer pool.Close()
+	dir, _ := fs.Sub(migrations.SQLite, "sqlite")
+	p, err := goose.NewProvider(goose.DialectSQLite3, pool, dir, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), upTo); err != nil {
+		t.Fatal(err)
+	}
+	back := map[int64]int64{}
+	for old, v := range sqliteRenumbered {
+		back[v] = old
+	}
+	var rows []struct{ ID, VersionID int64 }
+	db.Raw(`SELECT id, version_id FROM goose_db_version`).Scan(&rows)
+	for _, r := range rows {
+		var err error
+		if old, ok := back[r.VersionID]; ok {
+			err = db.Exec(`UPDATE goose_db_version SET version_id = ? WHERE id = ?`, old, r.ID).Error
+		} else { // an empty step, which the old numbering did not have
+			err = db.Exec(`DELETE FROM goose_db_version WHERE id = ?`, r.ID).Error
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(old.Create(&Run{ID: "run_1", Status: "active"}).Error)
-	must(old.Create(&ToolCall{ID: "call_1", RunID: "run_1", Tool: "issue_refund", Status: CallPending, Args: `{"amount":900}`}).Error)
-	must(old.Create(&ToolCall{ID: "call_2", RunID: "run_1", Tool: "get_order_status", Status: CallSucceeded, Result: `{"ok":true}`}).Error)
-	must(old.Create(&Approval{ToolCallID: "call_1", StaffID: "stf_1", Verdict: "approve"}).Error)
-	sqlDB, _ := old.DB()
-	sqlDB.Close()
-
-	s, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ddl, indexes := schemaOf(t, s.db, "tool_calls")
-	if !strings.Contains(ddl, "WITHOUT ROWID") {
-		t.Fatalf("tool_calls was not rebuilt: %s", ddl)
-	}
-	if !slices.Equal(indexes, wantIndexes) {
-		t.Errorf("indexes after the rebuild:\n%s\nwant:\n%s", strings.Join(indexes, "\n"), strings.Join(wantIndexes, "\n"))
-	}
-	ctx := context.Background()
-	c2, err := s.ToolCall(ctx, "call_2")
-	if err != nil || c2.Result != `{"ok":true}` || c2.Status != CallSucceeded {
-		t.Fatalf("call_2 after the rebuild: %+v, %v", c2, err)
-	}
-	if a, err := s.Approvals(ctx, "call_1"); err != nil || len(a) != 1 {
-		t.Fatalf("approvals of call_1: %v, %v", a, err)
-	}
-	// Foreign keys are on again: an approval of a call that does not exist is refused.
-	err = s.Write(ctx, func(tx *Tx) error { return tx.CreateApproval(&Approval{ToolCallID: "call_nope", Verdict: "approve"}) })
-	if err == nil {
-		t.Fatal("an approval of a missing call was accepted: foreign keys are off")
-	}
-	// And the rebuilt table takes new calls.
-	must(s.Write(ctx, func(tx *Tx) error {
-		return tx.CreateToolCall(&ToolCall{ID: "call_3", RunID: "run_1", Tool: "list_orders", Status: CallExecuting})
-	}))
 }
 
 // The status index leaves succeeded calls out; the queries by status must
@@ -146,7 +180,7 @@ func shape(t *testing.T, db *gorm.DB) []string {
 	t.Helper()
 	var out []string
 	var tables []string
-	if err := db.Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT IN (?, ?) ORDER BY name`, versionTable, demoVersionTable).
+	if err := db.Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT IN (?, ?, ?) ORDER BY name`, versionTable, sqliteVersionTable, demoVersionTable).
 		Scan(&tables).Error; err != nil {
 		t.Fatal(err)
 	}
@@ -176,10 +210,9 @@ func shape(t *testing.T, db *gorm.DB) []string {
 	return out
 }
 
-// The versioned migrations and the records (what gorm makes of them, the
-// way databases were brought forward before versioned migrations) describe
-// the same schema: a change to a record needs a migration, and a migration
-// needs the record to change with it.
+// The versioned migrations and the records (what gorm makes of them)
+// describe the same schema: a change to a record needs a migration, and a
+// migration needs the record to change with it.
 func TestMigrationsMatchTheRecords(t *testing.T) {
 	dir := t.TempDir()
 	migrated, err := Open(filepath.Join(dir, "migrated.db"), Options{Demo: true})
@@ -191,7 +224,13 @@ func TestMigrationsMatchTheRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := migrateLegacy(legacy); err != nil {
+	if err := legacy.AutoMigrate(&Run{}); err != nil { // first: tool_calls would make it, WITHOUT ROWID too
+		t.Fatal(err)
+	}
+	if err := legacy.Set("gorm:table_options", "WITHOUT ROWID").AutoMigrate(&ToolCall{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := legacy.AutoMigrate(allRecords...); err != nil {
 		t.Fatal(err)
 	}
 	got, want := shape(t, migrated.db), shape(t, legacy)
@@ -228,8 +267,17 @@ func TestReleaseDatabaseMigratesForward(t *testing.T) {
 	if st, err := s.StaffByEmail(ctx, "ann@shop.test"); err != nil || st.Role != Approver {
 		t.Fatalf("the release's staff: %+v %v", st, err)
 	}
+	fresh, err := Open(filepath.Join(t.TempDir(), "fresh.db"), Options{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := shape(t, s.db), shape(t, fresh.db)
+	fresh.Close()
+	if !slices.Equal(got, want) {
+		t.Fatalf("the release's database after the migrations:\n%s\n\na new one:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 	var versions []int64
-	if err := s.db.Raw(`SELECT version_id FROM ` + versionTable + ` WHERE is_applied ORDER BY id`).Scan(&versions).Error; err != nil {
+	if err := s.db.Raw(`SELECT version_id FROM ` + sqliteVersionTable + ` WHERE is_applied ORDER BY id`).Scan(&versions).Error; err != nil {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob("migrations/sqlite/*.sql")
@@ -251,7 +299,7 @@ func TestReleaseDatabaseMigratesForward(t *testing.T) {
 		t.Fatalf("after new work and a second open: %+v %v", rep, err)
 	}
 	var again []int64
-	s.db.Raw(`SELECT version_id FROM ` + versionTable).Scan(&again)
+	s.db.Raw(`SELECT version_id FROM ` + sqliteVersionTable).Scan(&again)
 	if len(again) != len(versions) {
 		t.Fatalf("opened twice, versions %v became %v", versions, again)
 	}

@@ -51,7 +51,7 @@ func openPostgres(dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open database %s: %w", redactDSN(dsn), err)
 	}
-	if err := migratePostgres(ctx, pool, migrations.Postgres, "postgres", "goose_db_version"); err != nil {
+	if err := migratePostgres(ctx, pool, migrations.Postgres, "postgres", versionTable); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("migrate database %s: %w", redactDSN(dsn), err)
 	}
