@@ -10,6 +10,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -50,6 +52,8 @@ func main() {
 type customer struct {
 	client *http.Client
 	seen   chan string // every "log" event's data
+	events string      // the stream to follow, with its grant
+	addr   string      // where the customer comes from
 }
 
 func run(nStreams, nDecisions int) error {
@@ -59,22 +63,11 @@ func run(nStreams, nDecisions int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	store, err := models.Open(filepath.Join(dir, "bench.db"), models.Options{Demo: true})
+	store, err := openShop(ctx, filepath.Join(dir, "bench.db"), nDecisions)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	if _, err := store.SeedDemoShop(ctx); err != nil {
-		return err
-	}
-	// One order per decision, so that every approved refund succeeds.
-	var orders []models.Order
-	for i := 0; i < nDecisions; i++ {
-		orders = append(orders, models.Order{ID: fmt.Sprintf("W%06d", i), CustomerID: "cus_bob", Status: models.OrderDelivered, TotalCents: 100000, Items: "Bench"})
-	}
-	if err := store.AddOrders(ctx, orders); err != nil {
-		return err
-	}
 	reg, _ := tools.NewRegistry(shop.Tools(store)...)
 	policy, _ := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
 	log := slog.New(slog.DiscardHandler)
@@ -82,14 +75,66 @@ func run(nStreams, nDecisions int) error {
 	app := webtest.New(core.Config{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log},
 		web.Config{Customers: web.NewCustomerVerifier(secret), TrustProxy: true})
 	defer app.Close()
-	g := app.Core.Gate
 	srv := httptest.NewServer(app.Server.Handler())
 	defer srv.Close()
 	bob, _ := web.SignCustomerToken(secret, "cus_bob", "Bob", time.Hour)
 	transport := &http.Transport{MaxIdleConnsPerHost: nStreams + 10}
 
-	// Customers: the first nDecisions ask for a refund that needs approval,
-	// the others just chat; every one keeps its stream open.
+	customers, err := startCustomers(srv.URL, bob, transport, nStreams, nDecisions)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	before := measure.RSSMB()
+	var ms0 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	streamCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	openStreams(streamCtx, srv.URL, customers)
+	runtime.GC()
+	var ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms1)
+	after := measure.RSSMB()
+	fmt.Printf("%d customer streams open: process RSS %.0f MB -> %.0f MB (+%.1f kB per stream, client and server in one process), Go heap in use +%.1f MB\n",
+		nStreams, before, after, (after-before)*1024/float64(nStreams), float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse))/1e6)
+
+	lats, err := decide(ctx, store, app.Core.Gate, customers, nDecisions)
+	if err != nil {
+		return err
+	}
+	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
+	fmt.Printf("staff decision to the customer's stream carrying the outcome (%d decisions, %d streams open): p50 %.1f ms, p90 %.1f ms, max %.1f ms\n",
+		len(lats), nStreams, measure.MS(lats[len(lats)/2]), measure.MS(lats[len(lats)*9/10]), measure.MS(lats[len(lats)-1]))
+	return nil
+}
+
+// openShop is the demo shop with one order per decision, so that every
+// approved refund succeeds.
+func openShop(ctx context.Context, path string, nDecisions int) (*models.Store, error) {
+	store, err := models.Open(path, models.Options{Demo: true})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := store.SeedDemoShop(ctx); err != nil {
+		store.Close()
+		return nil, err
+	}
+	var orders []models.Order
+	for i := 0; i < nDecisions; i++ {
+		orders = append(orders, models.Order{ID: fmt.Sprintf("W%06d", i), CustomerID: "cus_bob", Status: models.OrderDelivered, TotalCents: 100000, Items: "Bench"})
+	}
+	if err := store.AddOrders(ctx, orders); err != nil {
+		store.Close()
+		return nil, err
+	}
+	return store, nil
+}
+
+var sseConnect = regexp.MustCompile(`sse-connect="([^"]+)"`)
+
+// startCustomers opens a chat per customer: the first nDecisions ask for a
+// refund that needs approval, the others just chat.
+func startCustomers(base, token string, transport *http.Transport, nStreams, nDecisions int) ([]*customer, error) {
 	customers := make([]*customer, nStreams)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
@@ -106,123 +151,139 @@ func run(nStreams, nDecisions int) error {
 			if i < nDecisions {
 				msg = fmt.Sprintf("refund $60 on order W%06d", i)
 			}
-			req, _ := http.NewRequest("POST", srv.URL+"/chat/messages", strings.NewReader(url.Values{"text": {msg}, "customer_token": {bob}}.Encode()))
+			req, _ := http.NewRequest("POST", base+"/chat/messages", strings.NewReader(url.Values{"text": {msg}, "customer_token": {token}}.Encode()))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			req.Header.Set("HX-Request", "true")
 			// Each customer comes from its own address, as on the internet;
 			// the per-address rate limit is not what this measures.
-			req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
+			c.addr = fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+			req.Header.Set("X-Forwarded-For", c.addr)
 			res, err := c.client.Do(req)
 			if err != nil {
 				errs <- err
 				return
 			}
-			io.Copy(io.Discard, res.Body)
+			page, _ := io.ReadAll(res.Body)
 			res.Body.Close()
 			if res.StatusCode != 200 {
 				errs <- fmt.Errorf("chat message: %d", res.StatusCode)
 				return
 			}
+			// The page names the stream to follow, with the grant that opens it.
+			m := sseConnect.FindSubmatch(page)
+			if m == nil {
+				errs <- fmt.Errorf("the chat's answer names no event stream")
+				return
+			}
+			c.events = html.UnescapeString(string(m[1]))
 			customers[i] = c
 		}(i)
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		return err
+		return nil, err
 	}
-	runtime.GC()
-	before := measure.RSSMB()
-	var ms0 runtime.MemStats
-	runtime.ReadMemStats(&ms0)
-	ready := make(chan struct{}, nStreams)
-	streamCtx, stop := context.WithCancel(ctx)
-	defer stop()
+	return customers, nil
+}
+
+// openStreams opens every customer's event stream and returns once each has
+// had its first event; the streams pass what they carry on to c.seen until
+// ctx ends.
+func openStreams(ctx context.Context, base string, customers []*customer) {
+	ready := make(chan struct{}, len(customers))
 	for _, c := range customers {
-		go func(c *customer) {
-			req, _ := http.NewRequestWithContext(streamCtx, "GET", srv.URL+"/chat/events", nil)
-			res, err := c.client.Do(req)
-			if err != nil {
-				ready <- struct{}{}
-				return
-			}
-			defer res.Body.Close()
-			br := bufio.NewReaderSize(res.Body, 4096)
-			var data strings.Builder
-			first := true
-			for {
-				line, err := br.ReadString('\n')
-				if err != nil {
-					return
-				}
-				switch {
-				case strings.HasPrefix(line, "data: "):
-					data.WriteString(line[6:])
-				case line == "\n":
-					if first {
-						first = false
-						ready <- struct{}{}
-					} else {
-						select {
-						case c.seen <- data.String():
-						default:
-						}
-					}
-					data.Reset()
-				}
-			}
-		}(c)
+		go follow(ctx, base, c, ready)
 	}
 	for range customers {
 		<-ready
 	}
-	runtime.GC()
-	var ms1 runtime.MemStats
-	runtime.ReadMemStats(&ms1)
-	after := measure.RSSMB()
-	fmt.Printf("%d customer streams open: process RSS %.0f MB -> %.0f MB (+%.1f kB per stream, client and server in one process), Go heap in use +%.1f MB\n",
-		nStreams, before, after, (after-before)*1024/float64(nStreams), float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse))/1e6)
+}
 
+func follow(ctx context.Context, base string, c *customer, ready chan<- struct{}) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+c.events, nil)
+	req.Header.Set("X-Forwarded-For", c.addr)
+	res, err := c.client.Do(req)
+	if err != nil || res.StatusCode != http.StatusOK {
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "a customer's stream was refused: %s\n", res.Status)
+			res.Body.Close()
+		}
+		ready <- struct{}{}
+		return
+	}
+	defer res.Body.Close()
+	br := bufio.NewReaderSize(res.Body, 4096)
+	var data strings.Builder
+	first := true
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		switch {
+		case strings.HasPrefix(line, "data: "):
+			data.WriteString(line[6:])
+		case line == "\n":
+			if first {
+				first = false
+				ready <- struct{}{}
+			} else {
+				select {
+				case c.seen <- data.String():
+				default:
+				}
+			}
+			data.Reset()
+		}
+	}
+}
+
+// decide approves every waiting refund, one at a time, and measures how
+// long each takes to reach its customer's stream.
+func decide(ctx context.Context, store *models.Store, g *gate.Gate, customers []*customer, nDecisions int) ([]time.Duration, error) {
 	staff, err := accounts.New(store).AddStaff(ctx, "ann@x.test", "Ann", models.Approver, "benchmark password", models.Actor{})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var lats []time.Duration
 	pending, err := store.PendingActions(ctx, models.ActionFilter{Limit: nDecisions})
 	if err != nil || len(pending) != nDecisions {
-		return fmt.Errorf("%d pending actions, want %d: %v", len(pending), nDecisions, err)
+		return nil, fmt.Errorf("%d pending actions, want %d: %v", len(pending), nDecisions, err)
 	}
-	for i := range pending {
-		pend := pending[i : i+1]
+	var lats []time.Duration
+	for i, p := range pending {
 		// The order number says whose refund it is: W000007 is customer 7's.
 		var who int
-		if _, err := fmt.Sscanf(pend[0].Args[strings.Index(pend[0].Args, `"W`)+2:], "%06d", &who); err != nil {
-			return fmt.Errorf("args %s: %v", pend[0].Args, err)
+		if _, err := fmt.Sscanf(p.Args[strings.Index(p.Args, `"W`)+2:], "%06d", &who); err != nil {
+			return nil, fmt.Errorf("args %s: %v", p.Args, err)
 		}
 		c := customers[who]
 		for len(c.seen) > 0 {
 			<-c.seen
 		}
 		start := time.Now()
-		if _, err := g.Approve(ctx, pend[0].ID, staff.Actor(), gate.ApproveRequest{}); err != nil {
-			return err
+		if _, err := g.Approve(ctx, p.ID, staff.Actor(), gate.ApproveRequest{}); err != nil {
+			return nil, err
 		}
-		deadline := time.After(10 * time.Second)
-	wait:
-		for {
-			select {
-			case d := <-c.seen:
-				if strings.Contains(d, "Done: I refunded") {
-					lats = append(lats, time.Since(start))
-					break wait
-				}
-			case <-deadline:
-				return fmt.Errorf("decision %d: the customer's stream never carried the outcome", i)
+		if err := c.await("Done: I refunded", 10*time.Second); err != nil {
+			return nil, fmt.Errorf("decision %d: %w", i, err)
+		}
+		lats = append(lats, time.Since(start))
+	}
+	return lats, nil
+}
+
+// await waits for the customer's stream to carry text.
+func (c *customer) await(text string, within time.Duration) error {
+	deadline := time.After(within)
+	for {
+		select {
+		case d := <-c.seen:
+			if strings.Contains(d, text) {
+				return nil
 			}
+		case <-deadline:
+			return fmt.Errorf("the customer's stream never carried the outcome")
 		}
 	}
-	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
-	fmt.Printf("staff decision to the customer's stream carrying the outcome (%d decisions, %d streams open): p50 %.1f ms, p90 %.1f ms, max %.1f ms\n",
-		len(lats), nStreams, measure.MS(lats[len(lats)/2]), measure.MS(lats[len(lats)*9/10]), measure.MS(lats[len(lats)-1]))
-	return nil
 }
