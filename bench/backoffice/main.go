@@ -112,49 +112,8 @@ func run(nCalls, nPending, nClients int, dir, dsn string) error {
 		return err
 	}
 
-	fmt.Println("\nquery plans:")
-	if err := plans(path); err != nil {
+	if err := report(client, srv.URL, path, nCalls); err != nil {
 		return err
-	}
-
-	fmt.Println("\npage times (client-measured over loopback, 20 requests each):")
-	deepAt := min(900_000, nCalls*9/10)
-	deep, err := deepCursor(path, deepAt)
-	if err != nil {
-		return err
-	}
-	for _, p := range []struct{ name, path string }{
-		{"/queue", "/queue"},
-		{"/audit first page", "/audit"},
-		{fmt.Sprintf("/audit deep page (row %d)", deepAt), "/audit?after=" + url.QueryEscape(deep)},
-		{"/audit filtered (tool=cancel_order)", "/audit?tool=cancel_order"},
-		{"/audit filtered (status=rejected, deep)", "/audit?status=rejected&after=" + url.QueryEscape(deep)},
-		{"/audit filtered by staff (Ben)", "/audit?staff=Ben"},
-		{"/audit text in arguments, a rare match (q=A123456)", "/audit?q=A123456"},
-	} {
-		d, err := timeGet(client, srv.URL+p.path, 20)
-		if err != nil {
-			return fmt.Errorf("%s: %w", p.name, err)
-		}
-		fmt.Printf("  %-42s p50 %6.1f ms   p90 %6.1f ms\n", p.name, measure.MS(d[len(d)/2]), measure.MS(d[len(d)*9/10]))
-	}
-
-	fmt.Println("\nexport:")
-	for _, p := range []string{"/audit/export.csv?tool=issue_refund", "/audit/export.jsonl?tool=issue_refund"} {
-		start := time.Now()
-		res, err := client.Get(srv.URL + p)
-		if err != nil {
-			return err
-		}
-		rows := 0
-		sc := bufio.NewScanner(res.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			rows++
-		}
-		res.Body.Close()
-		el := time.Since(start)
-		fmt.Printf("  %-40s %d rows in %s: %.0f rows/s\n", p, rows, el.Round(time.Millisecond), float64(rows)/el.Seconds())
 	}
 
 	if models.IsPostgres(path) {
@@ -222,48 +181,14 @@ func liveUpdates(ctx context.Context, base string, signedIn *http.Client, g *gat
 	runtime.ReadMemStats(&ms0)
 	transport := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: 0}
 	jar := signedIn.Jar
-	var ready, got sync.WaitGroup
-	ready.Add(n)
-	var received atomic.Int64
-	var armed atomic.Bool
-	var lastAt atomic.Int64
+	l := &listeners{n: int64(n)}
+	l.ready.Add(n)
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	for i := 0; i < n; i++ {
-		go func() {
-			c := &http.Client{Jar: jar, Transport: transport}
-			req, _ := http.NewRequestWithContext(streamCtx, "GET", base+"/queue/events", nil)
-			res, err := c.Do(req)
-			if err != nil {
-				ready.Done()
-				return
-			}
-			defer res.Body.Close()
-			br := bufio.NewReaderSize(res.Body, 4<<10)
-			first := true
-			for {
-				line, err := br.ReadString('\n')
-				if err != nil {
-					return
-				}
-				if line == "\n" { // end of one event
-					if first {
-						first = false
-						ready.Done()
-						continue
-					}
-					if armed.Load() {
-						lastAt.Store(time.Now().UnixNano())
-						if received.Add(1) == int64(n) {
-							got.Done()
-						}
-						armed.Store(armed.Load())
-					}
-				}
-			}
-		}()
+		go l.follow(streamCtx, &http.Client{Jar: jar, Transport: transport}, base+"/queue/events")
 	}
-	ready.Wait()
+	l.ready.Wait()
 	runtime.GC()
 	var ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms1)
@@ -277,25 +202,116 @@ func liveUpdates(ctx context.Context, base string, signedIn *http.Client, g *gat
 		if err != nil || len(pend) == 0 {
 			return fmt.Errorf("no pending action: %v", err)
 		}
-		received.Store(0)
-		got.Add(1)
-		armed.Store(true)
+		l.received.Store(0)
+		l.got.Add(1)
+		l.armed.Store(true)
 		start := time.Now()
 		if err := g.Reject(ctx, pend[0].ID, admin.Actor(), "benchmark"); err != nil {
 			return err
 		}
 		done := make(chan struct{})
-		go func() { got.Wait(); close(done) }()
+		go func() { l.got.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
-			return fmt.Errorf("only %d of %d streams got the update", received.Load(), n)
+			return fmt.Errorf("only %d of %d streams got the update", l.received.Load(), n)
 		}
-		armed.Store(false)
-		lats = append(lats, time.Duration(lastAt.Load()-start.UnixNano()))
+		l.armed.Store(false)
+		lats = append(lats, time.Duration(l.lastAt.Load()-start.UnixNano()))
 		time.Sleep(200 * time.Millisecond) // let stragglers of this round drain
 	}
 	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
 	fmt.Printf("  decision to all %d streams having the new queue: median %.1f ms, worst %.1f ms (5 decisions)\n", n, measure.MS(lats[len(lats)/2]), measure.MS(lats[len(lats)-1]))
 	return nil
+}
+
+// report prints the query plans, the pages' times and the exports' rates.
+func report(client *http.Client, base, path string, nCalls int) error {
+	fmt.Println("\nquery plans:")
+	if err := plans(path); err != nil {
+		return err
+	}
+
+	fmt.Println("\npage times (client-measured over loopback, 20 requests each):")
+	deepAt := min(900_000, nCalls*9/10)
+	deep, err := deepCursor(path, deepAt)
+	if err != nil {
+		return err
+	}
+	for _, p := range []struct{ name, path string }{
+		{"/queue", "/queue"},
+		{"/audit first page", "/audit"},
+		{fmt.Sprintf("/audit deep page (row %d)", deepAt), "/audit?after=" + url.QueryEscape(deep)},
+		{"/audit filtered (tool=cancel_order)", "/audit?tool=cancel_order"},
+		{"/audit filtered (status=rejected, deep)", "/audit?status=rejected&after=" + url.QueryEscape(deep)},
+		{"/audit filtered by staff (Ben)", "/audit?staff=Ben"},
+		{"/audit text in arguments, a rare match (q=A123456)", "/audit?q=A123456"},
+	} {
+		d, err := timeGet(client, base+p.path, 20)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		fmt.Printf("  %-42s p50 %6.1f ms   p90 %6.1f ms\n", p.name, measure.MS(d[len(d)/2]), measure.MS(d[len(d)*9/10]))
+	}
+
+	fmt.Println("\nexport:")
+	for _, p := range []string{"/audit/export.csv?tool=issue_refund", "/audit/export.jsonl?tool=issue_refund"} {
+		start := time.Now()
+		res, err := client.Get(base + p)
+		if err != nil {
+			return err
+		}
+		rows := 0
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			rows++
+		}
+		res.Body.Close()
+		el := time.Since(start)
+		fmt.Printf("  %-40s %d rows in %s: %.0f rows/s\n", p, rows, el.Round(time.Millisecond), float64(rows)/el.Seconds())
+	}
+	return nil
+}
+
+// listeners are the open queue streams: each counts the events it gets
+// while armed, and the last to get one says when.
+type listeners struct {
+	n          int64
+	ready, got sync.WaitGroup
+	received   atomic.Int64
+	armed      atomic.Bool
+	lastAt     atomic.Int64 // unix nanoseconds
+}
+
+func (l *listeners) follow(ctx context.Context, c *http.Client, url string) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	res, err := c.Do(req)
+	if err != nil {
+		l.ready.Done()
+		return
+	}
+	defer res.Body.Close()
+	br := bufio.NewReaderSize(res.Body, 4<<10)
+	first := true
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if line != "\n" { // not yet the end of one event
+			continue
+		}
+		if first {
+			first = false
+			l.ready.Done()
+			continue
+		}
+		if l.armed.Load() {
+			l.lastAt.Store(time.Now().UnixNano())
+			if l.received.Add(1) == l.n {
+				l.got.Done()
+			}
+		}
+	}
 }

@@ -28,102 +28,139 @@ func seed(path string, nCalls, nPending int) error {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	pg := models.IsPostgres(path)
-	if pg {
+	sd := &seeder{db: db, pg: models.IsPostgres(path), rng: rand.New(rand.NewPCG(1, 2)),
+		start: time.Now().UTC().Add(-90 * 24 * time.Hour), total: nCalls + nPending}
+	if sd.pg {
 		if _, err := db.Exec("SET synchronous_commit = off"); err != nil {
 			return err
 		}
 	}
-	prepare := func(tx *sql.Tx, q string) *sql.Stmt {
-		if pg {
-			q = dollars(q)
-		}
-		st, err := tx.Prepare(q)
-		if err != nil {
-			panic(err)
-		}
-		return st
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	const nRuns = 20_000
-	tx, _ := db.Begin()
-	runStmt := prepare(tx, `INSERT INTO runs (id, customer_id, customer_name, channel, status, token_hash, last_error, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?)`)
-	start := time.Now().UTC().Add(-90 * 24 * time.Hour)
-	runs := make([]string, nRuns)
-	for i := range runs {
-		runs[i] = fmt.Sprintf("run_bench%08d", i)
-		at := start.Add(time.Duration(i) * 90 * 24 * time.Hour / nRuns)
-		if _, err := runStmt.Exec(runs[i], fmt.Sprintf("cus_%05d", i%5000), fmt.Sprintf("Customer %d", i%5000), "api", "waiting", fmt.Sprintf("h%d", i), "", at, at); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(); err != nil {
+	if err := sd.insertRuns(20_000); err != nil {
 		return err
 	}
-	insertCalls := func(n int, pendingOnes bool, offset int) error {
-		var tx *sql.Tx
-		var callStmt, apprStmt *sql.Stmt
-		for i := 0; i < n; i++ {
-			if i%20000 == 0 {
-				if tx != nil {
-					if err := tx.Commit(); err != nil {
-						return err
-					}
-				}
-				tx, _ = db.Begin()
-				callStmt = prepare(tx, `INSERT INTO tool_calls (id, run_id, customer_id, turn_id, model_call_id, tool, risk, raw_args, args, args_hash, original_args,
-					status, decision, rule, reason, policy_version, required_approvals, required_role, expires_at, idempotency_key, error, error_detail, result,
-					created_at, updated_at, decided_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
-				apprStmt = prepare(tx, `INSERT INTO approvals (tool_call_id, staff_id, staff_name, staff_role, verdict, note, args, args_hash, edited, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)`)
-			}
-			k := offset + i
-			id := fmt.Sprintf("call_bench%09d", k)
-			run := runs[rng.IntN(nRuns)]
-			at := start.Add(time.Duration(k) * 90 * 24 * time.Hour / time.Duration(nCalls+nPending))
-			tool := tools5[rng.IntN(len(tools5))]
-			args := fmt.Sprintf(`{"order_id":"A%06d"}`, rng.IntN(999999))
-			status, decision, rule, reason, verdict := "succeeded", "allow", "default:read", "reads are allowed", ""
-			required := 0
-			var expires any
-			if tool == "issue_refund" || tool == "cancel_order" {
-				args = fmt.Sprintf(`{"amount":%d,"order_id":"A%06d"}`, 51+rng.IntN(2000), rng.IntN(999999))
-				decision, rule, reason, required = "needs_approval", "refund-needs-approval", "Refund", 1
-				switch r := rng.IntN(10); {
-				case r < 7:
-					status, verdict = "succeeded", "approve"
-				case r < 9:
-					status, verdict = "rejected", "reject"
-				default:
-					status = "expired"
-				}
-			}
-			if pendingOnes {
-				tool, status, decision, required = "issue_refund", "pending", "needs_approval", 1
-				args = fmt.Sprintf(`{"amount":%d,"order_id":"A%06d"}`, 51+rng.IntN(2000), rng.IntN(999999))
-				rule, reason, verdict = "refund-needs-approval", "Refund of a bench order", ""
-				expires = time.Now().UTC().Add(24 * time.Hour)
-			}
-			if _, err := callStmt.Exec(id, run, "cus_x", 0, "", tool, "high_write", args, args, "hash", "", status, decision, rule, reason,
-				"benchpolicyversion", required, "", expires, "k"+id, "", "", "", at, at, at, at); err != nil {
-				return err
-			}
-			if verdict != "" {
-				staff := []string{"Ann", "Ben", "Sam"}[rng.IntN(3)]
-				if _, err := apprStmt.Exec(id, "stf_"+staff, staff, "approver", verdict, "", args, "hash", false, at); err != nil {
-					return err
-				}
-			}
-		}
-		return tx.Commit()
-	}
-	if err := insertCalls(nCalls, false, 0); err != nil {
+	if err := sd.insertCalls(nCalls, false, 0); err != nil {
 		return err
 	}
-	if err := insertCalls(nPending, true, nCalls); err != nil {
+	if err := sd.insertCalls(nPending, true, nCalls); err != nil {
 		return err
 	}
 	_, err = db.Exec("ANALYZE")
 	return err
+}
+
+// seeder writes the benchmark's history straight into the tables, spread
+// over the last 90 days, the same for every run (a fixed seed).
+type seeder struct {
+	db    *sql.DB
+	pg    bool
+	rng   *rand.Rand
+	start time.Time
+	total int // calls in all, decided and pending
+	runs  []string
+}
+
+func (sd *seeder) prepare(tx *sql.Tx, q string) *sql.Stmt {
+	if sd.pg {
+		q = dollars(q)
+	}
+	st, err := tx.Prepare(q)
+	if err != nil {
+		panic(err)
+	}
+	return st
+}
+
+func (sd *seeder) insertRuns(n int) error {
+	tx, err := sd.db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	runStmt := sd.prepare(tx, `INSERT INTO runs (id, customer_id, customer_name, channel, status, token_hash, last_error, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?)`)
+	sd.runs = make([]string, n)
+	for i := range sd.runs {
+		sd.runs[i] = fmt.Sprintf("run_bench%08d", i)
+		at := sd.start.Add(time.Duration(i) * 90 * 24 * time.Hour / time.Duration(n))
+		if _, err := runStmt.Exec(sd.runs[i], fmt.Sprintf("cus_%05d", i%5000), fmt.Sprintf("Customer %d", i%5000), "api", "waiting", fmt.Sprintf("h%d", i), "", at, at); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// benchCall is one call of the history and, if a person decided it, their verdict.
+type benchCall struct {
+	id, run, tool, args, status, decision, rule, reason, verdict string
+	required                                                     int
+	expires                                                      any
+	at                                                           time.Time
+}
+
+// call makes the k-th call: reads allowed, refunds and cancels decided by a
+// person (7 in 10 approved, 2 rejected, 1 expired), or waiting.
+func (sd *seeder) call(k int, pending bool) benchCall {
+	rng := sd.rng
+	c := benchCall{id: fmt.Sprintf("call_bench%09d", k), run: sd.runs[rng.IntN(len(sd.runs))],
+		at:   sd.start.Add(time.Duration(k) * 90 * 24 * time.Hour / time.Duration(sd.total)),
+		tool: tools5[rng.IntN(len(tools5))], args: fmt.Sprintf(`{"order_id":"A%06d"}`, rng.IntN(999999)),
+		status: "succeeded", decision: "allow", rule: "default:read", reason: "reads are allowed"}
+	if c.tool == "issue_refund" || c.tool == "cancel_order" {
+		c.args = fmt.Sprintf(`{"amount":%d,"order_id":"A%06d"}`, 51+rng.IntN(2000), rng.IntN(999999))
+		c.decision, c.rule, c.reason, c.required = "needs_approval", "refund-needs-approval", "Refund", 1
+		switch r := rng.IntN(10); {
+		case r < 7:
+			c.status, c.verdict = "succeeded", "approve"
+		case r < 9:
+			c.status, c.verdict = "rejected", "reject"
+		default:
+			c.status = "expired"
+		}
+	}
+	if pending {
+		c.tool, c.status, c.decision, c.required = "issue_refund", "pending", "needs_approval", 1
+		c.args = fmt.Sprintf(`{"amount":%d,"order_id":"A%06d"}`, 51+rng.IntN(2000), rng.IntN(999999))
+		c.rule, c.reason, c.verdict = "refund-needs-approval", "Refund of a bench order", ""
+		c.expires = time.Now().UTC().Add(24 * time.Hour)
+	}
+	return c
+}
+
+// insertCalls writes n calls from the offset on, 20,000 to a transaction.
+func (sd *seeder) insertCalls(n int, pending bool, offset int) error {
+	var tx *sql.Tx
+	var callStmt, apprStmt *sql.Stmt
+	for i := 0; i < n; i++ {
+		if i%20000 == 0 {
+			if tx != nil {
+				if err := tx.Commit(); err != nil {
+					return err
+				}
+			}
+			var err error
+			if tx, err = sd.db.Begin(); err != nil {
+				return err
+			}
+			callStmt = sd.prepare(tx, `INSERT INTO tool_calls (id, run_id, customer_id, turn_id, model_call_id, tool, risk, raw_args, args, args_hash, original_args,
+				status, decision, rule, reason, policy_version, required_approvals, required_role, expires_at, idempotency_key, error, error_detail, result,
+				created_at, updated_at, decided_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
+			apprStmt = sd.prepare(tx, `INSERT INTO approvals (tool_call_id, staff_id, staff_name, staff_role, verdict, note, args, args_hash, edited, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)`)
+		}
+		c := sd.call(offset+i, pending)
+		if _, err := callStmt.Exec(c.id, c.run, "cus_x", 0, "", c.tool, "high_write", c.args, c.args, "hash", "", c.status, c.decision, c.rule, c.reason,
+			"benchpolicyversion", c.required, "", c.expires, "k"+c.id, "", "", "", c.at, c.at, c.at, c.at); err != nil {
+			return err
+		}
+		if c.verdict != "" {
+			staff := []string{"Ann", "Ben", "Sam"}[sd.rng.IntN(3)]
+			if _, err := apprStmt.Exec(c.id, "stf_"+staff, staff, "approver", c.verdict, "", c.args, "hash", false, c.at); err != nil {
+				return err
+			}
+		}
+	}
+	if tx == nil {
+		return nil
+	}
+	return tx.Commit()
 }
 
 func plans(path string) error {

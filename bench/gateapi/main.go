@@ -104,6 +104,11 @@ func run(n int) error {
 		req.Header.Set("Authorization", "Bearer "+key)
 		return send(req)
 	}
+	return compare(n, direct, gated)
+}
+
+// compare times n calls of each kind, alternated, after a warm-up of both.
+func compare(n int, direct, gated func(int) error) error {
 	for i := 0; i < 200; i++ { // warm up both paths
 		if err := direct(i); err != nil {
 			return err

@@ -130,42 +130,46 @@ func run(n int) error {
 	}
 	defer session.Close()
 	// A plain proxy: supergateway, stdio to streamable HTTP, one child.
-	port, err := freePort()
+	proxied, stop, err := supergateway(script, dir, connect)
 	if err != nil {
 		return err
 	}
-	sg := exec.Command("node", ".ci/mcp/node_modules/supergateway/dist/index.js", "--stdio", fmt.Sprintf("node %q %q", script, dir),
-		"--outputTransport", "streamableHttp", "--stateful", "--port", strconv.Itoa(port), "--logLevel", "none")
-	if err := sg.Start(); err != nil {
-		return err
-	}
-	defer func() { sg.Process.Kill(); sg.Wait() }()
-	var proxied *mcp.ClientSession
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if proxied, err = connect(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "2025-11-25", http.DefaultTransport); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("supergateway: %w", err)
-		}
-	}
+	defer stop()
 	defer proxied.Close()
+	kinds := []kind{
+		{"straight to the upstream (stdio)", direct, "read_text_file"},
+		{"through supergateway (records nothing)", proxied, "read_text_file"},
+		{"through Countersign's /mcp, 2026-07-28", gated, "fs__read_text_file"},
+		{"through Countersign's /mcp, 2025 session", session, "fs__read_text_file"},
+	}
+	return compare(ctx, n, file, kinds)
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// kind is one way to reach the upstream: a client session and the name the
+// tool has there.
+type kind struct {
+	label string
+	cs    *mcp.ClientSession
+	tool  string
+}
+
+// compare reads the file n times each way, alternated, after a warm-up.
+func compare(ctx context.Context, n int, file string, kinds []kind) error {
 	call := func(cs *mcp.ClientSession, name string) error {
 		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"path": file}})
 		if err == nil && r.IsError {
 			err = fmt.Errorf("%s: tool error", name)
 		}
 		return err
-	}
-	kinds := []struct {
-		label string
-		cs    *mcp.ClientSession
-		tool  string
-	}{
-		{"straight to the upstream (stdio)", direct, "read_text_file"},
-		{"through supergateway (records nothing)", proxied, "read_text_file"},
-		{"through Countersign's /mcp, 2026-07-28", gated, "fs__read_text_file"},
-		{"through Countersign's /mcp, 2025 session", session, "fs__read_text_file"},
 	}
 	for i := 0; i < 100; i++ {
 		for _, k := range kinds {
@@ -198,11 +202,28 @@ func run(n int) error {
 	return nil
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// supergateway starts a plain proxy (stdio to streamable HTTP, one child)
+// in front of the same upstream and connects to it.
+func supergateway(script, dir string, connect func(url, version string, rt http.RoundTripper) (*mcp.ClientSession, error)) (*mcp.ClientSession, func(), error) {
+	port, err := freePort()
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	sg := exec.Command("node", ".ci/mcp/node_modules/supergateway/dist/index.js", "--stdio", fmt.Sprintf("node %q %q", script, dir),
+		"--outputTransport", "streamableHttp", "--stateful", "--port", strconv.Itoa(port), "--logLevel", "none")
+	if err := sg.Start(); err != nil {
+		return nil, nil, err
+	}
+	stop := func() { sg.Process.Kill(); sg.Wait() }
+	var proxied *mcp.ClientSession
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if proxied, err = connect(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "2025-11-25", http.DefaultTransport); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, nil, fmt.Errorf("supergateway: %w", err)
+		}
+	}
+	return proxied, stop, nil
 }
