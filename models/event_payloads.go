@@ -84,17 +84,19 @@ type ActionEditedPayload struct {
 // action.approved: one person's approval, and how many there are of how
 // many needed (GrantID: the standing grant the last one gave).
 type ActionApprovalPayload struct {
-	Approvals int    `json:"approvals"`
-	ArgsHash  string `json:"args_hash"`
-	GrantID   string `json:"grant_id,omitempty"`
-	Note      string `json:"note"`
-	Required  int    `json:"required"`
+	Approvals int          `json:"approvals"`
+	ArgsHash  string       `json:"args_hash"`
+	GrantID   string       `json:"grant_id,omitempty"`
+	Note      string       `json:"note"`
+	Required  int          `json:"required"`
+	Seen      []ReviewFact `json:"seen,omitempty"` // what the approver was shown
 }
 
 // ActionRejectedPayload is the payload of action.rejected.
 type ActionRejectedPayload struct {
-	ArgsHash string `json:"args_hash"`
-	Reason   string `json:"reason"`
+	ArgsHash string       `json:"args_hash"`
+	Reason   string       `json:"reason"`
+	Seen     []ReviewFact `json:"seen,omitempty"` // what the person was shown
 }
 
 // ActionCancelledPayload is the payload of action.cancelled.

@@ -141,6 +141,9 @@ type Approval struct {
 	ArgsHash  string `gorm:"size:64"`
 	Edited    bool
 	CreatedAt time.Time
+	// Seen is what the person was shown before deciding (EncodeFacts of
+	// their Review), "" when they were shown none (the API, Slack).
+	Seen string `gorm:"type:text"`
 }
 
 // AuditEvent is one link of the append-only, hash-chained audit log.

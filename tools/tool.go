@@ -229,6 +229,9 @@ func (t *Tool) Run(ctx context.Context, call Call, args Normalized) (any, error)
 // HasCheck reports whether the tool checks its calls before they are decided.
 func (t *Tool) HasCheck() bool { return t.check != nil }
 
+// HasReview tells whether the tool tells an approver what to know.
+func (t *Tool) HasReview() bool { return t.review != nil }
+
 // Check runs the tool's read-only check on normalized arguments; nil when
 // the tool has none or the call could succeed.
 func (t *Tool) Check(ctx context.Context, call Call, args Normalized) error {

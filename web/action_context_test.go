@@ -49,3 +49,31 @@ func TestActionPageGivesTheApproverWhatTheyNeed(t *testing.T) {
 		t.Errorf("the queue row does not say what is asked, or who asks")
 	}
 }
+
+// A call refused before any decision (arguments the tool does not take)
+// reads as what it is, by its tool and why: in "This customer lately" and
+// in the audit table, never as a phrase with blanks or a bare dash.
+func TestInvalidCallsReadAsWhatTheyAre(t *testing.T) {
+	a := newApp(t)
+	a.staff(models.Admin, "ada@x.test", "Ada")
+	run := a.run("cus_bob", "Bob")
+	bad := a.refund(run, "cus_bob", `{"order_id":"B2001","amount":"lots"}`)
+	if bad.Status != models.CallInvalid {
+		t.Fatalf("the bad call was %s", bad.Status)
+	}
+	waiting := a.refund(run, "cus_bob", `{"order_id":"B2001","amount":1200}`)
+	b := a.signIn("ada@x.test")
+	_, page := b.get("/actions/" + waiting.CallID)
+	recent := between(page, `data-testid="recent-calls"`, "</ul>")
+	if !strings.Contains(recent, "issue_refund (invalid call: ") || strings.Contains(recent, "?") {
+		t.Errorf("the invalid call in this customer's recent calls: %q", recent)
+	}
+	_, audit := b.get("/audit?customer=cus_bob")
+	row := between(audit, `<a href="/actions/`+bad.CallID+`">`, "</tr>")
+	if !strings.Contains(row, "not decided") || strings.Contains(row, "—") || strings.Contains(row, `<small class="muted">: </small>`) {
+		t.Errorf("the invalid call's audit row: %q", row)
+	}
+	if !strings.Contains(row, "amount") {
+		t.Errorf("the audit row does not say why the call was refused: %q", row)
+	}
+}

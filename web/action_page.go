@@ -89,7 +89,7 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 	if err := s.actionApprovals(c, call, &v); err != nil {
 		return views.ActionView{}, nil, err
 	}
-	s.actionTool(ctx, call, run, &v)
+	s.actionTool(c, call, run, &v)
 	if err := s.actionAround(ctx, call, &v); err != nil {
 		return views.ActionView{}, nil, err
 	}
@@ -154,8 +154,12 @@ func (s *Server) actionApprovals(c echo.Context, call *models.ToolCall, v *views
 			v.ApprovalsSoFar++
 			v.ApprovedByMe = v.ApprovedByMe || a.StaffID == me
 		}
-		v.Approvals = append(v.Approvals, views.ApprovalView{Staff: a.StaffName, Role: string(a.StaffRole), Verdict: a.Verdict, Note: a.Note,
-			Args: a.Args, Edited: a.Edited, At: clock(a.CreatedAt), Current: a.ArgsHash == call.ArgsHash, Disabled: disabled[a.StaffID]})
+		av := views.ApprovalView{Staff: a.StaffName, Role: string(a.StaffRole), Verdict: a.Verdict, Note: a.Note,
+			Args: a.Args, Edited: a.Edited, At: clock(a.CreatedAt), Current: a.ArgsHash == call.ArgsHash, Disabled: disabled[a.StaffID]}
+		for _, f := range models.DecodeFacts(a.Seen) {
+			av.Seen = append(av.Seen, views.ContextFact{Label: f.Label, Value: f.Value})
+		}
+		v.Approvals = append(v.Approvals, av)
 	}
 	if done := c.QueryParam("done"); done == "approved" || done == "approval_added" {
 		v.Flash, v.FlashError = approvalOutcome(call, v.ApprovalsSoFar)
@@ -167,8 +171,11 @@ func (s *Server) actionApprovals(c echo.Context, call *models.ToolCall, v *views
 }
 
 // actionTool is what the tool in force says of the call: its fields to
-// edit, its summary and the facts an approver reviews.
-func (s *Server) actionTool(ctx context.Context, call *models.ToolCall, run *models.Run, v *views.ActionView) {
+// edit, its summary and, while it waits, the facts an approver reviews,
+// looked up for this view and kept (models.Review) when the viewer may
+// decide, so that their decision keeps what they saw.
+func (s *Server) actionTool(c echo.Context, call *models.ToolCall, run *models.Run, v *views.ActionView) {
+	ctx := c.Request().Context()
 	tool, ok := s.cfg.Gate.Tools().Get(call.Tool)
 	if !ok {
 		v.Summary = call.Tool
@@ -176,14 +183,30 @@ func (s *Server) actionTool(ctx context.Context, call *models.ToolCall, run *mod
 	}
 	v.Fields = editFields(tool.Schema, call.Args, nil)
 	v.Summary = tool.Summarize(call.Args)
+	v.Reviewed = tool.HasReview()
+	if !v.Pending || !v.Reviewed {
+		return // a decided action shows what its deciders saw (ApprovalView.Seen), not today's answers
+	}
 	facts, err := tool.ReviewContext(ctx, tools.Call{ID: call.ID, RunID: call.RunID, CustomerID: call.CustomerID, CustomerName: run.CustomerName}, call.Args)
 	if err != nil {
 		s.cfg.Log.Warn("review context", "tool", call.Tool, "err", err)
 		return
 	}
+	seen := make([]models.ReviewFact, 0, len(facts))
 	for _, f := range facts {
 		v.Context = append(v.Context, views.ContextFact{Label: f.Label, Value: f.Value})
+		seen = append(seen, models.ReviewFact{Label: f.Label, Value: f.Value})
 	}
+	sc := currentStaff(c)
+	if len(seen) == 0 || sc == nil || !sc.staff.Role.CanDecide() || !sc.staff.Role.AtLeast(call.RequiredRole) {
+		return
+	}
+	review := &models.Review{ID: models.NewID("rev"), ToolCallID: call.ID, StaffID: sc.staff.ID, Facts: models.EncodeFacts(seen)}
+	if err := s.cfg.Store.SaveReview(ctx, review); err != nil {
+		s.cfg.Log.Warn("could not keep what the approver was shown", "call_id", call.ID, "err", err)
+		return
+	}
+	v.ReviewID = review.ID
 }
 
 // actionAround is the customer's recent calls and, once this one needs
@@ -195,7 +218,7 @@ func (s *Server) actionAround(ctx context.Context, call *models.ToolCall, v *vie
 	}
 	for i := range recent {
 		r := &recent[i]
-		v.Recent = append(v.Recent, views.RecentCall{ID: r.ID, Summary: s.summary(r.Tool, r.Args), Status: string(r.Status), At: clock(r.CreatedAt)})
+		v.Recent = append(v.Recent, views.RecentCall{ID: r.ID, Summary: s.callSummary(r), Status: string(r.Status), At: clock(r.CreatedAt)})
 	}
 	if v.Pending && !v.ApprovedByMe {
 		return nil
@@ -253,7 +276,7 @@ func (s *Server) actionPage(c echo.Context) error {
 func (s *Server) actionApprove(c echo.Context) error {
 	id := c.Param("id")
 	sc := currentStaff(c)
-	req := gate.ApproveRequest{Note: c.FormValue("note")}
+	req := gate.ApproveRequest{Note: c.FormValue("note"), ReviewID: c.FormValue("review")}
 	var fieldErrs map[string]string
 	if c.FormValue("edit") == "1" {
 		call, err := s.cfg.Store.ToolCall(c.Request().Context(), id)
@@ -313,7 +336,7 @@ func staffWords(msg string) string {
 func (s *Server) actionReject(c echo.Context) error {
 	id := c.Param("id")
 	sc := currentStaff(c)
-	if err := s.cfg.Gate.Reject(c.Request().Context(), id, sc.staff.Actor(), c.FormValue("reason")); err != nil {
+	if err := s.cfg.Gate.RejectSeen(c.Request().Context(), id, sc.staff.Actor(), c.FormValue("reason"), c.FormValue("review")); err != nil {
 		code := fault.CodeOf(err)
 		if code == fault.Internal {
 			return err

@@ -43,6 +43,8 @@ type approvalJSON struct {
 	Edited    bool            `json:"edited"`
 	Counts    bool            `json:"counts"`
 	CreatedAt time.Time       `json:"created_at"`
+	// Seen is what the person was shown before deciding (absent: nothing).
+	Seen []models.ReviewFact `json:"seen,omitempty"`
 }
 
 type actionJSON struct {
@@ -81,7 +83,8 @@ func toActionJSON(c *models.ToolCall, approvals []models.Approval, disabled map[
 	}
 	for _, a := range approvals {
 		out.Approvals = append(out.Approvals, approvalJSON{StaffID: a.StaffID, StaffName: a.StaffName, Role: string(a.StaffRole), Verdict: a.Verdict,
-			Note: a.Note, Args: json.RawMessage(a.Args), Edited: a.Edited, Counts: gate.Counts(a, c.ArgsHash, disabled), CreatedAt: a.CreatedAt})
+			Note: a.Note, Args: json.RawMessage(a.Args), Edited: a.Edited, Counts: gate.Counts(a, c.ArgsHash, disabled), CreatedAt: a.CreatedAt,
+			Seen: models.DecodeFacts(a.Seen)})
 	}
 	return out
 }

@@ -144,18 +144,34 @@ func (s *Server) auditPage(c echo.Context) error {
 			args = r.RawArgs
 		}
 		v.Rows = append(v.Rows, views.AuditRow{ID: r.ID, At: clock(r.CreatedAt), Run: r.RunID, Customer: customerLabel(r.CustomerID, r.CustomerName),
-			Tool: r.Tool, Args: tools.Truncate(args, 300), Decision: orDash(r.Decision), Rule: r.Rule, Reason: r.Reason, Status: string(r.Status), DecidedBy: r.DecidedBy})
+			Tool: r.Tool, Args: tools.Truncate(args, 300), Decision: decisionWords(r.Decision), Why: whyDecided(&r.ToolCall), Status: string(r.Status), DecidedBy: r.DecidedBy})
 	}
 	v.ChainOK, v.ChainText = s.chainStatus(c)
 	v.ChainChecked = !strings.Contains(v.ChainText, "first verification running")
 	return render(c, http.StatusOK, views.Audit(v))
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "—"
+// decisionWords is a call's decision as the audit table shows it: a call
+// refused before any decision (an invalid one) says so.
+func decisionWords(decision string) string {
+	if decision == "" {
+		return "not decided"
 	}
-	return s
+	return decision
+}
+
+// whyDecided is the rule and its reason, or why a call that was never
+// decided was refused.
+func whyDecided(c *models.ToolCall) string {
+	switch {
+	case c.Rule != "" && c.Reason != "":
+		return c.Rule + ": " + c.Reason
+	case c.Rule != "":
+		return c.Rule
+	case c.Decision == "" && c.Error != "":
+		return tools.Truncate(c.Error, 200)
+	}
+	return c.Reason
 }
 
 // chainStatus reports the last verification of the audit chain. Verifying

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 )
 
@@ -130,6 +131,20 @@ func (s *Server) summary(tool, args string) string {
 		return t.Summarize(args)
 	}
 	return tool
+}
+
+// callSummary is summary for a recorded call: one whose arguments were
+// refused (an invalid call keeps none) is named by its tool and why, not as
+// a phrase with its blanks unfilled.
+func (s *Server) callSummary(c *models.ToolCall) string {
+	if c.Args == "" && c.Status == models.CallInvalid {
+		why := strings.TrimSuffix(tools.Truncate(c.Error, 120), ".")
+		if why == "" {
+			return c.Tool + " (invalid call)"
+		}
+		return c.Tool + " (invalid call: " + why + ")"
+	}
+	return s.summary(c.Tool, c.Args)
 }
 
 // amount shows the sum of money a call is about, when its tool has one.

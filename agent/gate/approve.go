@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
@@ -27,6 +26,9 @@ type ApproveRequest struct {
 	// same customer without asking, within its bounds (supervisors and
 	// admins, on an action that needs one approval).
 	Grant *GrantRequest
+	// ReviewID names what the approver was shown (models.Review): the
+	// approval keeps those facts. "" when they were shown none.
+	ReviewID string
 }
 
 // ApproveResult says what an approval did.
@@ -161,13 +163,18 @@ func (g *Gate) approveInTx(tx *models.Tx, a *approval) (res ApproveResult, expir
 	if a.req.Grant != nil && required > 1 {
 		return res, false, fault.Errorf(fault.Invalid, "this action needs %d approvals; a standing grant would let one person skip that, so it cannot be given here", required)
 	}
-	count, met, err := castVote(tx, call, a, required, role)
+	seen, err := seenIn(tx, a.req.ReviewID, call.ID, a.actor)
+	if err != nil {
+		return res, false, err
+	}
+	count, met, err := castVote(tx, call, a, required, role, seen)
 	if err != nil {
 		return res, false, err
 	}
 	res.Approvals, res.Required = count, required
 	actor := a.actor.String()
-	payload := models.ActionApprovalPayload{ArgsHash: call.ArgsHash, Approvals: count, Required: required, Note: a.note}
+	payload := models.ActionApprovalPayload{ArgsHash: call.ArgsHash, Approvals: count, Required: required, Note: a.note,
+		Seen: models.DecodeFacts(seen)}
 	if !met {
 		return res, false, tx.Audit(models.Event{Actor: actor, Kind: models.EventActionApprovalAdded, Subject: call.ID, Payload: payload})
 	}
@@ -187,7 +194,7 @@ func (g *Gate) approveInTx(tx *models.Tx, a *approval) (res ApproveResult, expir
 // castVote records the actor's approval and counts it with the approvals
 // that still count (of these arguments, by accounts not disabled since):
 // how many there are and whether the action's requirement is met.
-func castVote(tx *models.Tx, call *models.ToolCall, a *approval, required int, role models.StaffRole) (int, bool, error) {
+func castVote(tx *models.Tx, call *models.ToolCall, a *approval, required int, role models.StaffRole, seen string) (int, bool, error) {
 	prior, err := tx.Approvals(call.ID)
 	if err != nil {
 		return 0, false, err
@@ -208,8 +215,25 @@ func castVote(tx *models.Tx, call *models.ToolCall, a *approval, required int, r
 	}
 	err = tx.CreateApproval(&models.Approval{ToolCallID: call.ID, StaffID: a.actor.ID, StaffName: a.actor.Name,
 		StaffRole: a.actor.Role, Verdict: "approve", Note: a.note, Args: call.Args, ArgsHash: call.ArgsHash,
-		Edited: a.edit != nil})
+		Edited: a.edit != nil, Seen: seen})
 	return count, met, err
+}
+
+// seenIn is what the decider was shown (their review of this action, as
+// EncodeFacts wrote it); "" when they name none. A review of another
+// action, or another person's, is refused: it is not what they saw.
+func seenIn(tx *models.Tx, reviewID, callID string, actor models.Actor) (string, error) {
+	if reviewID == "" {
+		return "", nil
+	}
+	r, err := tx.Review(reviewID, callID, actor.ID)
+	if errors.Is(err, models.ErrNotFound) {
+		return "", fault.Errorf(fault.Invalid, "the review named is not yours of this action; open the action again")
+	}
+	if err != nil {
+		return "", err
+	}
+	return r.Facts, nil
 }
 
 func (g *Gate) checkBeforeApproval(ctx context.Context, tool *tools.Tool, call *models.ToolCall, edit *tools.Normalized) error {
@@ -243,126 +267,6 @@ func (g *Gate) checkBeforeApproval(ctx context.Context, tool *tools.Tool, call *
 		g.log.Warn("tool check failed; approving without it", "tool", tool.Name, "err", err)
 	}
 	return nil
-}
-
-// Reject refuses an action with a reason, which is what the model is told.
-func (g *Gate) Reject(ctx context.Context, actionID string, actor models.Actor, reason string) error {
-	reason = strings.TrimSpace(reason)
-	if reason == "" {
-		return fault.Errorf(fault.Invalid, "a reason is required to reject: it is what the customer's assistant is told")
-	}
-	if len([]rune(reason)) > MaxReasonLength {
-		return fault.Errorf(fault.Invalid, "the reason is longer than %d characters", MaxReasonLength)
-	}
-	if !actor.Role.CanDecide() {
-		return fault.Errorf(fault.Forbidden, "the %s role cannot decide actions", actor.Role.Name())
-	}
-	var expired bool
-	err := g.store.Write(ctx, func(tx *models.Tx) error {
-		expired = false
-		call, err := tx.ToolCall(actionID)
-		if err != nil {
-			return err
-		}
-		if call.Decision != string(policy.NeedsApproval) {
-			return models.ErrNotFound
-		}
-		if call.Status != models.CallPending {
-			return alreadyDecided(call)
-		}
-		if call.ExpiresAt != nil && !tx.Now().Before(*call.ExpiresAt) {
-			expired = true
-			return g.expireInTx(tx, call)
-		}
-		if role := call.RequiredRole; !actor.Role.AtLeast(role) {
-			return fault.Errorf(fault.Forbidden, "this action needs a %s to decide it", role)
-		}
-		if err := tx.CreateApproval(&models.Approval{ToolCallID: call.ID, StaffID: actor.ID, StaffName: actor.Name,
-			StaffRole: actor.Role, Verdict: "reject", Note: reason, Args: call.Args, ArgsHash: call.ArgsHash}); err != nil {
-			return err
-		}
-		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallRejected,
-			Error: "rejected by staff: " + reason}); err != nil {
-			return err
-		}
-		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionRejected, Subject: call.ID,
-			Payload: models.ActionRejectedPayload{ArgsHash: call.ArgsHash, Reason: reason}})
-	})
-	if err != nil {
-		return g.writeError(err, actionID)
-	}
-	g.settled(ctx, actionID)
-	if expired {
-		return fault.Errorf(fault.Conflict, "this action expired before it was decided")
-	}
-	return nil
-}
-
-// Cancel withdraws a pending action, for instance when its run is closed.
-func (g *Gate) Cancel(ctx context.Context, actionID string, actor models.Actor, reason string) error {
-	err := g.store.Write(ctx, func(tx *models.Tx) error {
-		call, err := tx.ToolCall(actionID)
-		if err != nil {
-			return err
-		}
-		if call.Status != models.CallPending {
-			return alreadyDecided(call)
-		}
-		if actor != models.SystemActor && !actor.Role.AtLeast(call.RequiredRole) {
-			return fault.Errorf(fault.Forbidden, "this action needs a %s to decide it", call.RequiredRole)
-		}
-		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallCancelled,
-			Error: "cancelled: " + reason}); err != nil {
-			return err
-		}
-		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionCancelled, Subject: call.ID,
-			Payload: models.ActionCancelledPayload{Reason: reason}})
-	})
-	if err != nil {
-		return g.writeError(err, actionID)
-	}
-	g.settled(ctx, actionID)
-	return nil
-}
-
-// ExpireOverdueActions expires every pending action whose time is up and
-// returns how many it expired.
-func (g *Gate) ExpireOverdueActions(ctx context.Context) (int, error) {
-	ids, err := g.store.OverdueActionIDs(ctx, g.store.Now(), 500)
-	if err != nil {
-		return 0, fault.Wrap(err, "could not list overdue actions")
-	}
-	n := 0
-	for _, id := range ids {
-		err := g.store.Write(ctx, func(tx *models.Tx) error {
-			call, err := tx.ToolCall(id)
-			if err != nil {
-				return err
-			}
-			if call.Status != models.CallPending || call.ExpiresAt == nil || tx.Now().Before(*call.ExpiresAt) {
-				return models.ErrConflict // decided meanwhile
-			}
-			return g.expireInTx(tx, call)
-		})
-		if errors.Is(err, models.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return n, fault.Wrap(err, "could not expire an action")
-		}
-		n++
-		g.settled(ctx, id)
-	}
-	return n, nil
-}
-
-func (g *Gate) expireInTx(tx *models.Tx, call *models.ToolCall) error {
-	if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallExpired,
-		Error: "expired: nobody decided in time"}); err != nil {
-		return err
-	}
-	return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventActionExpired, Subject: call.ID,
-		Payload: models.ActionExpiredPayload{ExpiresAt: call.ExpiresAt.UTC().Format(time.RFC3339Nano)}})
 }
 
 // ExecuteApproved runs an approved call. The conditional change from

@@ -198,7 +198,9 @@ func (e *executor) once(ctx context.Context, call tools.Call, target string, bod
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Idempotency-Key", call.IdempotencyKey)
+	if call.IdempotencyKey != "" { // a review's read-only lookup carries none
+		req.Header.Set("Idempotency-Key", call.IdempotencyKey)
+	}
 	req.Header.Set("X-Countersign-Call", call.ID)
 	if e.secret != nil {
 		req.Header.Set("X-Countersign-Signature", Sign(e.secret, time.Now(), body))
@@ -305,7 +307,9 @@ type lookup struct {
 }
 
 // reviewer runs the lookups when an approver opens the action. A lookup
-// that fails says so and blocks nothing.
+// that fails says so and blocks nothing. Lookups are reads (the tools
+// file allows no other), so they carry no Idempotency-Key: a backend that
+// deduplicates by key answers each view afresh.
 func reviewer(lookups []lookup, redact func(string) string) func(ctx context.Context, call tools.Call, args map[string]any) ([]tools.Fact, error) {
 	return func(ctx context.Context, call tools.Call, args map[string]any) ([]tools.Fact, error) {
 		var facts []tools.Fact
@@ -318,7 +322,7 @@ func reviewer(lookups []lookup, redact func(string) string) func(ctx context.Con
 			norm, err := l.tool.Normalize(raw)
 			var out any
 			if err == nil {
-				out, err = l.tool.Run(ctx, tools.Call{ID: call.ID + "/review", IdempotencyKey: call.IdempotencyKey + "/review",
+				out, err = l.tool.Run(ctx, tools.Call{ID: call.ID + "/review",
 					RunID: call.RunID, CustomerID: call.CustomerID, CustomerName: call.CustomerName}, norm)
 			}
 			if err != nil {
