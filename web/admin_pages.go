@@ -45,9 +45,9 @@ func (s *Server) policyReplay(c echo.Context) error {
 		return render(c, http.StatusUnprocessableEntity, views.Policy(v))
 	}
 	reg := s.cfg.Gate.Tools()
-	candidate, err := policy.LoadPolicy([]byte(v.Candidate), "the candidate", reg)
+	candidate, err := policy.LoadPolicy([]byte(v.Candidate), "candidate", reg)
 	if err != nil {
-		v.ReplayError = err.Error()
+		v.ReplayError = "The candidate policy: " + strings.TrimPrefix(err.Error(), "policy candidate: ")
 		return render(c, http.StatusUnprocessableEntity, views.Policy(v))
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 60*time.Second)
@@ -60,7 +60,11 @@ func (s *Server) policyReplay(c echo.Context) error {
 	rv := &views.ReplayView{From: clock(from), Calls: rep.Calls, Unchanged: rep.Unchanged, Changed: rep.Calls - rep.Unchanged - rep.Failed,
 		Failed: rep.Failed, FirstFail: rep.FirstFail}
 	for _, ch := range rep.Changes {
-		rv.Changes = append(rv.Changes, views.ReplayChangeView{From: ch.From, To: ch.To, Count: ch.Count, Examples: ch.Examples})
+		cv := views.ReplayChangeView{Tool: ch.Tool, From: ch.From, FromRule: ch.FromRule, To: ch.To, ToRule: ch.ToRule, Count: ch.Count}
+		for _, ex := range ch.Examples {
+			cv.Examples = append(cv.Examples, views.ReplayExampleView{ID: ex.ID, Summary: ex.Summary})
+		}
+		rv.Changes = append(rv.Changes, cv)
 	}
 	v.Replay = rv
 	return render(c, http.StatusOK, views.Policy(v))
@@ -96,7 +100,11 @@ func (s *Server) policyView(c echo.Context) views.PolicyView {
 			s.cfg.Log.Error("read the shadow policy's disagreements", "err", err)
 		}
 		for _, ct := range counts {
-			sv.Disagreed = append(sv.Disagreed, views.ReplayChangeView{From: ct.Decided, To: ct.Shadow, Count: int(ct.Count), Examples: ct.Examples})
+			cv := views.ReplayChangeView{From: ct.Decided, To: ct.Shadow, Count: int(ct.Count)}
+			for _, id := range ct.Examples {
+				cv.Examples = append(cv.Examples, views.ReplayExampleView{ID: id})
+			}
+			sv.Disagreed = append(sv.Disagreed, cv)
 		}
 		v.Shadow = sv
 	}

@@ -23,16 +23,17 @@ func TestPolicyPageReplaysACandidate(t *testing.T) {
 	}
 	candidate := "rules:\n  - name: no-refunds\n    tool: issue_refund\n    decision: deny\n    reason: \"<b>paused</b>\"\n"
 	res, page := ada.post("/policy/replay", url.Values{"csrf": {ada.csrf}, "policy": {candidate}, "since": {"24h"}})
-	if res.StatusCode != 200 || !strings.Contains(page, `data-testid="replay"`) || !strings.Contains(page, "<td>deny</td>") ||
-		!strings.Contains(page, action.ID) || strings.Contains(page, "<b>paused</b>") {
-		t.Fatalf("replay: %d\n%s", res.StatusCode, page)
+	changes := between(page, `data-testid="replay-changes"`, "</table>")
+	if res.StatusCode != 200 || !strings.Contains(page, `data-testid="replay"`) || !strings.Contains(changes, "<td><code>issue_refund</code></td>") ||
+		!strings.Contains(changes, `href="/actions/`+action.ID+`">Refund $900.00 on order A1002</a>`) || strings.Contains(page, "<b>paused</b>") {
+		t.Fatalf("replay: %d\n%s", res.StatusCode, changes)
 	}
-	if !strings.Contains(page, "needs_approval (1)") {
-		t.Fatalf("the change does not say what was decided then:\n%s", page)
+	if !strings.Contains(changes, "needs_approval (1)") || !strings.Contains(changes, "deny") || !strings.Contains(changes, "<code>no-refunds</code>") {
+		t.Fatalf("the change does not say what was decided then, and what would be, by which rules:\n%s", changes)
 	}
 	res, page = ada.post("/policy/replay", url.Values{"csrf": {ada.csrf}, "policy": {"rules: [oops"}, "since": {"24h"}})
-	if res.StatusCode != 422 || !strings.Contains(page, `data-testid="replay-error"`) {
-		t.Fatalf("a bad file: %d\n%s", res.StatusCode, page)
+	if res.StatusCode != 422 || !strings.Contains(page, `data-testid="replay-error">The candidate policy: `) || strings.Contains(page, "policy the candidate") {
+		t.Fatalf("a bad file: %d\n%s", res.StatusCode, between(page, `data-testid="replay-error"`, "</p>"))
 	}
 	if res, _ := ada.post("/policy/replay", url.Values{"policy": {candidate}}); res.StatusCode != 403 {
 		t.Fatalf("without the CSRF token: %d", res.StatusCode)

@@ -17,22 +17,34 @@ import (
 // again with the arguments the agent sent and the facts as they stood then
 // (totals and run counts over the calls made before it).
 type Replay struct {
-	Since     time.Time
-	Calls     int // decided calls replayed
-	Unchanged int
+	Since     time.Time `json:"since"`
+	Calls     int       `json:"calls"` // decided calls replayed
+	Unchanged int       `json:"unchanged"`
 	// Changes are the decisions that would change, most common first.
-	Changes []ReplayChange
+	Changes []ReplayChange `json:"changes"`
 	// Failed counts calls the candidate could not decide (an error), with
 	// the first error.
-	Failed    int
-	FirstFail string
+	Failed    int    `json:"failed"`
+	FirstFail string `json:"first_fail,omitempty"`
 }
 
-// ReplayChange is one kind of change: from one decision to another.
+// ReplayChange is one kind of change, for one tool: from one decision (by
+// one rule) to another (by another).
 type ReplayChange struct {
-	From, To string // "allow", "deny", "needs_approval (2, supervisor)"
-	Count    int
-	Examples []string // call ids, the first few
+	Tool     string          `json:"tool"`
+	From     string          `json:"from"` // "allow", "deny", "needs_approval (2, supervisor)"
+	FromRule string          `json:"from_rule"`
+	To       string          `json:"to"`
+	ToRule   string          `json:"to_rule"`
+	Count    int             `json:"count"`
+	Examples []ReplayExample `json:"examples"` // the first few
+}
+
+// ReplayExample is one call whose decision would change: its id and what
+// it asked, in words (the tool's summary).
+type ReplayExample struct {
+	ID      string `json:"id"`
+	Summary string `json:"summary"`
 }
 
 // ReplayPolicy decides again, with the candidate, every call recorded since
@@ -40,8 +52,8 @@ type ReplayChange struct {
 // customer, such as the demo's refunded_24h) cannot be had as they were:
 // a rule that reads them sees none.
 func ReplayPolicy(ctx context.Context, store *models.Store, reg *tools.Registry, candidate policy.Policy, since time.Time) (Replay, error) {
-	rep := Replay{Since: since}
-	byChange := map[[2]string]*ReplayChange{}
+	rep := Replay{Since: since, Changes: []ReplayChange{}}
+	byChange := map[[5]string]*ReplayChange{}
 	runs := map[string]*models.Run{}
 	var lastAt time.Time
 	lastID := ""
@@ -60,27 +72,31 @@ func ReplayPolicy(ctx context.Context, store *models.Store, reg *tools.Registry,
 				}
 				runs[c.RunID] = run
 			}
-			d, err := decideAgain(ctx, store, reg, candidate, c, run)
 			rep.Calls++
+			from, fromRule, err := decidedThen(ctx, store, c)
+			var d policy.Decision
+			if err == nil {
+				d, err = decideAgain(ctx, store, reg, candidate, c, run)
+			}
 			if err != nil {
 				if rep.Failed++; rep.FirstFail == "" {
 					rep.FirstFail = fmt.Sprintf("%s (%s): %v", c.ID, c.Tool, err)
 				}
 				continue
 			}
-			from := ruledText(c)
 			to := verdictText(string(d.Verdict), d.Approvals, string(d.Role))
 			if from == to {
 				rep.Unchanged++
 				continue
 			}
-			ch := byChange[[2]string{from, to}]
+			k := [5]string{c.Tool, from, fromRule, to, d.Rule}
+			ch := byChange[k]
 			if ch == nil {
-				ch = &ReplayChange{From: from, To: to}
-				byChange[[2]string{from, to}] = ch
+				ch = &ReplayChange{Tool: c.Tool, From: from, FromRule: fromRule, To: to, ToRule: d.Rule}
+				byChange[k] = ch
 			}
 			if ch.Count++; len(ch.Examples) < 3 {
-				ch.Examples = append(ch.Examples, c.ID)
+				ch.Examples = append(ch.Examples, ReplayExample{ID: c.ID, Summary: summaryOf(reg, c.Tool, decidedArgs(c))})
 			}
 		}
 		if len(calls) < 500 {
@@ -95,18 +111,55 @@ func ReplayPolicy(ctx context.Context, store *models.Store, reg *tools.Registry,
 		if a.Count != b.Count {
 			return a.Count > b.Count
 		}
-		return a.From+a.To < b.From+b.To
+		return a.Tool+a.From+a.To < b.Tool+b.From+b.To
 	})
 	return rep, nil
 }
 
-func decideAgain(ctx context.Context, store *models.Store, reg *tools.Registry, p policy.Policy, c *models.ToolCall, run *models.Run) (policy.Decision, error) {
-	raw := c.Args
+// decidedArgs are the arguments a call was first decided on: what the agent
+// asked for, before a person edited them.
+func decidedArgs(c *models.ToolCall) string {
 	if c.OriginalArgs != "" {
-		raw = c.OriginalArgs // what the agent asked for, before a person edited it
+		return c.OriginalArgs
 	}
+	return c.Args
+}
+
+// decidedThen is what the policy decided of the arguments the call was
+// first decided on, and by which rule. An edited call's row holds the
+// requirements its edit raised, so its first decision is read from its
+// call.pending event: like is compared with like.
+func decidedThen(ctx context.Context, store *models.Store, c *models.ToolCall) (string, string, error) {
+	if c.OriginalArgs == "" {
+		return ruledText(c), c.Rule, nil
+	}
+	events, err := store.AuditEventsFor(ctx, c.ID)
+	if err != nil {
+		return "", "", err
+	}
+	for _, e := range events {
+		if e.Kind != models.EventCallPending {
+			continue
+		}
+		var p models.CallDecidedPayload
+		if err := json.Unmarshal([]byte(e.Payload), &p); err != nil {
+			return "", "", fmt.Errorf("its first decision: %w", err)
+		}
+		return verdictText(p.Verdict, p.RequiredApprovals, string(p.RequiredRole)), p.Rule, nil
+	}
+	return ruledText(c), c.Rule, nil
+}
+
+func summaryOf(reg *tools.Registry, tool, args string) string {
+	if t, ok := reg.Get(tool); ok {
+		return t.Summarize(args)
+	}
+	return tool
+}
+
+func decideAgain(ctx context.Context, store *models.Store, reg *tools.Registry, p policy.Policy, c *models.ToolCall, run *models.Run) (policy.Decision, error) {
 	var args map[string]any
-	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+	if err := json.Unmarshal([]byte(decidedArgs(c)), &args); err != nil {
 		return policy.Decision{}, fmt.Errorf("arguments: %w", err)
 	}
 	risk := tools.Risk(c.Risk)

@@ -47,9 +47,11 @@ func TestReplayAPolicyOverRecordedCalls(t *testing.T) {
 	if err != nil || rep.Calls != 3 || rep.Unchanged != 1 || len(rep.Changes) != 2 {
 		t.Fatalf("a stricter policy: %+v %v", rep, err)
 	}
-	want := map[string]string{"allow -> deny": small.CallID, "needs_approval (2, supervisor) -> deny": big.CallID}
+	want := map[string]gate.ReplayExample{"allow -> deny": {ID: small.CallID, Summary: "Refund $20.00 on order A1001"},
+		"needs_approval (2, supervisor) -> deny": {ID: big.CallID, Summary: "Refund $1,200.00 on order B2001"}}
 	for _, ch := range rep.Changes {
-		if id, ok := want[ch.From+" -> "+ch.To]; !ok || ch.Count != 1 || ch.Examples[0] != id {
+		ex, ok := want[ch.From+" -> "+ch.To]
+		if !ok || ch.Count != 1 || len(ch.Examples) != 1 || ch.Examples[0] != ex || ch.Tool != "issue_refund" || ch.ToRule != "no-refunds" || ch.FromRule == "" {
 			t.Fatalf("change %+v, want one of %v", ch, want)
 		}
 	}
@@ -114,5 +116,29 @@ func TestReloadDecidesWaitingActionsAgain(t *testing.T) {
 	}
 	if c := e.CallRecord(stricter); c.Status != models.CallPending || c.RequiredApprovals != 2 {
 		t.Fatalf("a reload eased or approved an action: %s %d", c.Status, c.RequiredApprovals)
+	}
+}
+
+// A call an approver edited is replayed like with like: the arguments it
+// was first decided on against that first decision, not against the
+// requirements the edit raised. The policy in force changes nothing.
+func TestReplayComparesAnEditedCallWithItsFirstDecision(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	out := e.Call(e.NewRun("cus_bob", "Bob"), "cus_bob", "issue_refund", `{"order_id":"B2001","amount":900}`)
+	if out.Decision.Verdict != policy.NeedsApproval {
+		t.Fatalf("recorded: %+v", out.Decision)
+	}
+	res, err := e.Gate.Approve(ctx, out.CallID, approver1, gate.ApproveRequest{Args: []byte(`{"order_id":"B2001","amount":1100}`)})
+	if err != nil || res.Final || res.Required != 2 {
+		t.Fatalf("the edit should raise what the action needs: %+v %v", res, err)
+	}
+	same, err := policy.LoadPolicy(shop.PolicyYAML, "in force", e.Gate.Tools())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := gate.ReplayPolicy(ctx, e.Store, e.Gate.Tools(), same, e.Clock.Now().Add(-time.Hour))
+	if err != nil || rep.Calls != 1 || rep.Unchanged != 1 || len(rep.Changes) != 0 {
+		t.Fatalf("the policy in force over an edited call: %+v %v", rep, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ func cmdPolicyReplay(ctx context.Context, args []string, stdout, stderr io.Write
 	fs, cfg := newFlagSet("policy replay", stderr)
 	cfg.toolsFlags(fs)
 	since := fs.Duration("since", 720*time.Hour, "replay the calls recorded this long ago and since")
+	asJSON := fs.Bool("json", false, "print the report as JSON (changes by tool and rule, with examples)")
 	if err := parse(fs, fileLast(args)); err != nil {
 		return err
 	}
@@ -54,19 +56,45 @@ func cmdPolicyReplay(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "replayed %d decided calls since %s with %s (version %s)\n", rep.Calls, from.Format(time.RFC3339), candidate.Source, candidate.Version()[:12])
-	changed := rep.Calls - rep.Unchanged - rep.Failed
-	fmt.Fprintf(stdout, "  %d unchanged, %d would change", rep.Unchanged, changed)
-	if rep.Failed > 0 {
-		fmt.Fprintf(stdout, ", %d could not be decided (first: %s)", rep.Failed, rep.FirstFail)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Policy  string `json:"policy"`
+			Version string `json:"version"`
+			gate.Replay
+		}{candidate.Source, candidate.Version(), rep})
 	}
-	fmt.Fprintln(stdout)
-	for _, ch := range rep.Changes {
-		fmt.Fprintf(stdout, "  %6d  %s -> %s   e.g. %s\n", ch.Count, ch.From, ch.To, strings.Join(ch.Examples, ", "))
-	}
-	fmt.Fprintln(stdout, "Facts are taken as they stood before each call (totals, the run's calls), counting calls by their status now;")
-	fmt.Fprintln(stdout, "business facts from your own systems (the demo's customer.refunded_24h) are not replayed: rules reading them see none.")
+	printReplay(stdout, rep, candidate)
 	return nil
+}
+
+// printReplay is the replay's report for a person: how many decisions would
+// change, then each change by tool and rule, with what its examples asked.
+func printReplay(w io.Writer, rep gate.Replay, candidate *policy.FilePolicy) {
+	fmt.Fprintf(w, "replayed %d decided calls since %s with %s (version %s)\n", rep.Calls, rep.Since.Format(time.RFC3339), candidate.Source, candidate.Version()[:12])
+	changed := rep.Calls - rep.Unchanged - rep.Failed
+	fmt.Fprintf(w, "  %d unchanged, %d would change", rep.Unchanged, changed)
+	if rep.Failed > 0 {
+		fmt.Fprintf(w, ", %d could not be decided (first: %s)", rep.Failed, rep.FirstFail)
+	}
+	fmt.Fprintln(w)
+	for _, ch := range rep.Changes {
+		fmt.Fprintf(w, "  %6d  %s: %s -> %s\n", ch.Count, ch.Tool, ruled(ch.From, ch.FromRule), ruled(ch.To, ch.ToRule))
+		for _, ex := range ch.Examples {
+			fmt.Fprintf(w, "          e.g. %s  %s\n", ex.ID, ex.Summary)
+		}
+	}
+	fmt.Fprintln(w, "Facts are taken as they stood before each call (totals, the run's calls), counting calls by their status now;")
+	fmt.Fprintln(w, "business facts from your own systems (the demo's customer.refunded_24h) are not replayed: rules reading them see none.")
+}
+
+// ruled is a decision with the rule that made it.
+func ruled(decision, rule string) string {
+	if rule == "" {
+		return decision
+	}
+	return decision + " by " + rule
 }
 
 // fileLast lets a command's file come before its flags (policy test FILE

@@ -57,7 +57,7 @@ Usage:
   countersign agent list [--db ...] | agent revoke NAME [--db ...]
   countersign mcp --url URL --agent-key KEY          (MCP over stdio, bridged to a running server's /mcp)
   countersign policy test [FILE | --policy FILE] [--tools FILE] [--demo]
-  countersign policy replay FILE [--since 720h] [--tools FILE] [--demo] [--db ...]
+  countersign policy replay FILE [--since 720h] [--tools FILE] [--demo] [--json] [--db ...]
                                    what FILE would have decided about the calls recorded since then
   countersign audit verify [--db ...] [--checkpoints DIR --audit-public-key FILE]
   countersign audit checkpoint --audit-key FILE --checkpoints DIR [--db ...]

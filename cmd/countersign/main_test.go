@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -392,8 +393,22 @@ func TestPolicyReplayCommand(t *testing.T) {
 	os.WriteFile(candidate, []byte("rules:\n  - name: no-refunds\n    tool: issue_refund\n    decision: deny\n    reason: paused\n"), 0o600)
 	out, code := runCmd(t, "policy", "replay", candidate, "--demo", "--since", "1h", "--db", db)
 	if code != 0 || !strings.Contains(out, "replayed 2 decided calls") || !strings.Contains(out, "1 unchanged, 1 would change") ||
-		!strings.Contains(out, "allow -> deny") {
+		!strings.Contains(out, "issue_refund: allow by ") || !strings.Contains(out, "-> deny by no-refunds") || !strings.Contains(out, "Refund $20.00 on order A1001") {
 		t.Fatalf("replay: %d\n%s", code, out)
+	}
+	out, code = runCmd(t, "policy", "replay", candidate, "--demo", "--since", "1h", "--db", db, "--json")
+	var rep struct {
+		Calls   int
+		Changes []struct {
+			Tool     string `json:"tool"`
+			To       string `json:"to"`
+			ToRule   string `json:"to_rule"`
+			Examples []struct{ ID, Summary string }
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Calls != 2 || len(rep.Changes) != 1 || rep.Changes[0].Examples[0].Summary != "Refund $20.00 on order A1001" ||
+		rep.Changes[0].Tool != "issue_refund" || rep.Changes[0].To != "deny" || rep.Changes[0].ToRule != "no-refunds" {
+		t.Fatalf("replay --json: %d\n%s", code, out)
 	}
 	if out, code := runCmd(t, "policy", "replay", "--db", db); code != 2 || !strings.Contains(out, "candidate policy file") {
 		t.Fatalf("no file: %d %s", code, out)
