@@ -19,7 +19,9 @@
   function human(s) {
     if (s < 60) return s + "s";
     if (s < 3600) return Math.floor(s / 60) + "m";
-    if (s < 86400) return Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
+    // Hours up to two days, so that a day's expiry reads alike everywhere
+    // ("23h 59m", "24h 0m"), not "1d 0h" beside "23h 59m".
+    if (s < 172800) return Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
     return Math.floor(s / 86400) + "d " + Math.floor((s % 86400) / 3600) + "h";
   }
   // Forms that ask before acting: data-confirm="Reject this refund?".
@@ -56,6 +58,7 @@
       el.setAttribute("aria-disabled", "true");
     });
     document.querySelectorAll(".decide details").forEach(function (d) { d.open = false; });
+    document.querySelectorAll(".decide").forEach(function (d) { d.classList.add("inactive"); });
   });
   document.addEventListener("htmx:afterSwap", tick);
   tick();

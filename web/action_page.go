@@ -50,6 +50,48 @@ func approvalOutcome(call *models.ToolCall, approvals int) (ok, bad string) {
 	return "", "This action was " + string(call.Status) + " before your approval took effect."
 }
 
+// actionNews says who last acted on an action and when, for the banner an
+// open page keeps live: an approval of several, a decision, an expiry or a
+// cancellation made elsewhere ("" while nobody has acted).
+func actionNews(call *models.ToolCall, approvals []models.Approval) string {
+	var approvers []string
+	var last *models.Approval
+	for i := range approvals {
+		a := &approvals[i]
+		last = a
+		if a.Verdict == "approve" && a.ArgsHash == call.ArgsHash {
+			approvers = append(approvers, a.StaffName)
+		}
+	}
+	when := ""
+	if call.DecidedAt != nil {
+		when = " at " + clock(*call.DecidedAt)
+	} else if last != nil {
+		when = " at " + clock(last.CreatedAt)
+	}
+	switch call.Status {
+	case models.CallPending:
+		if len(approvers) == 0 {
+			return ""
+		}
+		return fmt.Sprintf("Approved by %s%s: %d of %d so far.", strings.Join(approvers, " and "), when, len(approvers), call.RequiredApprovals)
+	case models.CallRejected:
+		if last != nil && last.Verdict == "reject" {
+			return "Rejected by " + last.StaffName + when + ": " + last.Note
+		}
+		return "Rejected" + when + "."
+	case models.CallExpired:
+		return "Expired" + when + ": nobody decided in time."
+	case models.CallCancelled:
+		return "Cancelled" + when + ": " + strings.TrimPrefix(call.Error, "cancelled: ")
+	case models.CallApproved, models.CallExecuting, models.CallSucceeded, models.CallFailed, models.CallUnknown:
+		if len(approvers) > 0 {
+			return "Approved by " + strings.Join(approvers, " and ") + when + "."
+		}
+	}
+	return ""
+}
+
 // toolChanged is what an approver must know before approving when the
 // call's tool is not the one it was made against: gone, changed, or changed
 // so that its arguments no longer fit ("" when it is the same tool).
@@ -145,6 +187,7 @@ func (s *Server) actionApprovals(c echo.Context, call *models.ToolCall, v *views
 	if err != nil {
 		return err
 	}
+	v.News = actionNews(call, approvals)
 	me := ""
 	if sc := currentStaff(c); sc != nil {
 		me = sc.staff.ID
@@ -388,7 +431,11 @@ func (s *Server) actionEvents(c echo.Context) error {
 			return false
 		}
 		var b bytes.Buffer
-		if err := views.ActionStatus(id, string(call.Status), call.Status == models.CallPending).Render(ctx, &b); err != nil {
+		approvals, err := s.cfg.Store.Approvals(ctx, id)
+		if err != nil {
+			return false
+		}
+		if err := views.ActionStatus(id, string(call.Status), call.Status == models.CallPending, actionNews(call, approvals)).Render(ctx, &b); err != nil {
 			return false
 		}
 		if _, err := w.Write(sseData("status", b.Bytes())); err != nil {

@@ -26,7 +26,8 @@ func TestBrowserBackOfficeOnAPhone(t *testing.T) {
 			t.Fatal(err)
 		}
 		if size[0] > size[1]+1 {
-			t.Errorf("%s is %v px wide on a %v px screen: it scrolls sideways", page, size[0], size[1])
+			wide, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > screen.width + 1).slice(0, 5).map(e => e.tagName + '.' + e.className + '#' + (e.dataset.testid || ''))`))
+			t.Errorf("%s is %v px wide on a %v px screen: it scrolls sideways (widest: %v)", page, size[0], size[1], wide)
 		}
 	}
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`[data-action-id="`+action.ID+`"]`))); err != nil {

@@ -221,6 +221,13 @@ func TestBrowserQueueIsLiveAndEditApproveReachesTheAudit(t *testing.T) {
 	if !strings.Contains(st, "no further decision is possible") {
 		t.Fatalf("Ben's page did not learn of the decision: it shows %q", st)
 	}
+	// It says who decided, and its controls turn plainly inactive.
+	waitFor(t, ben, "Ben's page says who decided", `(document.querySelector("[data-testid=action-news]") || {textContent: ""}).textContent.includes("Approved by Ann")`)
+	inactive, err := chromedp.Run(ben, chromedp.Evaluate[bool](`(() => { const b = document.querySelector("[data-testid=approve]"); return b.disabled && b.closest(".decide").classList.contains("inactive") && getComputedStyle(b.closest(".decide")).opacity < 1; })()`))
+	if err != nil || !inactive {
+		t.Fatalf("Ben's approve button still looks usable (%v)", err)
+	}
+	screenshot(t, ben, "action-decided-elsewhere")
 	// Had Ben clicked anyway, the gate says so (the HTTP tests cover the
 	// double submit).
 

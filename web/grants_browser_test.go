@@ -25,10 +25,9 @@ func TestBrowserSupervisorGivesAndRevokesAGrant(t *testing.T) {
 
 	err := chromedp.Do(sue,
 		chromedp.Navigate(a.srv.URL+"/actions/"+first.CallID),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=grant] summary`)),
-		chromedp.Click(chromedp.CSS(`[data-testid=grant] summary`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=grant-on]`)),
-		chromedp.Click(chromedp.CSS(`[data-testid=grant-on]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid=grant-on]`)), // the README's words: one tick shows the bounds
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=grant-uses]`)),
 		chromedp.SetValue(chromedp.CSS(`[data-testid=grant-uses]`), "2"),
 		chromedp.SetValue(chromedp.CSS(`[data-testid=grant-amount]`), "300"),
 		chromedp.SetValue(chromedp.CSS(`[data-testid=grant-for]`), "8h"),

@@ -88,7 +88,10 @@ func (s *Server) queueView(ctx context.Context, qq queueQuery) (views.QueueView,
 		return v, err
 	}
 	for _, t := range s.cfg.Gate.Tools().All() {
-		v.ToolCounts = append(v.ToolCounts, views.ToolCount{Tool: t.Name, Count: byTool[t.Name]})
+		// A read never waits unless a rule holds it: list only what can.
+		if n := byTool[t.Name]; n > 0 || t.Risk != tools.RiskRead || t.Name == qq.form.Tool {
+			v.ToolCounts = append(v.ToolCounts, views.ToolCount{Tool: t.Name, Count: n})
+		}
 	}
 	for _, n := range byTool {
 		v.Total += n
