@@ -77,3 +77,31 @@ func TestInvalidCallsReadAsWhatTheyAre(t *testing.T) {
 		t.Errorf("the audit row does not say why the call was refused: %q", row)
 	}
 }
+
+// The rule that holds an action says what it is for, wherever the
+// decision is shown: beside the reason in the queue, linked to its row on
+// /policy from the action page, and /policy shows the rules as people read
+// them with the file itself a click away.
+func TestTheRuleSaysWhatItIsFor(t *testing.T) {
+	a := newApp(t)
+	a.staff(models.Approver, "ann@x.test", "Ann")
+	out := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":200}`)
+	b := a.signIn("ann@x.test")
+	const words = "Every other refund waits for one person, for up to a day."
+	if _, queue := b.get("/queue"); !strings.Contains(queue, `<small class="muted" data-testid="rule-description">`+words) {
+		t.Errorf("the queue does not say what the rule is for")
+	}
+	_, page := b.get("/actions/" + out.CallID)
+	if !strings.Contains(page, `<a href="/policy#rule-refund-needs-approval" data-testid="rule"><code>refund-needs-approval</code></a>`) ||
+		!strings.Contains(page, words) {
+		t.Errorf("the action page does not link the rule and say what it is for:\n%s", between(page, "<dt>Rule</dt>", "</dd>"))
+	}
+	_, policy := b.get("/policy")
+	row := between(policy, `<tr id="rule-refund-needs-approval">`, "</tr>")
+	if !strings.Contains(row, words) || !strings.Contains(row, "needs_approval") {
+		t.Errorf("the policy page's row of the rule: %q", row)
+	}
+	if !strings.Contains(policy, `data-testid="policy-yaml"`) || !strings.Contains(policy, "name: refund-needs-approval") {
+		t.Errorf("the policy file is not a click away on /policy")
+	}
+}

@@ -175,6 +175,7 @@ func (s *Server) actionBase(c echo.Context, call *models.ToolCall, run *models.R
 	if call.ExpiresAt != nil {
 		v.ExpiresAt = rfc3339(*call.ExpiresAt)
 	}
+	v.RuleDescription = s.ruleDescription(call.Rule)
 	v.GrantOffer = s.grantOffer(call, run)
 	v.GrantID, _ = gate.GrantOf(call.Rule)
 	return v, nil

@@ -74,10 +74,10 @@ func (s *Server) policyView(c echo.Context) views.PolicyView {
 	p := s.cfg.Gate.Policy()
 	v := views.PolicyView{Source: "a Go policy", Version: p.Version()}
 	if fp, ok := p.(*policy.FilePolicy); ok {
-		v.Source = fp.Source
+		v.Source, v.YAML = fp.Source, fp.YAML()
 		rules, defaults := fp.Rules()
 		conv := func(r policy.RuleInfo) views.RuleView {
-			return views.RuleView{Name: r.Name, Tool: r.Tool, Risk: r.Risk, When: r.When, Decision: r.Decision, Reason: r.Reason,
+			return views.RuleView{Name: r.Name, Description: r.Description, Tool: r.Tool, Risk: r.Risk, When: r.When, Decision: r.Decision, Reason: r.Reason,
 				Role: r.Role, Expires: r.Expires, Approvals: r.Approvals}
 		}
 		for _, r := range rules {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
@@ -115,6 +116,7 @@ func (s *Server) queueView(ctx context.Context, qq queueQuery) (views.QueueView,
 	v.Rows = make([]views.ActionRow, len(rows))
 	for i := range rows {
 		v.Rows[i] = actionRowView(&rows[i], s.summary(rows[i].Tool, rows[i].Args), s.amount(rows[i].Tool, rows[i].Args))
+		v.Rows[i].RuleDescription = s.ruleDescription(rows[i].Rule)
 	}
 	if len(rows) > 0 {
 		v.From, v.To = qq.filter.Offset+1, qq.filter.Offset+len(rows)
@@ -134,6 +136,15 @@ func (s *Server) summary(tool, args string) string {
 		return t.Summarize(args)
 	}
 	return tool
+}
+
+// ruleDescription is what a rule of the policy in force says of itself
+// ("" for a rule it does not have, or a Go policy).
+func (s *Server) ruleDescription(rule string) string {
+	if fp, ok := s.cfg.Gate.Policy().(*policy.FilePolicy); ok {
+		return fp.Describe(rule)
+	}
+	return ""
 }
 
 // callSummary is summary for a recorded call: one whose arguments were

@@ -29,6 +29,7 @@ var DefaultPolicyYAML []byte
 // CEL expressions compiled once at load, defaults by risk, and its own tests.
 type FilePolicy struct {
 	Source   string
+	yaml     string // the file as loaded
 	version  string
 	rules    []*rule
 	defaults map[tools.Risk]*outcome
@@ -111,7 +112,7 @@ func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePoli
 	}
 	var err error
 	sum := sha256.Sum256(data)
-	p := &FilePolicy{Source: source, version: hex.EncodeToString(sum[:]), registry: registry,
+	p := &FilePolicy{Source: source, yaml: string(data), version: hex.EncodeToString(sum[:]), registry: registry,
 		defaults: map[tools.Risk]*outcome{}}
 
 	builtin := map[tools.Risk]outcomeSpec{
@@ -246,6 +247,20 @@ func parseDuration(s string) (time.Duration, error) {
 
 // Version is the SHA-256 of the policy file.
 func (p *FilePolicy) Version() string { return p.version }
+
+// YAML is the file as it was loaded.
+func (p *FilePolicy) YAML() string { return p.yaml }
+
+// Describe is the description of the rule named so ("" when it has none,
+// or no rule is named so: a default, a grant, another version's rule).
+func (p *FilePolicy) Describe(rule string) string {
+	for _, r := range p.rules {
+		if r.spec.Name == rule {
+			return r.spec.Description
+		}
+	}
+	return ""
+}
 
 // Decide checks the rules in order; the first that matches decides. When
 // none matches, the default for the tool's risk applies. A condition that
