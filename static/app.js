@@ -43,6 +43,23 @@
       rows[n].focus();
     } else if (e.key === "Enter" && i >= 0) {
       window.location = rows[i].dataset.rowLink;
+    } else if (document.querySelector(".decide[data-keys]:not(.inactive)")) {
+      // The action page: a key takes you to a decision; it never decides.
+      var to = {
+        a: "[data-testid=approve]",
+        e: "[data-testid=edit-toggle]",
+        r: "[data-testid=reject-reason]"
+      }[e.key];
+      var el = to && document.querySelector(to);
+      if (!el) return;
+      e.preventDefault();
+      if (e.key === "e") {
+        el.closest("details").open = true;
+        var first = el.closest("details").querySelector("input:not([type=hidden]), select, textarea");
+        el = first || el;
+      }
+      el.scrollIntoView({block: "center"});
+      el.focus();
     }
   });
   // A page answering a failed post shows its own address, so a reload

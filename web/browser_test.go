@@ -192,6 +192,22 @@ func TestBrowserQueueIsLiveAndEditApproveReachesTheAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	screenshot(t, ann, "action")
+	// The keys shown on the page take Ann to a decision; none decides.
+	for key, want := range map[string]string{"a": "approve", "r": "reject-reason"} {
+		if _, err := chromedp.Run(ann, chromedp.Evaluate[bool](`document.activeElement.blur(), true`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(ann, chromedp.KeyEvent(key)); err != nil {
+			t.Fatal(err)
+		}
+		focused, err := chromedp.Run(ann, chromedp.Evaluate[string](`document.activeElement.dataset.testid || ""`))
+		if err != nil || focused != want {
+			t.Fatalf("key %q focused %q, want %q (%v)", key, focused, want, err)
+		}
+	}
+	if st, _ := chromedp.Run(ann, chromedp.Text(chromedp.CSS(`[data-testid=action-status]`))); !strings.Contains(st, "pending") {
+		t.Fatalf("a key decided the action: %q", st)
+	}
 	err = chromedp.Do(ann,
 		chromedp.Click(chromedp.CSS(`[data-testid=edit-toggle]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=field-amount]`)),
