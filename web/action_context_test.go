@@ -1,9 +1,12 @@
 package web_test
 
 import (
+	"bufio"
+	"context"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/models"
 )
@@ -103,5 +106,49 @@ func TestTheRuleSaysWhatItIsFor(t *testing.T) {
 	}
 	if !strings.Contains(policy, `data-testid="policy-yaml"`) || !strings.Contains(policy, "name: refund-needs-approval") {
 		t.Errorf("the policy file is not a click away on /policy")
+	}
+}
+
+// An action page's stream starts with the action's status as it is now: a
+// decision made between the page's render and the stream's opening still
+// reaches the page.
+func TestTheActionStreamStartsWithTheStatusNow(t *testing.T) {
+	a := newApp(t)
+	a.staff(models.Approver, "ann@x.test", "Ann")
+	out := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":200}`)
+	b := a.signIn("ann@x.test")
+	b.get("/actions/" + out.CallID) // the page, rendered while the action waits
+	if err := a.gate.Reject(context.Background(), out.CallID, models.Actor{ID: "stf_x", Name: "Ben", Role: models.Supervisor}, "not this one"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.client.Get(a.srv.URL + "/actions/" + out.CallID + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	first := make(chan string, 1)
+	go func() {
+		var data strings.Builder
+		br := bufio.NewReader(res.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				first <- data.String()
+				return
+			}
+			if line == "\n" {
+				first <- data.String()
+				return
+			}
+			data.WriteString(line)
+		}
+	}()
+	select {
+	case ev := <-first:
+		if !strings.Contains(ev, "event: status") || !strings.Contains(ev, "rejected") || !strings.Contains(ev, "Rejected by Ben") {
+			t.Fatalf("the stream's first event: %q", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream said nothing of the decision already made")
 	}
 }

@@ -426,7 +426,7 @@ func (s *Server) actionEvents(c echo.Context) error {
 	defer stop()
 	w := startSSE(c)
 	ctx := c.Request().Context()
-	followStream(ctx, w, ch, func(struct{}) bool {
+	send := func(struct{}) bool {
 		call, err := s.cfg.Store.ToolCall(ctx, id)
 		if err != nil {
 			return false
@@ -444,7 +444,12 @@ func (s *Server) actionEvents(c echo.Context) error {
 		}
 		w.Flush()
 		return true
-	})
+	}
+	// The status as it is now, first: a change made between the page's
+	// render and this subscription would otherwise never reach the page.
+	if send(struct{}{}) {
+		followStream(ctx, w, ch, send)
+	}
 	return nil
 }
 
