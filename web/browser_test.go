@@ -205,8 +205,8 @@ func TestBrowserQueueIsLiveAndEditApproveReachesTheAudit(t *testing.T) {
 			t.Fatalf("key %q focused %q, want %q (%v)", key, focused, want, err)
 		}
 	}
-	if st, _ := chromedp.Run(ann, chromedp.Text(chromedp.CSS(`[data-testid=action-status]`))); !strings.Contains(st, "pending") {
-		t.Fatalf("a key decided the action: %q", st)
+	if c, err := a.store.ToolCall(context.Background(), action.ID); err != nil || c.Status != models.CallPending {
+		t.Fatalf("a key decided the action: %+v %v", c, err)
 	}
 	err = chromedp.Do(ann,
 		chromedp.Click(chromedp.CSS(`[data-testid=edit-toggle]`)),
