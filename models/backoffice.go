@@ -130,10 +130,10 @@ func (s *Store) PendingActionsByTool(ctx context.Context) (map[string]int64, err
 	return out, err
 }
 
-// RunRow is a run with its number of turns.
+// RunRow is a run with its number of turns and of tool calls.
 type RunRow struct {
 	Run
-	Turns int64
+	Turns, Calls int64
 	// FirstMessage is the start of what the customer wrote first.
 	FirstMessage string
 }
@@ -143,6 +143,7 @@ type RunRow struct {
 func (s *Store) ListRuns(ctx context.Context, status RunStatus, afterUpdated time.Time, afterID string, limit int) ([]RunRow, error) {
 	q := s.db.WithContext(ctx).Table("runs").
 		Select(`runs.*, (SELECT COUNT(*) FROM turns WHERE turns.run_id = runs.id) AS turns,
+			(SELECT COUNT(*) FROM tool_calls c WHERE c.run_id = runs.id) AS calls,
 			(SELECT substr(t.text, 1, 200) FROM turns t WHERE t.run_id = runs.id AND t.role = 'customer' ORDER BY t.seq LIMIT 1) AS first_message`)
 	if status != "" {
 		q = q.Where("status = ?", status)

@@ -23,7 +23,7 @@ func (s *Store) RecordShadow(ctx context.Context, d *ShadowDecision) error {
 type ShadowCount struct {
 	Decided, Shadow string
 	Count           int64
-	Examples        []string // call ids, newest first
+	Examples        []string `gorm:"-"` // call ids, newest first
 }
 
 // ShadowDisagreements counts a shadow policy version's disagreements by

@@ -17,12 +17,72 @@ import (
 var placeholder = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(:money)?\}`)
 
 // Summarize fills the tool's summary with the call's arguments (JSON); with
-// no summary it is the tool's name.
+// no summary it is the tool's title and its first arguments as the call
+// wrote them ("Write file: path /notes.txt, content hello").
 func (t *Tool) Summarize(args string) string {
 	if t.Summary == "" {
-		return t.Name
+		return plainSummary(t.Title(), args)
 	}
 	return fill(t.Summary, args)
+}
+
+// Title is what people call the tool: the title its MCP server listed (an
+// outside string, so cut to 80 characters on one line), or else its name in
+// words ("fs__write_file" reads "Write file").
+func (t *Tool) Title() string {
+	var l struct {
+		Name        string `json:"name"`
+		Title       string `json:"title"`
+		Annotations struct {
+			Title string `json:"title"`
+		} `json:"annotations"`
+	}
+	_ = json.Unmarshal(t.Listing, &l)
+	for _, s := range []string{l.Title, l.Annotations.Title} {
+		if s = strings.Join(strings.Fields(s), " "); s != "" {
+			return Truncate(s, 80)
+		}
+	}
+	name := t.Name
+	if t.Upstream != "" {
+		name = strings.TrimPrefix(name, t.Upstream+"__")
+	}
+	words := strings.Join(strings.Fields(strings.ReplaceAll(name, "_", " ")), " ")
+	if words == "" {
+		return t.Name
+	}
+	return strings.ToUpper(words[:1]) + words[1:]
+}
+
+// plainSummary is a title and the first three top-level arguments of a
+// call (JSON), in the order the call wrote them, each cut short.
+func plainSummary(title, args string) string {
+	dec := json.NewDecoder(strings.NewReader(args))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return title
+	}
+	var parts []string
+	for dec.More() && len(parts) < 3 {
+		key, err := dec.Token()
+		if err != nil {
+			break
+		}
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			break
+		}
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			s = string(v)
+		}
+		k, _ := key.(string)
+		parts = append(parts, Truncate(k, 40)+" "+Truncate(strings.Join(strings.Fields(s), " "), 40))
+	}
+	if len(parts) == 0 {
+		return title
+	}
+	return title + ": " + strings.Join(parts, ", ")
 }
 
 // DescribeRequest fills the tool's customer phrase with the call's

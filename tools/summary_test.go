@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/countersign/countersign/tools"
@@ -25,8 +26,36 @@ func TestSummarySaysWhatACallAsks(t *testing.T) {
 		}
 	}
 	tool.Summary = ""
-	if got := tool.Summarize(`{}`); got != "issue_refund" {
+	if got := tool.Summarize(`{}`); got != "Issue refund" {
 		t.Errorf("no summary: %q", got)
+	}
+}
+
+// A tool with no summary (an MCP server's) reads as its title and its first
+// arguments in the order the call wrote them, each cut short; a hostile
+// title is one short line.
+func TestAToolWithNoSummaryReadsAsWords(t *testing.T) {
+	t.Parallel()
+	tool := &tools.Tool{Name: "fs__write_file", Upstream: "fs"}
+	long := strings.Repeat("x", 100)
+	for args, want := range map[string]string{
+		`{"path":"/notes.txt","content":"hello\nworld"}`:      "Write file: path /notes.txt, content hello world",
+		`{"path":"/a","mode":420,"opts":{"x":1},"more":true}`: `Write file: path /a, mode 420, opts {"x":1}`,
+		`{"content":"` + long + `"}`:                          "Write file: content " + strings.Repeat("x", 40) + "…",
+		`not json`:                                            "Write file",
+		`{}`:                                                  "Write file",
+	} {
+		if got := tool.Summarize(args); got != want {
+			t.Errorf("%s: %q, want %q", args, got, want)
+		}
+	}
+	tool.Listing = []byte(`{"name":"write_file","title":"  Write a\nfile ` + long + `"}`)
+	if got := tool.Title(); got != "Write a file "+strings.Repeat("x", 67)+"…" {
+		t.Errorf("upstream title %q", got)
+	}
+	tool.Listing = []byte(`{"name":"write_file","annotations":{"title":"Save"}}`)
+	if got := tool.Summarize(`{}`); got != "Save" {
+		t.Errorf("annotations title %q", got)
 	}
 }
 

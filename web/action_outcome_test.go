@@ -25,7 +25,7 @@ func TestApprovalOutcomeSaysWhatHappened(t *testing.T) {
 		{models.ToolCall{Status: models.CallExecuting}, "is running", "", 1},
 		{models.ToolCall{Status: models.CallExpired}, "", "This action was expired", 0},
 	} {
-		ok, bad := approvalOutcome(&tc.call, tc.approved)
+		ok, bad := approvalOutcome(&tc.call, tc.approved, false)
 		if (tc.ok == "") != (ok == "") || !strings.Contains(ok, tc.ok) || (tc.bad == "") != (bad == "") || !strings.Contains(bad, tc.bad) {
 			t.Errorf("%s: ok %q bad %q", tc.call.Status, ok, bad)
 		}

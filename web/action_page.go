@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/agent/gate"
@@ -26,7 +27,11 @@ var doneMessages = map[string]string{
 
 // approvalOutcome says what an approval led to, from the call as it is now:
 // a page never announces a success that did not happen.
-func approvalOutcome(call *models.ToolCall, approvals int) (ok, bad string) {
+func approvalOutcome(call *models.ToolCall, approvals int, outside bool) (ok, bad string) {
+	told := "The customer's assistant has been told."
+	if outside {
+		told = "The agent has been told."
+	}
 	switch call.Status {
 	case models.CallPending:
 		msg := fmt.Sprintf("Your approval is recorded: %d of %d. The action runs once ", approvals, call.RequiredApprovals)
@@ -37,9 +42,12 @@ func approvalOutcome(call *models.ToolCall, approvals int) (ok, bad string) {
 	case models.CallApproved, models.CallExecuting:
 		return "Approved. The call is running; this page shows its outcome as soon as it is known.", ""
 	case models.CallSucceeded:
+		if outside {
+			return "Approved. The call ran and the agent has its result.", ""
+		}
 		return "Approved. The call ran and the customer's conversation has resumed.", ""
 	case models.CallFailed:
-		return "", "Approved, but the call failed: " + strings.TrimSuffix(call.Error, ".") + ". The customer's assistant has been told."
+		return "", "Approved, but the call failed: " + strings.TrimSuffix(call.Error, ".") + ". " + told
 	case models.CallUnknown:
 		why := strings.TrimSuffix(call.Error, ".")
 		if why == "" {
@@ -155,7 +163,10 @@ func (s *Server) actionBase(c echo.Context, call *models.ToolCall, run *models.R
 		Required: call.RequiredApprovals, RequiredRole: string(call.RequiredRole), Result: prettyJSON(call.Result), Error: call.Error,
 		Turns: turnsView(turns, calls), Flash: doneMessages[c.QueryParam("done")], AgentContext: call.Context}
 	if run.AgentID != "" {
-		v.Agent, v.Session = strings.TrimPrefix(run.Channel, "agent:"), run.Session
+		s.outsideContext(call, run, calls, &v)
+		if c.QueryParam("done") == "rejected" {
+			v.Flash = "Rejected. The agent is told, with your reason."
+		}
 	}
 	if t, ok := s.cfg.Gate.Tools().Get(call.Tool); ok && t.Upstream != "" {
 		v.Upstream = t.Upstream
@@ -167,13 +178,18 @@ func (s *Server) actionBase(c echo.Context, call *models.ToolCall, run *models.R
 		v.Args = call.RawArgs
 	}
 	v.Changes = argChanges(call.OriginalArgs, call.Args)
+	events, err := s.cfg.Store.AuditEventsFor(ctx, call.ID)
+	if err != nil {
+		return views.ActionView{}, err
+	}
+	for _, e := range events {
+		v.Events = append(v.Events, views.EventView{Kind: string(e.Kind), Actor: e.Actor, At: clock(e.At)})
+	}
 	if call.OriginalArgs != "" {
-		if v.EditDecision, err = s.editDecision(ctx, call.ID); err != nil {
-			return views.ActionView{}, err
-		}
+		v.EditDecision = editDecision(events)
 	}
 	if call.ExpiresAt != nil {
-		v.ExpiresAt = rfc3339(*call.ExpiresAt)
+		v.ExpiresAt, v.ExpiresClock = rfc3339(*call.ExpiresAt), clock(*call.ExpiresAt)
 	}
 	v.RuleDescription = s.ruleDescription(call.Rule)
 	v.GrantOffer = s.grantOffer(call, run)
@@ -206,7 +222,7 @@ func (s *Server) actionApprovals(c echo.Context, call *models.ToolCall, v *views
 		v.Approvals = append(v.Approvals, av)
 	}
 	if done := c.QueryParam("done"); done == "approved" || done == "approval_added" {
-		v.Flash, v.FlashError = approvalOutcome(call, v.ApprovalsSoFar)
+		v.Flash, v.FlashError = approvalOutcome(call, v.ApprovalsSoFar, v.Agent != "")
 		if v.FlashError == "" {
 			v.Flash += s.grantGivenMessage(c, call)
 		}
@@ -282,11 +298,7 @@ func (s *Server) actionAround(ctx context.Context, call *models.ToolCall, v *vie
 
 // editDecision tells what the policy said of the latest edit of a call's
 // arguments, from the audit event the edit recorded.
-func (s *Server) editDecision(ctx context.Context, callID string) (string, error) {
-	events, err := s.cfg.Store.AuditEventsFor(ctx, callID)
-	if err != nil {
-		return "", err
-	}
+func editDecision(events []models.AuditEvent) string {
 	for i := len(events) - 1; i >= 0; i-- {
 		if events[i].Kind != models.EventActionEdited {
 			continue
@@ -297,15 +309,34 @@ func (s *Server) editDecision(ctx context.Context, callID string) (string, error
 			Reason  string `json:"edit_reason"`
 		}
 		if json.Unmarshal([]byte(events[i].Payload), &p) != nil || p.Verdict == "" {
-			return "", nil
+			return ""
 		}
 		out := p.Verdict + " · " + p.Rule
 		if p.Reason != "" {
 			out += ": " + p.Reason
 		}
-		return out, nil
+		return out
 	}
-	return "", nil
+	return ""
+}
+
+// outsideContext is what stands in for the conversation when an outside
+// agent asked: who, how, and what else it asked in the session.
+func (s *Server) outsideContext(call *models.ToolCall, run *models.Run, calls []models.ToolCall, v *views.ActionView) {
+	v.Agent, v.Session, v.AgentVia = strings.TrimPrefix(run.Channel, "agent:"), run.Session, agentVia(run.Session)
+	for i := len(calls) - 1; i >= 0 && len(v.SessionCalls) < 10; i-- {
+		if o := &calls[i]; o.ID != call.ID {
+			v.SessionCalls = append(v.SessionCalls, views.RecentCall{ID: o.ID, Summary: s.callSummary(o), Status: string(o.Status), At: clock(o.CreatedAt)})
+		}
+	}
+}
+
+// agentVia says how an outside agent reached the gate, from its session.
+func agentVia(session string) string {
+	if session == "mcp" || strings.HasPrefix(session, "mcp:") {
+		return "over MCP"
+	}
+	return "over the gate API"
 }
 
 func (s *Server) actionPage(c echo.Context) error {
@@ -418,6 +449,12 @@ func (s *Server) actionRerender(c echo.Context, id string, status int, msg strin
 	return render(c, status, views.Action(v))
 }
 
+// ssePart is one part of a page its event stream replaces, by event name.
+type ssePart struct {
+	name string
+	part templ.Component
+}
+
 // actionEvents tells an open action page when its action changes, so that
 // nobody decides twice from a stale page.
 func (s *Server) actionEvents(c echo.Context) error {
@@ -431,16 +468,29 @@ func (s *Server) actionEvents(c echo.Context) error {
 		if err != nil {
 			return false
 		}
-		var b bytes.Buffer
-		approvals, err := s.cfg.Store.Approvals(ctx, id)
+		approvals, disabled, err := s.approvals(c, id)
 		if err != nil {
 			return false
 		}
-		if err := views.ActionStatus(id, string(call.Status), call.Status == models.CallPending, actionNews(call, approvals)).Render(ctx, &b); err != nil {
-			return false
+		pending := call.Status == models.CallPending
+		events := []ssePart{{"status", views.ActionStatus(id, string(call.Status), pending, actionNews(call, approvals))}}
+		if pending {
+			have := 0
+			for _, a := range approvals {
+				if gate.Counts(a, call.ArgsHash, disabled) {
+					have++
+				}
+			}
+			events = append(events, ssePart{"progress", views.ActionProgress(have, call.RequiredApprovals, string(call.RequiredRole))})
 		}
-		if _, err := w.Write(sseData("status", b.Bytes())); err != nil {
-			return false
+		for _, e := range events {
+			var b bytes.Buffer
+			if err := e.part.Render(ctx, &b); err != nil {
+				return false
+			}
+			if _, err := w.Write(sseData(e.name, b.Bytes())); err != nil {
+				return false
+			}
 		}
 		w.Flush()
 		return true

@@ -127,7 +127,8 @@ func TestMCPGatewayInFrontOfTheFilesystemServer(t *testing.T) {
 	// The approver's page names the agent, its MCP session and the server
 	// that will carry the call out.
 	_, page := a.signIn("ann@x.test").get("/actions/" + pending[0].ID)
-	if !strings.Contains(page, "claude-desktop") || !strings.Contains(page, "session <code>mcp") ||
+	if !strings.Contains(page, "claude-desktop") || !strings.Contains(page, "<code>mcp</code>") || !strings.Contains(page, "over MCP") ||
+		!regexp.MustCompile(`(?i)<h1 data-testid="action-summary">write file: `).MatchString(page) ||
 		!regexp.MustCompile(`the MCP server <strong>fs</strong>`).MatchString(page) {
 		t.Fatalf("the action page does not say who asked and where it runs:\n%s", page)
 	}

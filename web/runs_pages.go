@@ -40,12 +40,17 @@ func (s *Server) runsPage(c echo.Context) error {
 		rows = rows[:page]
 	}
 	for _, r := range rows {
-		first := tools.Truncate(strings.Join(strings.Fields(r.FirstMessage), " "), 80)
-		if first == "" {
-			first = "(no message yet)"
+		row := views.RunRow{ID: r.ID, Status: string(r.Status), Customer: customerLabel(r.CustomerID, r.CustomerName),
+			Channel: r.Channel, UpdatedAt: rfc3339(r.UpdatedAt), Turns: r.Turns, Calls: r.Calls,
+			FirstMessage: tools.Truncate(strings.Join(strings.Fields(r.FirstMessage), " "), 80)}
+		if r.AgentID != "" {
+			// An outside agent's session: no conversation here, only its calls.
+			row.Agent = strings.TrimPrefix(r.Channel, "agent:")
+			row.FirstMessage = "Session " + tools.Truncate(r.Session, 60) + " of " + row.Agent + ", " + agentVia(r.Session)
+		} else if row.FirstMessage == "" {
+			row.FirstMessage = "(the customer has not written yet)"
 		}
-		v.Rows = append(v.Rows, views.RunRow{ID: r.ID, Status: string(r.Status), Customer: customerLabel(r.CustomerID, r.CustomerName),
-			Channel: r.Channel, UpdatedAt: rfc3339(r.UpdatedAt), Turns: r.Turns, FirstMessage: first})
+		v.Rows = append(v.Rows, row)
 	}
 	return render(c, http.StatusOK, views.Runs(v))
 }
@@ -66,6 +71,13 @@ func (s *Server) runPage(c echo.Context) error {
 	}
 	v := views.RunView{ID: run.ID, Status: string(run.Status), Customer: customerLabel(run.CustomerID, run.CustomerName), Channel: run.Channel,
 		LastError: run.LastError, Turns: turnsView(turns, calls)}
+	if run.AgentID != "" {
+		v.Agent, v.Session, v.Via = strings.TrimPrefix(run.Channel, "agent:"), run.Session, agentVia(run.Session)
+		for i := range calls {
+			c := &calls[i]
+			v.Calls = append(v.Calls, views.RecentCall{ID: c.ID, Summary: s.callSummary(c), Status: string(c.Status), At: clock(c.CreatedAt)})
+		}
+	}
 	switch c.QueryParam("done") {
 	case "retried":
 		v.Flash = "Retrying: the assistant is working on this conversation again."

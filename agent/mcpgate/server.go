@@ -110,7 +110,7 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	// process or instance, after a restart (a client that gave up waiting,
 	// or reconnected), is that call (Outside.Ask joins it).
 	asked, err := gw.Outside.Ask(ctx, gate.OutsideCall{Agent: ag, Session: session(req), Tool: tool.Name,
-		Args: []byte(req.Params.Arguments), Context: "over MCP"})
+		Args: []byte(req.Params.Arguments), Context: callContext(req)})
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +129,17 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 // conversation it belongs to: calls are tied to a run by it, else by the
 // MCP session, else (a stateless request naming none) by the agent alone.
 const MetaSession = "countersign/session"
+
+// MetaContext is the _meta key under which a request may say why the agent
+// makes the call, in words, for the person who reviews it.
+const MetaContext = "countersign/context"
+
+// callContext is what the agent says of the call ("" when it said nothing),
+// at most 2,000 characters.
+func callContext(req *mcp.CallToolRequest) string {
+	s, _ := req.Params.GetMeta()[MetaContext].(string)
+	return tools.Truncate(strings.TrimSpace(s), 2000)
+}
 
 // session is the run a call belongs to, from what the request carries.
 func session(req *mcp.CallToolRequest) string {

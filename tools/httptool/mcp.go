@@ -448,7 +448,7 @@ func (u *upstream) proxy(t *mcp.Tool) (*tools.Tool, error) {
 		return u.call(ctx, upstreamName, u.riskNow(name, risk), args)
 	}
 	tool, err := tools.FromSpec(tools.Spec{Name: name, Description: t.Description, Risk: risk, Idempotent: idempotent,
-		Schema: schema, Run: run, Summary: name})
+		Schema: schema, Run: run})
 	if err != nil {
 		return nil, err
 	}
