@@ -107,6 +107,19 @@ func TestTheRuleSaysWhatItIsFor(t *testing.T) {
 	if !strings.Contains(policy, `data-testid="policy-yaml"`) || !strings.Contains(policy, "name: refund-needs-approval") {
 		t.Errorf("the policy file is not a click away on /policy")
 	}
+	// Conditions read as words, with the CEL beside them; the totals they
+	// read say what they sum.
+	two := between(policy, `<tr id="rule-refund-over-1000-two-person">`, "</tr>")
+	for _, want := range []string{"the amount plus the total refunded on order is more than 1,000", "<code>args.amount + totals.refunded_on_order &gt; 1000</code>",
+		"2 approvals from different people, at least one from a supervisor"} {
+		if !strings.Contains(two, want) {
+			t.Errorf("the two-person rule's row lacks %q: %s", want, two)
+		}
+	}
+	if totals := between(policy, `data-testid="policy-totals"`, "</dl>"); !strings.Contains(totals, "What this order was refunded") ||
+		!strings.Contains(totals, "The amount of the customer&#39;s earlier issue_refund calls (succeeded, running or waiting) with the same order_id.") {
+		t.Errorf("the totals: %s", totals)
+	}
 }
 
 // An action page's stream starts with the action's status as it is now: a

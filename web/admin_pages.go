@@ -77,8 +77,11 @@ func (s *Server) policyView(c echo.Context) views.PolicyView {
 		v.Source, v.YAML = fp.Source, fp.YAML()
 		rules, defaults := fp.Rules()
 		conv := func(r policy.RuleInfo) views.RuleView {
-			return views.RuleView{Name: r.Name, Description: r.Description, Tool: r.Tool, Risk: r.Risk, When: r.When, Decision: r.Decision, Reason: r.Reason,
-				Role: r.Role, Expires: r.Expires, Approvals: r.Approvals}
+			return views.RuleView{Name: r.Name, Description: r.Description, Tool: r.Tool, Risk: r.Risk, When: r.When, WhenWords: r.WhenWords,
+				Decision: r.Decision, Reason: r.Reason, Role: r.Role, Expires: r.Expires, Approvals: r.Approvals}
+		}
+		for _, t := range fp.Totals() {
+			v.Totals = append(v.Totals, views.TotalView{Name: t.Name, Description: t.Description, Tool: t.Tool, Sum: t.Sum, Same: t.Same, Within: t.Within})
 		}
 		for _, r := range rules {
 			v.Rules = append(v.Rules, conv(r))

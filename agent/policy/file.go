@@ -391,6 +391,8 @@ func (a *activation) loadRun() any {
 type RuleInfo struct {
 	Name, Description, Tool, Risk, When, Decision, Reason, Role, Expires string
 	Approvals                                                            int
+	// WhenWords is When in words (ConditionWords), "" when it cannot be.
+	WhenWords string
 }
 
 // Rules lists the rules in order, then the defaults by risk.
@@ -401,7 +403,8 @@ func (p *FilePolicy) Rules() (rules, defaults []RuleInfo) {
 		if sp.Outcome.Decision == string(NeedsApproval) && approvals == 0 {
 			approvals = 1
 		}
-		rules = append(rules, RuleInfo{Name: sp.Name, Description: sp.Description, Tool: sp.Tool, Risk: sp.Risk, When: sp.When,
+		words, _ := ConditionWords(sp.When)
+		rules = append(rules, RuleInfo{Name: sp.Name, Description: sp.Description, Tool: sp.Tool, Risk: sp.Risk, When: sp.When, WhenWords: words,
 			Decision: sp.Outcome.Decision, Reason: sp.Outcome.Reason, Role: sp.Outcome.Role, Expires: sp.Outcome.Expires, Approvals: approvals})
 	}
 	for _, risk := range []tools.Risk{tools.RiskRead, tools.RiskLowWrite, tools.RiskHighWrite} {
