@@ -173,6 +173,22 @@ func (s *Store) Approvals(ctx context.Context, callID string) ([]Approval, error
 	return out, err
 }
 
+// SeenBy is, for each of the calls named, what each person who gave a
+// verdict on it was shown before deciding (their kept review), in the order
+// the verdicts were given; a verdict given without a review is left out.
+func (s *Store) SeenBy(ctx context.Context, callIDs []string) (map[string][]Approval, error) {
+	out := map[string][]Approval{}
+	if len(callIDs) == 0 {
+		return out, nil
+	}
+	var rows []Approval
+	err := s.db.WithContext(ctx).Where("tool_call_id IN ? AND seen <> ''", callIDs).Order("created_at, id").Find(&rows).Error
+	for _, a := range rows {
+		out[a.ToolCallID] = append(out[a.ToolCallID], a)
+	}
+	return out, err
+}
+
 // notSucceeded is added, as written, to a query for calls in a status other
 // than succeeded: the status index leaves succeeded calls out, and SQLite
 // (like PostgreSQL) only uses such a partial index when the query's own

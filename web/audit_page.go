@@ -137,14 +137,30 @@ func (s *Server) auditPage(c echo.Context) error {
 		v.Next = url.QueryEscape(last.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + last.ID)
 		rows = rows[:AuditPageSize]
 	}
+	ids := make([]string, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].ID
+	}
+	seen, err := s.cfg.Store.SeenBy(ctx, ids)
+	if err != nil {
+		return err
+	}
 	for i := range rows {
 		r := &rows[i]
 		args := r.Args
 		if args == "" {
 			args = r.RawArgs
 		}
-		v.Rows = append(v.Rows, views.AuditRow{ID: r.ID, At: clock(r.CreatedAt), Run: r.RunID, Customer: customerLabel(r.CustomerID, r.CustomerName),
-			Tool: r.Tool, Args: tools.Truncate(args, 300), Decision: decisionWords(r.Decision), Why: whyDecided(&r.ToolCall), Status: string(r.Status), DecidedBy: r.DecidedBy})
+		row := views.AuditRow{ID: r.ID, At: clock(r.CreatedAt), Run: r.RunID, Customer: customerLabel(r.CustomerID, r.CustomerName),
+			Tool: r.Tool, Args: tools.Truncate(args, 300), Decision: decisionWords(r.Decision), Why: whyDecided(&r.ToolCall), Status: string(r.Status), DecidedBy: r.DecidedBy}
+		for _, a := range seen[r.ID] {
+			sv := views.SeenView{Staff: a.StaffName}
+			for _, f := range models.DecodeFacts(a.Seen) {
+				sv.Facts = append(sv.Facts, views.ContextFact{Label: f.Label, Value: f.Value})
+			}
+			row.Seen = append(row.Seen, sv)
+		}
+		v.Rows = append(v.Rows, row)
 	}
 	v.ChainOK, v.ChainText = s.chainStatus(c)
 	v.ChainChecked = !strings.Contains(v.ChainText, "first verification running")

@@ -152,6 +152,12 @@ func TestTheDecisionKeepsWhatTheApproverSaw(t *testing.T) {
 	if !kept {
 		t.Fatalf("the audit chain does not keep what Ann saw: %+v", events)
 	}
+	// The audit page shows it too, beside who decided.
+	a.staff(models.Auditor, "aud@x.test", "Audrey")
+	_, audit := a.signIn("aud@x.test").get("/audit")
+	if kept := between(audit, `data-testid="audit-seen"`, "</details>"); !strings.Contains(kept, "Ann:") || !strings.Contains(kept, "<dd>0</dd>") {
+		t.Errorf("the audit page does not show what Ann was shown: %q", kept)
+	}
 }
 
 // formValue is the value of the first hidden input named name on a page.
