@@ -1,10 +1,10 @@
-# Build: cgo is needed by the SQLite driver.
+# Build: cgo is needed by the SQLite driver, the sqlite_fts5 tag by the audit search.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o /out/countersign ./cmd/countersign
+RUN CGO_ENABLED=1 go build -tags sqlite_fts5 -trimpath -ldflags="-s -w" -o /out/countersign ./cmd/countersign
 
 # Run: a small Debian image (glibc for the cgo binary), as a non-root user.
 FROM debian:bookworm-slim

@@ -216,9 +216,7 @@ func (s *Store) auditQuery(ctx context.Context, q AuditQuery) *gorm.DB {
 			AND (a.staff_name `+s.d.like()+` ? ESCAPE '\' OR a.staff_id = ?) LIMIT 1) IS NOT NULL`, like, q.Staff)
 	}
 	if q.Text != "" {
-		like := "%" + escapeLike(q.Text) + "%"
-		op := s.d.like()
-		db = db.Where(`(tool_calls.args `+op+` ? ESCAPE '\' OR tool_calls.raw_args `+op+` ? ESCAPE '\')`, like, like)
+		db = s.textSearch(db, q.Text)
 	}
 	if !q.From.IsZero() {
 		db = db.Where("tool_calls.created_at >= ?", q.From.UTC())

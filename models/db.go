@@ -36,7 +36,9 @@ type Store struct {
 	wdb    *gorm.DB      // the single writer connection, used only by the writer goroutine
 	writer *writer       // SQLite: the single batching writer
 	ckpt   *checkpointer // SQLite: the write-ahead log's checkpoints
-	d      dialect
+	// indexer keeps the audit search's index up to date (SQLite with FTS5).
+	indexer *textIndexer
+	d       dialect
 	// pool is PostgreSQL's connection pool: reads and write transactions,
 	// each unit of work in a transaction of its own (postgres.go).
 	pool *sql.DB
@@ -89,6 +91,11 @@ func Open(path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("set up the demo shop in %s: %w", path, err)
 		}
 	}
+	indexed, err := keepTextIndex(wdb)
+	if err != nil {
+		closePool(wdb)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	db, err := openPool(sqlite.DriverName, path, 8, 16<<10, true)
 	if err != nil {
 		closePool(wdb)
@@ -109,6 +116,9 @@ func Open(path string, opts Options) (*Store, error) {
 		closePool(db)
 		closePool(wdb)
 		return nil, err
+	}
+	if indexed {
+		s.indexer = s.startTextIndexer(200 * time.Millisecond)
 	}
 	return s, nil
 }
@@ -174,6 +184,7 @@ func (s *Store) Close() error {
 		s.reads.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
 		return s.pool.Close()
 	}
+	s.indexer.close()
 	s.writer.close()
 	s.ckpt.close()
 	s.reads.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })

@@ -234,7 +234,10 @@ func TestMigrationsMatchTheRecords(t *testing.T) {
 	if err := legacy.AutoMigrate(allRecords...); err != nil {
 		t.Fatal(err)
 	}
-	got, want := shape(t, migrated.db), shape(t, legacy)
+	// The audit search's index (00013) is no record's table: it is made by
+	// its migration alone and kept by triggers (TestTheTextIndexFindsWhatLikeFinds).
+	got := slices.DeleteFunc(shape(t, migrated.db), func(line string) bool { return strings.HasPrefix(line, "audit_text") })
+	want := shape(t, legacy)
 	if !slices.Equal(got, want) {
 		t.Fatalf("the migrations give:\n%s\n\nthe records give:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

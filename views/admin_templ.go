@@ -709,7 +709,7 @@ func Policy(v PolicyView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if len(v.Totals) > 0 {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 55, "<h3>Totals the conditions read</h3><dl class=\"facts\" data-testid=\"policy-totals\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 55, "<h2>Totals the conditions read</h2><dl class=\"facts\" data-testid=\"policy-totals\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

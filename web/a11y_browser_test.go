@@ -61,6 +61,13 @@ func TestBrowserEveryPagePassesAxe(t *testing.T) {
 		gate.ApproveRequest{Grant: &gate.GrantRequest{Uses: 2, For: time.Hour}}); err != nil {
 		t.Fatal(err)
 	}
+	// An outside agent's call, waiting, over the gate API.
+	key, _, err := a.accounts.AddAgent(context.Background(), "support-bot", models.Actor{ID: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := callOf(t, a.do("POST", "/api/v1/calls", key, `{"tool":"issue_refund","args":{"order_id":"B2001","amount":80,"reason":"dented"},"session":"conv-1","customer_id":"cus_bob","context":"The customer sent a photo."}`))
+	outsideRun, _ := a.store.ToolCall(context.Background(), outside["id"].(string))
 	pages := []struct {
 		who         context.Context
 		path, ready string
@@ -74,6 +81,8 @@ func TestBrowserEveryPagePassesAxe(t *testing.T) {
 		{ada, "/actions/" + decided.ID, "[data-testid=action-status]", "action-decided"},
 		{ada, "/runs", "main", "runs"},
 		{ada, "/runs/" + pending.RunID, "main", "run"},
+		{ada, "/actions/" + outsideRun.ID, "[data-testid=agent-facts]", "action-outside-agent"},
+		{ada, "/runs/" + outsideRun.RunID, "[data-testid=session-calls]", "run-outside-agent"},
 		{ada, "/audit", "[data-testid=audit]", "audit-list"},
 		{ada, "/policy", "[data-testid=revoke-grant]", "policy"},
 		{ada, "/tools", "main", "tools"},
@@ -86,7 +95,7 @@ func TestBrowserEveryPagePassesAxe(t *testing.T) {
 		name string
 		set  chromedp.Action[chromedp.Void]
 	}{
-		{"desktop", chromedp.EmulateViewport(1280, 900)},
+		{"desktop", chromedp.EmulateViewport(1440, 900)},
 		{"phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch)},
 	} {
 		for _, p := range pages {
@@ -95,6 +104,10 @@ func TestBrowserEveryPagePassesAxe(t *testing.T) {
 			}
 			for _, v := range axeCheck(t, p.who) {
 				t.Errorf("%s on a %s: %s (%s): %s at %s", p.path, screen.name, v.ID, v.Impact, v.Help, strings.Join(v.Targets, " | "))
+			}
+			// Nothing but a table's own scrolling box is wider than the screen.
+			if wide, _ := chromedp.Run(p.who, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > innerWidth + 1`)); wide {
+				t.Errorf("%s on a %s scrolls sideways", p.path, screen.name)
 			}
 			screenshot(t, p.who, "page-"+p.shot+"-"+screen.name)
 		}

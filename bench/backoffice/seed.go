@@ -170,6 +170,10 @@ func plans(path string) error {
 	}
 	defer db.Close()
 	pg := models.IsPostgres(path)
+	text := `SELECT tool_calls.* FROM tool_calls WHERE tool_calls.id IN (SELECT k.call_id FROM audit_text t JOIN audit_text_keys k ON k.id = t.rowid WHERE audit_text MATCH '"A123456"') ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`
+	if pg {
+		text = `SELECT tool_calls.* FROM tool_calls WHERE (tool_calls.args ILIKE '%A123456%' OR tool_calls.raw_args ILIKE '%A123456%') ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`
+	}
 	for _, q := range []struct{ name, sql string }{
 		{"queue", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE tool_calls.status = 'pending' AND tool_calls.status <> 'succeeded' ORDER BY tool_calls.created_at, tool_calls.id LIMIT 100`},
 		{"queue approvals", `SELECT COUNT(DISTINCT a.staff_id) FROM approvals a WHERE a.tool_call_id = 'x' AND a.verdict = 'approve' AND a.args_hash = 'h'`},
@@ -178,6 +182,7 @@ func plans(path string) error {
 		{"audit by customer", `SELECT tool_calls.* FROM tool_calls WHERE tool_calls.customer_id = 'cus_x' ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
 		{"audit by staff", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE (SELECT 1 FROM approvals a WHERE a.tool_call_id = tool_calls.id AND (a.staff_name LIKE '%Ben%' ESCAPE '\' OR a.staff_id = 'Ben') LIMIT 1) IS NOT NULL ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`},
 		{"run transcript calls", `SELECT * FROM tool_calls WHERE run_id = 'x' ORDER BY created_at, id`},
+		{"audit by text", text},
 	} {
 		explain := "EXPLAIN QUERY PLAN "
 		if pg {

@@ -75,6 +75,10 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if err != nil {
 		return nil, err
 	}
+	if !store.TextIndexed() {
+		log.Warn("the audit's text search has no index: this binary was built without -tags " + models.BuildTag +
+			", so a search reads every call (build it as the README says)")
+	}
 	a := &App{cfg: cfg, log: log, store: store, stdout: stdout}
 	undo := []func(){func() { store.Close() }}
 	fail := func(err error) (*App, error) {
