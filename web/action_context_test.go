@@ -116,6 +116,9 @@ func TestTheRuleSaysWhatItIsFor(t *testing.T) {
 			t.Errorf("the two-person rule's row lacks %q: %s", want, two)
 		}
 	}
+	if small := between(policy, `<tr id="rule-small-refund">`, "</tr>"); !strings.Contains(small, "Refund of [the amount, in dollars] is within the $50 limit") {
+		t.Errorf("the small-refund rule's reason is not in words: %s", small)
+	}
 	if totals := between(policy, `data-testid="policy-totals"`, "</dl>"); !strings.Contains(totals, "What this order was refunded") ||
 		!strings.Contains(totals, "The amount of the customer&#39;s earlier issue_refund calls (succeeded, running or waiting) with the same order_id.") {
 		t.Errorf("the totals: %s", totals)

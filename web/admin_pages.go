@@ -78,7 +78,7 @@ func (s *Server) policyView(c echo.Context) views.PolicyView {
 		rules, defaults := fp.Rules()
 		conv := func(r policy.RuleInfo) views.RuleView {
 			return views.RuleView{Name: r.Name, Description: r.Description, Tool: r.Tool, Risk: r.Risk, When: r.When, WhenWords: r.WhenWords,
-				Decision: r.Decision, Reason: r.Reason, Role: r.Role, Expires: r.Expires, Approvals: r.Approvals}
+				Decision: r.Decision, Reason: r.Reason, ReasonWords: r.ReasonWords, Role: r.Role, Expires: r.Expires, Approvals: r.Approvals}
 		}
 		for _, t := range fp.Totals() {
 			v.Totals = append(v.Totals, views.TotalView{Name: t.Name, Description: t.Description, Tool: t.Tool, Sum: t.Sum, Same: t.Same, Within: t.Within})

@@ -391,8 +391,9 @@ func (a *activation) loadRun() any {
 type RuleInfo struct {
 	Name, Description, Tool, Risk, When, Decision, Reason, Role, Expires string
 	Approvals                                                            int
-	// WhenWords is When in words (ConditionWords), "" when it cannot be.
-	WhenWords string
+	// WhenWords is When in words (ConditionWords), "" when it cannot be;
+	// ReasonWords the reason with its placeholders in words.
+	WhenWords, ReasonWords string
 }
 
 // Rules lists the rules in order, then the defaults by risk.
@@ -405,12 +406,13 @@ func (p *FilePolicy) Rules() (rules, defaults []RuleInfo) {
 		}
 		words, _ := ConditionWords(sp.When)
 		rules = append(rules, RuleInfo{Name: sp.Name, Description: sp.Description, Tool: sp.Tool, Risk: sp.Risk, When: sp.When, WhenWords: words,
+			ReasonWords: ReasonWords(sp.Outcome.Reason),
 			Decision: sp.Outcome.Decision, Reason: sp.Outcome.Reason, Role: sp.Outcome.Role, Expires: sp.Outcome.Expires, Approvals: approvals})
 	}
 	for _, risk := range []tools.Risk{tools.RiskRead, tools.RiskLowWrite, tools.RiskHighWrite} {
 		sp := p.defSpecs[risk]
 		defaults = append(defaults, RuleInfo{Name: "default:" + string(risk), Risk: string(risk), Decision: sp.Decision, Reason: sp.Reason,
-			Role: sp.Role, Expires: sp.Expires, Approvals: max(sp.Approvals, 1)})
+			ReasonWords: ReasonWords(sp.Reason), Role: sp.Role, Expires: sp.Expires, Approvals: max(sp.Approvals, 1)})
 	}
 	return rules, defaults
 }

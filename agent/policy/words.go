@@ -109,6 +109,8 @@ func (w *wording) call(c celast.CallExpr, outer int) string {
 		return w.say(args[0], bindAtom) + " for " + w.say(args[1], bindAtom)
 	case fn == "size" && len(args) == 1 && !c.IsMemberFunction():
 		return "the number of " + strings.TrimPrefix(w.say(args[0], bindAtom), "the ")
+	case fn == "money" && len(args) == 1 && !c.IsMemberFunction():
+		return w.say(args[0], bindSum) + ", in dollars"
 	}
 	w.unsaid = true
 	return ""
@@ -209,4 +211,18 @@ func thousands(digits string) string {
 		digits = digits[:i] + "," + digits[i:]
 	}
 	return sign + digits
+}
+
+// ReasonWords is a reason template as people read it, each {{ CEL }} put
+// in words between brackets ("Refund of {{ money(args.amount) }}" reads
+// "Refund of [the amount, in dollars]"); a placeholder without words is
+// left as written.
+func ReasonWords(reason string) string {
+	return placeholder.ReplaceAllStringFunc(reason, func(ph string) string {
+		inner := strings.TrimSpace(placeholder.FindStringSubmatch(ph)[1])
+		if words, ok := ConditionWords(inner); ok && inner != "" {
+			return "[" + words + "]"
+		}
+		return ph
+	})
 }

@@ -31,3 +31,19 @@ func TestConditionsReadAsWords(t *testing.T) {
 		}
 	}
 }
+
+// A reason reads with its placeholders in words, and keeps one it cannot say.
+func TestReasonsReadAsWords(t *testing.T) {
+	t.Parallel()
+	for reason, want := range map[string]string{
+		"Refund of {{ money(args.amount) }}":                        "Refund of [the amount, in dollars]",
+		"High-risk tool: {{ tool }}":                                "High-risk tool: [the tool]",
+		"over {{ money(args.amount + totals.refunded_24h) }} today": "over [the amount plus the total refunded 24h, in dollars] today",
+		"{{ args.x.startsWith('a') }} stays":                        "{{ args.x.startsWith('a') }} stays",
+		"no placeholder":                                            "no placeholder",
+	} {
+		if got := ReasonWords(reason); got != want {
+			t.Errorf("%s:\n got %q\nwant %q", reason, got, want)
+		}
+	}
+}
