@@ -11,6 +11,7 @@ import (
 const (
 	PathHome       = "/"
 	PathHealth     = "/healthz"
+	PathReady      = "/readyz"
 	PathStatic     = "/static"
 	PathLogin      = "/login"
 	PathLogout     = "/logout"

@@ -432,6 +432,11 @@ func TestHealthAndHTMLErrors(t *testing.T) {
 	if r := a.do("GET", "/healthz", "", ""); r.Status != 200 || r.Body["status"] != "ok" {
 		t.Fatalf("%d %s", r.Status, r.Raw)
 	}
+	// Ready: the schema this binary migrates to, a policy, the tools.
+	if r := a.do("GET", "/readyz", "", ""); r.Status != 200 || r.Body["status"] != "ready" || r.Body["schema"] != r.Body["schema_expected"] ||
+		r.Body["policy_version"] == "" || r.Body["tools"].(float64) < 1 {
+		t.Fatalf("/readyz: %d %s", r.Status, r.Raw)
+	}
 	res, err := http.Get(a.srv.URL + "/no-such-page")
 	if err != nil {
 		t.Fatal(err)

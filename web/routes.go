@@ -12,6 +12,7 @@ import (
 func (s *Server) routes() {
 	e := s.echo
 	e.GET(views.PathHealth, s.healthz)
+	e.GET(views.PathReady, s.readyz)
 	e.GET(views.PathHome, s.home)
 	e.StaticFS(views.PathStatic, static.Files)
 

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -328,5 +329,43 @@ func (s *Server) healthz(c echo.Context) error {
 	if d := s.versionsDiffer(ctx); d != "" {
 		out["versions_differ"] = d
 	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// readyz says whether this instance should be sent traffic: the database
+// answers, its schema is the one this binary migrates to, a policy and the
+// tools are loaded. 503 with what is wrong otherwise. (/healthz says only
+// that the process and its database are alive.)
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	var problems []string
+	out := map[string]any{}
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		problems = append(problems, "the database does not answer")
+	} else if have, want, err := s.cfg.Store.Schema(ctx); err != nil {
+		problems = append(problems, "the schema's version cannot be read")
+	} else {
+		out["schema"], out["schema_expected"] = have, want
+		if have != want {
+			problems = append(problems, fmt.Sprintf("the database is at migration %d, this binary expects %d", have, want))
+		}
+	}
+	if p := s.cfg.Gate.Policy(); p == nil || p.Version() == "" {
+		problems = append(problems, "no policy is loaded")
+	} else {
+		out["policy_version"] = p.Version()
+	}
+	n := len(s.cfg.Gate.Tools().All())
+	out["tools"] = n
+	if n == 0 {
+		problems = append(problems, "no tools are loaded")
+	}
+	out["text_search_indexed"] = s.cfg.Store.TextIndexed()
+	if len(problems) > 0 {
+		out["status"], out["problems"] = "not ready", problems
+		return c.JSON(http.StatusServiceUnavailable, out)
+	}
+	out["status"] = "ready"
 	return c.JSON(http.StatusOK, out)
 }

@@ -407,7 +407,7 @@ func (p *FilePolicy) Rules() (rules, defaults []RuleInfo) {
 		words, _ := ConditionWords(sp.When)
 		rules = append(rules, RuleInfo{Name: sp.Name, Description: sp.Description, Tool: sp.Tool, Risk: sp.Risk, When: sp.When, WhenWords: words,
 			ReasonWords: ReasonWords(sp.Outcome.Reason),
-			Decision: sp.Outcome.Decision, Reason: sp.Outcome.Reason, Role: sp.Outcome.Role, Expires: sp.Outcome.Expires, Approvals: approvals})
+			Decision:    sp.Outcome.Decision, Reason: sp.Outcome.Reason, Role: sp.Outcome.Role, Expires: sp.Outcome.Expires, Approvals: approvals})
 	}
 	for _, risk := range []tools.Risk{tools.RiskRead, tools.RiskLowWrite, tools.RiskHighWrite} {
 		sp := p.defSpecs[risk]

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -67,7 +68,11 @@ type App struct {
 // shop when asked, and recovers calls a previous process left running:
 // each step in turn, undoing those before it when one fails.
 func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, error) {
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cmp.Or(cfg.LogLevel, "info"))); err != nil {
+		return nil, usageError(fmt.Sprintf("--log-level %q: choose debug, info, warn or error", cfg.LogLevel))
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if cfg.MCPHold != 0 && (cfg.MCPHold < time.Second || cfg.MCPHold > 10*time.Minute) {
 		return nil, usageError(fmt.Sprintf("--mcp-hold %s: hold a waiting call between 1s and 10m", cfg.MCPHold))
 	}
@@ -319,6 +324,7 @@ func tuneGC(getenv func(string) string) bool {
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, cfg := newFlagSet("serve", stderr)
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&cfg.LogLevel, "log-level", "info", "the least level logged: debug, info, warn or error")
 	cfg.policyFlag(fs)
 	fs.StringVar(&cfg.SystemPrompt, "system-prompt", "", "a file with what the model of every run is told first (default: a neutral support agent's; the demo shop's with --demo)")
 	fs.StringVar(&cfg.ShadowPolicy, "shadow-policy", "", "a policy file tried beside the one in force: it decides nothing, and /policy shows where it disagrees")

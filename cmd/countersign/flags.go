@@ -14,7 +14,9 @@ import (
 // config is every flag of every subcommand; each subcommand registers the
 // ones it uses.
 type config struct {
-	Addr           string
+	Addr string
+	// LogLevel is the least level logged: debug, info, warn or error.
+	LogLevel       string
 	DB             string
 	Policy         string
 	ShadowPolicy   string

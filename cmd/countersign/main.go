@@ -63,6 +63,7 @@ Usage:
   countersign audit checkpoint --audit-key FILE --checkpoints DIR [--db ...]
   countersign audit keygen --out FILE                (an Ed25519 key for checkpoints, FILE.pub beside it)
   countersign backup --to FILE [--db ...]            (a consistent copy, safe while serve runs)
+  countersign version                                (the release, commit and build of this binary)
 
 Every flag can also be set as COUNTERSIGN_<FLAG> in the environment
 (for example COUNTERSIGN_DB=/data/countersign.db). "countersign COMMAND -h"
@@ -122,6 +123,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return usageError("audit takes a command: verify, checkpoint or keygen")
 	case "backup":
 		return cmdBackup(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, versionLine())
+		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"runtime/debug"
+	"strings"
+
+	"github.com/countersign/countersign/models"
+)
+
+// versionLine says which Countersign this is: its module version (a tag, or
+// "devel" for a build from a checkout), the commit it was built from and
+// whether that checkout had changes, the Go release, and whether its SQLite
+// driver has FTS5 (the sqlite_fts5 build tag), which the audit search uses.
+func versionLine() string {
+	version, commit, at, modified, goVersion := "devel", "unknown", "", false, ""
+	if info, ok := debug.ReadBuildInfo(); ok {
+		goVersion = info.GoVersion
+		if v := info.Main.Version; v != "" && v != "(devel)" {
+			version = v
+		}
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	parts := []string{"countersign " + version, "commit " + commit}
+	if modified {
+		parts[1] += " (with uncommitted changes)"
+	}
+	if at != "" {
+		parts = append(parts, "committed "+at)
+	}
+	if goVersion != "" {
+		parts = append(parts, goVersion)
+	}
+	fts := "SQLite FTS5: yes"
+	if !models.SQLiteHasFTS5() {
+		fts = "SQLite FTS5: no (built without -tags " + models.BuildTag + ": the audit search reads every call)"
+	}
+	return strings.Join(append(parts, fts), ", ")
+}
