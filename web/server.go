@@ -51,7 +51,8 @@ type Config struct {
 	// reply before answering with the run as it stands.
 	ReplyWait time.Duration
 	// ChatGrantSeed, when set, makes the chat frames' grants valid across
-	// restarts and instances (the app derives it from the customer secret);
+	// restarts and instances (the app derives it from the customer secret,
+	// or without one from a secret kept in the database);
 	// empty: a key of this process.
 	ChatGrantSeed []byte
 	// MaxStreams and MaxStreamsPerAddress cap open event streams; 0 takes

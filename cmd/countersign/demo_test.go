@@ -73,3 +73,27 @@ func TestDemoPageNeverSignsAsTheShop(t *testing.T) {
 		t.Fatalf("/demo with --demo alone: %d", code)
 	}
 }
+
+// Behind a load balancer the next request may reach another instance: a
+// token /demo signed on one, and the chat grant it was given, are accepted
+// by another on the same database.
+func TestDemoTokensHoldOnEveryInstance(t *testing.T) {
+	dsn := storetest.DSN(t)
+	one := serveApp(t, config{Addr: "127.0.0.1:0", DB: dsn, Demo: true}, io.Discard)
+	other := serveApp(t, config{Addr: "127.0.0.1:0", DB: dsn, Demo: true}, io.Discard)
+	_, page := get(t, "http://"+one.Addr()+"/demo?as=cus_alice")
+	m := demoToken.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("/demo gave no token")
+	}
+	res, err := http.Post("http://"+other.Addr()+"/api/v1/runs", "application/json",
+		strings.NewReader(`{"message":"hello","customer_token":"`+m[1]+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated || !strings.Contains(string(body), `"customer_id":"cus_alice"`) {
+		t.Fatalf("a token /demo signed on one instance, on another: %d %s", res.StatusCode, body)
+	}
+}

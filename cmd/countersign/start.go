@@ -81,7 +81,20 @@ func (a *App) configs(in inForce) (core.Config, web.Config, error) {
 	if _, offline := model.(offline.Model); offline && !cfg.Demo {
 		log.Info("the offline model only talks about the demo shop's tools: Countersign's own chat needs --model openai or anthropic for yours (the gate API works with any agent)")
 	}
-	customers, demoSecret := a.customerVerifier()
+	customers, demoSecret, err := a.customerVerifier(context.Background())
+	if err != nil {
+		return core.Config{}, web.Config{}, err
+	}
+	grantSeed := []byte(cfg.CustomerSecret)
+	if len(grantSeed) == 0 {
+		// Without the shop's secret the chat frames' grants still hold on
+		// every instance of one database.
+		seed, err := a.store.Secret(context.Background(), "chat-grants")
+		if err != nil {
+			return core.Config{}, web.Config{}, err
+		}
+		grantSeed = []byte(seed)
+	}
 	origins, err := parseOrigins(cfg.WidgetOrigins)
 	if err != nil {
 		return core.Config{}, web.Config{}, err
@@ -106,22 +119,25 @@ func (a *App) configs(in inForce) (core.Config, web.Config, error) {
 	}
 	return core.Config{Store: a.store, Tools: in.registry, ToolsVersion: in.toolsVersion, Policy: in.policy, Model: model,
 			Business: business, Log: log, Outbox: ob, SystemPrompt: prompt},
-		web.Config{Log: log, Customers: customers, ChatGrantSeed: []byte(cfg.CustomerSecret), WidgetOrigins: origins,
+		web.Config{Log: log, Customers: customers, ChatGrantSeed: grantSeed, WidgetOrigins: origins,
 			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, Upstreams: a.upstreams,
 			SlackSigningSecret: cfg.Reach.SlackSigning, MCPWait: cfg.MCPHold}, nil
 }
 
 // customerVerifier checks the tokens shops sign. /demo signs tokens with a
 // secret of its own, valid for the demo customers only: it never signs as
-// the shop. With the shop's secret set, the page is off unless --demo-page
-// asks for it (demoSecret is "" then).
-func (a *App) customerVerifier() (v *web.CustomerVerifier, demoSecret string) {
+// the shop, kept in the database so that every instance behind one load
+// balancer accepts what another signed. With the shop's secret set, the
+// page is off unless --demo-page asks for it (demoSecret is "" then).
+func (a *App) customerVerifier(ctx context.Context) (v *web.CustomerVerifier, demoSecret string, err error) {
 	cfg := a.cfg
 	v = web.NewCustomerVerifier(cfg.CustomerSecret, cfg.CustomerSecretPrevious)
 	v.MaxLifetime, v.Issuer, v.Audience = cfg.CustomerTokenMaxAge, cfg.CustomerTokenIssuer, cfg.CustomerTokenAudience
 	switch {
 	case cfg.Demo && (cfg.CustomerSecret == "" || cfg.DemoPage):
-		demoSecret = randomSecret()
+		if demoSecret, err = a.store.Secret(ctx, "demo-page"); err != nil {
+			return nil, "", err
+		}
 		var ids []string
 		for _, c := range models.DemoCustomers {
 			ids = append(ids, c.ID)
@@ -133,7 +149,7 @@ func (a *App) customerVerifier() (v *web.CustomerVerifier, demoSecret string) {
 	case cfg.Demo:
 		a.log.Info("the demo page is off because a customer secret is set (--demo-page shows it)")
 	}
-	return v, demoSecret
+	return v, demoSecret, nil
 }
 
 // startCore tries the shadow policy, creates the demo staff, starts the
