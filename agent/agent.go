@@ -8,6 +8,7 @@ import (
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/runloop"
+	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 )
@@ -38,6 +39,8 @@ type Config struct {
 	// SystemPrompt is what the model of every run is told first ("":
 	// runloop.DefaultSystemPrompt).
 	SystemPrompt string
+	// Metrics counts what the gate decides and runs (nil: nothing).
+	Metrics *telemetry.Metrics
 }
 
 // New builds the gate and the run loop over one store, wired to each other:
@@ -46,7 +49,7 @@ type Config struct {
 func New(cfg Config) (*gate.Gate, *runloop.Runner) {
 	runs := &settledRuns{}
 	gc := gate.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, ToolsVersion: cfg.ToolsVersion,
-		Log: cfg.Log, Business: cfg.Business, Runs: runs, ExecutionWait: cfg.ExecutionWait}
+		Log: cfg.Log, Business: cfg.Business, Runs: runs, ExecutionWait: cfg.ExecutionWait, Metrics: cfg.Metrics}
 	rc := runloop.Config{Store: cfg.Store, Model: cfg.Model, Log: cfg.Log, SystemPrompt: cfg.SystemPrompt}
 	if cfg.Notifier != nil { // a nil interface stays nil in each half
 		gc.Notifier, rc.Notifier = cfg.Notifier, cfg.Notifier

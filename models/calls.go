@@ -30,14 +30,15 @@ func (tx *Tx) CreateToolCall(c *ToolCall) error {
 	}
 	_, err := tx.exec(`INSERT INTO tool_calls (id, run_id, customer_id, turn_id, model_call_id, tool, risk, raw_args, args, args_hash, original_args,
 		status, decision, rule, reason, policy_version, required_approvals, required_role, expires_at,
-		idempotency_key, agent_key, context, error, error_detail, result, created_at, updated_at, decided_at, finished_at, owner, tool_hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		idempotency_key, agent_key, context, error, error_detail, result, created_at, updated_at, decided_at, finished_at, owner, tool_hash, trace)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.RunID, c.CustomerID, c.TurnID, c.ModelCallID, c.Tool, c.Risk, c.RawArgs, c.Args, c.ArgsHash, c.OriginalArgs,
 		c.Status, c.Decision, c.Rule, c.Reason, c.PolicyVersion, c.RequiredApprovals, c.RequiredRole, c.ExpiresAt,
-		c.IdempotencyKey, c.AgentKey, c.Context, c.Error, c.ErrorDetail, c.Result, c.CreatedAt, c.UpdatedAt, c.DecidedAt, c.FinishedAt, tx.self, c.ToolHash)
+		c.IdempotencyKey, c.AgentKey, c.Context, c.Error, c.ErrorDetail, c.Result, c.CreatedAt, c.UpdatedAt, c.DecidedAt, c.FinishedAt, tx.self, c.ToolHash, c.Trace)
 	if err != nil {
 		return fmt.Errorf("record tool call: %w", err)
 	}
+	tx.entered(c.Status)
 	return nil
 }
 
@@ -97,7 +98,11 @@ func (tx *Tx) ChangeCallStatus(ch CallChange) error {
 	for _, f := range ch.From {
 		args = append(args, f)
 	}
-	return tx.changeOne(ch.ID, q.String(), args...)
+	if err := tx.changeOne(ch.ID, q.String(), args...); err != nil {
+		return err
+	}
+	tx.entered(ch.To)
+	return nil
 }
 
 // FinishCall records how an executing call ended: succeeded with its result
@@ -108,8 +113,12 @@ func (tx *Tx) FinishCall(id string, status CallStatus, result, errForModel, errD
 	if status != CallSucceeded && status != CallFailed {
 		return fmt.Errorf("finish tool call %s: %q is not an outcome", id, status)
 	}
-	return tx.changeOne(id, `UPDATE tool_calls SET status = ?, result = ?, error = ?, error_detail = ?, updated_at = ?, finished_at = ?
-		WHERE id = ? AND status = ?`, status, result, errForModel, errDetail, tx.now, tx.now, id, CallExecuting)
+	if err := tx.changeOne(id, `UPDATE tool_calls SET status = ?, result = ?, error = ?, error_detail = ?, updated_at = ?, finished_at = ?
+		WHERE id = ? AND status = ?`, status, result, errForModel, errDetail, tx.now, tx.now, id, CallExecuting); err != nil {
+		return err
+	}
+	tx.entered(status)
+	return nil
 }
 
 // CallEdit is a pending call's arguments as staff edited them, with the

@@ -49,6 +49,8 @@ type Store struct {
 	// (instances.go): the owner of the calls it runs.
 	self   string
 	outbox atomic.Pointer[outboxHolder] // SetOutbox
+	// watcher hears what the writer committed (Observe).
+	watcher atomic.Pointer[observerBox]
 	// Now is the clock used for record timestamps; tests replace it.
 	Now func() time.Time
 }

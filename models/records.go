@@ -112,6 +112,9 @@ type ToolCall struct {
 	// DeliveredAt is when the outside agent that asked was handed the
 	// outcome of a call that waited for a person (Store.MarkDelivered).
 	DeliveredAt *time.Time
+	// Trace is the W3C traceparent of the call's span, with tracing on: a
+	// person's decision and the execution later join its trace.
+	Trace string `gorm:"size:64;default:''"`
 }
 
 // Instance is one running server: it beats while it lives, and its calls are

@@ -25,7 +25,19 @@ type Tx struct {
 	self  string // the store's instance id (Store.Instance)
 	chain chainState
 	now   time.Time
+	// after is what the units asked to be done once they are committed
+	// (AfterCommit), moved the statuses calls entered (for the Observer).
+	after []func()
+	moved []CallStatus
 }
+
+// AfterCommit asks for fn to be called once this unit of work is committed,
+// and never if it is not. It runs on the writer's goroutine, so it must be
+// quick and must not write: it is for metrics and notes.
+func (tx *Tx) AfterCommit(fn func()) { tx.after = append(tx.after, fn) }
+
+// entered notes that a call entered a status in this unit.
+func (tx *Tx) entered(status CallStatus) { tx.moved = append(tx.moved, status) }
 
 func (tx *Tx) dialect() dialect { return tx.d }
 
@@ -410,13 +422,13 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 		if _, err := tx.exec("SAVEPOINT unit"); err != nil {
 			return abort(fmt.Errorf("savepoint: %w", err))
 		}
-		saved := tx.chain
+		saved, after, moved := tx.chain, len(tx.after), len(tx.moved)
 		if err := callUnit(r.fn, tx); err != nil {
 			if retryable(err) {
 				return abort(err) // the whole batch again
 			}
 			results[i] = err
-			tx.chain = saved
+			tx.chain, tx.after, tx.moved = saved, tx.after[:after], tx.moved[:moved]
 			if _, rbErr := tx.exec("ROLLBACK TO SAVEPOINT unit"); rbErr != nil {
 				// The transaction is in an unknown state: give up on all of it.
 				return abort(fmt.Errorf("roll back unit: %w", rbErr))
@@ -434,14 +446,22 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 	if err := tx.saveChainHead(); err != nil {
 		return abort(err)
 	}
+	began := time.Now()
 	if err := stx.Commit(); err != nil {
 		return abort(fmt.Errorf("%w: %w", errCommit, err))
 	}
+	took := time.Since(began)
 	if w.store.ckpt != nil {
 		w.store.ckpt.committed()
 	}
 	w.commits.Add(1)
 	w.units.Add(int64(ran))
+	if o := w.store.observer(); o != nil {
+		o.Committed(ran, took, tx.moved)
+	}
+	for _, fn := range tx.after {
+		fn()
+	}
 	return nil
 }
 

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/agent/telemetry"
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/agent/gate"
@@ -158,7 +161,8 @@ func (s *Server) callCreate(c echo.Context) error {
 	if len(problems) > 0 {
 		return fault.Errorf(fault.Invalid, "%s", strings.Join(problems, "; "))
 	}
-	ctx := c.Request().Context()
+	// A caller's traceparent header: the call's spans join its trace.
+	ctx := telemetry.Continue(c.Request().Context(), propagation.HeaderCarrier(c.Request().Header))
 	agentKey := ""
 	if k := strings.TrimSpace(c.Request().Header.Get("Idempotency-Key")); k != "" {
 		if len(k) > 200 {

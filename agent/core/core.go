@@ -20,6 +20,7 @@ import (
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/runloop"
+	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 )
@@ -47,6 +48,8 @@ type Config struct {
 	// (nil: nobody outside; actions are still marked overdue after the
 	// default time).
 	Outbox *outbox.Outbox
+	// Metrics counts what the core does (nil: nothing).
+	Metrics *telemetry.Metrics
 }
 
 // Core is the core, wired: one notifier told by the gate and the run loop,
@@ -75,7 +78,7 @@ func New(cfg Config) *Core {
 	}
 	gate, runner := agent.New(agent.Config{Store: cfg.Store, Tools: cfg.Tools, ToolsVersion: cfg.ToolsVersion, Policy: cfg.Policy,
 		Model: cfg.Model, Log: log, Notifier: cfg.Notifier, Business: cfg.Business, ExecutionWait: cfg.ExecutionWait,
-		SystemPrompt: cfg.SystemPrompt})
+		SystemPrompt: cfg.SystemPrompt, Metrics: cfg.Metrics})
 	ob := cfg.Outbox
 	if ob == nil {
 		ob, _ = outbox.New(cfg.Store, outbox.Config{Log: log}) // the zero config is valid

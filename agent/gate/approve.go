@@ -182,6 +182,7 @@ func (g *Gate) approveInTx(tx *models.Tx, a *approval) (res ApproveResult, expir
 		return res, false, err
 	}
 	res.Final = true
+	g.heldFor(tx, call, "approved", a.actor.String())
 	if a.req.Grant != nil {
 		if res.Grant, err = giveGrant(tx, a.req.Grant, a.actor, call, a.tool); err != nil {
 			return res, false, err

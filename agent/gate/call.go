@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
@@ -22,28 +23,49 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	if req.RunID == "" {
 		return Outcome{}, fault.Errorf(fault.Invalid, "a tool call needs a run")
 	}
+	ctx, span := telemetry.ToolSpan(ctx, tools.Truncate(req.Tool, 64))
+	defer span.End()
 	c, invalid := g.check(ctx, req)
 	if invalid != nil {
-		return g.recordInvalid(ctx, req, invalid.risk, invalid.reason)
+		out, err := g.recordInvalid(ctx, req, invalid.risk, invalid.reason)
+		span.SetAttributes(telemetry.CallID(out.CallID), telemetry.AttrStatus.String(string(out.Status)))
+		return out, err
 	}
-	if err := g.decide(ctx, c); err != nil {
-		return Outcome{}, err
-	}
-	if err := g.record(ctx, c); err != nil {
+	c.trace = telemetry.Parent(ctx)
+	if err := g.decideAndRecord(ctx, c); err != nil {
 		var j *joined
 		if errors.As(err, &j) {
 			return j.outcome(), nil
 		}
 		return Outcome{}, err
 	}
-	return g.settle(ctx, c)
+	d := c.rec.decision
+	g.metrics.Decided(string(d.Verdict), c.tool.Name, d.Rule)
+	span.SetAttributes(telemetry.CallID(c.call.ID), telemetry.AttrVerdict.String(string(d.Verdict)),
+		telemetry.AttrRule.String(d.Rule), telemetry.AttrPolicyVersion.String(d.PolicyVersion))
+	out, err := g.settle(ctx, c)
+	span.SetAttributes(telemetry.AttrStatus.String(string(out.Status)))
+	return out, err
+}
+
+// decideAndRecord is the decision, in a span of its own: the policy asked,
+// and the call recorded with what it decided.
+func (g *Gate) decideAndRecord(ctx context.Context, c *gateCall) error {
+	ctx, span := telemetry.Tracer().Start(ctx, "decide")
+	defer span.End()
+	if err := g.decide(ctx, c); err != nil {
+		return err
+	}
+	return g.record(ctx, c)
 }
 
 // gateCall is one call on its way through the gate's steps.
 type gateCall struct {
-	req  CallRequest
-	tool *tools.Tool
-	norm tools.Normalized
+	req CallRequest
+	// trace is the call's span, kept with it (telemetry.Parent).
+	trace string
+	tool  *tools.Tool
+	norm  tools.Normalized
 	// pol is the policy in force when the call came, with tool from the
 	// same moment.
 	pol   policy.Policy
@@ -103,6 +125,7 @@ func (g *Gate) decide(ctx context.Context, c *gateCall) error {
 		return fault.Wrap(err, "the policy could not decide")
 	}
 	c.decided, c.call = d, newCallRecord(c.req, c.tool, c.norm)
+	c.call.Trace = c.trace
 	c.first, err = prepareDecision(c.call, d, c.tool.Executes())
 	return err
 }

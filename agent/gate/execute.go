@@ -9,7 +9,11 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
@@ -21,8 +25,13 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 	// The tool runs to its end whoever stops waiting: an approver closing
 	// the tab must not cut a refund in half. Tools bound their own time.
 	ctx = context.WithoutCancel(ctx)
+	ctx, span := telemetry.Tracer().Start(telemetry.Resume(ctx, call.Trace), "execute",
+		trace.WithAttributes(telemetry.CallID(call.ID)))
+	defer span.End()
 	tc := tools.Call{ID: call.ID, IdempotencyKey: call.IdempotencyKey, RunID: call.RunID, CustomerID: call.CustomerID, CustomerName: customerName}
+	began := time.Now()
 	result, runErr := runTool(ctx, tool, tc, norm)
+	took := time.Since(began)
 	status := models.CallSucceeded
 	var encoded []byte
 	if runErr == nil {
@@ -56,6 +65,10 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 		ev.ResultHash = hex.EncodeToString(sum[:])
 	}
 	ev.Status = status
+	span.SetAttributes(telemetry.AttrStatus.String(string(status)))
+	if runErr != nil {
+		span.SetStatus(codes.Error, errForModel)
+	}
 	payload, err := models.EncodePayload(ev)
 	if err != nil {
 		return Outcome{}, fault.Wrap(err, "the tool's result could not be recorded")
@@ -70,6 +83,7 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 			} else if err := tx.FinishCall(call.ID, status, string(encoded), errForModel, errDetail); err != nil {
 				return err
 			}
+			g.executed(tx, call, took, status)
 			return tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: models.CallEnded(status), Subject: call.ID, Payload: payload})
 		})
 	}
@@ -84,6 +98,20 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 		return Outcome{}, fault.Wrap(err, "the tool ran but its result could not be recorded")
 	}
 	return Outcome{CallID: call.ID, Status: status, Decision: d, Result: encoded, Error: errForModel}, nil
+}
+
+// executed notes, once the outcome is committed, how long the tool ran and
+// how long after the call's decision its outcome was recorded.
+func (g *Gate) executed(tx *models.Tx, call *models.ToolCall, took time.Duration, status models.CallStatus) {
+	since := took
+	if call.DecidedAt != nil {
+		since = tx.Now().Sub(*call.DecidedAt)
+	}
+	failure := ""
+	if status == models.CallFailed || status == models.CallUnknown {
+		failure = string(status)
+	}
+	tx.AfterCommit(func() { g.metrics.Executed(call.Tool, took, since, failure) })
 }
 
 func runTool(ctx context.Context, tool *tools.Tool, call tools.Call, norm tools.Normalized) (result any, err error) {

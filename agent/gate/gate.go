@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
@@ -51,6 +52,8 @@ type Gate struct {
 	business BusinessFacts
 	// runs is told when an action of a run settled (the run loop).
 	runs Runs
+	// metrics counts what the gate decided and ran (nil: nothing).
+	metrics *telemetry.Metrics
 }
 
 // Notifier carries the news that something others watch has changed: an
@@ -83,10 +86,11 @@ type Config struct {
 	Policy policy.Policy
 	// ToolsVersion covers the tools file Tools came from ("" without one).
 	ToolsVersion string
-	Log          *slog.Logger  // nil: quiet
-	Notifier     Notifier      // nil: nobody watches
-	Business     BusinessFacts // nil: no business facts
-	Runs         Runs          // nil: no run loop waits for the gate
+	Log          *slog.Logger       // nil: quiet
+	Notifier     Notifier           // nil: nobody watches
+	Business     BusinessFacts      // nil: no business facts
+	Runs         Runs               // nil: no run loop waits for the gate
+	Metrics      *telemetry.Metrics // nil: no metrics
 	// ExecutionWait is how long an approval waits for the call it runs
 	// (Gate.ExecutionWait); 0: 10 s.
 	ExecutionWait time.Duration
@@ -94,7 +98,7 @@ type Config struct {
 
 // New builds a gate with the tools and the policy in force.
 func New(cfg Config) *Gate {
-	g := &Gate{store: cfg.Store, log: cfg.Log, notify: cfg.Notifier, business: cfg.Business, runs: cfg.Runs,
+	g := &Gate{store: cfg.Store, log: cfg.Log, notify: cfg.Notifier, business: cfg.Business, runs: cfg.Runs, metrics: cfg.Metrics,
 		ExecutionWait: cfg.ExecutionWait, keep: newKeeper()}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -118,6 +122,17 @@ func New(cfg Config) *Gate {
 func (g *Gate) Close() {
 	g.inflight.Wait()
 	g.closeKeeper(5 * time.Second)
+}
+
+// heldFor notes, once the unit that decides a held call commits, how long
+// it waited for its outcome (approved, rejected, expired, cancelled) and
+// who decided: a metric, and a span in the call's trace.
+func (g *Gate) heldFor(tx *models.Tx, call *models.ToolCall, outcome, by string) {
+	held, decided, trace := call.CreatedAt, tx.Now(), call.Trace
+	tx.AfterCommit(func() {
+		g.metrics.ActionDecided(outcome, decided.Sub(held))
+		telemetry.WaitSpan(trace, held, decided, outcome, by)
+	})
 }
 
 // quiet is the notifier when nobody watches, and the run loop when there is none.

@@ -64,6 +64,7 @@ func (g *Gate) RejectSeen(ctx context.Context, actionID string, actor models.Act
 			Error: "rejected by staff: " + reason}); err != nil {
 			return err
 		}
+		g.heldFor(tx, call, "rejected", actor.String())
 		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionRejected, Subject: call.ID,
 			Payload: models.ActionRejectedPayload{ArgsHash: call.ArgsHash, Reason: reason, Seen: models.DecodeFacts(seen)}})
 	})
@@ -94,6 +95,7 @@ func (g *Gate) Cancel(ctx context.Context, actionID string, actor models.Actor, 
 			Error: "cancelled: " + reason}); err != nil {
 			return err
 		}
+		g.heldFor(tx, call, "cancelled", actor.String())
 		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionCancelled, Subject: call.ID,
 			Payload: models.ActionCancelledPayload{Reason: reason}})
 	})
@@ -140,6 +142,7 @@ func (g *Gate) expireInTx(tx *models.Tx, call *models.ToolCall) error {
 		Error: "expired: nobody decided in time"}); err != nil {
 		return err
 	}
+	g.heldFor(tx, call, "expired", models.SystemActor.String())
 	return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventActionExpired, Subject: call.ID,
 		Payload: models.ActionExpiredPayload{ExpiresAt: call.ExpiresAt.UTC().Format(time.RFC3339Nano)}})
 }

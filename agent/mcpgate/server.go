@@ -16,6 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/agent/telemetry"
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/agent/gate"
@@ -106,6 +109,7 @@ func sameShape(a, b *tools.Tool) bool {
 }
 
 func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx = telemetry.Continue(ctx, traceOf(req))
 	// The same call asked again, from this session or another, another
 	// process or instance, after a restart (a client that gave up waiting,
 	// or reconnected), is that call (Outside.Ask joins it).
@@ -139,6 +143,18 @@ const MetaContext = "countersign/context"
 func callContext(req *mcp.CallToolRequest) string {
 	s, _ := req.Params.GetMeta()[MetaContext].(string)
 	return tools.Truncate(strings.TrimSpace(s), 2000)
+}
+
+// traceOf is the W3C trace context a request carries in _meta
+// ("traceparent", "tracestate"), as the MCP community's convention has it.
+func traceOf(req *mcp.CallToolRequest) propagation.MapCarrier {
+	c := propagation.MapCarrier{}
+	for _, k := range []string{"traceparent", "tracestate"} {
+		if s, ok := req.Params.GetMeta()[k].(string); ok && len(s) <= 512 {
+			c[k] = s
+		}
+	}
+	return c
 }
 
 // session is the run a call belongs to, from what the request carries.

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 )
@@ -58,6 +59,8 @@ type Config struct {
 	Tools  func() *tools.Registry
 	Client *http.Client // nil: a client with a 10 s timeout
 	Log    *slog.Logger
+	// Metrics counts the deliveries (nil: nothing).
+	Metrics *telemetry.Metrics
 }
 
 // Defaults of Config.
@@ -258,8 +261,16 @@ func (o *Outbox) attempt(ctx context.Context, d models.Delivery) {
 	}
 	if err := o.store.FinishAttempt(ctx, d, a); err != nil && ctx.Err() == nil {
 		o.cfg.Log.Error("could not record a delivery attempt", "delivery", d.ID, "err", err)
-	} else if a.OK {
+		return
+	}
+	switch {
+	case a.OK:
+		o.cfg.Metrics.Delivered(d.Channel, "delivered", o.store.Now().Sub(d.CreatedAt))
 		o.Kick() // the next delivery of the same subject may be due
+	case a.Retry != nil:
+		o.cfg.Metrics.Delivered(d.Channel, "retrying", 0)
+	default:
+		o.cfg.Metrics.Delivered(d.Channel, "failed", 0)
 	}
 }
 

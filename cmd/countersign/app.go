@@ -26,6 +26,7 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/mcpgate"
 	"github.com/countersign/countersign/agent/runloop"
+	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/tools/shop"
@@ -62,6 +63,12 @@ type App struct {
 	demoPage bool
 	// auditKey signs checkpoints of the audit chain; nil: none are taken.
 	auditKey ed25519.PrivateKey
+	// metrics (nil: off) served on metricsSrv; stopTracing flushes and
+	// ends the export of traces (nil: off). See observe.go.
+	metrics     *telemetry.Metrics
+	metricsLn   net.Listener
+	metricsSrv  *http.Server
+	stopTracing func(context.Context) error
 }
 
 // NewApp opens the database, loads and tests the policy, seeds the demo
@@ -93,6 +100,11 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		return nil, err
 	}
 	if a.auditKey, err = loadAnchor(cfg); err != nil {
+		return fail(err)
+	}
+	unobserve, err := a.observe(ctx)
+	undo = append(undo, unobserve)
+	if err != nil {
 		return fail(err)
 	}
 	loaded, err := a.loadInForce(ctx)
@@ -199,6 +211,10 @@ func (a *App) Listen() error {
 	if err != nil {
 		return err
 	}
+	if err := a.listenMetrics(); err != nil {
+		ln.Close()
+		return err
+	}
 	a.listener = ln
 	return nil
 }
@@ -229,9 +245,13 @@ func (a *App) Run(ctx context.Context) error {
 	base := scheme + "://" + displayAddr(a.Addr())
 	fmt.Fprintf(a.stdout, "Countersign is running at %s (health: /healthz)\n", base)
 	fmt.Fprintf(a.stdout, "  back office: %s/login\n", base)
+	if m := a.MetricsAddr(); m != "" {
+		fmt.Fprintf(a.stdout, "  metrics:     http://%s/metrics\n", displayAddr(m))
+	}
 	if a.demoPage {
 		fmt.Fprintf(a.stdout, "  demo shop:   %s/demo (chat as Alice, ask for a $900 refund, approve it in the queue)\n", base)
 	}
+	a.serveMetrics()
 	errc := make(chan error, 1)
 	go func() {
 		if a.server.TLSConfig != nil {
@@ -251,6 +271,7 @@ func (a *App) Run(ctx context.Context) error {
 	a.stopReqs() // ends the open event streams, which would hold Shutdown
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	defer a.stopMetrics(shutdown)
 	return a.server.Shutdown(shutdown)
 }
 
@@ -302,6 +323,7 @@ func (a *App) Close() error {
 	a.toolSet = nil
 	a.reloadMu.Unlock()
 	a.checkpoint(context.Background()) // the head as this process leaves it
+	a.flushTraces()
 	return a.store.Close()
 }
 
@@ -325,6 +347,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs, cfg := newFlagSet("serve", stderr)
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "the least level logged: debug, info, warn or error")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at /metrics on this address (off by default; e.g. 127.0.0.1:9464)")
+	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to this URL (e.g. http://localhost:4318); the OTEL_EXPORTER_OTLP_* variables work too")
 	cfg.policyFlag(fs)
 	fs.StringVar(&cfg.SystemPrompt, "system-prompt", "", "a file with what the model of every run is told first (default: a neutral support agent's; the demo shop's with --demo)")
 	fs.StringVar(&cfg.ShadowPolicy, "shadow-policy", "", "a policy file tried beside the one in force: it decides nothing, and /policy shows where it disagrees")

@@ -49,6 +49,9 @@ type config struct {
 	MCPHold time.Duration
 	TLSCert string
 	TLSKey  string
+	// MetricsAddr serves Prometheus's /metrics ("": off); OTLPEndpoint is
+	// where traces go ("": the OTEL_EXPORTER_OTLP_* variables, or off).
+	MetricsAddr, OTLPEndpoint string
 	// Reach: webhooks, Slack, email, escalation (reach.go).
 	Reach reachConfig
 }

@@ -20,6 +20,7 @@ func (a *App) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 		case <-hup:
 			if err := a.ReloadPolicy(ctx); err != nil {
 				a.log.Error("policy not reloaded; the previous one stays in force", "err", err)
+				a.metrics.ReloadFailed()
 				// Not only in this instance's log: the audit log and /policy
 				// say it too.
 				if aerr := a.gate.ReloadFailed(ctx, a.store.Instance(), err); aerr != nil {

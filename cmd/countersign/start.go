@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
@@ -81,6 +83,7 @@ func (a *App) configs(in inForce) (core.Config, web.Config, error) {
 	if _, offline := model.(offline.Model); offline && !cfg.Demo {
 		log.Info("the offline model only talks about the demo shop's tools: Countersign's own chat needs --model openai or anthropic for yours (the gate API works with any agent)")
 	}
+	model = telemetry.WatchModel(cmp.Or(cfg.Model, "offline"), cmp.Or(cfg.ModelName, cmp.Or(cfg.Model, "offline")), model, a.metrics)
 	customers, demoSecret, err := a.customerVerifier(context.Background())
 	if err != nil {
 		return core.Config{}, web.Config{}, err
@@ -112,13 +115,13 @@ func (a *App) configs(in inForce) (core.Config, web.Config, error) {
 	if err != nil {
 		return core.Config{}, web.Config{}, err
 	}
-	reach.Log = log
+	reach.Log, reach.Metrics = log, a.metrics
 	ob, err := outbox.New(a.store, reach)
 	if err != nil {
 		return core.Config{}, web.Config{}, err
 	}
 	return core.Config{Store: a.store, Tools: in.registry, ToolsVersion: in.toolsVersion, Policy: in.policy, Model: model,
-			Business: business, Log: log, Outbox: ob, SystemPrompt: prompt},
+			Business: business, Log: log, Outbox: ob, SystemPrompt: prompt, Metrics: a.metrics},
 		web.Config{Log: log, Customers: customers, ChatGrantSeed: grantSeed, WidgetOrigins: origins,
 			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, Upstreams: a.upstreams,
 			SlackSigningSecret: cfg.Reach.SlackSigning, MCPWait: cfg.MCPHold}, nil

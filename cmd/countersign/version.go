@@ -12,23 +12,7 @@ import (
 // whether that checkout had changes, the Go release, and whether its SQLite
 // driver has FTS5 (the sqlite_fts5 build tag), which the audit search uses.
 func versionLine() string {
-	version, commit, at, modified, goVersion := "devel", "unknown", "", false, ""
-	if info, ok := debug.ReadBuildInfo(); ok {
-		goVersion = info.GoVersion
-		if v := info.Main.Version; v != "" && v != "(devel)" {
-			version = v
-		}
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				commit = s.Value
-			case "vcs.time":
-				at = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-	}
+	version, commit, at, modified, goVersion := buildInfo()
 	if len(commit) > 12 {
 		commit = commit[:12]
 	}
@@ -47,4 +31,33 @@ func versionLine() string {
 		fts = "SQLite FTS5: no (built without -tags " + models.BuildTag + ": the audit search reads every call)"
 	}
 	return strings.Join(append(parts, fts), ", ")
+}
+
+// release is this binary's version as traces name it: the module version
+// and the commit ("devel+0123456789ab").
+func release() string {
+	version, commit, _, _, _ := buildInfo()
+	return version + "+" + commit[:min(12, len(commit))]
+}
+
+// buildInfo is what the Go toolchain recorded of the build.
+func buildInfo() (version, commit, at string, modified bool, goVersion string) {
+	version, commit = "devel", "unknown"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		goVersion = info.GoVersion
+		if v := info.Main.Version; v != "" && v != "(devel)" {
+			version = v
+		}
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	return version, commit, at, modified, goVersion
 }

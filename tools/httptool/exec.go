@@ -19,6 +19,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/cenkalti/backoff/v5"
 	"github.com/countersign/countersign/tools"
 )
@@ -202,6 +205,9 @@ func (e *executor) once(ctx context.Context, call tools.Call, target string, bod
 		req.Header.Set("Idempotency-Key", call.IdempotencyKey)
 	}
 	req.Header.Set("X-Countersign-Call", call.ID)
+	// With tracing on, the backend continues the call's trace (W3C
+	// traceparent); off, the propagator writes nothing.
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	if e.secret != nil {
 		req.Header.Set("X-Countersign-Signature", Sign(e.secret, time.Now(), body))
 	}
