@@ -61,8 +61,9 @@ func (c *Clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// New opens the env; it closes with the test.
-func New(t testing.TB) *Env {
+// New opens the env; it closes with the test. Each option may change the
+// core's configuration before it is built (metrics, say).
+func New(t testing.TB, options ...func(*agent.Config)) *Env {
 	t.Helper()
 	store := storetest.Open(t)
 	clk := &Clock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
@@ -84,8 +85,11 @@ func New(t testing.TB) *Env {
 		t.Fatal(err)
 	}
 	e.Model, e.Notes = &Swappable{}, &Notes{}
-	e.Gate, e.Run = agent.New(agent.Config{Store: store, Tools: reg, Policy: pol, Model: e.Model, Notifier: e.Notes,
-		Business: shop.Facts{Store: store}})
+	cfg := agent.Config{Store: store, Tools: reg, Policy: pol, Model: e.Model, Notifier: e.Notes, Business: shop.Facts{Store: store}}
+	for _, o := range options {
+		o(&cfg)
+	}
+	e.Gate, e.Run = agent.New(cfg)
 	t.Cleanup(func() { e.Run.Close(); e.Gate.Close() })
 	return e
 }

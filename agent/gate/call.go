@@ -23,28 +23,31 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 	if req.RunID == "" {
 		return Outcome{}, fault.Errorf(fault.Invalid, "a tool call needs a run")
 	}
-	ctx, span := telemetry.ToolSpan(ctx, tools.Truncate(req.Tool, 64))
-	defer span.End()
+	name := tools.Truncate(req.Tool, 64)
+	ctx, span := telemetry.ToolSpan(ctx, name)
 	c, invalid := g.check(ctx, req)
 	if invalid != nil {
 		out, err := g.recordInvalid(ctx, req, invalid.risk, invalid.reason)
-		span.SetAttributes(telemetry.CallID(out.CallID), telemetry.AttrStatus.String(string(out.Status)))
+		telemetry.EndTool(span, telemetry.ToolCall{Tool: name, ID: out.CallID, Status: string(out.Status)})
 		return out, err
 	}
 	c.trace = telemetry.Parent(ctx)
 	if err := g.decideAndRecord(ctx, c); err != nil {
 		var j *joined
 		if errors.As(err, &j) {
-			return j.outcome(), nil
+			out := j.outcome()
+			telemetry.EndTool(span, telemetry.ToolCall{Tool: name, ID: out.CallID, Verdict: string(out.Decision.Verdict),
+				Rule: out.Decision.Rule, PolicyVersion: out.Decision.PolicyVersion, Status: string(out.Status)})
+			return out, nil
 		}
+		span.End()
 		return Outcome{}, err
 	}
 	d := c.rec.decision
 	g.metrics.Decided(string(d.Verdict), c.tool.Name, d.Rule)
-	span.SetAttributes(telemetry.CallID(c.call.ID), telemetry.AttrVerdict.String(string(d.Verdict)),
-		telemetry.AttrRule.String(d.Rule), telemetry.AttrPolicyVersion.String(d.PolicyVersion))
 	out, err := g.settle(ctx, c)
-	span.SetAttributes(telemetry.AttrStatus.String(string(out.Status)))
+	telemetry.EndTool(span, telemetry.ToolCall{Tool: name, ID: c.call.ID, Verdict: string(d.Verdict), Rule: d.Rule,
+		PolicyVersion: d.PolicyVersion, Status: string(out.Status)})
 	return out, err
 }
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/telemetry"
@@ -25,8 +24,7 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 	// The tool runs to its end whoever stops waiting: an approver closing
 	// the tab must not cut a refund in half. Tools bound their own time.
 	ctx = context.WithoutCancel(ctx)
-	ctx, span := telemetry.Tracer().Start(telemetry.Resume(ctx, call.Trace), "execute",
-		trace.WithAttributes(telemetry.CallID(call.ID)))
+	ctx, span := telemetry.Tracer().Start(telemetry.Resume(ctx, call.Trace), "execute")
 	defer span.End()
 	tc := tools.Call{ID: call.ID, IdempotencyKey: call.IdempotencyKey, RunID: call.RunID, CustomerID: call.CustomerID, CustomerName: customerName}
 	began := time.Now()
@@ -65,7 +63,7 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 		ev.ResultHash = hex.EncodeToString(sum[:])
 	}
 	ev.Status = status
-	span.SetAttributes(telemetry.AttrStatus.String(string(status)))
+	span.SetAttributes(telemetry.CallID(call.ID), telemetry.AttrStatus.String(string(status)))
 	if runErr != nil {
 		span.SetStatus(codes.Error, errForModel)
 	}

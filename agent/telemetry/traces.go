@@ -107,24 +107,45 @@ func Parent(ctx context.Context) string {
 	if !sc.IsValid() || !sc.IsSampled() {
 		return ""
 	}
-	c := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, c)
-	return c["traceparent"]
+	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"
 }
 
-// Resume is ctx under the span a traceparent kept by Parent names.
+// Resume is ctx under the span a traceparent kept by Parent names (ctx
+// itself when that span is already ctx's).
 func Resume(ctx context.Context, traceparent string) context.Context {
-	if traceparent == "" {
+	if traceparent == "" || traceparent == Parent(ctx) {
 		return ctx
 	}
 	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
 }
 
 // ToolSpan starts the span of one gate call, named as the GenAI semantic
-// conventions name tool execution.
+// conventions name tool execution; EndTool ends it.
 func ToolSpan(ctx context.Context, tool string) (context.Context, trace.Span) {
-	return Tracer().Start(ctx, "execute_tool "+tool, trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(tool)))
+	return Tracer().Start(ctx, "execute_tool "+tool)
+}
+
+// ToolCall is what the span of a gate call says of it.
+type ToolCall struct {
+	Tool, ID, Verdict, Rule, PolicyVersion, Status string
+}
+
+// EndTool gives a gate call's span its attributes, all at once (one
+// allocation, not one per attribute), and ends it.
+func EndTool(span trace.Span, c ToolCall) {
+	if !span.IsRecording() {
+		return
+	}
+	attrs := [...]attribute.KeyValue{semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(c.Tool),
+		semconv.GenAIToolCallID(c.ID), AttrVerdict.String(c.Verdict), AttrRule.String(c.Rule),
+		AttrPolicyVersion.String(c.PolicyVersion), AttrStatus.String(c.Status)}
+	n := len(attrs)
+	if c.Verdict == "" { // invalid: nothing was decided
+		attrs[3], attrs[6] = attrs[6], attrs[3]
+		n = 4
+	}
+	span.SetAttributes(attrs[:n]...)
+	span.End()
 }
 
 // CallID is the GenAI conventions' attribute for a tool call's id.
