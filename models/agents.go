@@ -36,6 +36,15 @@ func (s *Store) AgentByName(ctx context.Context, name string) (*Agent, error) {
 	return &a, nil
 }
 
+// LiveAgent reads an outside agent by id, if it is not revoked.
+func (s *Store) LiveAgent(ctx context.Context, id string) (*Agent, error) {
+	var a Agent
+	if err := s.db.WithContext(ctx).Take(&a, "id = ? AND revoked_at IS NULL", id).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &a, nil
+}
+
 // AgentForKey finds the agent a key (hashed) belongs to, if not revoked.
 func (s *Store) AgentForKey(ctx context.Context, keyHash string) (*Agent, error) {
 	var a Agent

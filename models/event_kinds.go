@@ -48,6 +48,10 @@ const (
 	EventAgentCreated EventKind = "agent.created"
 	EventAgentRevoked EventKind = "agent.revoked"
 
+	EventOAuthClientRegistered EventKind = "oauth.client_registered"
+	EventOAuthClientAuthorized EventKind = "oauth.client_authorized"
+	EventOAuthClientRevoked    EventKind = "oauth.client_revoked"
+
 	EventPolicyReloaded     EventKind = "policy.reloaded"
 	EventPolicyReloadFailed EventKind = "policy.reload_failed"
 
@@ -78,6 +82,7 @@ var EventKinds = []EventKind{
 	EventRunTurn, EventRunStatus, EventRunRetried, EventRunClosed, EventStaffCreated,
 	EventStaffUpdated, EventStaffSignedIn, EventStaffSignedOut, EventStaffTokenCreated,
 	EventStaffTokenRevoked, EventStaffTokensRevoked, EventAgentCreated, EventAgentRevoked,
+	EventOAuthClientRegistered, EventOAuthClientAuthorized, EventOAuthClientRevoked,
 	EventPolicyReloaded, EventPolicyReloadFailed, EventToolsReloaded, EventToolAccepted,
 	EventInstanceVersions, EventDeliveryDelivered, EventDeliveryRetrying, EventDeliveryFailed,
 	EventShopSeeded, EventShopRefunded, EventShopOrdersAdded, EventShopOrderCancelled,

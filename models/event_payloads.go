@@ -244,6 +244,22 @@ type AgentCreatedPayload struct {
 // AgentRevokedPayload is the payload of agent.revoked.
 type AgentRevokedPayload struct{}
 
+// OAuthClientRegisteredPayload is the payload of oauth.client_registered.
+type OAuthClientRegisteredPayload struct {
+	Name         string `json:"name"`
+	RedirectURIs string `json:"redirect_uris"`
+}
+
+// OAuthClientAuthorizedPayload is the payload of oauth.client_authorized:
+// which outside agent the client acts as.
+type OAuthClientAuthorizedPayload struct {
+	AgentID   string `json:"agent_id"`
+	AgentName string `json:"agent_name"`
+}
+
+// OAuthClientRevokedPayload is the payload of oauth.client_revoked.
+type OAuthClientRevokedPayload struct{}
+
 // PolicyReloadedPayload is the payload of policy.reloaded.
 type PolicyReloadedPayload struct {
 	File        string `json:"file"`
@@ -351,6 +367,9 @@ func (StaffTokenPayload) eventPayload()               {}
 func (StaffTokensRevokedPayload) eventPayload()       {}
 func (AgentCreatedPayload) eventPayload()             {}
 func (AgentRevokedPayload) eventPayload()             {}
+func (OAuthClientRegisteredPayload) eventPayload()    {}
+func (OAuthClientAuthorizedPayload) eventPayload()    {}
+func (OAuthClientRevokedPayload) eventPayload()       {}
 func (PolicyReloadedPayload) eventPayload()           {}
 func (PolicyReloadFailedPayload) eventPayload()       {}
 func (ToolsReloadedPayload) eventPayload()            {}

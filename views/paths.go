@@ -43,6 +43,10 @@ const (
 	PathStaffDisabled     = "/staff/:id/disabled"
 	PathStaffRevokeTokens = "/staff/:id/tokens/revoke"
 	PathStaffSlack        = "/staff/:id/slack"
+	// An MCP client asking for OAuth access is consented to here, by an
+	// admin; an authorized client is revoked on /staff.
+	PathOAuthConsent      = "/oauth/consent"
+	PathOAuthClientRevoke = "/staff/oauth-clients/:id/revoke"
 
 	PathWidget       = "/widget.js"
 	PathDemo         = "/demo"

@@ -174,6 +174,9 @@ func (s *Server) staffView(c echo.Context) (views.StaffView, error) {
 	if v.Deliveries, err = s.deliveryRows(c); err != nil {
 		return views.StaffView{}, err
 	}
+	if v.OAuthClients, err = s.oauthClientRows(c, agents, all); err != nil {
+		return views.StaffView{}, err
+	}
 	if s.cfg.Outbox != nil {
 		v.Reaching = strings.Join(s.cfg.Outbox.Channels(), ", ")
 	}
@@ -221,7 +224,7 @@ func (s *Server) staffSlack(c echo.Context) error {
 
 var staffFlash = map[string]string{"added": "Account added.", "role": "Role changed; their open sessions were ended.", "disabled": "Account disabled; their sessions and API tokens were ended at once.", "enabled": "Account enabled.",
 	"tokens": "Their staff API tokens were revoked; the account and its sessions are unchanged.",
-	"slack":  "Slack user saved: their clicks in Slack act as this account."}
+	"slack":  "Slack user saved: their clicks in Slack act as this account.", "oauth-revoked": "The MCP client was revoked; its tokens ended at once."}
 
 func (s *Server) staffPage(c echo.Context) error {
 	v, err := s.staffView(c)

@@ -36,9 +36,14 @@ func (s *Server) requireAgentKey(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), agentCtxKey{}, ag)))
-		return next(c)
+		return next(withAgent(c, ag))
 	}
+}
+
+// withAgent is c with the agent that asks.
+func withAgent(c echo.Context, ag *models.Agent) echo.Context {
+	c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), agentCtxKey{}, ag)))
+	return c
 }
 
 func currentAgent(c echo.Context) *models.Agent {

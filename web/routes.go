@@ -73,7 +73,14 @@ func (s *Server) routes() {
 	e.POST(views.PathAPIRunMessages, s.runMessage, s.requireRunToken)
 	e.GET(views.PathAPIRunEvents, s.runEvents, s.requireRunToken, s.limitStreams)
 	e.GET(views.PathAPIOpenAPI, s.openAPI)
-	e.Any(views.PathMCP, s.serveMCP, s.requireAgentKey)
+	e.Any(views.PathMCP, s.serveMCP, s.requireMCPAgent)
+	// OAuth for /mcp (web/oauth): the authorization server and its
+	// metadata; the consent is the back office's, an admin's.
+	e.Any("/oauth/*", s.serveOAuth)
+	e.GET("/.well-known/*", s.serveOAuth)
+	e.GET(views.PathOAuthConsent, s.oauthConsentPage, admins...)
+	e.POST(views.PathOAuthConsent, s.oauthConsent, admins...)
+	e.POST(views.PathOAuthClientRevoke, s.oauthClientRevoke, admins...)
 	e.POST(views.PathAPICalls, s.callCreate, s.requireAgentKey)
 	e.GET(views.PathAPICall, s.callGet, s.requireAgentKey)
 	e.POST(views.PathAPICallResult, s.callResult, s.requireAgentKey)

@@ -47,6 +47,9 @@ type Config struct {
 	// sets those headers); otherwise the connection counts, so neither rate
 	// limits nor cookie and origin checks can be steered with a header.
 	TrustProxy bool
+	// PublicURL is the address clients reach this server at (--public-url):
+	// the OAuth issuer and /mcp's resource; "": from each request.
+	PublicURL string
 	// ReplyWait is how long a request that starts model work waits for the
 	// reply before answering with the run as it stands.
 	ReplyWait time.Duration
@@ -146,8 +149,10 @@ type Server struct {
 	// outside gates the calls of agents Countersign does not run, for the
 	// gate API and MCP alike.
 	outside *gate.Outside
-	// mcp serves /mcp (mcp.go).
-	mcp *mcpEndpoint
+	// mcp serves /mcp (mcp.go); oauth is its authorization server, built
+	// when first asked for (oauth_pages.go).
+	mcp   *mcpEndpoint
+	oauth oauthHolder
 	// holds caps requests held open (holds.go).
 	holds *holds
 	// versions compares what live instances decide with (instances.go).

@@ -1,0 +1,255 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/oauth"
+)
+
+// oauthHolder builds the authorization server on first use (its signing
+// key is made once per database, which a test's fresh database should not
+// pay for unless it uses OAuth).
+type oauthHolder struct {
+	mu     sync.Mutex
+	server *oauth.Server
+}
+
+// oauthServer is the authorization server of /mcp (web/oauth).
+func (s *Server) oauthServer(c echo.Context) (*oauth.Server, error) {
+	h := &s.oauth
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.server != nil {
+		return h.server, nil
+	}
+	srv, err := oauth.New(c.Request().Context(), oauth.Config{Store: s.cfg.Store, Issuer: s.issuer, Log: s.cfg.Log,
+		Consent: func(id string) string { return views.PathOAuthConsent + "?id=" + id }})
+	if err != nil {
+		return nil, fault.Wrap(err, "the authorization server could not start")
+	}
+	h.server = srv
+	return srv, nil
+}
+
+// issuer is this server's base URL as a client reaches it: --public-url,
+// or the request's scheme and host (a trusted proxy's X-Forwarded-*).
+func (s *Server) issuer(r *http.Request) string {
+	if s.cfg.PublicURL != "" {
+		return strings.TrimRight(s.cfg.PublicURL, "/")
+	}
+	scheme := "http"
+	if s.overTLS(r) {
+		scheme = "https"
+	}
+	return scheme + "://" + s.publicHost(r)
+}
+
+// serveOAuth hands the authorization server's paths to it.
+func (s *Server) serveOAuth(c echo.Context) error {
+	srv, err := s.oauthServer(c)
+	if err != nil {
+		return err
+	}
+	srv.ServeHTTP(c.Response(), c.Request())
+	return nil
+}
+
+// requireMCPAgent lets /mcp in with an agent key or an OAuth access token
+// of an authorized client, which acts as its outside agent. Anything else
+// is a 401 whose WWW-Authenticate says where to get a token (RFC 9728).
+func (s *Server) requireMCPAgent(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		token, _ := strings.CutPrefix(r.Header.Get(echo.HeaderAuthorization), "Bearer ")
+		token = strings.TrimSpace(token)
+		problem := ""
+		if token != "" {
+			ag, err := s.cfg.Accounts.AgentForKey(r.Context(), token)
+			if err == nil {
+				return next(withAgent(c, ag))
+			}
+			if fault.CodeOf(err) != fault.Unauthorized {
+				return err
+			}
+		}
+		srv, err := s.oauthServer(c)
+		if err != nil {
+			return err
+		}
+		if token != "" {
+			access, verr := srv.Verify(r.Context(), r, token)
+			if verr == nil {
+				ag, err := s.cfg.Store.LiveAgent(r.Context(), access.Client.AgentID)
+				if err == nil {
+					return next(withAgent(c, ag))
+				}
+				verr = errors.New("the agent this client acts as was revoked")
+			}
+			problem = verr.Error()
+		}
+		c.Response().Header().Set("WWW-Authenticate", srv.Challenge(r, problem))
+		if problem == "" {
+			return fault.Errorf(fault.Unauthorized, "send an agent key or an OAuth access token as Authorization: Bearer <token>")
+		}
+		return fault.Errorf(fault.Unauthorized, "%s", "this token is not accepted: "+problem)
+	}
+}
+
+// oauthConsentPage shows an admin what asks for access.
+func (s *Server) oauthConsentPage(c echo.Context) error {
+	srv, err := s.oauthServer(c)
+	if err != nil {
+		return err
+	}
+	p, err := srv.Pending(c.Request().Context(), c.QueryParam("id"))
+	if err != nil {
+		return fault.Errorf(fault.NotFound, "%s", err.Error())
+	}
+	v, err := s.consentView(c, p)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.OAuthConsent(v))
+}
+
+func (s *Server) consentView(c echo.Context, p *oauth.Pending) (views.OAuthConsentView, error) {
+	v := views.OAuthConsentView{RequestID: p.RequestID, ClientID: p.ClientID, ClientName: p.ClientName, ClientURI: p.ClientURI,
+		RedirectURI: p.RedirectURI, NewName: agentNameFor(p.ClientName)}
+	agents, err := s.cfg.Store.Agents(c.Request().Context())
+	if err != nil {
+		return v, err
+	}
+	for _, a := range agents {
+		if a.RevokedAt == nil {
+			v.Agents = append(v.Agents, a.Name)
+			if a.ID == p.AgentID {
+				v.Current = a.Name
+			}
+		}
+	}
+	return v, nil
+}
+
+// agentNameFor suggests an agent's name from a client's: letters, digits,
+// '.', '_' and '-'.
+func agentNameFor(client string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(client) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			b.WriteRune(r)
+		case r == ' ' && b.Len() > 0:
+			b.WriteByte('-')
+		}
+		if b.Len() >= 60 {
+			break
+		}
+	}
+	if b.Len() == 0 {
+		return "mcp-client"
+	}
+	return strings.Trim(b.String(), "-")
+}
+
+// oauthConsent is the admin's answer: authorize the client as a new or an
+// existing outside agent (audited as theirs), or deny it.
+func (s *Server) oauthConsent(c echo.Context) error {
+	srv, err := s.oauthServer(c)
+	if err != nil {
+		return err
+	}
+	ctx, r, id := c.Request().Context(), c.Request(), c.FormValue("id")
+	if c.FormValue("decision") == "deny" {
+		to, err := srv.Deny(ctx, r, id)
+		if err != nil {
+			return fault.Errorf(fault.NotFound, "%s", err.Error())
+		}
+		return c.Redirect(http.StatusSeeOther, to)
+	}
+	p, err := srv.Pending(ctx, id)
+	if err != nil {
+		return fault.Errorf(fault.NotFound, "%s", err.Error())
+	}
+	actor := currentStaff(c).staff.Actor()
+	var ag *models.Agent
+	if c.FormValue("as") == "existing" {
+		ag, err = s.cfg.Store.AgentByName(ctx, c.FormValue("agent"))
+		if err == nil && ag.RevokedAt != nil {
+			err = models.ErrNotFound
+		}
+		if err != nil {
+			err = fault.Errorf(fault.Invalid, "there is no agent named %q that is not revoked", c.FormValue("agent"))
+		}
+	} else {
+		_, ag, err = s.cfg.Accounts.AddAgent(ctx, c.FormValue("name"), actor)
+	}
+	if err != nil {
+		if fault.CodeOf(err) == fault.Internal {
+			return err
+		}
+		v, verr := s.consentView(c, p)
+		if verr != nil {
+			return verr
+		}
+		v.Error, v.NewName = sentence(fault.Message(err)), c.FormValue("name")
+		return render(c, statusForCode(fault.CodeOf(err)), views.OAuthConsent(v))
+	}
+	to, err := srv.Approve(ctx, r, id, actor, ag.ID)
+	if err != nil {
+		return fault.Wrap(err, "the client could not be authorized")
+	}
+	return c.Redirect(http.StatusSeeOther, to)
+}
+
+// oauthClientRevoke ends an authorized client and its tokens at once.
+func (s *Server) oauthClientRevoke(c echo.Context) error {
+	err := s.cfg.Store.RevokeOAuthClient(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor())
+	if errors.Is(err, models.ErrNotFound) {
+		return fault.Errorf(fault.NotFound, "no such client, or it was already revoked")
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=oauth-revoked"))
+}
+
+// oauthClientRows is the authorized MCP clients, with the agent each acts
+// as and the admin who authorized it.
+func (s *Server) oauthClientRows(c echo.Context, agents []models.Agent, staff []models.Staff) ([]views.OAuthClientRow, error) {
+	clients, err := s.cfg.Store.OAuthClients(c.Request().Context())
+	if err != nil {
+		return nil, err
+	}
+	agentName := map[string]string{}
+	for _, a := range agents {
+		agentName[a.ID] = a.Name
+	}
+	staffName := map[string]string{}
+	for _, st := range staff {
+		staffName[st.ID] = st.Name
+	}
+	var rows []views.OAuthClientRow
+	for _, cl := range clients {
+		var redirects []string
+		_ = json.Unmarshal([]byte(cl.RedirectURIs), &redirects)
+		row := views.OAuthClientRow{ID: cl.ID, Name: cl.Name, Redirects: strings.Join(redirects, " "), Agent: agentName[cl.AgentID],
+			AuthorizedBy: staffName[cl.AuthorizedBy]}
+		if cl.AuthorizedAt != nil {
+			row.AuthorizedAt = clock(*cl.AuthorizedAt)
+		}
+		if cl.RevokedAt != nil {
+			row.Revoked, row.State = true, "revoked "+clock(*cl.RevokedAt)
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}

@@ -1,0 +1,267 @@
+package web_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/models"
+)
+
+// oauthClient is an MCP client doing OAuth by hand, as the spec has it.
+type oauthClient struct {
+	t        *testing.T
+	base     string
+	http     *http.Client
+	id       string
+	redirect string
+	verifier string
+}
+
+func (o *oauthClient) getJSON(path string, out any) *http.Response {
+	o.t.Helper()
+	res, err := o.http.Get(o.base + path)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if out != nil {
+		json.NewDecoder(res.Body).Decode(out)
+	}
+	return res
+}
+
+func (o *oauthClient) postForm(path string, form url.Values) (int, map[string]any) {
+	o.t.Helper()
+	res, err := o.http.PostForm(o.base+path, form)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	json.NewDecoder(res.Body).Decode(&out)
+	return res.StatusCode, out
+}
+
+func (o *oauthClient) register(name string) {
+	o.t.Helper()
+	res, err := o.http.Post(o.base+"/oauth/register", "application/json",
+		strings.NewReader(`{"client_name":"`+name+`","redirect_uris":["`+o.redirect+`"],"token_endpoint_auth_method":"none","grant_types":["authorization_code","refresh_token"]}`))
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	json.NewDecoder(res.Body).Decode(&out)
+	if res.StatusCode != http.StatusCreated || out["client_id"] == nil {
+		o.t.Fatalf("register: %d %v", res.StatusCode, out)
+	}
+	o.id = out["client_id"].(string)
+}
+
+// authorize starts the flow and returns where the browser is sent.
+func (o *oauthClient) authorize(extra url.Values) *http.Response {
+	o.t.Helper()
+	o.verifier = strings.Repeat("v", 20) + time.Now().Format("150405.000000000")
+	sum := sha256.Sum256([]byte(o.verifier))
+	q := url.Values{"response_type": {"code"}, "client_id": {o.id}, "redirect_uri": {o.redirect}, "state": {"st-1"},
+		"code_challenge": {base64.RawURLEncoding.EncodeToString(sum[:])}, "code_challenge_method": {"S256"},
+		"resource": {o.base + "/mcp"}, "scope": {"mcp"}}
+	for k, v := range extra {
+		q[k] = v
+	}
+	res, err := o.http.Get(o.base + "/oauth/authorize?" + q.Encode())
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	res.Body.Close()
+	return res
+}
+
+func (o *oauthClient) token(code string) (int, map[string]any) {
+	return o.postForm("/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {o.redirect},
+		"client_id": {o.id}, "code_verifier": {o.verifier}})
+}
+
+func mcpWithToken(t *testing.T, base, token string) (*mcp.ClientSession, error) {
+	return mcpClient(t, base, token)
+}
+
+// The whole flow an MCP client runs given only the URL: a 401 names the
+// metadata, the metadata name the server, the client registers, an admin
+// consents in the back office as a new outside agent, the code and the
+// PKCE verifier buy tokens bound to /mcp, and tools/list and a gated
+// tools/call go through as that agent. Refresh tokens rotate; a code works
+// once; a token for another resource, a revoked client's and a made-up one
+// are refused with WWW-Authenticate.
+func TestOAuthForMCPClients(t *testing.T) {
+	set, refunds := gateAPITools(t)
+	a := mcpApp(t, set, nil, 300*time.Millisecond)
+	a.staff(models.Admin, "ada@x.test", "Ada")
+	admin := a.signIn("ada@x.test")
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	o := &oauthClient{t: t, base: a.srv.URL, http: noFollow, redirect: "http://127.0.0.1:33418/oauth/callback"}
+
+	res, err := http.Post(a.srv.URL+"/mcp", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	challenge := res.Header.Get("WWW-Authenticate")
+	if res.StatusCode != 401 || !strings.Contains(challenge, `resource_metadata="`+a.srv.URL+`/.well-known/oauth-protected-resource/mcp"`) {
+		t.Fatalf("/mcp without a token: %d, WWW-Authenticate %q", res.StatusCode, challenge)
+	}
+	var prm struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	o.getJSON("/.well-known/oauth-protected-resource/mcp", &prm)
+	if prm.Resource != a.srv.URL+"/mcp" || len(prm.AuthorizationServers) != 1 || prm.AuthorizationServers[0] != a.srv.URL {
+		t.Fatalf("protected resource metadata: %+v", prm)
+	}
+	var asm map[string]any
+	o.getJSON("/.well-known/oauth-authorization-server", &asm)
+	if asm["registration_endpoint"] != a.srv.URL+"/oauth/register" || asm["issuer"] != a.srv.URL ||
+		asm["authorization_response_iss_parameter_supported"] != true || strings.Join(toStrings(asm["code_challenge_methods_supported"]), ",") != "S256" {
+		t.Fatalf("authorization server metadata: %v", asm)
+	}
+
+	o.register("Desk Assistant")
+	// Without PKCE, or for another resource: refused.
+	if res := o.authorize(url.Values{"code_challenge": {""}}); res.StatusCode != 400 {
+		t.Fatalf("authorize without PKCE: %d", res.StatusCode)
+	}
+	if res := o.authorize(url.Values{"resource": {"https://elsewhere.test/mcp"}}); res.StatusCode != 400 {
+		t.Fatalf("authorize for another resource: %d", res.StatusCode)
+	}
+	res = o.authorize(nil)
+	consent := res.Header.Get("Location")
+	if res.StatusCode != http.StatusFound || !strings.HasPrefix(consent, "/oauth/consent?id=") {
+		t.Fatalf("authorize: %d to %q", res.StatusCode, consent)
+	}
+	// An approver cannot consent; the admin sees who asks.
+	a.staff(models.Approver, "ann@x.test", "Ann")
+	if res, _ := a.signIn("ann@x.test").get(consent); res.StatusCode != http.StatusForbidden {
+		t.Fatalf("an approver on the consent page: %d", res.StatusCode)
+	}
+	res, page := admin.get(consent)
+	if res.StatusCode != 200 || !strings.Contains(page, "Desk Assistant") || !strings.Contains(page, o.redirect) {
+		t.Fatalf("consent page: %d %s", res.StatusCode, page)
+	}
+	id := strings.TrimPrefix(consent, "/oauth/consent?id=")
+	if res, _ := admin.post("/oauth/consent", url.Values{"id": {id}, "decision": {"authorize"}, "as": {"new"}, "name": {"desk"}}); res.StatusCode != http.StatusForbidden {
+		t.Fatalf("consent without the CSRF token: %d", res.StatusCode)
+	}
+	res, _ = admin.post("/oauth/consent", url.Values{"csrf": {admin.csrf}, "id": {id}, "decision": {"authorize"}, "as": {"new"}, "name": {"desk"}})
+	callback := res.Header.Get("Location")
+	if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(callback, a.srv.URL+"/oauth/authorize/callback?id=") {
+		t.Fatalf("consent: %d to %q", res.StatusCode, callback)
+	}
+	res, err = noFollow.Get(callback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	back, _ := url.Parse(res.Header.Get("Location"))
+	if res.StatusCode != http.StatusFound || !strings.HasPrefix(back.String(), o.redirect) || back.Query().Get("state") != "st-1" ||
+		back.Query().Get("iss") != a.srv.URL || back.Query().Get("code") == "" {
+		t.Fatalf("the authorization response: %d %s", res.StatusCode, back)
+	}
+	code := back.Query().Get("code")
+	status, tok := o.token(code)
+	access, _ := tok["access_token"].(string)
+	refresh, _ := tok["refresh_token"].(string)
+	if status != 200 || access == "" || refresh == "" {
+		t.Fatalf("token: %d %v", status, tok)
+	}
+	if status, again := o.token(code); status == 200 {
+		t.Fatalf("the same code twice got tokens: %v", again)
+	}
+
+	cs, err := mcpWithToken(t, a.srv.URL, access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(list.Tools) != 2 {
+		t.Fatalf("tools/list with the token: %v %+v", err, list)
+	}
+	r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A7", "amount": 900}})
+	if err != nil || !strings.Contains(textOf(r), "Waiting for a person") || refunds.Load() != 0 {
+		t.Fatalf("a gated call with the token: %v %s", err, textOf(r))
+	}
+	cs.Close()
+	pending, _ := a.store.PendingActions(context.Background(), models.ActionFilter{})
+	call, _ := a.store.ToolCall(context.Background(), pending[0].ID)
+	run, _ := a.store.Run(context.Background(), call.RunID)
+	desk, _ := a.store.AgentByName(context.Background(), "desk")
+	if desk == nil || run.AgentID != desk.ID {
+		t.Fatalf("the call's run is agent %q, not the agent the admin authorized (%+v)", run.AgentID, desk)
+	}
+
+	// Refresh tokens rotate: the new pair works, the old refresh token not.
+	status, tok = o.postForm("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "client_id": {o.id}})
+	if status != 200 || tok["refresh_token"] == refresh || tok["access_token"] == nil {
+		t.Fatalf("refresh: %d %v", status, tok)
+	}
+	if status, again := o.postForm("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "client_id": {o.id}}); status == 200 {
+		t.Fatalf("a used refresh token got tokens again: %v", again)
+	}
+	access = tok["access_token"].(string)
+	if _, err := mcpWithToken(t, a.srv.URL, access); err != nil {
+		t.Fatalf("the refreshed token: %v", err)
+	}
+
+	refused := func(token, why string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", a.srv.URL+"/mcp", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 401 || !strings.Contains(res.Header.Get("WWW-Authenticate"), `error="invalid_token"`) {
+			t.Fatalf("%s: %d %q %s", why, res.StatusCode, res.Header.Get("WWW-Authenticate"), body)
+		}
+	}
+	refused("made-up-token", "a made-up token")
+	// The same token presented to this server under another name is for
+	// another resource.
+	req, _ := http.NewRequest("POST", strings.Replace(a.srv.URL, "127.0.0.1", "localhost", 1)+"/mcp", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+access)
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 401 || !strings.Contains(res.Header.Get("WWW-Authenticate"), "another resource") {
+		t.Fatalf("a token at another resource: %v %v", err, res)
+	}
+
+	// Listed on /staff, revoked there: its tokens end at once.
+	_, page = admin.get("/staff")
+	if !strings.Contains(page, "Desk Assistant") || !strings.Contains(page, "Ada") {
+		t.Fatalf("/staff does not list the client")
+	}
+	if res, _ := admin.post("/staff/oauth-clients/"+o.id+"/revoke", url.Values{"csrf": {admin.csrf}}); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", res.StatusCode)
+	}
+	refused(access, "a revoked client's token")
+	if status, _ := o.postForm("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}, "client_id": {o.id}}); status == 200 {
+		t.Fatal("a revoked client refreshed its token")
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}
