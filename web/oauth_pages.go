@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 
@@ -118,7 +119,27 @@ func (s *Server) oauthConsentPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	allowRedirect(c, p.RedirectURI)
 	return render(c, http.StatusOK, views.OAuthConsent(v))
+}
+
+// allowRedirect lets the consent form's answer end at the client's
+// redirect: a browser holds a form's redirects to the page's form-action,
+// which is otherwise this server alone.
+func allowRedirect(c echo.Context, redirect string) {
+	u, err := url.Parse(redirect)
+	if err != nil || u.Scheme == "" {
+		return
+	}
+	source := u.Scheme + ":"
+	if u.Host != "" {
+		source = u.Scheme + "://" + u.Host
+	}
+	if strings.ContainsAny(source, " ;,'\"") {
+		return
+	}
+	c.Response().Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+		"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self' "+source+"; object-src 'none'")
 }
 
 func (s *Server) consentView(c echo.Context, p *oauth.Pending) (views.OAuthConsentView, error) {
@@ -201,6 +222,7 @@ func (s *Server) oauthConsent(c echo.Context) error {
 			return verr
 		}
 		v.Error, v.NewName = sentence(fault.Message(err)), c.FormValue("name")
+		allowRedirect(c, p.RedirectURI)
 		return render(c, statusForCode(fault.CodeOf(err)), views.OAuthConsent(v))
 	}
 	to, err := srv.Approve(ctx, r, id, actor, ag.ID)
