@@ -81,12 +81,15 @@ func (s *Server) requireMCPAgent(next echo.HandlerFunc) echo.HandlerFunc {
 			if fault.CodeOf(err) != fault.Unauthorized {
 				return err
 			}
+			if strings.HasPrefix(token, agentKeyPrefix) {
+				problem = fault.Message(err) // an agent key, not a token: say so
+			}
 		}
 		srv, err := s.oauthServer(c)
 		if err != nil {
 			return err
 		}
-		if token != "" {
+		if token != "" && problem == "" {
 			access, verr := srv.Verify(r.Context(), r, token)
 			if verr == nil {
 				ag, err := s.cfg.Store.LiveAgent(r.Context(), access.Client.AgentID)
@@ -101,9 +104,15 @@ func (s *Server) requireMCPAgent(next echo.HandlerFunc) echo.HandlerFunc {
 		if problem == "" {
 			return fault.Errorf(fault.Unauthorized, "send an agent key or an OAuth access token as Authorization: Bearer <token>")
 		}
+		if strings.HasPrefix(token, agentKeyPrefix) {
+			return fault.Errorf(fault.Unauthorized, "%s", problem)
+		}
 		return fault.Errorf(fault.Unauthorized, "%s", "this token is not accepted: "+problem)
 	}
 }
+
+// agentKeyPrefix starts every agent key (accounts.AddAgent).
+const agentKeyPrefix = "csa_"
 
 // oauthConsentPage shows an admin what asks for access.
 func (s *Server) oauthConsentPage(c echo.Context) error {

@@ -80,6 +80,9 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		return nil, usageError(fmt.Sprintf("--log-level %q: choose debug, info, warn or error", cfg.LogLevel))
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// Libraries that log to slog's default (the OAuth provider) log as
+	// the server does.
+	slog.SetDefault(log)
 	if cfg.MCPHold != 0 && (cfg.MCPHold < time.Second || cfg.MCPHold > 10*time.Minute) {
 		return nil, usageError(fmt.Sprintf("--mcp-hold %s: hold a waiting call between 1s and 10m", cfg.MCPHold))
 	}

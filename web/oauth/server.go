@@ -94,6 +94,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	opts := []op.Option{op.WithCustomEndpoints(op.NewEndpoint(PathAuthorize), op.NewEndpoint(PathToken), op.NewEndpoint(PathUserinfo),
 		op.NewEndpoint(PathRevoke), op.NewEndpoint(PathEndSession), op.NewEndpoint(PathKeys)),
 		op.WithCustomIntrospectionEndpoint(op.NewEndpoint(PathIntrospect))}
+
 	if cfg.Insecure {
 		opts = append(opts, op.WithAllowInsecure())
 	}

@@ -293,7 +293,7 @@ func (s *storage) KeySet(context.Context) ([]op.Key, error) {
 func (s *storage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
 	c, err := s.store.OAuthClientByID(ctx, id)
 	if err != nil || c.RevokedAt != nil {
-		return nil, errors.New("no such client")
+		return nil, oidc.ErrInvalidClient().WithDescription("no such client, or it was revoked")
 	}
 	return newClient(c, s.consent), nil
 }
