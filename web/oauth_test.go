@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,6 +72,17 @@ func (o *oauthClient) register(name string) {
 // authorize starts the flow and returns where the browser is sent.
 func (o *oauthClient) authorize(extra url.Values) *http.Response {
 	o.t.Helper()
+	res, err := o.http.Get(o.authorizeURL(extra))
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	res.Body.Close()
+	return res
+}
+
+// authorizeURL is the address the client sends a person to, with a new
+// PKCE verifier.
+func (o *oauthClient) authorizeURL(extra url.Values) string {
 	o.verifier = strings.Repeat("v", 20) + time.Now().Format("150405.000000000")
 	sum := sha256.Sum256([]byte(o.verifier))
 	q := url.Values{"response_type": {"code"}, "client_id": {o.id}, "redirect_uri": {o.redirect}, "state": {"st-1"},
@@ -79,12 +91,7 @@ func (o *oauthClient) authorize(extra url.Values) *http.Response {
 	for k, v := range extra {
 		q[k] = v
 	}
-	res, err := o.http.Get(o.base + "/oauth/authorize?" + q.Encode())
-	if err != nil {
-		o.t.Fatal(err)
-	}
-	res.Body.Close()
-	return res
+	return o.base + "/oauth/authorize?" + q.Encode()
 }
 
 func (o *oauthClient) token(code string) (int, map[string]any) {
@@ -264,4 +271,45 @@ func toStrings(v any) []string {
 		out = append(out, x.(string))
 	}
 	return out
+}
+
+// An access token lasts 15 minutes: after that /mcp refuses it, and the
+// refresh token buys a new one.
+func TestOAuthAccessTokensExpire(t *testing.T) {
+	store := openStore(t)
+	var mu sync.Mutex
+	now := time.Now().UTC()
+	store.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	if _, err := store.SeedDemoShop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a := demoAppOn(t, store, nil, false)
+	a.staff(models.Admin, "ada@x.test", "Ada")
+	admin := a.signIn("ada@x.test")
+	o := &oauthClient{t: t, base: a.srv.URL, http: admin.client, redirect: "http://127.0.0.1:33419/cb"}
+	o.register("Expiring")
+	back, _ := url.Parse(consentAs(t, admin, o.authorizeURL(nil), "expiring"))
+	status, tok := o.token(back.Query().Get("code"))
+	if status != 200 {
+		t.Fatalf("token: %d %v", status, tok)
+	}
+	if _, err := mcpWithToken(t, a.srv.URL, tok["access_token"].(string)); err != nil {
+		t.Fatalf("a fresh token: %v", err)
+	}
+	mu.Lock()
+	now = now.Add(16 * time.Minute)
+	mu.Unlock()
+	req, _ := http.NewRequest("POST", a.srv.URL+"/mcp", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+tok["access_token"].(string))
+	r, err := http.DefaultClient.Do(req)
+	if err != nil || r.StatusCode != 401 || !strings.Contains(r.Header.Get("WWW-Authenticate"), "expired") {
+		t.Fatalf("an expired token: %v %+v", err, r)
+	}
+	status, fresh := o.postForm("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}, "client_id": {o.id}})
+	if status != 200 {
+		t.Fatalf("refresh after the access token expired: %d %v", status, fresh)
+	}
+	if _, err := mcpWithToken(t, a.srv.URL, fresh["access_token"].(string)); err != nil {
+		t.Fatalf("the refreshed token: %v", err)
+	}
 }
