@@ -56,6 +56,11 @@ func (s *Server) issuer(r *http.Request) string {
 
 // serveOAuth hands the authorization server's paths to it.
 func (s *Server) serveOAuth(c echo.Context) error {
+	if c.Request().Method == http.MethodPost && c.Request().URL.Path == oauth.PathRegister && !s.registerIP.allow(c.RealIP()) {
+		c.Response().Header().Set("Retry-After", "10")
+		return c.JSON(http.StatusTooManyRequests, map[string]string{"error": "too_many_requests",
+			"error_description": "too many client registrations from this address; try again in a minute"})
+	}
 	srv, err := s.oauthServer(c)
 	if err != nil {
 		return err

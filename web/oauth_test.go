@@ -313,3 +313,45 @@ func TestOAuthAccessTokensExpire(t *testing.T) {
 		t.Fatalf("the refreshed token: %v", err)
 	}
 }
+
+// Registration takes only what OAuth 2.1 allows (https, or http to the
+// client's own machine, or an app's own scheme; public clients) and no
+// more than ten a minute from one address.
+func TestOAuthRegistrationRefusesWhatItShouldNot(t *testing.T) {
+	a := newApp(t)
+	post := func(body string) (int, map[string]any) {
+		res, err := http.Post(a.srv.URL+"/oauth/register", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		json.NewDecoder(res.Body).Decode(&out)
+		return res.StatusCode, out
+	}
+	for _, bad := range []string{
+		`{"redirect_uris":["javascript:alert(1)"]}`,
+		`{"redirect_uris":["http://evil.example/cb"]}`,
+		`{"redirect_uris":["https://ok.example/cb#frag"]}`,
+		`{"redirect_uris":[]}`,
+		`{"redirect_uris":["https://ok.example/cb"],"token_endpoint_auth_method":"client_secret_basic"}`,
+		`{"redirect_uris":["https://ok.example/cb"],"grant_types":["implicit"]}`,
+		`{"redirect_uris":["https://ok.example/cb"],"client_name":"` + strings.Repeat("x", 101) + `"}`,
+		`not json`,
+	} {
+		if status, out := post(bad); status != 400 || out["error"] == nil {
+			t.Errorf("%s: %d %v", bad, status, out)
+		}
+	}
+	ok := 0
+	for range 12 {
+		if status, _ := post(`{"redirect_uris":["https://ok.example/cb"],"client_name":"ok"}`); status == 201 {
+			ok++
+		} else if status != 429 {
+			t.Fatalf("registration: %d", status)
+		}
+	}
+	if ok < 2 || ok > 10 {
+		t.Fatalf("%d of 12 registrations went through after 8 refused ones from one address, want 10 in all at most", ok)
+	}
+}
