@@ -12,7 +12,9 @@ import (
 // authorization server. It may get tokens only once an admin authorized it
 // as an outside agent (AgentID), and none after it was revoked.
 type OAuthClient struct {
-	ID           string `gorm:"primaryKey;size:64"`
+	// ID is the client_id: one Countersign gave (csc_…), or the https URL
+	// of the client's metadata document.
+	ID           string `gorm:"primaryKey;size:500"`
 	Name         string `gorm:"size:200"`
 	RedirectURIs string `gorm:"type:text"` // JSON: []string
 	ClientURI    string `gorm:"size:500"`
@@ -46,6 +48,25 @@ func (OAuthRecord) TableName() string { return "oauth_records" }
 func (s *Store) RegisterOAuthClient(ctx context.Context, c *OAuthClient) error {
 	return s.Write(ctx, func(tx *Tx) error {
 		c.CreatedAt = tx.now
+		if err := tx.db.Create(c).Error; err != nil {
+			return err
+		}
+		return tx.Audit(Event{Actor: "oauth", Kind: EventOAuthClientRegistered, Subject: c.ID,
+			Payload: OAuthClientRegisteredPayload{Name: c.Name, RedirectURIs: c.RedirectURIs}})
+	})
+}
+
+// SaveOAuthClientDocument stores (or refreshes) a client known by its
+// metadata document's URL: its name and redirects as the document says
+// now; who authorized it, and as which agent, stay.
+func (s *Store) SaveOAuthClientDocument(ctx context.Context, c *OAuthClient) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		c.CreatedAt = tx.now
+		res := tx.db.Model(&OAuthClient{}).Where("id = ?", c.ID).
+			Updates(map[string]any{"name": c.Name, "redirect_uris": c.RedirectURIs, "client_uri": c.ClientURI, "created_at": tx.now})
+		if res.Error != nil || res.RowsAffected == 1 {
+			return res.Error
+		}
 		if err := tx.db.Create(c).Error; err != nil {
 			return err
 		}

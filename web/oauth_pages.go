@@ -32,7 +32,7 @@ func (s *Server) oauthServer(c echo.Context) (*oauth.Server, error) {
 	if h.server != nil {
 		return h.server, nil
 	}
-	srv, err := oauth.New(c.Request().Context(), oauth.Config{Store: s.cfg.Store, Issuer: s.issuer, Log: s.cfg.Log,
+	srv, err := oauth.New(c.Request().Context(), oauth.Config{Store: s.cfg.Store, Issuer: s.issuer, Log: s.cfg.Log, Documents: s.cfg.OAuthDocuments,
 		Consent: func(id string) string { return views.PathOAuthConsent + "?id=" + id }})
 	if err != nil {
 		return nil, fault.Wrap(err, "the authorization server could not start")

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -15,7 +16,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/oauth"
 )
 
 // oauthClient is an MCP client doing OAuth by hand, as the spec has it.
@@ -353,5 +357,61 @@ func TestOAuthRegistrationRefusesWhatItShouldNot(t *testing.T) {
 	}
 	if ok < 2 || ok > 10 {
 		t.Fatalf("%d of 12 registrations went through after 8 refused ones from one address, want 10 in all at most", ok)
+	}
+}
+
+// A client named by its metadata document's URL (Client ID Metadata
+// Documents) needs no registration: Countersign fetches the document, the
+// consent page shows the URL, and the flow goes on as for any client. A
+// document that names another client is refused; by default a document is
+// never fetched from a private or loopback address.
+func TestOAuthClientByMetadataDocument(t *testing.T) {
+	var docs *httptest.Server
+	docs = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := docs.URL + r.URL.Path
+		if r.URL.Path == "/liar.json" {
+			id = docs.URL + "/someone-else.json"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"client_id": id, "client_name": "Doc Client",
+			"redirect_uris": []string{"http://127.0.0.1:33420/cb"}, "token_endpoint_auth_method": "none"})
+	}))
+	defer docs.Close()
+	set, _ := gateAPITools(t)
+	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "test", set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startApp(t, appConfig{Store: openStore(t), Tools: set, Policy: pol, Log: discardLog(),
+		Web: web.Config{MCPWait: 300 * time.Millisecond, OAuthDocuments: docs.Client()}}, false)
+	a.staff(models.Admin, "ada@x.test", "Ada")
+	admin := a.signIn("ada@x.test")
+	o := &oauthClient{t: t, base: a.srv.URL, http: admin.client, id: docs.URL + "/client.json", redirect: "http://127.0.0.1:33420/cb"}
+
+	res := o.authorize(nil)
+	consent := res.Header.Get("Location")
+	if res.StatusCode != http.StatusFound || !strings.HasPrefix(consent, "/oauth/consent?id=") {
+		t.Fatalf("authorize with a document's URL: %d %q", res.StatusCode, consent)
+	}
+	if _, page := admin.get(consent); !strings.Contains(page, "Doc Client") || !strings.Contains(page, o.id) {
+		t.Fatal("the consent page shows neither the document's name nor its URL")
+	}
+	back, _ := url.Parse(consentAs(t, admin, o.authorizeURL(nil), "doc-agent"))
+	status, tok := o.token(back.Query().Get("code"))
+	if status != 200 {
+		t.Fatalf("token: %d %v", status, tok)
+	}
+	cs, err := mcpWithToken(t, a.srv.URL, tok["access_token"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.Close()
+	liar := &oauthClient{t: t, base: a.srv.URL, http: admin.client, id: docs.URL + "/liar.json", redirect: "http://127.0.0.1:33420/cb"}
+	if res := liar.authorize(nil); res.StatusCode == http.StatusFound && strings.HasPrefix(res.Header.Get("Location"), "/oauth/consent") {
+		t.Fatal("a document naming another client_id was taken")
+	}
+	// The default fetcher will not reach this machine's own addresses.
+	if _, err := oauth.DocumentClient().Get(docs.URL + "/client.json"); err == nil || !strings.Contains(err.Error(), "not a public address") {
+		t.Fatalf("the default fetcher reached a loopback address: %v", err)
 	}
 }

@@ -50,6 +50,9 @@ type Config struct {
 	// PublicURL is the address clients reach this server at (--public-url):
 	// the OAuth issuer and /mcp's resource; "": from each request.
 	PublicURL string
+	// OAuthDocuments fetches OAuth clients' metadata documents (nil: public
+	// addresses only; tests give one trusting their own server).
+	OAuthDocuments *http.Client
 	// ReplyWait is how long a request that starts model work waits for the
 	// reply before answering with the run as it stands.
 	ReplyWait time.Duration

@@ -56,9 +56,10 @@ type Config struct {
 	Issuer func(r *http.Request) string
 	// Consent is the back office's consent page for a request id.
 	Consent func(requestID string) string
-	// Insecure allows an http issuer other than a loopback one (tests).
-	Insecure bool
-	Log      *slog.Logger
+	// Documents fetches clients' metadata documents (nil: DocumentClient,
+	// public addresses only; tests give one that trusts their server).
+	Documents *http.Client
+	Log       *slog.Logger
 }
 
 // Server is the authorization server.
@@ -90,14 +91,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg}
 	s.storage = &storage{store: cfg.Store, key: key, keyID: keyID, consent: cfg.Consent,
-		resource: func(ctx context.Context) string { r, _ := ctx.Value(resourceKey{}).(string); return r }}
+		resource: func(ctx context.Context) string { r, _ := ctx.Value(resourceKey{}).(string); return r }, documents: cfg.Documents}
+	if s.storage.documents == nil {
+		s.storage.documents = DocumentClient()
+	}
 	opts := []op.Option{op.WithCustomEndpoints(op.NewEndpoint(PathAuthorize), op.NewEndpoint(PathToken), op.NewEndpoint(PathUserinfo),
 		op.NewEndpoint(PathRevoke), op.NewEndpoint(PathEndSession), op.NewEndpoint(PathKeys)),
 		op.WithCustomIntrospectionEndpoint(op.NewEndpoint(PathIntrospect))}
 
-	if cfg.Insecure {
-		opts = append(opts, op.WithAllowInsecure())
-	}
 	s.provider, err = op.NewProvider(&op.Config{CryptoKey: crypto, CodeMethodS256: true, GrantTypeRefreshToken: true,
 		SupportedScopes: []string{Scope, oidc.ScopeOfflineAccess}}, s.storage,
 		func(bool) (op.IssuerFromRequest, error) { return cfg.Issuer, nil }, opts...)
@@ -217,7 +218,7 @@ func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) {
 		"token_endpoint_auth_methods_supported":          []string{"none"},
 		"code_challenge_methods_supported":               []string{"S256"},
 		"authorization_response_iss_parameter_supported": true,
-		"client_id_metadata_document_supported":          false,
+		"client_id_metadata_document_supported":          true,
 	})
 }
 

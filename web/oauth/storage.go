@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"time"
 
@@ -45,6 +46,8 @@ type storage struct {
 	consent func(requestID string) string
 	// resource is the protected resource of a request (ctx; see Server).
 	resource func(ctx context.Context) string
+	// documents fetches clients' metadata documents (document.go).
+	documents *http.Client
 }
 
 var _ op.Storage = (*storage)(nil)
@@ -291,6 +294,16 @@ func (s *storage) KeySet(context.Context) ([]op.Key, error) {
 // GetClientByClientID is a registered client not revoked (authorized or
 // not yet: the consent page is where it gets authorized).
 func (s *storage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
+	if isDocumentID(id) {
+		c, err := s.documentClient(ctx, id)
+		if err != nil {
+			return nil, oidc.ErrInvalidClient().WithDescription("%s", err.Error())
+		}
+		if c.RevokedAt != nil {
+			return nil, oidc.ErrInvalidClient().WithDescription("this client was revoked")
+		}
+		return newClient(c, s.consent), nil
+	}
 	c, err := s.store.OAuthClientByID(ctx, id)
 	if err != nil || c.RevokedAt != nil {
 		return nil, oidc.ErrInvalidClient().WithDescription("no such client, or it was revoked")

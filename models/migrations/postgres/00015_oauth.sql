@@ -1,12 +1,13 @@
--- OAuth 2.1 for /mcp: the clients that registered (dynamically, RFC 7591),
--- which outside agent each acts as once an admin authorized it, and the
--- authorization server's short-lived records (authorization requests,
--- codes, access and refresh tokens), kept here so that every instance of
--- one database honours what another issued.
+-- OAuth 2.1 for /mcp: the clients, registered (RFC 7591) or named by the
+-- URL of their metadata document (fetched and kept), which outside agent
+-- each acts as once an admin authorized it, and the authorization
+-- server's short-lived records (authorization requests, codes, access and
+-- refresh tokens), kept here so that every instance of one database
+-- honours what another issued.
 
 -- +goose Up
 CREATE TABLE oauth_clients (
-    id varchar(64) PRIMARY KEY,
+    id varchar(500) PRIMARY KEY,
     name varchar(200),
     redirect_uris text,
     client_uri varchar(500),
@@ -19,7 +20,7 @@ CREATE TABLE oauth_clients (
 CREATE TABLE oauth_records (
     kind varchar(16),
     id varchar(128),
-    client_id varchar(64),
+    client_id varchar(500),
     data text,
     expires_at timestamptz,
     created_at timestamptz,
