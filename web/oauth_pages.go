@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -10,8 +11,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 	"github.com/countersign/countersign/web/oauth"
 )
@@ -99,6 +102,8 @@ func (s *Server) requireMCPAgent(next echo.HandlerFunc) echo.HandlerFunc {
 			if verr == nil {
 				ag, err := s.cfg.Store.LiveAgent(r.Context(), access.Client.AgentID)
 				if err == nil {
+					via := "OAuth client " + tools.Truncate(access.Client.Name, 60) + ", authorized by " + s.staffName(r.Context(), access.Client.AuthorizedBy)
+					c.SetRequest(r.WithContext(gate.WithVia(r.Context(), via)))
 					return next(withAgent(c, ag))
 				}
 				verr = errors.New("the agent this client acts as was revoked")
@@ -288,4 +293,12 @@ func (s *Server) oauthClientRows(c echo.Context, agents []models.Agent, staff []
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// staffName is a staff member's name and id, for the audit log.
+func (s *Server) staffName(ctx context.Context, id string) string {
+	if st, err := s.cfg.Store.StaffByID(ctx, id); err == nil {
+		return st.Name + " (staff:" + id + ")"
+	}
+	return "staff:" + id
 }

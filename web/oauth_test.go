@@ -218,6 +218,10 @@ func TestOAuthForMCPClients(t *testing.T) {
 	if desk == nil || run.AgentID != desk.ID {
 		t.Fatalf("the call's run is agent %q, not the agent the admin authorized (%+v)", run.AgentID, desk)
 	}
+	events, _ := a.store.AuditEventsFor(context.Background(), call.ID)
+	if len(events) == 0 || !strings.Contains(events[0].Actor, "agent:desk (OAuth client Desk Assistant, authorized by Ada") {
+		t.Fatalf("the call's audit event does not name the client and the admin who authorized it: %+v", events)
+	}
 
 	// Refresh tokens rotate: the new pair works, the old refresh token not.
 	status, tok = o.postForm("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "client_id": {o.id}})

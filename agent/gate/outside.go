@@ -58,6 +58,21 @@ type Asked struct {
 	Joined bool
 }
 
+type viaKey struct{}
+
+// WithVia is ctx saying how the agent came (an OAuth client and the person
+// who authorized it): the calls it asks for are recorded as the agent's,
+// with those words beside its name in the audit log.
+func WithVia(ctx context.Context, via string) context.Context {
+	return context.WithValue(ctx, viaKey{}, via)
+}
+
+// ViaOf is what WithVia said ("" nothing).
+func ViaOf(ctx context.Context) string {
+	v, _ := ctx.Value(viaKey{}).(string)
+	return v
+}
+
 // Ask records the call in its session's run and puts it through the gate.
 func (o *Outside) Ask(ctx context.Context, req OutsideCall) (Asked, error) {
 	run, err := o.Store.AgentRun(ctx, req.Agent, req.Session, req.CustomerID)
@@ -71,8 +86,12 @@ func (o *Outside) Ask(ctx context.Context, req OutsideCall) (Asked, error) {
 	if len(args) == 0 {
 		args = []byte("{}")
 	}
+	actor := "agent:" + req.Agent.Name
+	if via := ViaOf(ctx); via != "" {
+		actor = tools.Truncate(actor+" ("+via, 198) + ")" // the audit's actor holds 200
+	}
 	out, err := o.Gate.Call(ctx, CallRequest{RunID: run.ID, CustomerID: req.CustomerID, Channel: run.Channel, Tool: req.Tool, Args: args,
-		Actor: "agent:" + req.Agent.Name, AgentID: req.Agent.ID, AgentKey: req.Key, Context: req.Context, JoinSame: true})
+		Actor: actor, AgentID: req.Agent.ID, AgentKey: req.Key, Context: req.Context, JoinSame: true})
 	if err != nil {
 		return Asked{}, err
 	}
