@@ -49,7 +49,9 @@ func TestBrowserEveryPagePassesAxe(t *testing.T) {
 	a.staff(models.Admin, "ada@x.test", "Ada Admin")
 	a.staff(models.Approver, "ann@x.test", "Ann Approver")
 	browser := newBrowser(t)
-	guest, ada := person(t, browser), person(t, browser)
+	// Twenty-eight pages, each checked by axe: more than a minute on a
+	// loaded machine (seen in CI).
+	guest, ada := personFor(t, browser, 4*time.Minute), personFor(t, browser, 4*time.Minute)
 	pending := a.pendingRefund("it arrived broken")
 	decided := a.pendingRefund("the box was empty")
 	if _, err := a.gate.Approve(context.Background(), decided.ID, models.Actor{ID: "stf_x", Name: "X", Role: models.Supervisor}, gate.ApproveRequest{}); err != nil {

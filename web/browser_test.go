@@ -107,9 +107,15 @@ func TestMain(m *testing.M) {
 
 func person(t *testing.T, browser context.Context) context.Context {
 	t.Helper()
+	return personFor(t, browser, 60*time.Second)
+}
+
+// personFor is person with more time, for a test that visits many pages.
+func personFor(t *testing.T, browser context.Context, d time.Duration) context.Context {
+	t.Helper()
 	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
 	t.Cleanup(cancel)
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelT := context.WithTimeout(ctx, d)
 	t.Cleanup(cancelT)
 	return ctx
 }
