@@ -73,51 +73,41 @@ func (s *Server) serveOAuth(c echo.Context) error {
 }
 
 // requireMCPAgent lets /mcp in with an agent key or an OAuth access token
-// of an authorized client, which acts as its outside agent. Anything else
-// is a 401 whose WWW-Authenticate says where to get a token (RFC 9728).
+// of an authorized client, which acts as its outside agent. An agent key
+// (csa_…) is checked as one and nothing else; no token, or a token that is
+// not accepted, is a 401 whose WWW-Authenticate says where to get one
+// (RFC 9728) and, for a token, why it was not accepted.
 func (s *Server) requireMCPAgent(next echo.HandlerFunc) echo.HandlerFunc {
+	byKey := s.requireAgentKey(next)
 	return func(c echo.Context) error {
 		r := c.Request()
 		token, _ := strings.CutPrefix(r.Header.Get(echo.HeaderAuthorization), "Bearer ")
 		token = strings.TrimSpace(token)
-		problem := ""
-		if token != "" {
-			ag, err := s.cfg.Accounts.AgentForKey(r.Context(), token)
-			if err == nil {
-				return next(withAgent(c, ag))
-			}
-			if fault.CodeOf(err) != fault.Unauthorized {
-				return err
-			}
-			if strings.HasPrefix(token, agentKeyPrefix) {
-				problem = fault.Message(err) // an agent key, not a token: say so
-			}
+		if strings.HasPrefix(token, agentKeyPrefix) {
+			return byKey(c) // an agent key: its own answers, as before OAuth
 		}
 		srv, err := s.oauthServer(c)
 		if err != nil {
 			return err
 		}
-		if token != "" && problem == "" {
-			access, verr := srv.Verify(r.Context(), r, token)
-			if verr == nil {
-				ag, err := s.cfg.Store.LiveAgent(r.Context(), access.Client.AgentID)
-				if err == nil {
-					via := "OAuth client " + tools.Truncate(access.Client.Name, 60) + ", authorized by " + s.staffName(r.Context(), access.Client.AuthorizedBy)
-					c.SetRequest(r.WithContext(gate.WithVia(r.Context(), via)))
-					return next(withAgent(c, ag))
-				}
-				verr = errors.New("the agent this client acts as was revoked")
-			}
-			problem = verr.Error()
-		}
-		c.Response().Header().Set("WWW-Authenticate", srv.Challenge(r, problem))
-		if problem == "" {
+		if token == "" {
+			c.Response().Header().Set("WWW-Authenticate", srv.Challenge(r, ""))
 			return fault.Errorf(fault.Unauthorized, "send an agent key or an OAuth access token as Authorization: Bearer <token>")
 		}
-		if strings.HasPrefix(token, agentKeyPrefix) {
-			return fault.Errorf(fault.Unauthorized, "%s", problem)
+		access, err := srv.Verify(r.Context(), r, token)
+		var ag *models.Agent
+		if err == nil {
+			if ag, err = s.cfg.Store.LiveAgent(r.Context(), access.Client.AgentID); err != nil {
+				err = errors.New("the agent this client acts as was revoked")
+			}
 		}
-		return fault.Errorf(fault.Unauthorized, "%s", "this token is not accepted: "+problem)
+		if err != nil {
+			c.Response().Header().Set("WWW-Authenticate", srv.Challenge(r, err.Error()))
+			return fault.Errorf(fault.Unauthorized, "this token is not accepted: %s", err.Error())
+		}
+		via := "OAuth client " + tools.Truncate(access.Client.Name, 60) + ", authorized by " + s.staffName(r.Context(), access.Client.AuthorizedBy)
+		c.SetRequest(r.WithContext(gate.WithVia(r.Context(), via)))
+		return next(withAgent(c, ag))
 	}
 }
 
