@@ -101,6 +101,9 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 // executed notes, once the outcome is committed, how long the tool ran and
 // how long after the call's decision its outcome was recorded.
 func (g *Gate) executed(tx *models.Tx, call *models.ToolCall, took time.Duration, status models.CallStatus) {
+	if g.metrics == nil {
+		return // nothing to note: no closure on the hot path
+	}
 	since := took
 	if call.DecidedAt != nil {
 		since = tx.Now().Sub(*call.DecidedAt)

@@ -129,6 +129,9 @@ func (g *Gate) Close() {
 // who decided: a metric, and a span in the call's trace.
 func (g *Gate) heldFor(tx *models.Tx, call *models.ToolCall, outcome, by string) {
 	held, decided, trace := call.CreatedAt, tx.Now(), call.Trace
+	if g.metrics == nil && trace == "" {
+		return
+	}
 	tx.AfterCommit(func() {
 		g.metrics.ActionDecided(outcome, decided.Sub(held))
 		telemetry.WaitSpan(trace, held, decided, outcome, by)

@@ -259,9 +259,11 @@ func (o *Outbox) attempt(ctx context.Context, d models.Delivery) {
 		o.cfg.Log.Warn("delivery failed", "channel", d.Channel, "target", d.Target, "event", d.Event,
 			"attempt", d.Attempts+1, "err", err, "retry", a.Retry != nil)
 	}
-	if err := o.store.FinishAttempt(ctx, d, a); err != nil && ctx.Err() == nil {
-		o.cfg.Log.Error("could not record a delivery attempt", "delivery", d.ID, "err", err)
-		return
+	if err := o.store.FinishAttempt(ctx, d, a); err != nil {
+		if ctx.Err() == nil {
+			o.cfg.Log.Error("could not record a delivery attempt", "delivery", d.ID, "err", err)
+		}
+		return // not recorded: not counted, and tried again
 	}
 	switch {
 	case a.OK:
