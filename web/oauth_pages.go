@@ -147,8 +147,7 @@ func allowRedirect(c echo.Context, redirect string) {
 	if strings.ContainsAny(source, " ;,'\"") {
 		return
 	}
-	c.Response().Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
-		"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self' "+source+"; object-src 'none'")
+	c.Response().Header().Set("Content-Security-Policy", backOfficeCSP(source))
 }
 
 func (s *Server) consentView(c echo.Context, p *oauth.Pending) (views.OAuthConsentView, error) {
