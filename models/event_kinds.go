@@ -54,6 +54,11 @@ const (
 
 	EventPolicyReloaded     EventKind = "policy.reloaded"
 	EventPolicyReloadFailed EventKind = "policy.reload_failed"
+	EventPolicyProposed     EventKind = "policy.proposed"
+	EventPolicySigned       EventKind = "policy.signed"
+	EventPolicyInForce      EventKind = "policy.in_force"
+	EventPolicyRejected     EventKind = "policy.rejected"
+	EventPolicyNotLoaded    EventKind = "policy.not_loaded"
 
 	EventToolsReloaded EventKind = "tools.reloaded"
 
@@ -83,7 +88,8 @@ var EventKinds = []EventKind{
 	EventStaffUpdated, EventStaffSignedIn, EventStaffSignedOut, EventStaffTokenCreated,
 	EventStaffTokenRevoked, EventStaffTokensRevoked, EventAgentCreated, EventAgentRevoked,
 	EventOAuthClientRegistered, EventOAuthClientAuthorized, EventOAuthClientRevoked,
-	EventPolicyReloaded, EventPolicyReloadFailed, EventToolsReloaded, EventToolAccepted,
+	EventPolicyReloaded, EventPolicyReloadFailed, EventPolicyProposed, EventPolicySigned,
+	EventPolicyInForce, EventPolicyRejected, EventPolicyNotLoaded, EventToolsReloaded, EventToolAccepted,
 	EventInstanceVersions, EventDeliveryDelivered, EventDeliveryRetrying, EventDeliveryFailed,
 	EventShopSeeded, EventShopRefunded, EventShopOrdersAdded, EventShopOrderCancelled,
 	EventShopAddressChanged,

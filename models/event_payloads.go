@@ -273,6 +273,52 @@ type PolicyReloadFailedPayload struct {
 	PolicyVersion string `json:"policy_version"` // the one still in force
 }
 
+// PolicyProposedPayload is the payload of policy.proposed (subject: the
+// version's id).
+type PolicyProposedPayload struct {
+	BaseID       int64  `json:"base_id,omitempty"`
+	Hash         string `json:"hash"`
+	Note         string `json:"note,omitempty"`
+	PeopleNeeded int    `json:"people_needed"`
+	ReplayDigest string `json:"replay_digest"`
+	Source       string `json:"source"`
+}
+
+// PolicySignedPayload is the payload of policy.signed: an admin approved a
+// proposed version (the author's own signature only in a single-person
+// shop).
+type PolicySignedPayload struct {
+	Hash         string `json:"hash"`
+	Note         string `json:"note,omitempty"`
+	PeopleNeeded int    `json:"people_needed"`
+	ReplayDigest string `json:"replay_digest"`
+	Signatures   int    `json:"signatures"` // the author's counted
+}
+
+// PolicyInForcePayload is the payload of policy.in_force.
+type PolicyInForcePayload struct {
+	FromHash string `json:"from_hash,omitempty"`
+	FromID   int64  `json:"from_id,omitempty"`
+	Hash     string `json:"hash"`
+	// How: "countersigned", "seeded" (the first version of a database),
+	// "from file" (--policy-from-file: the file rules).
+	How string `json:"how"`
+}
+
+// PolicyRejectedPayload is the payload of policy.rejected.
+type PolicyRejectedPayload struct {
+	Hash   string `json:"hash"`
+	Reason string `json:"reason"`
+}
+
+// PolicyNotLoadedPayload is the payload of policy.not_loaded: an instance
+// could not load the version in force and decides nothing until it can.
+type PolicyNotLoadedPayload struct {
+	Error     string `json:"error"`
+	Hash      string `json:"hash"`
+	VersionID int64  `json:"version_id"`
+}
+
 // ToolsReloadedPayload is the payload of tools.reloaded.
 type ToolsReloadedPayload struct {
 	File        string   `json:"file"`
@@ -372,6 +418,11 @@ func (OAuthClientAuthorizedPayload) eventPayload()    {}
 func (OAuthClientRevokedPayload) eventPayload()       {}
 func (PolicyReloadedPayload) eventPayload()           {}
 func (PolicyReloadFailedPayload) eventPayload()       {}
+func (PolicyProposedPayload) eventPayload()           {}
+func (PolicySignedPayload) eventPayload()             {}
+func (PolicyInForcePayload) eventPayload()            {}
+func (PolicyRejectedPayload) eventPayload()           {}
+func (PolicyNotLoadedPayload) eventPayload()          {}
 func (ToolsReloadedPayload) eventPayload()            {}
 func (ToolAcceptedPayload) eventPayload()             {}
 func (InstanceVersionsPayload) eventPayload()         {}

@@ -59,7 +59,7 @@ type ToolCall struct {
 	// under which of its call ids (0 and "" for calls made outside a run loop).
 	TurnID      int64  `gorm:"default:0"`
 	ModelCallID string `gorm:"size:100"`
-	Tool        string `gorm:"size:100;index:idx_tool_calls_tool_created,priority:1"`
+	Tool        string `gorm:"size:100;index:idx_tool_calls_tool_created,priority:1;index:idx_tool_calls_insights,priority:1"`
 	Risk        string `gorm:"size:16"`
 	// RawArgs is exactly what the model sent.
 	RawArgs string `gorm:"type:text"`
@@ -74,9 +74,9 @@ type ToolCall struct {
 	// looked up by status alone): an allowed call is one index entry while it
 	// runs and none after. Queries by another status say so with
 	// notSucceeded, so that the planner may use it.
-	Status            CallStatus `gorm:"size:16;index:idx_tool_calls_status_created,priority:1,where:status <> 'succeeded';index:idx_tool_calls_run_waiting,priority:2,where:status <> 'succeeded'"`
-	Decision          string     `gorm:"size:16"` // DecidedAllow, DecidedNeedsApproval, DecidedDeny, or "" (invalid)
-	Rule              string     `gorm:"size:100"`
+	Status            CallStatus `gorm:"size:16;index:idx_tool_calls_status_created,priority:1,where:status <> 'succeeded';index:idx_tool_calls_run_waiting,priority:2,where:status <> 'succeeded';index:idx_tool_calls_insights,priority:4"`
+	Decision          string     `gorm:"size:16;index:idx_tool_calls_insights,priority:3"` // DecidedAllow, DecidedNeedsApproval, DecidedDeny, or "" (invalid)
+	Rule              string     `gorm:"size:100;index:idx_tool_calls_insights,priority:2"`
 	Reason            string     `gorm:"type:text"`
 	PolicyVersion     string     `gorm:"size:64"`
 	RequiredApprovals int
@@ -94,7 +94,7 @@ type ToolCall struct {
 	ErrorDetail string `gorm:"type:text"` // for staff only
 	Result      string `gorm:"type:text"`
 
-	CreatedAt  time.Time `gorm:"index:idx_tool_calls_status_created,priority:2;index:idx_tool_calls_created,priority:1;index:idx_tool_calls_tool_created,priority:2;index:idx_tool_calls_customer_created,priority:2"`
+	CreatedAt  time.Time `gorm:"index:idx_tool_calls_status_created,priority:2;index:idx_tool_calls_created,priority:1;index:idx_tool_calls_tool_created,priority:2;index:idx_tool_calls_customer_created,priority:2;index:idx_tool_calls_insights,priority:5"`
 	UpdatedAt  time.Time
 	DecidedAt  *time.Time
 	FinishedAt *time.Time
@@ -127,6 +127,9 @@ type Instance struct {
 	// PolicyVersion and ToolsVersion are what the instance decides with now.
 	PolicyVersion string `gorm:"size:64;default:''"`
 	ToolsVersion  string `gorm:"size:64;default:''"`
+	// PolicyError says why the instance could not load the version in
+	// force ("" when it runs it): it then decides nothing (fail closed).
+	PolicyError string `gorm:"type:text;default:''"`
 }
 
 // Approval is one staff member's verdict on an action, kept forever.
@@ -143,7 +146,7 @@ type Approval struct {
 	Args      string `gorm:"type:text"`
 	ArgsHash  string `gorm:"size:64"`
 	Edited    bool
-	CreatedAt time.Time
+	CreatedAt time.Time `gorm:"index:idx_approvals_created"`
 	// Seen is what the person was shown before deciding (EncodeFacts of
 	// their Review), "" when they were shown none (the API, Slack).
 	Seen string `gorm:"type:text"`
