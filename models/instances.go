@@ -110,7 +110,7 @@ func (s *Store) ReleaseRun(ctx context.Context, runID string) error {
 // can be shown. why says what led to it ("start", "reload", …).
 func (s *Store) RecordVersions(ctx context.Context, host, policyVersion, toolsVersion, why string) error {
 	return s.Write(ctx, func(tx *Tx) error {
-		n, err := tx.exec(`UPDATE instances SET heartbeat_at = ?, policy_version = ?, tools_version = ? WHERE id = ?`,
+		n, err := tx.exec(`UPDATE instances SET heartbeat_at = ?, policy_version = ?, tools_version = ?, policy_error = '' WHERE id = ?`,
 			tx.now, policyVersion, toolsVersion, s.self)
 		if err != nil {
 			return fmt.Errorf("record versions: %w", err)
@@ -123,6 +123,27 @@ func (s *Store) RecordVersions(ctx context.Context, host, policyVersion, toolsVe
 		}
 		return tx.Audit(Event{Actor: "system", Kind: EventInstanceVersions, Subject: s.self,
 			Payload: InstanceVersionsPayload{Host: host, PolicyVersion: policyVersion, ToolsVersion: toolsVersion, Why: why}})
+	})
+}
+
+// RecordPolicyNotLoaded records that this instance could not load the
+// policy version in force and decides nothing (its instances row says why,
+// /policy shows it) with a policy.not_loaded audit event, in one unit.
+func (s *Store) RecordPolicyNotLoaded(ctx context.Context, host string, v *PolicyVersion, cause string) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		n, err := tx.exec(`UPDATE instances SET heartbeat_at = ?, policy_version = ?, policy_error = ? WHERE id = ?`,
+			tx.now, v.Hash, cause, s.self)
+		if err != nil {
+			return fmt.Errorf("record the policy not loaded: %w", err)
+		}
+		if n == 0 {
+			if _, err := tx.exec(`INSERT INTO instances (id, host, started_at, heartbeat_at, policy_version, policy_error) VALUES (?, ?, ?, ?, ?, ?)`,
+				s.self, host, tx.now, tx.now, v.Hash, cause); err != nil {
+				return fmt.Errorf("record the policy not loaded: %w", err)
+			}
+		}
+		return tx.Audit(Event{Actor: "system", Kind: EventPolicyNotLoaded, Subject: s.self,
+			Payload: PolicyNotLoadedPayload{Error: cause, Hash: v.Hash, VersionID: v.ID}})
 	})
 }
 

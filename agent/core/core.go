@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/agent/telemetry"
+	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 )
@@ -50,6 +51,14 @@ type Config struct {
 	Outbox *outbox.Outbox
 	// Metrics counts what the core does (nil: nothing).
 	Metrics *telemetry.Metrics
+	// PolicyOrigin says where Policy came from: it seeds the policy
+	// versions of a new database, and a file that differs from the version
+	// in force is proposed (or, with the file ruling, put in force).
+	PolicyOrigin versions.Origin
+	// PolicyPeople is how many people sign a policy change, the author
+	// counted (0: 2); 1 only with SinglePersonShop.
+	PolicyPeople     int
+	SinglePersonShop bool
 }
 
 // Core is the core, wired: one notifier told by the gate and the run loop,
@@ -59,19 +68,24 @@ type Core struct {
 	Runner   *runloop.Runner
 	Accounts *accounts.Service
 	Outbox   *outbox.Outbox
+	Versions *versions.Service
 
 	store *models.Store
 	log   *slog.Logger
 	// alive is how recently an instance must have beaten for its calls to
 	// be left alone by recovery (0 on SQLite: one server at a time).
 	alive time.Duration
+	// policy and origin are what the instance started with (Start adopts
+	// them as a policy version).
+	policy policy.Policy
+	origin versions.Origin
 
 	stop context.CancelFunc
 	jobs sync.WaitGroup
 }
 
 // New builds the core.
-func New(cfg Config) *Core {
+func New(cfg Config) (*Core, error) {
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -88,12 +102,17 @@ func New(cfg Config) *Core {
 		changed = cfg.Notifier.ActionChanged
 	}
 	ob.Attach(gate.Tools, changed)
-	c := &Core{Gate: gate, Runner: runner, Accounts: accounts.New(cfg.Store), Outbox: ob, store: cfg.Store, log: log,
-		stop: func() {}}
+	vs, err := versions.New(versions.Config{Store: cfg.Store, Gate: gate, Log: log, People: cfg.PolicyPeople,
+		SinglePerson: cfg.SinglePersonShop, Host: Hostname()})
+	if err != nil {
+		return nil, err
+	}
+	c := &Core{Gate: gate, Runner: runner, Accounts: accounts.New(cfg.Store), Outbox: ob, Versions: vs, store: cfg.Store, log: log,
+		stop: func() {}, policy: cfg.Policy, origin: cfg.PolicyOrigin}
 	if cfg.Store.Shared() {
 		c.alive = models.InstanceAlive
 	}
-	return c
+	return c, nil
 }
 
 // Started says what Start found to carry on.
@@ -114,6 +133,10 @@ func (c *Core) Start(ctx context.Context) (Started, error) {
 			return st, err
 		}
 	}
+	propose, err := c.adoptPolicy(ctx)
+	if err != nil {
+		return st, err
+	}
 	if st.Rerun, st.Unknown, err = c.Gate.RecoverInterrupted(ctx, c.alive); err != nil {
 		return st, err
 	}
@@ -125,10 +148,47 @@ func (c *Core) Start(ctx context.Context) (Started, error) {
 	}
 	ctx, c.stop = context.WithCancel(ctx)
 	c.job(ctx, "outbox", func(ctx context.Context) { c.Outbox.Run(ctx, time.Second) })
+	c.job(ctx, "policy versions", c.Versions.Follow)
+	if propose {
+		c.job(ctx, "propose the policy file", func(ctx context.Context) { c.proposeFile(ctx) })
+	}
 	if c.alive > 0 {
 		c.job(ctx, "heartbeat", c.beat)
 	}
 	return st, nil
+}
+
+// adoptPolicy makes the policy the instance started with a policy version
+// (the first of a new database, or a file's, proposed or ruling) and puts
+// the version in force in the database in force here: an instance that
+// cannot load it starts, says so, and decides nothing (fail closed). It
+// says whether the file is still to be proposed.
+func (c *Core) adoptPolicy(ctx context.Context) (bool, error) {
+	fp, ok := c.policy.(*policy.FilePolicy)
+	if !ok {
+		return false, nil // a Go policy is the integrator's own: it is not versioned here
+	}
+	propose, err := c.Versions.Adopt(ctx, fp, c.origin)
+	if err != nil {
+		return false, err
+	}
+	if err := c.Versions.Sync(ctx); err != nil {
+		c.log.Error("started without a policy to decide with: every call is denied until the version in force loads here", "err", err)
+	}
+	return propose, nil
+}
+
+// proposeFile proposes the policy file the instance started with, which
+// differs from the version in force.
+func (c *Core) proposeFile(ctx context.Context) {
+	v, err := c.Versions.ProposeFile(ctx, c.policy.(*policy.FilePolicy), c.origin)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		c.log.Error("the policy file differs from the version in force and could not be proposed", "file", c.origin.File, "err", err)
+	case v != nil:
+		c.log.Warn("the policy file differs from the version in force: proposed it; it is in force once admins countersign it on /policy",
+			"file", c.origin.File, "policy_version_id", v.ID)
+	}
 }
 
 // job runs one background job until ctx ends.

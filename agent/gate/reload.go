@@ -100,3 +100,30 @@ func short(version string) string {
 	}
 	return version
 }
+
+// PutPolicyInForce puts a policy version in force with the tools already in
+// force (a version countersigned on any instance, or the one in force at
+// start): as PutInForce, audited, with the waiting actions decided again.
+func (g *Gate) PutPolicyInForce(ctx context.Context, p *policy.FilePolicy, why, host string) (bool, error) {
+	now := g.inForce.Load()
+	return g.PutInForce(ctx, Loaded{Tools: now.given, ToolsVersion: now.toolsVersion, Policy: p, Why: why, Host: host})
+}
+
+// FailClosed is what an instance does when it cannot load the policy
+// version in force: it decides no call with the version before it. Every
+// call is denied, recorded against the version in force
+// (policy.NotLoaded), until a version loads; the waiting actions stay as
+// they are. Its instances row and the audit log say why.
+func (g *Gate) FailClosed(ctx context.Context, host string, v *models.PolicyVersion, cause error) error {
+	g.reloading.Lock()
+	defer g.reloading.Unlock()
+	if cur, ok := g.Policy().(*policy.NotLoaded); ok && cur.Hash == v.Hash && cur.Cause.Error() == cause.Error() {
+		return nil // said already
+	}
+	nl := &policy.NotLoaded{Hash: v.Hash, ID: v.ID, Cause: cause}
+	now := g.inForce.Load()
+	g.reload(now.given, now.toolsVersion, nl)
+	g.log.Error("the policy version in force could not be loaded here: this instance denies every call until it can",
+		"policy_version_id", v.ID, "policy_version", short(v.Hash), "err", cause)
+	return g.store.RecordPolicyNotLoaded(ctx, host, v, cause.Error())
+}

@@ -125,7 +125,9 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	// core that tells it, the web side over both.
 	a.changes = web.NewChanges(log)
 	ccfg.Notifier = a.changes
-	a.core = core.New(ccfg)
+	if a.core, err = core.New(ccfg); err != nil {
+		return fail(err)
+	}
 	a.gate, a.runner, a.accounts = a.core.Gate, a.core.Runner, a.core.Accounts
 	undo = append(undo, a.core.Close)
 	a.site = web.NewFor(a.core, a.store, a.changes, wcfg)
@@ -354,6 +356,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to this URL (e.g. http://localhost:4318); the OTEL_EXPORTER_OTLP_* variables work too")
 	cfg.policyFlag(fs)
 	fs.StringVar(&cfg.SystemPrompt, "system-prompt", "", "a file with what the model of every run is told first (default: a neutral support agent's; the demo shop's with --demo)")
+	fs.BoolVar(&cfg.PolicyFromFile, "policy-from-file", false, "the --policy file rules: it is put in force at start and on SIGHUP as it is, its review done where the file is kept (GitOps); without it a file that differs from the version in force is proposed, in force once countersigned")
+	fs.IntVar(&cfg.PolicyPeople, "policy-people", 2, "how many admins sign a policy change, its author counted (1 only with --single-person-shop)")
+	fs.BoolVar(&cfg.SinglePersonShop, "single-person-shop", false, "allows --policy-people 1: an admin puts their own policy change in force, and /policy says so")
 	fs.StringVar(&cfg.ShadowPolicy, "shadow-policy", "", "a policy file tried beside the one in force: it decides nothing, and /policy shows where it disagrees")
 	fs.StringVar(&cfg.Model, "model", "offline", "model provider: offline, openai or anthropic")
 	fs.StringVar(&cfg.ModelName, "model-name", "", "model to ask for (openai: gpt-4o-mini, anthropic: claude-sonnet-4-5 by default)")

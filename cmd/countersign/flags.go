@@ -16,19 +16,26 @@ import (
 type config struct {
 	Addr string
 	// LogLevel is the least level logged: debug, info, warn or error.
-	LogLevel       string
-	DB             string
-	Policy         string
-	ShadowPolicy   string
-	SystemPrompt   string // a file
-	Tools          string
-	Model          string
-	ModelName      string
-	ModelBaseURL   string
-	ModelAPIKey    string
-	ModelTimeout   time.Duration
-	Demo           bool
-	CustomerSecret string
+	LogLevel     string
+	DB           string
+	Policy       string
+	ShadowPolicy string
+	// PolicyFromFile lets the --policy file rule: it is put in force at
+	// start and on SIGHUP without a countersign here (GitOps).
+	PolicyFromFile bool
+	// PolicyPeople sign a policy change, its author counted; 1 needs
+	// SinglePersonShop.
+	PolicyPeople     int
+	SinglePersonShop bool
+	SystemPrompt     string // a file
+	Tools            string
+	Model            string
+	ModelName        string
+	ModelBaseURL     string
+	ModelAPIKey      string
+	ModelTimeout     time.Duration
+	Demo             bool
+	CustomerSecret   string
 	// CustomerSecretPrevious still verifies tokens during a rotation.
 	CustomerSecretPrevious string
 	// DemoPage shows /demo even though a shop's customer secret is set.

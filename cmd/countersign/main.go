@@ -47,6 +47,7 @@ Usage:
                     [--demo-page] [--customer-token-max-age 24h] [--customer-token-issuer I] [--customer-token-audience A]
                     [--audit-key FILE --checkpoints DIR [--checkpoint-every 1h]] [--mcp-hold 50s]
                     [--system-prompt FILE] [--shadow-policy FILE] [--log-level info]
+                    [--policy-from-file] [--policy-people 2] [--single-person-shop]
                     operators: [--metrics-addr 127.0.0.1:9464] [--otlp-endpoint http://localhost:4318]
                     reaching people: [--public-url URL] [--webhook URL]... [--webhook-events "E E"] [--webhook-secret S]
                     [--slack-webhook URL] [--slack-token T --slack-channel C] [--slack-signing-secret S]

@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools/shop"
 )
@@ -135,7 +136,7 @@ func TestServeBootsAndAuditVerifyDetectsTampering(t *testing.T) {
 	app.Close()
 
 	out, code := runCmd(t, "audit", "verify", "--db", db)
-	if code != 0 || !strings.Contains(out, "audit chain intact: 6 events") { // demo shop + 4 demo staff + the instance's versions
+	if code != 0 || !strings.Contains(out, "audit chain intact: 7 events") { // demo shop + 4 demo staff + the first policy version + the instance's versions
 		t.Fatalf("verify: code %d\n%s", code, out)
 	}
 	raw, err := rawDB(db)
@@ -289,32 +290,12 @@ func TestTokenRevoke(t *testing.T) {
 	}
 }
 
-// A changed policy file is put in force by ReloadPolicy (SIGHUP in serve)
-// when it passes its tests, with an audit event; a failing one is refused
-// and the policy in force stays.
+// A changed policy file is proposed by ReloadPolicy (SIGHUP in serve) when
+// it passes its tests, as an upload would be: the version in force stays
+// until admins countersign it. With --policy-from-file the file rules and
+// is put in force at once, with an audit event. A failing one is refused
+// either way, and the policy in force stays.
 func TestPolicyReload(t *testing.T) {
-	dir := t.TempDir()
-	policyPath := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(policyPath, shop.PolicyYAML, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t), Policy: policyPath, Demo: true}, io.Discard)
-	health := func() string {
-		t.Helper()
-		res, err := http.Get("http://" + app.Addr() + "/healthz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		return string(body)
-	}
-	first := app.gate.Policy().Version()
-	if !strings.Contains(health(), first) {
-		t.Fatal("healthz does not name the policy in force")
-	}
-
 	// Reads now need approval: a different policy that passes its own test.
 	changed := []byte(`defaults:
   read: {decision: needs_approval, reason: reads need a person today}
@@ -326,36 +307,90 @@ tests:
     args: {order_id: A1001}
     expect: needs_approval
 `)
-	os.WriteFile(policyPath, changed, 0o600)
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil { // as an operator would
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for app.gate.Policy().Version() == first && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	second := app.gate.Policy().Version()
-	if second == first || !strings.Contains(health(), second) {
-		t.Fatalf("SIGHUP did not put the new policy in force (%s)", second[:12])
-	}
-
-	// A policy whose tests fail is refused; the second one stays.
-	os.WriteFile(policyPath, append(changed, []byte(`  - name: wrong on purpose
+	failing := append(append([]byte{}, changed...), []byte(`  - name: wrong on purpose
     tool: get_order_status
     args: {order_id: A1001}
     expect: allow
-`)...), 0o600)
-	if err := app.ReloadPolicy(ctx); err == nil || !strings.Contains(err.Error(), "fails 1 of its tests") {
-		t.Fatalf("failing policy: %v", err)
+`)...)
+	start := func(t *testing.T, fromFile bool) (*App, string) {
+		policyPath := filepath.Join(t.TempDir(), "policy.yaml")
+		if err := os.WriteFile(policyPath, shop.PolicyYAML, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return serveApp(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t), Policy: policyPath, Demo: true, PolicyFromFile: fromFile}, io.Discard), policyPath
 	}
-	if app.gate.Policy().Version() != second {
-		t.Fatal("a failing policy was put in force")
-	}
-	rep, err := app.store.VerifyAuditChain(ctx)
-	events, err2 := app.store.AuditEventsFor(ctx, second)
-	if err != nil || err2 != nil || !rep.OK || len(events) != 1 || events[0].Kind != models.EventPolicyReloaded {
-		t.Fatalf("audit: %+v %v %v %+v", rep, err, err2, events)
-	}
+	ctx := context.Background()
+
+	t.Run("proposed", func(t *testing.T) {
+		app, policyPath := start(t, false)
+		first := app.gate.Policy().Version()
+		res, err := http.Get("http://" + app.Addr() + "/healthz") // serving: Run listens for SIGHUP
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		os.WriteFile(policyPath, changed, 0o600)
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil { // as an operator would
+			t.Fatal(err)
+		}
+		var proposed *versions.Version
+		for deadline := time.Now().Add(10 * time.Second); proposed == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			all, err := app.core.Versions.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if all[0].Status == models.PolicyProposed {
+				proposed = all[0]
+			}
+		}
+		if proposed == nil || proposed.Author != "system" || !strings.HasPrefix(proposed.Source, "file "+policyPath) ||
+			proposed.Tests.Passed != 1 || proposed.Replay == nil {
+			t.Fatalf("SIGHUP did not propose the file: %+v", proposed)
+		}
+		if app.gate.Policy().Version() != first {
+			t.Fatal("SIGHUP put a policy in force that nobody countersigned")
+		}
+		// The same file again proposes nothing more.
+		if err := app.ReloadPolicy(ctx); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(policyPath, failing, 0o600)
+		if err := app.ReloadPolicy(ctx); err == nil || !strings.Contains(err.Error(), "fails 1 of its tests") {
+			t.Fatalf("failing policy: %v", err)
+		}
+		if all, _ := app.core.Versions.List(ctx); len(all) != 2 {
+			t.Fatalf("versions: %d, want the first and the one proposed", len(all))
+		}
+	})
+
+	t.Run("from file", func(t *testing.T) {
+		app, policyPath := start(t, true)
+		first := app.gate.Policy().Version()
+		os.WriteFile(policyPath, changed, 0o600)
+		if err := app.ReloadPolicy(ctx); err != nil {
+			t.Fatal(err)
+		}
+		second := app.gate.Policy().Version()
+		if second == first {
+			t.Fatalf("the ruling file was not put in force (%s)", second[:12])
+		}
+		os.WriteFile(policyPath, failing, 0o600)
+		if err := app.ReloadPolicy(ctx); err == nil || !strings.Contains(err.Error(), "fails 1 of its tests") {
+			t.Fatalf("failing policy: %v", err)
+		}
+		if app.gate.Policy().Version() != second {
+			t.Fatal("a failing policy was put in force")
+		}
+		rep, err := app.store.VerifyAuditChain(ctx)
+		events, err2 := app.store.AuditEventsFor(ctx, second)
+		if err != nil || err2 != nil || !rep.OK || len(events) != 1 || events[0].Kind != models.EventPolicyReloaded {
+			t.Fatalf("audit: %+v %v %v %+v", rep, err, err2, events)
+		}
+		in, err := app.store.PolicyInForce(ctx)
+		if err != nil || in.Hash != second || !strings.Contains(in.Source, "--policy-from-file") {
+			t.Fatalf("in force: %+v %v", in, err)
+		}
+	})
 }
 
 // rawDB opens the database behind Countersign's back, as an attacker with

@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
+	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 )
@@ -31,10 +34,12 @@ func (a *App) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 	}
 }
 
-// ReloadPolicy reads the tools file and the policy file again and, if both
-// load and the policy passes its own tests against those tools, puts them
-// in force together, with an audit event for each that changed. Otherwise
-// what is in force stays, and the error says why.
+// ReloadPolicy reads the tools file and the policy file again. The tools
+// are put in force with the policy version in force, if it still loads and
+// passes its tests against them. The policy file, when it differs from the
+// version in force, is proposed, as an upload would be (put in force with
+// --policy-from-file). Otherwise what is in force stays, and the error
+// says why.
 func (a *App) ReloadPolicy(ctx context.Context) error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
@@ -56,9 +61,33 @@ func (a *App) ReloadPolicy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The file is read before anything changes: one that does not load is
+	// refused whole.
+	var file *policy.FilePolicy
+	if a.cfg.Policy != "" {
+		if file, err = loadPolicy(a.cfg, registry); err != nil {
+			set.Close()
+			return err
+		}
+		if failed := policy.Failing(file.RunTests(ctx)); len(failed) > 0 {
+			set.Close()
+			return fmt.Errorf("the policy %s fails %d of its tests (run `countersign policy test` to see them)", file.Source, len(failed))
+		}
+	}
 	if err := a.putInForce(ctx, registry, toolsVersion, set, "reload"); err != nil {
 		set.Close()
 		return err
+	}
+	if file == nil {
+		return nil
+	}
+	v, err := a.core.Versions.ProposeFile(ctx, file, versions.Origin{File: a.cfg.Policy, FileRules: a.cfg.PolicyFromFile})
+	switch {
+	case err != nil:
+		return fmt.Errorf("the policy file could not be proposed: %w", err)
+	case v != nil:
+		a.log.Warn("the policy file differs from the version in force: proposed it; it is in force once admins countersign it on /policy",
+			"file", a.cfg.Policy, "policy_version_id", v.ID)
 	}
 	return nil
 }
@@ -81,14 +110,19 @@ func (a *App) toolsChanged(set *httptool.Set) {
 	}
 }
 
-// putInForce loads the policy file against the tools and hands both to
-// the gate, which puts them in force, audited (gate.Gate.PutInForce); the
-// set becomes the one in force and the previous one is closed (a.reloadMu
-// held).
+// putInForce loads the policy version in force against the tools and hands
+// both to the gate, which puts them in force, audited
+// (gate.Gate.PutInForce); the set becomes the one in force and the
+// previous one is closed (a.reloadMu held).
 func (a *App) putInForce(ctx context.Context, registry *tools.Registry, toolsVersion string, set *httptool.Set, why string) error {
-	next, err := loadPolicy(a.cfg, registry)
+	next, cur, err := a.core.Versions.InForce(ctx, registry)
 	if err != nil {
-		return err
+		return fmt.Errorf("the policy version in force does not load against these tools: %w", err)
+	}
+	if cur == nil { // no version yet: cannot happen after start
+		if next, err = loadPolicy(a.cfg, registry); err != nil {
+			return err
+		}
 	}
 	changed, err := a.gate.PutInForce(ctx, gate.Loaded{Tools: registry, ToolsVersion: toolsVersion, Policy: next,
 		PolicyFile: a.cfg.Policy, ToolsFile: a.cfg.Tools, Why: why, Host: core.Hostname()})

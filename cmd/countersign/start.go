@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/telemetry"
+	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
@@ -121,7 +122,9 @@ func (a *App) configs(in inForce) (core.Config, web.Config, error) {
 		return core.Config{}, web.Config{}, err
 	}
 	return core.Config{Store: a.store, Tools: in.registry, ToolsVersion: in.toolsVersion, Policy: in.policy, Model: model,
-			Business: business, Log: log, Outbox: ob, SystemPrompt: prompt, Metrics: a.metrics},
+			Business: business, Log: log, Outbox: ob, SystemPrompt: prompt, Metrics: a.metrics,
+			PolicyOrigin: versions.Origin{File: cfg.Policy, FileRules: cfg.PolicyFromFile}, PolicyPeople: cfg.PolicyPeople,
+			SinglePersonShop: cfg.SinglePersonShop},
 		web.Config{Log: log, Customers: customers, ChatGrantSeed: grantSeed, WidgetOrigins: origins,
 			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, PublicURL: cfg.Reach.PublicURL, Upstreams: a.upstreams,
 			SlackSigningSecret: cfg.Reach.SlackSigning, MCPWait: cfg.MCPHold}, nil
@@ -184,7 +187,9 @@ func (a *App) startCore(ctx context.Context, in inForce) error {
 	if a.store.Shared() {
 		a.changes.Share(hubCtx, a.store)
 	}
-	if err := a.store.RecordVersions(ctx, core.Hostname(), a.gate.Policy().Version(), a.gate.ToolsVersion(), "start"); err != nil {
+	if _, notLoaded := a.gate.Policy().(*policy.NotLoaded); notLoaded {
+		// its instances row says why already (gate.FailClosed)
+	} else if err := a.store.RecordVersions(ctx, core.Hostname(), a.gate.Policy().Version(), a.gate.ToolsVersion(), "start"); err != nil {
 		a.stopHub()
 		return fmt.Errorf("record the versions in force: %w", err)
 	}

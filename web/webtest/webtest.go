@@ -22,13 +22,18 @@ type App struct {
 }
 
 // New wires them; w's Log defaults to the core's.
+// A config the core refuses (a policy change signed by one person without
+// SinglePersonShop) panics: it is the caller's mistake.
 func New(c core.Config, w web.Config) *App {
 	if w.Log == nil {
 		w.Log = c.Log
 	}
 	changes := web.NewChanges(w.Log)
 	c.Notifier = changes
-	co := core.New(c)
+	co, err := core.New(c)
+	if err != nil {
+		panic(err)
+	}
 	return &App{Core: co, Changes: changes, Server: web.NewFor(co, c.Store, changes, w), store: c.Store, stop: func() {}}
 }
 
