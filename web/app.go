@@ -194,5 +194,6 @@ func NewFor(c *core.Core, store *models.Store, changes *Changes, cfg Config) *Se
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Gate, cfg.Runner, cfg.Store, cfg.Changes, cfg.Accounts, cfg.Outbox = c.Gate, c.Runner, store, changes, c.Accounts, c.Outbox
+	cfg.Versions = c.Versions
 	return New(cfg)
 }

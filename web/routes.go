@@ -73,6 +73,12 @@ func (s *Server) routes() {
 	e.POST(views.PathAPIRunMessages, s.runMessage, s.requireRunToken)
 	e.GET(views.PathAPIRunEvents, s.runEvents, s.requireRunToken, s.limitStreams)
 	e.GET(views.PathAPIOpenAPI, s.openAPI)
+	e.GET(views.PathAPIPolicyVersions, s.apiVersions, s.requireStaffToken)
+	e.POST(views.PathAPIPolicyVersions, s.apiProposeVersion, s.requireStaffToken) // versions asks for an admin
+	e.GET(views.PathAPIPolicyVersion, s.apiVersion, s.requireStaffToken)
+	e.POST(views.PathAPIPolicyVersionApprove, s.apiApproveVersion, s.requireStaffToken)
+	e.POST(views.PathAPIPolicyVersionReject, s.apiRejectVersion, s.requireStaffToken)
+	e.GET(views.PathAPIInsights, s.apiInsights, s.requireStaffToken)
 	e.Any(views.PathMCP, s.serveMCP, s.requireMCPAgent)
 	// OAuth for /mcp (web/oauth): the authorization server and its
 	// metadata; the consent is the back office's, an admin's.

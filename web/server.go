@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/runloop"
+	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
@@ -33,6 +34,9 @@ type Config struct {
 	Changes   *Changes
 	Customers *CustomerVerifier
 	Accounts  *accounts.Service
+	// Versions proposes and countersigns policy versions (nil: /policy
+	// shows the policy in force only, and the version routes answer 404).
+	Versions *versions.Service
 	// WidgetOrigins may embed the chat frame (frame-ancestors).
 	WidgetOrigins []string
 	// DemoSecret signs demo customer tokens for /demo, and is never the

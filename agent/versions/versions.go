@@ -262,7 +262,8 @@ func (s *Service) Propose(ctx context.Context, p Proposal) (*Version, error) {
 		return nil, err
 	}
 	if ch.Tests.Failed > 0 {
-		return nil, fault.Wrap(&TestsFailed{Tests: ch.Tests}, "")
+		tf := &TestsFailed{Tests: ch.Tests}
+		return nil, &fault.Error{Code: fault.Invalid, Message: tf.Error(), Err: tf}
 	}
 	if len(p.Note) > 2000 {
 		return nil, fault.Errorf(fault.Invalid, "the note is over 2,000 characters")

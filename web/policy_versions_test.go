@@ -1,0 +1,193 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/agent/gate"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools/shop"
+)
+
+// apiToken makes a staff member of a role and a staff API token for them.
+func (a *app) apiToken(role models.StaffRole, email, name string) string {
+	a.t.Helper()
+	a.staff(role, email, name)
+	tok, err := a.accounts.CreateAPIToken(context.Background(), email, models.Actor{ID: "test"})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return tok
+}
+
+func versionOf(t *testing.T, r apiResp) map[string]any {
+	t.Helper()
+	v, ok := r.Body["version"].(map[string]any)
+	if !ok {
+		t.Fatalf("no version: %d %s", r.Status, r.Raw)
+	}
+	return v
+}
+
+func proposeBody(yaml, note string) string {
+	b, _ := json.Marshal(map[string]string{"yaml": yaml, "note": note})
+	return string(b)
+}
+
+// A policy change is countersigned: an admin proposes it, its tests run and
+// it is replayed; only another admin's approval puts it in force, and the
+// calls decided after it record it.
+func TestPolicyVersionsAreCountersigned(t *testing.T) {
+	a := newApp(t)
+	ctx := context.Background()
+	ada := a.apiToken(models.Admin, "ada@shop.test", "Ada")
+	bob := a.apiToken(models.Admin, "bob@shop.test", "Bob")
+	amy := a.apiToken(models.Approver, "amy@shop.test", "Amy")
+	sue := a.apiToken(models.Supervisor, "sue@shop.test", "Sue")
+	ann := a.apiToken(models.Auditor, "ann@shop.test", "Ann")
+
+	list := a.do("GET", "/api/v1/policy/versions", amy, "")
+	vs, _ := list.Body["versions"].([]any)
+	if list.Status != 200 || len(vs) != 1 || vs[0].(map[string]any)["status"] != "in_force" ||
+		vs[0].(map[string]any)["hash"] != a.gate.Policy().Version() {
+		t.Fatalf("the first version: %d %s", list.Status, list.Raw)
+	}
+
+	run := models.NewID("run")
+	if err := a.store.Write(ctx, func(tx *models.Tx) error {
+		return tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "api", Status: models.RunActive})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := a.gate.Call(ctx, gate.CallRequest{RunID: run, CustomerID: "cus_alice", Tool: "issue_refund", Args: []byte(`{"order_id":"A1001","amount":55}`)})
+	if err != nil || held.Status != models.CallPending {
+		t.Fatalf("a $55 refund: %+v %v", held, err)
+	}
+
+	raised := strings.Replace(string(shop.PolicyYAML), "when: args.amount <= 50", "when: args.amount <= 60", 1)
+	for _, who := range []string{amy, sue, ann} {
+		if r := a.do("POST", "/api/v1/policy/versions", who, proposeBody(raised, "")); r.Status != 403 {
+			t.Fatalf("a non-admin proposed: %d %s", r.Status, r.Raw)
+		}
+	}
+	r := a.do("POST", "/api/v1/policy/versions", ada, proposeBody("rules:\n  - name: x\n    decision: maybe\n", ""))
+	if r.Status != 422 || errCode(r) != "invalid" {
+		t.Fatalf("a policy that does not load: %d %s", r.Status, r.Raw)
+	}
+	failing := raised + "  - name: wrong on purpose\n    tool: get_order_status\n    args: {order_id: A1001}\n    expect: deny\n"
+	r = a.do("POST", "/api/v1/policy/versions", ada, proposeBody(failing, ""))
+	if e, _ := r.Body["error"].(map[string]any); r.Status != 422 || e["tests"] == nil || !strings.Contains(r.Raw, "wrong on purpose") {
+		t.Fatalf("a policy whose tests fail: %d %s", r.Status, r.Raw)
+	}
+
+	r = a.do("POST", "/api/v1/policy/versions", ada, proposeBody(raised, "refunds up to $60 on their own"))
+	if r.Status != 201 {
+		t.Fatalf("propose: %d %s", r.Status, r.Raw)
+	}
+	v := versionOf(t, r)
+	id := jsonID(v)
+	replay, _ := v["replay"].(map[string]any)
+	changes, _ := replay["changes"].([]any)
+	if v["status"] != "proposed" || v["author"] != "Ada" || len(changes) != 1 {
+		t.Fatalf("proposed: %s", r.Raw)
+	}
+	ch := changes[0].(map[string]any)
+	ex := ch["examples"].([]any)[0].(map[string]any)
+	if ch["count"] != float64(1) || ch["to"] != "allow" || ch["to_rule"] != "small-refund" || ex["id"] != held.CallID {
+		t.Fatalf("the replay: %+v", ch)
+	}
+	before := a.gate.Policy().Version()
+
+	path := "/api/v1/policy/versions/" + id
+	if r := a.do("POST", path+"/approve", ada, ""); r.Status != 403 || !strings.Contains(r.Raw, "another admin") {
+		t.Fatalf("the author approved: %d %s", r.Status, r.Raw)
+	}
+	for _, who := range []string{amy, sue, ann} {
+		if r := a.do("POST", path+"/approve", who, ""); r.Status != 403 {
+			t.Fatalf("a non-admin approved: %d %s", r.Status, r.Raw)
+		}
+	}
+	if r := a.do("POST", path+"/approve", bob, `{"replay_digest":"0000"}`); r.Status != 409 {
+		t.Fatalf("approved a replay nobody was shown: %d %s", r.Status, r.Raw)
+	}
+	if a.gate.Policy().Version() != before {
+		t.Fatal("in force before it was countersigned")
+	}
+	r = a.do("POST", path+"/approve", bob, `{"note":"fine","replay_digest":"`+v["replay_digest"].(string)+`"}`)
+	if r.Status != 200 || versionOf(t, r)["status"] != "in_force" {
+		t.Fatalf("countersigned: %d %s", r.Status, r.Raw)
+	}
+	if got := a.gate.Policy().Version(); got != v["hash"] {
+		t.Fatalf("in force here: %s, want %s", got, v["hash"])
+	}
+	later, err := a.gate.Call(ctx, gate.CallRequest{RunID: run, CustomerID: "cus_alice", Tool: "issue_refund", Args: []byte(`{"order_id":"A1002","amount":58}`)})
+	if err != nil || later.Status != models.CallSucceeded {
+		t.Fatalf("a $58 refund under the new version: %+v %v", later, err)
+	}
+
+	// Every call's decision names a version listed.
+	list = a.do("GET", "/api/v1/policy/versions", ann, "")
+	listed := map[string]string{}
+	for _, x := range list.Body["versions"].([]any) {
+		listed[x.(map[string]any)["hash"].(string)] = x.(map[string]any)["status"].(string)
+	}
+	if listed[before] != "retired" || listed[v["hash"].(string)] != "in_force" {
+		t.Fatalf("statuses: %v", listed)
+	}
+	for _, callID := range []string{held.CallID, later.CallID} {
+		c, err := a.store.ToolCall(ctx, callID)
+		if err != nil || listed[c.PolicyVersion] == "" {
+			t.Fatalf("call %s decided by %q, not listed: %v", callID, c.PolicyVersion, err)
+		}
+	}
+	if c, _ := a.store.ToolCall(ctx, later.CallID); c.PolicyVersion != v["hash"] {
+		t.Fatalf("a later call recorded %s", c.PolicyVersion)
+	}
+
+	// Rejection needs a reason; a rejected version cannot be approved.
+	r = a.do("POST", "/api/v1/policy/versions", ada, proposeBody(strings.Replace(raised, "<= 60", "<= 70", 1), ""))
+	other := "/api/v1/policy/versions/" + jsonID(versionOf(t, r))
+	if r := a.do("POST", other+"/reject", bob, `{"reason":" "}`); r.Status != 400 {
+		t.Fatalf("a rejection without a reason: %d %s", r.Status, r.Raw)
+	}
+	if r := a.do("POST", other+"/reject", bob, `{"reason":"too generous"}`); r.Status != 200 || versionOf(t, r)["reason"] != "too generous" ||
+		versionOf(t, r)["status"] != "rejected" {
+		t.Fatalf("reject: %d %s", r.Status, r.Raw)
+	}
+	if r := a.do("POST", other+"/approve", bob, ""); r.Status != 409 {
+		t.Fatalf("approved a rejected version: %d %s", r.Status, r.Raw)
+	}
+
+	// Two proposals over one version: once one is in force, the other must
+	// be proposed again over it.
+	first := jsonID(versionOf(t, a.do("POST", "/api/v1/policy/versions", ada, proposeBody(strings.Replace(raised, "<= 60", "<= 52", 1), ""))))
+	second := jsonID(versionOf(t, a.do("POST", "/api/v1/policy/versions", ada, proposeBody(strings.Replace(raised, "<= 60", "<= 54", 1), ""))))
+	if r := a.do("POST", "/api/v1/policy/versions/"+first+"/approve", bob, ""); r.Status != 200 {
+		t.Fatalf("approve: %d %s", r.Status, r.Raw)
+	}
+	if r := a.do("POST", "/api/v1/policy/versions/"+second+"/approve", bob, ""); r.Status != 409 || !strings.Contains(r.Raw, "propose it again") {
+		t.Fatalf("approved over a version it was not proposed over: %d %s", r.Status, r.Raw)
+	}
+
+	// Rollback is proposing an earlier version.
+	r = a.do("POST", "/api/v1/policy/versions", ada, proposeBody(string(shop.PolicyYAML), "back to the first"))
+	if r.Status != 201 || versionOf(t, r)["hash"] != before {
+		t.Fatalf("rollback: %d %s", r.Status, r.Raw)
+	}
+	if r := a.do("POST", "/api/v1/policy/versions/"+jsonID(versionOf(t, r))+"/approve", bob, ""); r.Status != 200 || a.gate.Policy().Version() != before {
+		t.Fatalf("rolled back: %d %s", r.Status, r.Raw)
+	}
+	events, err := a.store.AuditEventsFor(ctx, "policy:"+id)
+	if err != nil || len(events) != 3 || events[0].Kind != models.EventPolicyProposed || events[1].Kind != models.EventPolicySigned ||
+		events[2].Kind != models.EventPolicyInForce {
+		t.Fatalf("audit of version %s: %+v %v", id, events, err)
+	}
+}
+
+func jsonID(v map[string]any) string {
+	f, _ := v["id"].(float64)
+	return strconv.FormatInt(int64(f), 10)
+}
