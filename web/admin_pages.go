@@ -57,16 +57,7 @@ func (s *Server) policyReplay(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rv := &views.ReplayView{From: clock(from), Calls: rep.Calls, Unchanged: rep.Unchanged, Changed: rep.Calls - rep.Unchanged - rep.Failed,
-		Failed: rep.Failed, FirstFail: rep.FirstFail}
-	for _, ch := range rep.Changes {
-		cv := views.ReplayChangeView{Tool: ch.Tool, From: ch.From, FromRule: ch.FromRule, To: ch.To, ToRule: ch.ToRule, Count: ch.Count}
-		for _, ex := range ch.Examples {
-			cv.Examples = append(cv.Examples, views.ReplayExampleView{ID: ex.ID, Summary: ex.Summary})
-		}
-		rv.Changes = append(rv.Changes, cv)
-	}
-	v.Replay = rv
+	v.Replay = replayView(rep)
 	return render(c, http.StatusOK, views.Policy(v))
 }
 
@@ -112,6 +103,7 @@ func (s *Server) policyView(c echo.Context) views.PolicyView {
 		v.Shadow = sv
 	}
 	v.Instances, v.LastReloadFailed = s.instanceRows(c.Request().Context())
+	s.versionsInto(c.Request().Context(), &v)
 	v.Grants = s.grantRows(c)
 	if c.QueryParam("done") == "grant_revoked" {
 		v.GrantFlash = "Revoked. Later calls it covered wait for a person again."

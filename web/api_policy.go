@@ -31,6 +31,16 @@ func (s *Server) versionsOn() (*versions.Service, error) {
 	return s.cfg.Versions, nil
 }
 
+// versionsKept answers 404 on a server that keeps no policy versions.
+func (s *Server) versionsKept(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if _, err := s.versionsOn(); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}
+
 type proposeRequest struct {
 	YAML string `json:"yaml"`
 	Note string `json:"note"`

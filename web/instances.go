@@ -111,7 +111,7 @@ func (s *Server) instanceRows(ctx context.Context) ([]views.InstanceRow, string)
 	var rows []views.InstanceRow
 	for _, in := range live {
 		row := views.InstanceRow{ID: in.ID, Host: in.Host, Started: clock(in.StartedAt), LastBeat: clock(in.HeartbeatAt),
-			PolicyVersion: in.PolicyVersion, ToolsVersion: in.ToolsVersion, This: in.ID == self}
+			PolicyVersion: in.PolicyVersion, ToolsVersion: in.ToolsVersion, PolicyError: in.PolicyError, This: in.ID == self}
 		row.Differs = mine != nil && (in.PolicyVersion != mine.PolicyVersion || in.ToolsVersion != mine.ToolsVersion)
 		rows = append(rows, row)
 	}

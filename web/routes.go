@@ -48,6 +48,13 @@ func (s *Server) routes() {
 
 	e.POST(views.PathGrantRevoke, s.grantRevoke, supervisors...)
 	e.POST(views.PathPolicyReplay, s.policyReplay, admins...)
+	e.POST(views.PathPolicyVersions, s.policyPropose, append(admins, s.versionsKept)...)
+	e.GET(views.PathPolicyVersion, s.policyVersionPage, staff...)
+	e.POST(views.PathPolicyVersionApprove, s.policyVersionDecide(true), append(admins, s.versionsKept)...)
+	e.POST(views.PathPolicyVersionReject, s.policyVersionDecide(false), append(admins, s.versionsKept)...)
+	e.GET(views.PathPolicyDiff, s.policyDiff, staff...)
+	e.GET(views.PathInsights, s.insightsPage, s.requireRole(mayInsight), s.checkCSRF)
+	e.POST(views.PathSuggestionAdopt, s.suggestionAdopt, append(admins, s.versionsKept)...)
 	e.GET(views.PathStaff, s.staffPage, admins...)
 	e.POST(views.PathStaff, s.staffAdd, admins...)
 	e.POST(views.PathStaffRole, s.staffRole, admins...)

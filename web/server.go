@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/outbox"
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/models"
@@ -370,6 +371,11 @@ func (s *Server) readyz(c echo.Context) error {
 	}
 	if p := s.cfg.Gate.Policy(); p == nil || p.Version() == "" {
 		problems = append(problems, "no policy is loaded")
+	} else if nl, ok := p.(*policy.NotLoaded); ok {
+		// fail closed: it denies every call, so a load balancer had better
+		// send them elsewhere
+		problems = append(problems, nl.Problem()+"; every call is denied until it loads")
+		out["policy_version"] = nl.Hash
 	} else {
 		out["policy_version"] = p.Version()
 	}

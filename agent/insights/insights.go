@@ -182,7 +182,7 @@ func suggest(ctx context.Context, store *models.Store, reg *tools.Registry, p *p
 		for _, h := range held {
 			ev.Calls = append(ev.Calls, h.ID)
 		}
-		days := int(math.Ceil(time.Since(q.Since).Hours() / 24))
+		days := max(int(math.Round(time.Since(q.Since).Hours()/24)), 1)
 		var s *Suggestion
 		switch {
 		case st.Approved == decided && st.Edited == 0:
@@ -286,7 +286,13 @@ func denySuggestion(r policy.RuleInfo, st models.RuleInsight, ev *Evidence, days
 // ruleYAML is one rule as a list item, at the indentation insertBefore
 // gives it.
 func ruleYAML(name, description, tool, when, decision, reason string) string {
-	q := func(s string) string { b, _ := json.Marshal(s); return string(b) } // a JSON string is a YAML one
+	q := func(s string) string { // a JSON string is a YAML one
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(s)
+		return strings.TrimSuffix(b.String(), "\n")
+	}
 	lines := []string{"- name: " + q(name), "  description: " + q(description), "  tool: " + q(tool)}
 	if when != "" {
 		lines = append(lines, "  when: "+q(when))
