@@ -150,9 +150,27 @@ func (tx *Tx) changeOne(id, query string, args ...any) error {
 	return nil
 }
 
-// CreateApproval stores one staff verdict.
+// CreateApproval stores one staff verdict, with the call's tool and rule
+// and how long the person took (Approval.TookS, .SettledS) for insights.
 func (tx *Tx) CreateApproval(a *Approval) error {
 	a.CreatedAt = tx.now
+	var c ToolCall
+	if err := tx.db.Select("tool", "rule", "created_at").Take(&c, "id = ?", a.ToolCallID).Error; err != nil {
+		return fmt.Errorf("record approval: %w", notFound(err))
+	}
+	var prior []Approval
+	if err := tx.db.Select("created_at").Where("tool_call_id = ?", a.ToolCallID).Order("id DESC").Limit(1).Find(&prior).Error; err != nil {
+		return fmt.Errorf("record approval: %w", err)
+	}
+	from := c.CreatedAt
+	if len(prior) > 0 && prior[0].CreatedAt.After(from) {
+		from = prior[0].CreatedAt
+	}
+	a.Tool, a.Rule, a.TookS = c.Tool, c.Rule, max(tx.now.Sub(from).Seconds(), 0)
+	if a.Settles {
+		settled := max(tx.now.Sub(c.CreatedAt).Seconds(), 0)
+		a.SettledS = &settled
+	}
 	if err := tx.db.Create(a).Error; err != nil {
 		return fmt.Errorf("record approval: %w", err)
 	}

@@ -3,9 +3,13 @@ package models
 import (
 	"context"
 	"fmt"
+	"math"
+	"runtime"
 	"sort"
 	"strconv"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Insights are what the recorded calls say about the policy's rules and
@@ -41,7 +45,6 @@ type RuleInsight struct {
 	// DecisionP50 and DecisionP90 are seconds from held to decided by
 	// people (-1: none decided).
 	DecisionP50, DecisionP90 float64
-	decisions                []float64
 }
 
 // ApproverInsight is how one person decided.
@@ -57,8 +60,95 @@ type ApproverInsight struct {
 	Quick int64
 	// MedianSeconds is their median time to decide.
 	MedianSeconds float64
-	seconds       []float64
 }
+
+// verdicts is what one slice of the period's verdicts says.
+type verdicts struct {
+	people map[string]*ApproverInsight
+	took   map[string][]float64
+	rules  map[[3]string]*ruleVerdicts
+}
+
+type ruleVerdicts struct {
+	edited  int64
+	settled []float64
+}
+
+// verdictSlices cuts [from, to) in n slices; the last is open-ended.
+func verdictSlices(from, to time.Time, n int) [][2]time.Time {
+	n = max(n, 1)
+	step := to.Sub(from) / time.Duration(n)
+	out := make([][2]time.Time, n)
+	for i := range out {
+		out[i] = [2]time.Time{from.Add(time.Duration(i) * step), from.Add(time.Duration(i+1) * step)}
+	}
+	out[n-1][1] = time.Time{}
+	return out
+}
+
+// readVerdicts reads the verdicts of one slice of the period.
+func (s *Store) readVerdicts(ctx context.Context, from string, args []any, bandCol string, part [2]time.Time) (verdicts, error) {
+	v := verdicts{people: map[string]*ApproverInsight{}, took: map[string][]float64{}, rules: map[[3]string]*ruleVerdicts{}}
+	args = append([]any{}, args...)
+	for i, a := range args { // the period's start is the slice's
+		if _, ok := a.(time.Time); ok {
+			args[i] = part[0]
+			break
+		}
+	}
+	if !part[1].IsZero() {
+		from, args = from+" AND created_at < ?", append(args, part[1])
+	}
+	rows, err := s.db.WithContext(ctx).Raw(`SELECT staff_id, verdict, edited, tool, rule, `+bandCol+`, took_s, settled_s FROM `+from, args...).Rows()
+	if err != nil {
+		return v, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var staffID, verdict, tool, rule, b string
+		var edited bool
+		var secs float64
+		var settled *float64
+		if err := rows.Scan(&staffID, &verdict, &edited, &tool, &rule, &b, &secs, &settled); err != nil {
+			return v, err
+		}
+		p := v.people[staffID]
+		if p == nil {
+			p = &ApproverInsight{StaffID: staffID}
+			v.people[staffID] = p
+		}
+		p.Decisions++
+		v.took[staffID] = append(v.took[staffID], secs)
+		if secs < QuickDecision.Seconds() {
+			p.Quick++
+		}
+		switch verdict {
+		case "approve":
+			p.Approved++
+		case "reject":
+			p.Rejected++
+		}
+		k := [3]string{tool, rule, b}
+		r := v.rules[k]
+		if r == nil {
+			r = &ruleVerdicts{}
+			v.rules[k] = r
+		}
+		if edited {
+			p.Edited++
+			if verdict == "approve" {
+				r.edited++
+			}
+		}
+		if settled != nil {
+			r.settled = append(r.settled, *settled)
+		}
+	}
+	return v, rows.Err()
+}
+
+// HourFormat is how call_hours names an hour (UTC).
+const HourFormat = "2006-01-02 15"
 
 // QuickDecision is the time under which a decision counts as quick.
 const QuickDecision = 3 * time.Second
@@ -76,13 +166,33 @@ func (s *Store) Insights(ctx context.Context, q InsightsQuery) ([]RuleInsight, [
 		k := [3]string{tool, rule, b}
 		r := byKey[k]
 		if r == nil {
-			r = &RuleInsight{Tool: tool, Rule: rule, Band: b}
+			r = &RuleInsight{Tool: tool, Rule: rule, Band: b, DecisionP50: -1, DecisionP90: -1}
 			byKey[k] = r
 		}
 		return r
 	}
-	rows, err := s.db.WithContext(ctx).Raw(`SELECT tool, rule, decision, status, `+band+` AS band, COUNT(*) FROM tool_calls WHERE `+where+
-		` GROUP BY tool, rule, decision, status, band`, append(bandArgs, whereArgs...)...).Rows()
+	// Without bands: the hours wholly in the period from call_hours, and
+	// the calls of the hour it starts in. With bands, every call's
+	// arguments are read.
+	counts, countArgs := `SELECT tool, rule, decision, status, '', COUNT(*) FROM tool_calls WHERE `+where+
+		` GROUP BY tool, rule, decision, status`, whereArgs
+	if len(bandArgs) > 0 {
+		counts, countArgs = `SELECT tool, rule, decision, status, `+band+` AS band, COUNT(*) FROM tool_calls WHERE `+where+
+			` GROUP BY tool, rule, decision, status, band`, append(bandArgs, whereArgs...)
+	} else {
+		next := since.Truncate(time.Hour).Add(time.Hour)
+		hours := `SELECT tool, rule, decision, status, '', SUM(n) FROM call_hours WHERE hour >= ?`
+		hourArgs := []any{next.Format(HourFormat)}
+		partial := `SELECT tool, rule, decision, status, '', COUNT(*) FROM tool_calls WHERE created_at >= ? AND created_at < ?`
+		partialArgs := []any{since, next}
+		if q.Tool != "" {
+			hours, hourArgs = hours+" AND tool = ?", append(hourArgs, q.Tool)
+			partial, partialArgs = partial+" AND tool = ?", append(partialArgs, q.Tool)
+		}
+		counts = hours + ` GROUP BY tool, rule, decision, status UNION ALL ` + partial + ` GROUP BY tool, rule, decision, status`
+		countArgs = append(hourArgs, partialArgs...)
+	}
+	rows, err := s.db.WithContext(ctx).Raw(counts, countArgs...).Rows()
 	if err != nil {
 		return nil, nil, fmt.Errorf("insights: %w", err)
 	}
@@ -121,81 +231,74 @@ func (s *Store) Insights(ctx context.Context, q InsightsQuery) ([]RuleInsight, [
 		return nil, nil, fmt.Errorf("insights: %w", err)
 	}
 
-	// The approvals, call by call in order: each one's time is from when
-	// the action reached that person (held, or the one before signed).
-	aband, abandArgs := s.d.bandOf("c.args", q.Field, q.Bands)
-	awhere, awhereArgs := "a.created_at >= ? AND c.created_at >= ?", []any{since, since}
-	if q.Tool != "" {
-		awhere, awhereArgs = awhere+" AND c.tool = ?", append(awhereArgs, q.Tool)
+	// The verdicts given in the period, summed in whole seconds: each keeps
+	// its call's tool and rule and how long its person took
+	// (Approval.TookS, .SettledS), so that without bands no call is read.
+	// With bands, the calls' arguments are.
+	from, fromArgs, bandCol := "approvals WHERE created_at >= ?", []any{since}, "''"
+	if len(q.Bands) > 0 && q.Field != "" {
+		aband, abandArgs := s.d.bandOf("c.args", q.Field, q.Bands)
+		from = "(SELECT a.staff_id, a.verdict, a.edited, a.tool, a.rule, a.took_s, a.settled_s, a.created_at, " + aband +
+			" AS band FROM approvals a JOIN tool_calls c ON c.id = a.tool_call_id) x WHERE created_at >= ?"
+		fromArgs, bandCol = append(abandArgs, since), "band"
 	}
-	rows, err = s.db.WithContext(ctx).Raw(`SELECT a.tool_call_id, a.staff_id, a.staff_name, a.verdict, a.edited, c.tool, c.rule, `+aband+`, c.status, `+
-		s.d.seconds("c.created_at", "a.created_at")+` FROM approvals a JOIN tool_calls c ON c.id = a.tool_call_id WHERE `+awhere+
-		` ORDER BY a.tool_call_id, a.id`, append(abandArgs, awhereArgs...)...).Rows()
-	if err != nil {
+	if q.Tool != "" {
+		from, fromArgs = from+" AND tool = ?", append(fromArgs, q.Tool)
+	}
+	// The verdicts are many (a sixth of the calls, say): the period is read
+	// in slices at once, one per processor, on connections of their own.
+	parts := verdictSlices(since, s.now(), min(runtime.GOMAXPROCS(0), 4))
+	got := make([]verdicts, len(parts))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, part := range parts {
+		g.Go(func() error {
+			var err error
+			got[i], err = s.readVerdicts(gctx, from, fromArgs, bandCol, part)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
 		return nil, nil, fmt.Errorf("insights of approvals: %w", err)
 	}
 	people := map[string]*ApproverInsight{}
-	var lastCall string
-	var lastAt float64
-	var settle *RuleInsight
-	var settleAt float64
-	flush := func() {
-		if settle != nil {
-			settle.decisions = append(settle.decisions, settleAt)
-		}
-		settle = nil
-	}
-	for rows.Next() {
-		var callID, staffID, name, verdict, tool, rule, b, status string
-		var edited bool
-		var at float64
-		if err := rows.Scan(&callID, &staffID, &name, &verdict, &edited, &tool, &rule, &b, &status, &at); err != nil {
-			rows.Close()
-			return nil, nil, fmt.Errorf("insights of approvals: %w", err)
-		}
-		if callID != lastCall {
-			flush()
-			lastCall, lastAt = callID, 0
-		}
-		p := people[staffID]
-		if p == nil {
-			p = &ApproverInsight{StaffID: staffID, Name: name}
-			people[staffID] = p
-		}
-		took := max(at-lastAt, 0)
-		lastAt = at
-		p.Decisions++
-		p.seconds = append(p.seconds, took)
-		if took < QuickDecision.Seconds() {
-			p.Quick++
-		}
-		switch verdict {
-		case "approve":
-			p.Approved++
-		case "reject":
-			p.Rejected++
-		}
-		r := get(tool, rule, b)
-		if edited {
-			p.Edited++
-			if verdict == "approve" {
-				r.Edited++
+	took := map[*ApproverInsight][]float64{}
+	times := map[*RuleInsight][]float64{}
+	for _, v := range got {
+		for id, p := range v.people {
+			all := people[id]
+			if all == nil {
+				all = &ApproverInsight{StaffID: id, MedianSeconds: -1}
+				people[id] = all
 			}
+			all.Decisions, all.Approved, all.Rejected, all.Edited, all.Quick = all.Decisions+p.Decisions, all.Approved+p.Approved,
+				all.Rejected+p.Rejected, all.Edited+p.Edited, all.Quick+p.Quick
+			took[all] = append(took[all], v.took[id]...)
 		}
-		if status != string(CallPending) {
-			settle, settleAt = r, at // the last one settled it
+		for k, r := range v.rules {
+			all := get(k[0], k[1], k[2])
+			all.Edited += r.edited
+			times[all] = append(times[all], r.settled...)
 		}
 	}
-	flush()
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("insights of approvals: %w", err)
+	for p, xs := range took {
+		p.MedianSeconds = percentile(xs, 0.5)
+	}
+	for r, xs := range times {
+		r.DecisionP50, r.DecisionP90 = percentile(xs, 0.5), percentile(xs, 0.9)
 	}
 
+	// Names as the staff list has them (the index holds ids only).
+	var staff []Staff
+	if err := s.db.WithContext(ctx).Select("id", "name").Find(&staff).Error; err != nil {
+		return nil, nil, fmt.Errorf("insights: %w", err)
+	}
+	for _, st := range staff {
+		if p := people[st.ID]; p != nil && p.Name == "" {
+			p.Name = st.Name
+		}
+	}
 	out := make([]RuleInsight, 0, len(byKey))
 	for _, r := range byKey {
-		r.DecisionP50, r.DecisionP90 = percentile(r.decisions, 0.5), percentile(r.decisions, 0.9)
-		r.decisions = nil
 		if r.Calls > 0 || r.Edited > 0 {
 			out = append(out, *r)
 		}
@@ -212,8 +315,6 @@ func (s *Store) Insights(ctx context.Context, q InsightsQuery) ([]RuleInsight, [
 	})
 	approvers := make([]ApproverInsight, 0, len(people))
 	for _, p := range people {
-		p.MedianSeconds = percentile(p.seconds, 0.5)
-		p.seconds = nil
 		approvers = append(approvers, *p)
 	}
 	sort.Slice(approvers, func(i, j int) bool {
@@ -232,7 +333,7 @@ func percentile(xs []float64, p float64) float64 {
 		return -1
 	}
 	sort.Float64s(xs)
-	i := int(float64(len(xs))*p+0.999999) - 1
+	i := int(math.Ceil(float64(len(xs))*p)) - 1
 	return xs[min(max(i, 0), len(xs)-1)]
 }
 
@@ -245,7 +346,7 @@ func (d dialect) seconds(from, to string) string {
 }
 
 // bandOf is SQL naming the band of a numeric top-level argument, with its
-// values: '' when there are no bands.
+// values: ” when there are no bands.
 func (d dialect) bandOf(col, field string, bands []float64) (string, []any) {
 	if field == "" || len(bands) == 0 {
 		return "''", nil

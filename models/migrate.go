@@ -182,4 +182,4 @@ func renumber(ctx context.Context, pool *sql.DB) error {
 // allRecords is every record with a table: the product's and the demo
 // shop's. The schema tests hold the migrations of both dialects to them.
 var allRecords = []any{&Run{}, &Turn{}, &ToolCall{}, &Approval{}, &AuditEvent{}, &AuditHead{},
-	&Customer{}, &Order{}, &Refund{}, &Staff{}, &Session{}, &APIToken{}, &Agent{}, &Instance{}, &ShadowDecision{}, &Delivery{}, &Grant{}, &ToolPin{}, &Review{}, &SharedSecret{}, &OAuthClient{}, &OAuthRecord{}, &PolicyVersion{}, &PolicySignature{}}
+	&Customer{}, &Order{}, &Refund{}, &Staff{}, &Session{}, &APIToken{}, &Agent{}, &Instance{}, &ShadowDecision{}, &Delivery{}, &Grant{}, &ToolPin{}, &Review{}, &SharedSecret{}, &OAuthClient{}, &OAuthRecord{}, &PolicyVersion{}, &PolicySignature{}, &CallHour{}}

@@ -137,19 +137,29 @@ type Approval struct {
 	ID         int64     `gorm:"primaryKey;autoIncrement"`
 	ToolCallID string    `gorm:"size:40;index;not null"`
 	ToolCall   *ToolCall `gorm:"constraint:OnDelete:RESTRICT"`
-	StaffID    string    `gorm:"size:64;index"`
+	StaffID    string    `gorm:"size:64;index;index:idx_approvals_insights,priority:2"`
 	StaffName  string    `gorm:"size:200"`
 	StaffRole  StaffRole `gorm:"size:16"`
-	Verdict    string    `gorm:"size:16"` // approve | reject
+	Verdict    string    `gorm:"size:16;index:idx_approvals_insights,priority:3"` // approve | reject
 	Note       string    `gorm:"type:text"`
 	// Args and ArgsHash are the argument set this verdict was given on.
-	Args      string `gorm:"type:text"`
-	ArgsHash  string `gorm:"size:64"`
-	Edited    bool
-	CreatedAt time.Time `gorm:"index:idx_approvals_created"`
+	Args      string    `gorm:"type:text"`
+	ArgsHash  string    `gorm:"size:64"`
+	Edited    bool      `gorm:"index:idx_approvals_insights,priority:4"`
+	CreatedAt time.Time `gorm:"index:idx_approvals_insights,priority:1"`
 	// Seen is what the person was shown before deciding (EncodeFacts of
 	// their Review), "" when they were shown none (the API, Slack).
 	Seen string `gorm:"type:text"`
+	// For insights, without a join: the call's tool and rule; TookS, the
+	// seconds from the action reaching this person (held, or the approver
+	// before them signing) to their verdict; SettledS, when this verdict
+	// decided the action, the seconds from held to decided.
+	Tool     string   `gorm:"size:100;default:'';index:idx_approvals_insights,priority:5"`
+	Rule     string   `gorm:"size:100;default:'';index:idx_approvals_insights,priority:6"`
+	TookS    float64  `gorm:"index:idx_approvals_insights,priority:7"`
+	SettledS *float64 `gorm:"index:idx_approvals_insights,priority:8"`
+	// Settles: this verdict decides the action (not stored: SettledS is).
+	Settles bool `gorm:"-"`
 }
 
 // AuditEvent is one link of the append-only, hash-chained audit log.
@@ -236,3 +246,16 @@ const (
 	DecidedNeedsApproval = "needs_approval"
 	DecidedDeny          = "deny"
 )
+
+// CallHour counts the calls made in one hour (UTC, "2006-01-02 15") by
+// tool, rule, decision and status, kept by triggers on tool_calls as calls
+// are recorded and change: insights read a month of them, not a million
+// calls.
+type CallHour struct {
+	Hour     string `gorm:"primaryKey;size:16"`
+	Tool     string `gorm:"primaryKey;size:100"`
+	Rule     string `gorm:"primaryKey;size:100"`
+	Decision string `gorm:"primaryKey;size:16"`
+	Status   string `gorm:"primaryKey;size:16"`
+	N        int64  `gorm:"not null;default:0"`
+}

@@ -216,7 +216,7 @@ func castVote(tx *models.Tx, call *models.ToolCall, a *approval, required int, r
 	}
 	err = tx.CreateApproval(&models.Approval{ToolCallID: call.ID, StaffID: a.actor.ID, StaffName: a.actor.Name,
 		StaffRole: a.actor.Role, Verdict: "approve", Note: a.note, Args: call.Args, ArgsHash: call.ArgsHash,
-		Edited: a.edit != nil, Seen: seen})
+		Edited: a.edit != nil, Seen: seen, Settles: met})
 	return count, met, err
 }
 

@@ -57,7 +57,7 @@ func (g *Gate) RejectSeen(ctx context.Context, actionID string, actor models.Act
 			return err
 		}
 		if err := tx.CreateApproval(&models.Approval{ToolCallID: call.ID, StaffID: actor.ID, StaffName: actor.Name,
-			StaffRole: actor.Role, Verdict: "reject", Note: reason, Args: call.Args, ArgsHash: call.ArgsHash, Seen: seen}); err != nil {
+			StaffRole: actor.Role, Verdict: "reject", Note: reason, Args: call.Args, ArgsHash: call.ArgsHash, Seen: seen, Settles: true}); err != nil {
 			return err
 		}
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallRejected,

@@ -39,10 +39,61 @@ CREATE TABLE policy_signatures (
 CREATE UNIQUE INDEX idx_policy_signatures_once ON policy_signatures (version_id, staff_id);
 ALTER TABLE instances ADD COLUMN policy_error text DEFAULT '';
 CREATE INDEX idx_tool_calls_insights ON tool_calls (tool, rule, decision, status, created_at);
-CREATE INDEX idx_approvals_created ON approvals (created_at);
+ALTER TABLE approvals ADD COLUMN tool varchar(100) DEFAULT '';
+ALTER TABLE approvals ADD COLUMN rule varchar(100) DEFAULT '';
+ALTER TABLE approvals ADD COLUMN took_s double precision;
+ALTER TABLE approvals ADD COLUMN settled_s double precision;
+UPDATE approvals a SET
+    tool = COALESCE(c.tool, ''),
+    rule = COALESCE(c.rule, ''),
+    took_s = GREATEST(0, EXTRACT(EPOCH FROM (a.created_at - GREATEST(c.created_at,
+        COALESCE((SELECT MAX(p.created_at) FROM approvals p WHERE p.tool_call_id = a.tool_call_id AND p.id < a.id), c.created_at))))),
+    settled_s = CASE WHEN a.id = (SELECT MAX(p.id) FROM approvals p WHERE p.tool_call_id = a.tool_call_id) AND c.status <> 'pending'
+        THEN GREATEST(0, EXTRACT(EPOCH FROM (a.created_at - c.created_at))) END
+FROM tool_calls c WHERE c.id = a.tool_call_id;
+CREATE INDEX idx_approvals_insights ON approvals (created_at, staff_id, verdict, edited, tool, rule, took_s, settled_s);
+CREATE TABLE call_hours (
+    hour varchar(16),
+    tool varchar(100),
+    rule varchar(100),
+    decision varchar(16),
+    status varchar(16),
+    n bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (hour, tool, rule, decision, status)
+);
+INSERT INTO call_hours (hour, tool, rule, decision, status, n)
+    SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24'), COALESCE(tool, ''), COALESCE(rule, ''), COALESCE(decision, ''), COALESCE(status, ''), count(*)
+    FROM tool_calls GROUP BY 1, 2, 3, 4, 5;
+-- +goose StatementBegin
+CREATE FUNCTION call_hours_count() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        IF OLD.status IS NOT DISTINCT FROM NEW.status AND OLD.rule IS NOT DISTINCT FROM NEW.rule AND OLD.decision IS NOT DISTINCT FROM NEW.decision THEN
+            RETURN NULL;
+        END IF;
+        UPDATE call_hours SET n = n - 1 WHERE hour = to_char(OLD.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24') AND tool = COALESCE(OLD.tool, '')
+            AND rule = COALESCE(OLD.rule, '') AND decision = COALESCE(OLD.decision, '') AND status = COALESCE(OLD.status, '');
+    END IF;
+    INSERT INTO call_hours (hour, tool, rule, decision, status, n)
+    VALUES (to_char(NEW.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24'), COALESCE(NEW.tool, ''), COALESCE(NEW.rule, ''), COALESCE(NEW.decision, ''), COALESCE(NEW.status, ''), 1)
+    ON CONFLICT (hour, tool, rule, decision, status) DO UPDATE SET n = call_hours.n + 1;
+    RETURN NULL;
+END;
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER call_hours_recorded AFTER INSERT ON tool_calls FOR EACH ROW EXECUTE FUNCTION call_hours_count();
+CREATE TRIGGER call_hours_changed AFTER UPDATE OF status, rule, decision ON tool_calls FOR EACH ROW EXECUTE FUNCTION call_hours_count();
 
 -- +goose Down
-DROP INDEX idx_approvals_created;
+DROP TRIGGER call_hours_changed ON tool_calls;
+DROP TRIGGER call_hours_recorded ON tool_calls;
+DROP FUNCTION call_hours_count();
+DROP TABLE call_hours;
+DROP INDEX idx_approvals_insights;
+ALTER TABLE approvals DROP COLUMN settled_s;
+ALTER TABLE approvals DROP COLUMN took_s;
+ALTER TABLE approvals DROP COLUMN rule;
+ALTER TABLE approvals DROP COLUMN tool;
 DROP INDEX idx_tool_calls_insights;
 ALTER TABLE instances DROP COLUMN policy_error;
 DROP TABLE policy_signatures;

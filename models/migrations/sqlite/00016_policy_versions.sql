@@ -12,10 +12,51 @@ CREATE TABLE `policy_signatures` (`id` integer PRIMARY KEY AUTOINCREMENT,`versio
 CREATE UNIQUE INDEX `idx_policy_signatures_once` ON `policy_signatures`(`version_id`,`staff_id`);
 ALTER TABLE `instances` ADD `policy_error` text DEFAULT "";
 CREATE INDEX `idx_tool_calls_insights` ON `tool_calls`(`tool`,`rule`,`decision`,`status`,`created_at`);
-CREATE INDEX `idx_approvals_created` ON `approvals`(`created_at`);
+ALTER TABLE `approvals` ADD `tool` text DEFAULT "";
+ALTER TABLE `approvals` ADD `rule` text DEFAULT "";
+ALTER TABLE `approvals` ADD `took_s` real;
+ALTER TABLE `approvals` ADD `settled_s` real;
+UPDATE `approvals` SET
+    `tool` = COALESCE((SELECT c.tool FROM tool_calls c WHERE c.id = approvals.tool_call_id), ''),
+    `rule` = COALESCE((SELECT c.rule FROM tool_calls c WHERE c.id = approvals.tool_call_id), ''),
+    `took_s` = MAX(0, (julianday(approvals.created_at) - julianday(MAX(
+        COALESCE((SELECT c.created_at FROM tool_calls c WHERE c.id = approvals.tool_call_id), approvals.created_at),
+        COALESCE((SELECT MAX(p.created_at) FROM approvals p WHERE p.tool_call_id = approvals.tool_call_id AND p.id < approvals.id), '')))) * 86400.0),
+    `settled_s` = CASE WHEN approvals.id = (SELECT MAX(p.id) FROM approvals p WHERE p.tool_call_id = approvals.tool_call_id)
+        AND (SELECT c.status FROM tool_calls c WHERE c.id = approvals.tool_call_id) <> 'pending'
+        THEN MAX(0, (julianday(approvals.created_at) - julianday((SELECT c.created_at FROM tool_calls c WHERE c.id = approvals.tool_call_id))) * 86400.0) END;
+CREATE INDEX `idx_approvals_insights` ON `approvals`(`created_at`,`staff_id`,`verdict`,`edited`,`tool`,`rule`,`took_s`,`settled_s`);
+CREATE TABLE `call_hours` (`hour` text,`tool` text,`rule` text,`decision` text,`status` text,`n` integer NOT NULL DEFAULT 0,PRIMARY KEY (`hour`,`tool`,`rule`,`decision`,`status`));
+INSERT INTO call_hours (hour, tool, rule, decision, status, n)
+    SELECT substr(created_at, 1, 13), COALESCE(tool, ''), COALESCE(rule, ''), COALESCE(decision, ''), COALESCE(status, ''), count(*)
+    FROM tool_calls GROUP BY 1, 2, 3, 4, 5;
+-- +goose StatementBegin
+CREATE TRIGGER call_hours_recorded AFTER INSERT ON tool_calls BEGIN
+    INSERT INTO call_hours (hour, tool, rule, decision, status, n)
+    VALUES (substr(NEW.created_at, 1, 13), COALESCE(NEW.tool, ''), COALESCE(NEW.rule, ''), COALESCE(NEW.decision, ''), COALESCE(NEW.status, ''), 1)
+    ON CONFLICT (hour, tool, rule, decision, status) DO UPDATE SET n = n + 1;
+END;
+-- +goose StatementEnd
+-- +goose StatementBegin
+CREATE TRIGGER call_hours_changed AFTER UPDATE OF status, rule, decision ON tool_calls
+WHEN OLD.status IS NOT NEW.status OR OLD.rule IS NOT NEW.rule OR OLD.decision IS NOT NEW.decision BEGIN
+    UPDATE call_hours SET n = n - 1 WHERE hour = substr(OLD.created_at, 1, 13) AND tool = COALESCE(OLD.tool, '')
+        AND rule = COALESCE(OLD.rule, '') AND decision = COALESCE(OLD.decision, '') AND status = COALESCE(OLD.status, '');
+    INSERT INTO call_hours (hour, tool, rule, decision, status, n)
+    VALUES (substr(NEW.created_at, 1, 13), COALESCE(NEW.tool, ''), COALESCE(NEW.rule, ''), COALESCE(NEW.decision, ''), COALESCE(NEW.status, ''), 1)
+    ON CONFLICT (hour, tool, rule, decision, status) DO UPDATE SET n = n + 1;
+END;
+-- +goose StatementEnd
 
 -- +goose Down
-DROP INDEX `idx_approvals_created`;
+DROP TRIGGER call_hours_changed;
+DROP TRIGGER call_hours_recorded;
+DROP TABLE `call_hours`;
+DROP INDEX `idx_approvals_insights`;
+ALTER TABLE `approvals` DROP COLUMN `settled_s`;
+ALTER TABLE `approvals` DROP COLUMN `took_s`;
+ALTER TABLE `approvals` DROP COLUMN `rule`;
+ALTER TABLE `approvals` DROP COLUMN `tool`;
 DROP INDEX `idx_tool_calls_insights`;
 ALTER TABLE `instances` DROP COLUMN `policy_error`;
 DROP TABLE `policy_signatures`;
