@@ -174,8 +174,8 @@ func (s *Store) Insights(ctx context.Context, q InsightsQuery) ([]RuleInsight, [
 	// Without bands: the hours wholly in the period from call_hours, and
 	// the calls of the hour it starts in. With bands, every call's
 	// arguments are read.
-	counts, countArgs := `SELECT tool, rule, decision, status, '', COUNT(*) FROM tool_calls WHERE `+where+
-		` GROUP BY tool, rule, decision, status`, whereArgs
+	var counts string
+	var countArgs []any
 	if len(bandArgs) > 0 {
 		counts, countArgs = `SELECT tool, rule, decision, status, `+band+` AS band, COUNT(*) FROM tool_calls WHERE `+where+
 			` GROUP BY tool, rule, decision, status, band`, append(bandArgs, whereArgs...)
@@ -335,14 +335,6 @@ func percentile(xs []float64, p float64) float64 {
 	sort.Float64s(xs)
 	i := int(math.Ceil(float64(len(xs))*p)) - 1
 	return xs[min(max(i, 0), len(xs)-1)]
-}
-
-// seconds is SQL for the seconds from one time column to another.
-func (d dialect) seconds(from, to string) string {
-	if d.pg {
-		return "EXTRACT(EPOCH FROM (" + to + " - " + from + "))::float8"
-	}
-	return "(julianday(" + to + ") - julianday(" + from + ")) * 86400.0"
 }
 
 // bandOf is SQL naming the band of a numeric top-level argument, with its

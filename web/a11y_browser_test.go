@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools/shop"
 )
 
 //go:embed testdata/axe/axe.min.js
@@ -76,6 +77,13 @@ func TestBrowserEveryPagePassesAxe(t *testing.T) {
 		http: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	asker.register("Desk Assistant")
 	consent := asker.authorize(nil).Header.Get("Location")
+	// A proposed policy version, for its page and the diff.
+	token, err := a.accounts.CreateAPIToken(context.Background(), "ada@x.test", models.Actor{ID: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raised := strings.Replace(string(shop.PolicyYAML), "when: args.amount <= 50", "when: args.amount <= 60", 1)
+	proposed := versionOf(t, a.do("POST", "/api/v1/policy/versions", token, proposeBody(raised, "up to $60")))
 	pages := []struct {
 		who         context.Context
 		path, ready string
@@ -93,6 +101,9 @@ func TestBrowserEveryPagePassesAxe(t *testing.T) {
 		{ada, "/runs/" + outsideRun.RunID, "[data-testid=session-calls]", "run-outside-agent"},
 		{ada, "/audit", "[data-testid=audit]", "audit-list"},
 		{ada, "/policy", "[data-testid=revoke-grant]", "policy"},
+		{ada, "/policy/versions/" + jsonID(proposed), "[data-testid=version-status]", "policy-version"},
+		{ada, "/policy/diff?from=1&to=" + jsonID(proposed), "[data-testid=diff]", "policy-diff"},
+		{ada, "/insights", "[data-testid=insight-rules]", "insights"},
 		{ada, "/tools", "main", "tools"},
 		{ada, "/staff", "main", "staff"},
 		{ada, consent, "[data-testid=oauth-consent]", "oauth-consent"},

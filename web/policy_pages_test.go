@@ -86,4 +86,3 @@ func TestPolicyVersionPages(t *testing.T) {
 		t.Fatalf("diff: %d %s", res.StatusCode, between(page, `data-testid="diff"`, `</pre>`))
 	}
 }
-
