@@ -181,7 +181,7 @@ func (s *Store) Insights(ctx context.Context, q InsightsQuery) ([]RuleInsight, [
 			` GROUP BY tool, rule, decision, status, band`, append(bandArgs, whereArgs...)
 	} else {
 		next := since.Truncate(time.Hour).Add(time.Hour)
-		hours := `SELECT tool, rule, decision, status, '', SUM(n) FROM call_hours WHERE hour >= ?`
+		hours := `SELECT tool, rule, decision, outcome, '', SUM(n) FROM call_hours WHERE hour >= ?`
 		hourArgs := []any{next.Format(HourFormat)}
 		partial := `SELECT tool, rule, decision, status, '', COUNT(*) FROM tool_calls WHERE created_at >= ? AND created_at < ?`
 		partialArgs := []any{since, next}
@@ -189,7 +189,7 @@ func (s *Store) Insights(ctx context.Context, q InsightsQuery) ([]RuleInsight, [
 			hours, hourArgs = hours+" AND tool = ?", append(hourArgs, q.Tool)
 			partial, partialArgs = partial+" AND tool = ?", append(partialArgs, q.Tool)
 		}
-		counts = hours + ` GROUP BY tool, rule, decision, status UNION ALL ` + partial + ` GROUP BY tool, rule, decision, status`
+		counts = hours + ` GROUP BY tool, rule, decision, outcome UNION ALL ` + partial + ` GROUP BY tool, rule, decision, status`
 		countArgs = append(hourArgs, partialArgs...)
 	}
 	rows, err := s.db.WithContext(ctx).Raw(counts, countArgs...).Rows()
@@ -213,7 +213,7 @@ func (s *Store) Insights(ctx context.Context, q InsightsQuery) ([]RuleInsight, [
 		case DecidedNeedsApproval:
 			r.Held += n
 			switch CallStatus(status) {
-			case CallApproved, CallExecuting, CallSucceeded, CallFailed, CallUnknown:
+			case CallApproved, CallExecuting, CallSucceeded, CallFailed, CallUnknown: // call_hours says approved
 				r.Approved += n
 			case CallRejected:
 				r.Rejected += n

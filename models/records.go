@@ -59,7 +59,7 @@ type ToolCall struct {
 	// under which of its call ids (0 and "" for calls made outside a run loop).
 	TurnID      int64  `gorm:"default:0"`
 	ModelCallID string `gorm:"size:100"`
-	Tool        string `gorm:"size:100;index:idx_tool_calls_tool_created,priority:1;index:idx_tool_calls_insights,priority:1"`
+	Tool        string `gorm:"size:100;index:idx_tool_calls_tool_created,priority:1"`
 	Risk        string `gorm:"size:16"`
 	// RawArgs is exactly what the model sent.
 	RawArgs string `gorm:"type:text"`
@@ -74,9 +74,9 @@ type ToolCall struct {
 	// looked up by status alone): an allowed call is one index entry while it
 	// runs and none after. Queries by another status say so with
 	// notSucceeded, so that the planner may use it.
-	Status            CallStatus `gorm:"size:16;index:idx_tool_calls_status_created,priority:1,where:status <> 'succeeded';index:idx_tool_calls_run_waiting,priority:2,where:status <> 'succeeded';index:idx_tool_calls_insights,priority:4"`
-	Decision          string     `gorm:"size:16;index:idx_tool_calls_insights,priority:3"` // DecidedAllow, DecidedNeedsApproval, DecidedDeny, or "" (invalid)
-	Rule              string     `gorm:"size:100;index:idx_tool_calls_insights,priority:2"`
+	Status            CallStatus `gorm:"size:16;index:idx_tool_calls_status_created,priority:1,where:status <> 'succeeded';index:idx_tool_calls_run_waiting,priority:2,where:status <> 'succeeded'"`
+	Decision          string     `gorm:"size:16"` // DecidedAllow, DecidedNeedsApproval, DecidedDeny, or "" (invalid)
+	Rule              string     `gorm:"size:100"`
 	Reason            string     `gorm:"type:text"`
 	PolicyVersion     string     `gorm:"size:64"`
 	RequiredApprovals int
@@ -94,7 +94,7 @@ type ToolCall struct {
 	ErrorDetail string `gorm:"type:text"` // for staff only
 	Result      string `gorm:"type:text"`
 
-	CreatedAt  time.Time `gorm:"index:idx_tool_calls_status_created,priority:2;index:idx_tool_calls_created,priority:1;index:idx_tool_calls_tool_created,priority:2;index:idx_tool_calls_customer_created,priority:2;index:idx_tool_calls_insights,priority:5"`
+	CreatedAt  time.Time `gorm:"index:idx_tool_calls_status_created,priority:2;index:idx_tool_calls_created,priority:1;index:idx_tool_calls_tool_created,priority:2;index:idx_tool_calls_customer_created,priority:2"`
 	UpdatedAt  time.Time
 	DecidedAt  *time.Time
 	FinishedAt *time.Time
@@ -248,14 +248,16 @@ const (
 )
 
 // CallHour counts the calls made in one hour (UTC, "2006-01-02 15") by
-// tool, rule, decision and status, kept by triggers on tool_calls as calls
+// tool, rule, decision and outcome, kept by triggers on tool_calls as calls
 // are recorded and change: insights read a month of them, not a million
-// calls.
+// calls. The outcome is "allowed" or "denied" as decided, and for a held
+// call pending, approved (whatever ran after), rejected, expired or
+// cancelled: an allowed call that runs moves no count.
 type CallHour struct {
 	Hour     string `gorm:"primaryKey;size:16"`
 	Tool     string `gorm:"primaryKey;size:100"`
 	Rule     string `gorm:"primaryKey;size:100"`
 	Decision string `gorm:"primaryKey;size:16"`
-	Status   string `gorm:"primaryKey;size:16"`
+	Outcome  string `gorm:"primaryKey;size:16"`
 	N        int64  `gorm:"not null;default:0"`
 }

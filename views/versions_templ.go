@@ -1360,7 +1360,7 @@ func PolicyVersionPage(v VersionPageView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 130, "<details class=\"policy-yaml\" open><summary>The version (YAML)</summary><pre class=\"json\" tabindex=\"0\" role=\"region\" aria-label=\"The version's YAML\" data-testid=\"version-yaml\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 130, "<details class=\"policy-yaml\"><summary>The version (YAML)</summary><pre class=\"json\" tabindex=\"0\" role=\"region\" aria-label=\"The version's YAML\" data-testid=\"version-yaml\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -1,8 +1,8 @@
 -- Policy versions in the database: every version proposed, with its tests
 -- and its replay; the one in force for every instance; the admins who
 -- countersigned each. Instances say when they could not load the version
--- in force. Insights read decisions by tool and rule, and approvals by
--- time, from indexes of their own.
+-- in force. Insights read counts by hour (call_hours, kept by triggers)
+-- and verdicts with their times from a covering index.
 
 -- +goose Up
 CREATE TABLE policy_versions (
@@ -38,7 +38,6 @@ CREATE TABLE policy_signatures (
 );
 CREATE UNIQUE INDEX idx_policy_signatures_once ON policy_signatures (version_id, staff_id);
 ALTER TABLE instances ADD COLUMN policy_error text DEFAULT '';
-CREATE INDEX idx_tool_calls_insights ON tool_calls (tool, rule, decision, status, created_at);
 ALTER TABLE approvals ADD COLUMN tool varchar(100) DEFAULT '';
 ALTER TABLE approvals ADD COLUMN rule varchar(100) DEFAULT '';
 ALTER TABLE approvals ADD COLUMN took_s double precision;
@@ -57,32 +56,31 @@ CREATE TABLE call_hours (
     tool varchar(100),
     rule varchar(100),
     decision varchar(16),
-    status varchar(16),
+    outcome varchar(16),
     n bigint NOT NULL DEFAULT 0,
-    PRIMARY KEY (hour, tool, rule, decision, status)
+    PRIMARY KEY (hour, tool, rule, decision, outcome)
 );
-INSERT INTO call_hours (hour, tool, rule, decision, status, n)
-    SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24'), COALESCE(tool, ''), COALESCE(rule, ''), COALESCE(decision, ''), COALESCE(status, ''), count(*)
+INSERT INTO call_hours (hour, tool, rule, decision, outcome, n)
+    SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24'), COALESCE(tool, ''), COALESCE(rule, ''), COALESCE(decision, ''), (CASE decision WHEN 'allow' THEN 'allowed' WHEN 'deny' THEN 'denied' WHEN 'needs_approval' THEN (CASE WHEN status IN ('approved', 'executing', 'succeeded', 'failed', 'unknown') THEN 'approved' ELSE COALESCE(status, '') END) ELSE COALESCE(status, '') END), count(*)
     FROM tool_calls GROUP BY 1, 2, 3, 4, 5;
 -- +goose StatementBegin
 CREATE FUNCTION call_hours_count() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'UPDATE' THEN
-        IF OLD.status IS NOT DISTINCT FROM NEW.status AND OLD.rule IS NOT DISTINCT FROM NEW.rule AND OLD.decision IS NOT DISTINCT FROM NEW.decision THEN
-            RETURN NULL;
-        END IF;
         UPDATE call_hours SET n = n - 1 WHERE hour = to_char(OLD.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24') AND tool = COALESCE(OLD.tool, '')
-            AND rule = COALESCE(OLD.rule, '') AND decision = COALESCE(OLD.decision, '') AND status = COALESCE(OLD.status, '');
+            AND rule = COALESCE(OLD.rule, '') AND decision = COALESCE(OLD.decision, '') AND outcome = (CASE OLD.decision WHEN 'allow' THEN 'allowed' WHEN 'deny' THEN 'denied' WHEN 'needs_approval' THEN (CASE WHEN OLD.status IN ('approved', 'executing', 'succeeded', 'failed', 'unknown') THEN 'approved' ELSE COALESCE(OLD.status, '') END) ELSE COALESCE(OLD.status, '') END);
     END IF;
-    INSERT INTO call_hours (hour, tool, rule, decision, status, n)
-    VALUES (to_char(NEW.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24'), COALESCE(NEW.tool, ''), COALESCE(NEW.rule, ''), COALESCE(NEW.decision, ''), COALESCE(NEW.status, ''), 1)
-    ON CONFLICT (hour, tool, rule, decision, status) DO UPDATE SET n = call_hours.n + 1;
+    INSERT INTO call_hours (hour, tool, rule, decision, outcome, n)
+    VALUES (to_char(NEW.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24'), COALESCE(NEW.tool, ''), COALESCE(NEW.rule, ''), COALESCE(NEW.decision, ''), (CASE NEW.decision WHEN 'allow' THEN 'allowed' WHEN 'deny' THEN 'denied' WHEN 'needs_approval' THEN (CASE WHEN NEW.status IN ('approved', 'executing', 'succeeded', 'failed', 'unknown') THEN 'approved' ELSE COALESCE(NEW.status, '') END) ELSE COALESCE(NEW.status, '') END), 1)
+    ON CONFLICT (hour, tool, rule, decision, outcome) DO UPDATE SET n = call_hours.n + 1;
     RETURN NULL;
 END;
 $$;
 -- +goose StatementEnd
 CREATE TRIGGER call_hours_recorded AFTER INSERT ON tool_calls FOR EACH ROW EXECUTE FUNCTION call_hours_count();
-CREATE TRIGGER call_hours_changed AFTER UPDATE OF status, rule, decision ON tool_calls FOR EACH ROW EXECUTE FUNCTION call_hours_count();
+CREATE TRIGGER call_hours_changed AFTER UPDATE OF status, rule, decision ON tool_calls FOR EACH ROW
+    WHEN (OLD.rule IS DISTINCT FROM NEW.rule OR OLD.decision IS DISTINCT FROM NEW.decision OR (CASE OLD.decision WHEN 'allow' THEN 'allowed' WHEN 'deny' THEN 'denied' WHEN 'needs_approval' THEN (CASE WHEN OLD.status IN ('approved', 'executing', 'succeeded', 'failed', 'unknown') THEN 'approved' ELSE COALESCE(OLD.status, '') END) ELSE COALESCE(OLD.status, '') END) IS DISTINCT FROM (CASE NEW.decision WHEN 'allow' THEN 'allowed' WHEN 'deny' THEN 'denied' WHEN 'needs_approval' THEN (CASE WHEN NEW.status IN ('approved', 'executing', 'succeeded', 'failed', 'unknown') THEN 'approved' ELSE COALESCE(NEW.status, '') END) ELSE COALESCE(NEW.status, '') END))
+    EXECUTE FUNCTION call_hours_count();
 
 -- +goose Down
 DROP TRIGGER call_hours_changed ON tool_calls;
@@ -94,7 +92,6 @@ ALTER TABLE approvals DROP COLUMN settled_s;
 ALTER TABLE approvals DROP COLUMN took_s;
 ALTER TABLE approvals DROP COLUMN rule;
 ALTER TABLE approvals DROP COLUMN tool;
-DROP INDEX idx_tool_calls_insights;
 ALTER TABLE instances DROP COLUMN policy_error;
 DROP TABLE policy_signatures;
 DROP TABLE policy_versions;
