@@ -297,6 +297,18 @@ func (s *Store) Insights(ctx context.Context, q InsightsQuery) ([]RuleInsight, [
 			p.Name = st.Name
 		}
 	}
+	for id, p := range people { // not on the staff list (Slack, an account gone): the name their verdicts kept
+		if p.Name != "" {
+			continue
+		}
+		var last []Approval
+		if err := s.db.WithContext(ctx).Select("staff_name").Where("staff_id = ?", id).Order("id DESC").Limit(1).Find(&last).Error; err != nil {
+			return nil, nil, fmt.Errorf("insights: %w", err)
+		}
+		if p.Name = id; len(last) > 0 && last[0].StaffName != "" {
+			p.Name = last[0].StaffName
+		}
+	}
 	out := make([]RuleInsight, 0, len(byKey))
 	for _, r := range byKey {
 		if r.Calls > 0 || r.Edited > 0 {
