@@ -173,19 +173,26 @@ func TestOAuthForMCPClients(t *testing.T) {
 		t.Fatalf("consent without the CSRF token: %d", res.StatusCode)
 	}
 	res, _ = admin.post("/oauth/consent", url.Values{"csrf": {admin.csrf}, "id": {id}, "decision": {"authorize"}, "as": {"new"}, "name": {"desk"}})
-	callback := res.Header.Get("Location")
-	if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(callback, a.srv.URL+"/oauth/authorize/callback?id=") {
-		t.Fatalf("consent: %d to %q", res.StatusCode, callback)
+	// The code goes from the admin's own request to the redirect, once.
+	back, _ := url.Parse(res.Header.Get("Location"))
+	if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(back.String(), o.redirect) || back.Query().Get("state") != "st-1" ||
+		back.Query().Get("iss") != a.srv.URL || back.Query().Get("code") == "" {
+		t.Fatalf("the authorization response: %d %s", res.StatusCode, back)
 	}
-	res, err = noFollow.Get(callback)
+	// Whoever started the request, with no session, gets no code from the
+	// provider's callback, before or after the consent; a second consent
+	// mints none either.
+	res, err = noFollow.Get(a.srv.URL + "/oauth/authorize/callback?id=" + url.QueryEscape(id))
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	back, _ := url.Parse(res.Header.Get("Location"))
-	if res.StatusCode != http.StatusFound || !strings.HasPrefix(back.String(), o.redirect) || back.Query().Get("state") != "st-1" ||
-		back.Query().Get("iss") != a.srv.URL || back.Query().Get("code") == "" {
-		t.Fatalf("the authorization response: %d %s", res.StatusCode, back)
+	if res.StatusCode == http.StatusFound || strings.Contains(res.Header.Get("Location"), "code=") {
+		t.Fatalf("the callback after consent: %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	if res, _ := admin.post("/oauth/consent", url.Values{"csrf": {admin.csrf}, "id": {id}, "decision": {"authorize"}, "as": {"existing"}, "agent": {"desk"}}); res.StatusCode != http.StatusNotFound ||
+		strings.Contains(res.Header.Get("Location"), "code=") {
+		t.Fatalf("a second consent: %d %q", res.StatusCode, res.Header.Get("Location"))
 	}
 	code := back.Query().Get("code")
 	status, tok := o.token(code)

@@ -1,11 +1,14 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
+	"strconv"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools/shop"
 )
@@ -85,4 +88,47 @@ func TestPolicyVersionPages(t *testing.T) {
 	if res.StatusCode != 200 || !strings.Contains(page, "-    when: args.amount &lt;= 50") || !strings.Contains(page, "+    when: args.amount &lt;= 60") {
 		t.Fatalf("diff: %d %s", res.StatusCode, between(page, `data-testid="diff"`, `</pre>`))
 	}
+}
+
+// A version typed on the page arrives with the browser's CRLF line ends
+// (and maybe a byte-order mark and trailing blank lines): it is stored,
+// hashed and diffed as the same text proposed through the API or a file,
+// so the diff an approver countersigns shows the one line changed, and the
+// hash is the one `countersign policy test` prints for the file.
+func TestPolicyTextIsNormalizedBeforeItIsHashed(t *testing.T) {
+	a := newApp(t)
+	a.staff(models.Admin, "ada@shop.test", "Ada")
+	ada := a.signIn("ada@shop.test")
+	raised := strings.Replace(string(shop.PolicyYAML), "when: args.amount <= 50", "when: args.amount <= 60", 1)
+	typed := "\uFEFF" + strings.ReplaceAll(raised, "\n", "\r\n") + "\r\n\r\n"
+	res, _ := ada.post("/policy/versions", url.Values{"yaml": {typed}, "csrf": {ada.csrf}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("propose: %d", res.StatusCode)
+	}
+	id := strings.TrimPrefix(strings.SplitN(res.Header.Get("Location"), "?", 2)[0], "/policy/versions/")
+	res, page := ada.get("/policy/diff?from=1&to=" + id)
+	diff := between(page, `data-testid="diff"`, `</pre>`)
+	if res.StatusCode != 200 || strings.Count(diff, `"diff-del">`) != 2 || strings.Count(diff, `"diff-add">`) != 2 || strings.Contains(diff, "\r") {
+		t.Fatalf("the diff of a version typed on the page: %d\n%s", res.StatusCode, diff)
+	}
+	file, err := policy.LoadPolicy([]byte(raised), "file", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := a.store.PolicyVersionByID(context.Background(), mustInt(t, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Hash != file.Version() || v.YAML != raised {
+		t.Fatalf("stored as %q (hash %s), the file hashes %s", v.YAML[:40], v.Hash[:12], file.Version()[:12])
+	}
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -57,9 +57,12 @@ func compileCEL(expr string) (cel.Program, *cel.Ast, error) {
 	if iss.Err() != nil {
 		return nil, nil, fmt.Errorf("%s", strings.TrimSpace(iss.Err().Error()))
 	}
-	// No cost limit: conditions are written by admins and checked at load,
-	// and their inputs are bounded (arguments are at most 16 KiB).
-	prg, err := celEnv.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	// Its worst case is bounded at load (bounds.go); the same limit stops
+	// an evaluation that would pass it anyway.
+	if err := checkCost(ast); err != nil {
+		return nil, nil, err
+	}
+	prg, err := celEnv.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(MaxConditionCost))
 	if err != nil {
 		return nil, nil, err
 	}

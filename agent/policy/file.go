@@ -14,6 +14,7 @@ import (
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/interpreter"
 	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/parser"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
@@ -103,12 +104,36 @@ type policyTest struct {
 	spec testSpec
 }
 
+// Normalize is a policy's text as it is hashed, stored, tested and diffed,
+// whichever way it came (a browser's text area posts CRLF, an editor may
+// add a byte-order mark): no byte-order mark, every line ended by "\n"
+// alone (CRLF and lone CR become LF), and exactly one final newline, no
+// blank lines after the last. Nothing inside a line changes: trailing
+// spaces can matter in a YAML block scalar.
+func Normalize(data []byte) []byte {
+	s := strings.TrimPrefix(string(data), "\uFEFF")
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return nil
+	}
+	return []byte(s + "\n")
+}
+
 // LoadPolicy parses and compiles a policy file. The registry, when given,
 // lets it refuse rules that name unknown tools and normalize test arguments.
 func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePolicy, error) {
+	data = Normalize(data)
+	if err := countNodes(data); err != nil {
+		return nil, fmt.Errorf("policy %s: %w", source, err)
+	}
 	var spec fileSpec
 	if err := yaml.UnmarshalWithOptions(data, &spec, yaml.Strict()); err != nil {
 		return nil, fmt.Errorf("policy %s: %s", source, yaml.FormatError(err, false, true))
+	}
+	if len(spec.Rules) > MaxRules || len(spec.Tests) > MaxTests {
+		return nil, fmt.Errorf("policy %s: it has %d rules and %d tests; at most %d of each", source, len(spec.Rules), len(spec.Tests), MaxRules)
 	}
 	var err error
 	sum := sha256.Sum256(data)
@@ -144,7 +169,7 @@ func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePoli
 		if rs.Name == "" {
 			return nil, fmt.Errorf("%s: every rule needs a name", where)
 		}
-		where = fmt.Sprintf("policy %s: rule %q", source, rs.Name)
+		where = fmt.Sprintf("policy %s: rule %q%s", source, rs.Name, lineOf(data, fmt.Sprintf("$.rules[%d]", i)))
 		if seen[rs.Name] {
 			return nil, fmt.Errorf("%s: the name is used twice", where)
 		}
@@ -165,6 +190,23 @@ func LoadPolicy(data []byte, source string, registry *tools.Registry) (*FilePoli
 		p.tests = append(p.tests, policyTest{spec: ts})
 	}
 	return p, nil
+}
+
+// lineOf is " (line N)" for the node at a YAML path, or "".
+func lineOf(data []byte, path string) string {
+	p, err := yaml.PathString(path)
+	if err != nil {
+		return ""
+	}
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return ""
+	}
+	n, err := p.FilterFile(f)
+	if err != nil || n == nil || n.GetToken() == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (line %d)", n.GetToken().Position.Line)
 }
 
 // compileRule checks a rule against the tools and compiles its condition

@@ -93,9 +93,9 @@ func TestPolicyLoadErrorsNameTheProblem(t *testing.T) {
 	t.Parallel()
 	reg := shopRegistry(t)
 	cases := []struct{ name, yaml, want string }{
-		{"bad CEL", "rules:\n  - name: broken\n    when: args.amount >>> 3\n    decision: deny\n", `rule "broken": condition does not compile`},
+		{"bad CEL", "rules:\n  - name: broken\n    when: args.amount >>> 3\n    decision: deny\n", `rule "broken" (line 2): condition does not compile`},
 		{"undeclared", "rules:\n  - name: typo\n    when: argz.amount > 3\n    decision: deny\n", `undeclared reference to 'argz'`},
-		{"not boolean", "rules:\n  - name: num\n    when: 1 + 2\n    decision: deny\n", `rule "num": condition gives int`},
+		{"not boolean", "rules:\n  - name: num\n    when: 1 + 2\n    decision: deny\n", `rule "num" (line 2): condition gives int`},
 		{"unknown tool", "rules:\n  - name: r\n    tool: issue_refnd\n    decision: deny\n", `no tool is named "issue_refnd"`},
 		{"unknown field", "rules:\n  - name: r\n    decison: deny\n", `[3:5] unknown field "decison"`},
 		{"bad decision", "rules:\n  - name: r\n    decision: maybe\n", `decision "maybe" must be allow, needs_approval or deny`},

@@ -277,7 +277,7 @@ func (s *Service) Propose(ctx context.Context, p Proposal) (*Version, error) {
 	tests, _ := json.Marshal(ch.Tests)
 	replay, _ := json.Marshal(rep)
 	digest := sha256.Sum256(replay)
-	v := &models.PolicyVersion{Hash: ch.Policy.Version(), YAML: string(p.YAML), Note: p.Note, Source: p.Source,
+	v := &models.PolicyVersion{Hash: ch.Policy.Version(), YAML: ch.Policy.YAML(), Note: p.Note, Source: p.Source,
 		AuthorID: p.By.ID, AuthorName: authorName(p.By), ToolsVersion: s.cfg.Gate.ToolsVersion(), Tests: string(tests),
 		Replay: string(replay), ReplayDigest: hex.EncodeToString(digest[:]), PeopleNeeded: s.people, Status: models.PolicyProposed}
 	err = s.cfg.Store.Write(ctx, func(tx *models.Tx) error {

@@ -153,7 +153,7 @@ func (sh shop) listOrders() *tools.Tool {
 	return tools.MustNew(tools.Definition[ListOrdersInput]{
 		Name:        "list_orders",
 		Summary:     "The customer's orders",
-		Description: "List the customer's orders, newest firsh.st.",
+		Description: "List the customer's orders, newest first.",
 		Risk:        tools.RiskRead,
 		Idempotent:  true,
 		Check:       func(_ context.Context, call tools.Call, _ ListOrdersInput) error { return needsCustomer(call) },

@@ -2,11 +2,14 @@ package oauth
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/zitadel/oidc/v3/pkg/op"
 
 	"github.com/countersign/countersign/models"
 )
@@ -40,19 +43,37 @@ func (s *Server) Pending(ctx context.Context, id string) (*Pending, error) {
 
 // Approve authorizes the request's client as the outside agent agentID,
 // by the admin by, and returns where the admin's browser goes next: the
-// provider's callback, which sends the code to the client.
+// client's redirect with the code. The code is made here, in the
+// consenting admin's own request, and only once: the request is taken
+// (of two consents at once, one wins) and nothing else ever hands out a
+// code for it (the provider's callback is closed; see New).
 func (s *Server) Approve(ctx context.Context, r *http.Request, id string, by models.Actor, agentID string) (string, error) {
 	p, err := s.Pending(ctx, id)
 	if err != nil {
 		return "", err
 	}
+	rec, err := s.cfg.Store.TakeOAuthRecord(ctx, kindRequest, id)
+	if err != nil {
+		return "", ErrNoRequest
+	}
+	var a authRequest
+	if err := json.Unmarshal([]byte(rec.Data), &a); err != nil || a.Done() {
+		return "", ErrNoRequest
+	}
+	putBack := func() { _ = s.cfg.Store.PutOAuthRecord(context.WithoutCancel(ctx), rec) }
 	if err := s.cfg.Store.AuthorizeOAuthClient(ctx, p.ClientID, agentID, by); err != nil {
+		putBack()
 		return "", err
 	}
-	if err := s.storage.consented(ctx, id, by.ID); err != nil {
+	a.Subject, a.AuthTime = by.ID, s.cfg.Store.Now()
+	if err := s.storage.put(ctx, kindRequest, a.ID, a.ClientID, &a, RequestLifetime); err != nil {
 		return "", err
 	}
-	return s.cfg.Issuer(r) + PathCallback + "?id=" + url.QueryEscape(id), nil
+	to, err := op.BuildAuthResponseCallbackURL(ctx, &a, s.provider)
+	if err != nil {
+		return "", err
+	}
+	return withIss(to, s.cfg.Issuer(r)), nil
 }
 
 // Deny refuses the request and returns the client's redirect with
@@ -75,9 +96,8 @@ func (s *Server) Deny(ctx context.Context, r *http.Request, id string) (string, 
 	if a.State != "" {
 		q.Set("state", a.State)
 	}
-	q.Set("iss", s.cfg.Issuer(r))
 	u.RawQuery = q.Encode()
-	return u.String(), nil
+	return withIss(u.String(), s.cfg.Issuer(r)), nil
 }
 
 // Access is what a valid access token stands for.

@@ -111,7 +111,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	mux.HandleFunc("GET "+resourceMetadataOfMCP, s.resourceMetadata)
 	mux.HandleFunc("POST "+PathRegister, s.register)
 	mux.Handle(PathAuthorize, s.authorize(s.provider))
-	mux.Handle(PathCallback, withIssuer(s.provider, cfg.Issuer))
+	// The provider's callback would hand a code for a consented request to
+	// whoever asks, as often as asked: the code goes from the consent alone.
+	mux.HandleFunc(PathCallback, func(w http.ResponseWriter, _ *http.Request) {
+		writeOAuthError(w, http.StatusNotFound, "invalid_request", "codes are sent to the client's redirect by the administrator's consent, once")
+	})
 	mux.Handle("/oauth/", s.provider)
 	mux.Handle("GET "+PathOpenIDMetadata, s.provider)
 	s.handler = mux
@@ -159,31 +163,19 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 	})
 }
 
-// withIssuer adds iss to the authorization response's redirect (RFC 9207),
+// withIss adds iss to an authorization response's redirect (RFC 9207),
 // so that a client talking to several servers knows which one answered.
-func withIssuer(next http.Handler, issuer func(*http.Request) string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(&issWriter{ResponseWriter: w, iss: issuer(r)}, r)
-	})
-}
-
-type issWriter struct {
-	http.ResponseWriter
-	iss string
-}
-
-func (w *issWriter) WriteHeader(code int) {
-	if loc := w.Header().Get("Location"); code == http.StatusFound || code == http.StatusSeeOther {
-		if u, err := url.Parse(loc); err == nil && loc != "" {
-			q := u.Query()
-			if q.Get("iss") == "" {
-				q.Set("iss", w.iss)
-				u.RawQuery = q.Encode()
-				w.Header().Set("Location", u.String())
-			}
-		}
+func withIss(to, iss string) string {
+	u, err := url.Parse(to)
+	if err != nil || to == "" {
+		return to
 	}
-	w.ResponseWriter.WriteHeader(code)
+	q := u.Query()
+	if q.Get("iss") == "" {
+		q.Set("iss", iss)
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }
 
 func writeOAuthError(w http.ResponseWriter, status int, code, description string) {
