@@ -3,8 +3,8 @@ package web_test
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
