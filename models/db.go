@@ -31,11 +31,15 @@ var ErrClosed = errors.New("store is closed")
 // Store is the application's database: a gorm handle for reads and a single
 // batching writer for every state change (see writer.go).
 type Store struct {
-	reads  sync.Map      // query -> *sql.Stmt on the read pool, for hot reads
-	db     *gorm.DB      // readers: a small pool, running in parallel thanks to WAL
-	wdb    *gorm.DB      // the single writer connection, used only by the writer goroutine
-	writer *writer       // SQLite: the single batching writer
-	ckpt   *checkpointer // SQLite: the write-ahead log's checkpoints
+	reads sync.Map // query -> *sql.Stmt on the read pool, for hot reads
+	db    *gorm.DB // readers: a small pool, running in parallel thanks to WAL
+	// reports is people's heavy reads (insights): a pool of ReportConns
+	// connections of its own, so that however many people read, the
+	// gate's connections stay the gate's.
+	reports *gorm.DB
+	wdb     *gorm.DB      // the single writer connection, used only by the writer goroutine
+	writer  *writer       // SQLite: the single batching writer
+	ckpt    *checkpointer // SQLite: the write-ahead log's checkpoints
 	// indexer keeps the audit search's index up to date (SQLite with FTS5).
 	indexer *textIndexer
 	d       dialect
@@ -63,6 +67,10 @@ type Options struct {
 	// opened without it has none.
 	Demo bool
 }
+
+// ReportConns is how many connections people's heavy reads (insights)
+// may hold at once, on a pool apart from the gate's.
+const ReportConns = 2
 
 // Open opens the database: PostgreSQL for a postgres:// or postgresql://
 // URL (postgres.go), otherwise the SQLite file at that path, created if
@@ -103,7 +111,13 @@ func Open(path string, opts Options) (*Store, error) {
 		closePool(wdb)
 		return nil, err
 	}
-	s := &Store{db: db, wdb: wdb, self: NewID("inst"), demo: opts.Demo, Now: func() time.Time { return time.Now().UTC() }}
+	reports, err := openPool(sqlite.DriverName, path, ReportConns, 16<<10, false)
+	if err != nil {
+		closePool(db)
+		closePool(wdb)
+		return nil, err
+	}
+	s := &Store{db: db, reports: reports, wdb: wdb, self: NewID("inst"), demo: opts.Demo, Now: func() time.Time { return time.Now().UTC() }}
 	conn, err := wdb.DB()
 	if err != nil {
 		return nil, err
@@ -184,13 +198,13 @@ func (s *Store) Close() error {
 	if s.d.pg {
 		s.writer.close()
 		s.reads.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
-		return s.pool.Close()
+		return errors.Join(closePool(s.reports), s.pool.Close())
 	}
 	s.indexer.close()
 	s.writer.close()
 	s.ckpt.close()
 	s.reads.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
-	return errors.Join(closePool(s.db), closePool(s.wdb))
+	return errors.Join(closePool(s.db), closePool(s.reports), closePool(s.wdb))
 }
 
 // Ping checks that the database answers.

@@ -99,7 +99,7 @@ func (s *Store) readVerdicts(ctx context.Context, from string, args []any, bandC
 	if !part[1].IsZero() {
 		from, args = from+" AND created_at < ?", append(args, part[1])
 	}
-	rows, err := s.db.WithContext(ctx).Raw(`SELECT staff_id, verdict, edited, tool, rule, `+bandCol+`, took_s, settled_s FROM `+from, args...).Rows()
+	rows, err := s.reports.WithContext(ctx).Raw(`SELECT staff_id, verdict, edited, tool, rule, `+bandCol+`, took_s, settled_s FROM `+from, args...).Rows()
 	if err != nil {
 		return v, err
 	}
@@ -192,7 +192,7 @@ func (s *Store) Insights(ctx context.Context, q InsightsQuery) ([]RuleInsight, [
 		counts = hours + ` GROUP BY tool, rule, decision, outcome UNION ALL ` + partial + ` GROUP BY tool, rule, decision, status`
 		countArgs = append(hourArgs, partialArgs...)
 	}
-	rows, err := s.db.WithContext(ctx).Raw(counts, countArgs...).Rows()
+	rows, err := s.reports.WithContext(ctx).Raw(counts, countArgs...).Rows()
 	if err != nil {
 		return nil, nil, fmt.Errorf("insights: %w", err)
 	}
@@ -246,8 +246,8 @@ func (s *Store) Insights(ctx context.Context, q InsightsQuery) ([]RuleInsight, [
 		from, fromArgs = from+" AND tool = ?", append(fromArgs, q.Tool)
 	}
 	// The verdicts are many (a sixth of the calls, say): the period is read
-	// in slices at once, one per processor, on connections of their own.
-	parts := verdictSlices(since, s.now(), min(runtime.GOMAXPROCS(0), 4))
+	// in slices at once, one per report connection (ReportConns).
+	parts := verdictSlices(since, s.now(), min(runtime.GOMAXPROCS(0), ReportConns))
 	got := make([]verdicts, len(parts))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, part := range parts {
@@ -414,7 +414,7 @@ type HeldCall struct {
 // first, at most limit.
 func (s *Store) HeldCalls(ctx context.Context, tool, rule string, since time.Time, limit int) ([]HeldCall, error) {
 	var calls []ToolCall
-	err := s.db.WithContext(ctx).Select("id", "args", "original_args", "status", "created_at").
+	err := s.reports.WithContext(ctx).Select("id", "args", "original_args", "status", "created_at").
 		Where("tool = ? AND rule = ? AND decision = ? AND created_at >= ?", tool, rule, DecidedNeedsApproval, since.UTC()).
 		Order("created_at, id").Limit(limit).Find(&calls).Error
 	if err != nil {

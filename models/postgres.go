@@ -74,7 +74,23 @@ func openPostgres(dsn string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open database: %w", err)
 		}
 	}
-	s := &Store{db: dbs[0], wdb: dbs[1], pool: pool, d: dialect{pg: true}, dsn: dsn, self: NewID("inst"), demo: opts.Demo,
+	// People's heavy reads get a pool of their own (ReportConns).
+	rpool, err := sql.Open("pgx", dsn)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	rpool.SetMaxOpenConns(ReportConns)
+	rpool.SetMaxIdleConns(ReportConns)
+	rpool.SetConnMaxIdleTime(5 * time.Minute)
+	reports, err := gorm.Open(postgres.New(postgres.Config{Conn: rpool}), &gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: true,
+		NowFunc: func() time.Time { return time.Now().UTC() }})
+	if err != nil {
+		rpool.Close()
+		pool.Close()
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	s := &Store{db: dbs[0], wdb: dbs[1], reports: reports, pool: pool, d: dialect{pg: true}, dsn: dsn, self: NewID("inst"), demo: opts.Demo,
 		Now: func() time.Time { return time.Now().UTC() }}
 	if s.writer, err = newWriter(s, pool, 0); err != nil {
 		pool.Close()

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"math"
 	"net/http"
@@ -187,11 +188,44 @@ func (s *Server) apiInsights(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rep, err := insights.Read(c.Request().Context(), s.cfg.Store, s.cfg.Gate.Tools(), s.cfg.Gate.Policy(), q)
+	rep, err := s.readInsights(c, q)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, rep)
+}
+
+// How long a request for insights waits for its turn, and how long it may
+// then read.
+const (
+	insightsWait   = 10 * time.Second
+	insightsBudget = 20 * time.Second
+)
+
+// readInsights reads insights for a person: one read at a time on this
+// instance (others wait their turn, up to insightsWait, then get 503 with
+// Retry-After), each within insightsBudget, on the store's report
+// connections (models.ReportConns), apart from the gate's.
+func (s *Server) readInsights(c echo.Context, q insights.Query) (insights.Report, error) {
+	ctx := c.Request().Context()
+	wait := time.NewTimer(insightsWait)
+	defer wait.Stop()
+	select {
+	case s.insightSlots <- struct{}{}:
+	case <-wait.C:
+		c.Response().Header().Set("Retry-After", "10")
+		return insights.Report{}, fault.Errorf(fault.Unavailable, "insights are being read for someone else; try again in a few seconds")
+	case <-ctx.Done():
+		return insights.Report{}, ctx.Err()
+	}
+	defer func() { <-s.insightSlots }()
+	rctx, cancel := context.WithTimeout(ctx, insightsBudget)
+	defer cancel()
+	rep, err := insights.Read(rctx, s.cfg.Store, s.cfg.Gate.Tools(), s.cfg.Gate.Policy(), q)
+	if err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
+		return rep, fault.Errorf(fault.Unavailable, "reading this period took over %s; choose a shorter period or one tool", insightsBudget)
+	}
+	return rep, err
 }
 
 // parseBands reads increasing band bounds: "50,200".

@@ -154,7 +154,7 @@ func TestInsightsOfASeededHistory(t *testing.T) {
 	for _, id := range ev["calls"].([]any) {
 		named = append(named, id.(string))
 	}
-	if sg["rule"] != "refund-needs-approval" || ev["up_to"] != 81.0 || !slices.Equal(named, refunds) ||
+	if sg["rule"] != "refund-needs-approval" || ev["up_to"] != 81.0 || !slices.Equal(named, refunds) || ev["calls_total"] != 22.0 ||
 		!strings.Contains(sg["text"].(string), "22 of 22") || !strings.Contains(sg["text"].(string), "median 40 s") {
 		t.Fatalf("the suggestion: %v", sg)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 
 	"github.com/countersign/countersign/agent/gate"
-	"github.com/countersign/countersign/agent/insights"
 	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
@@ -290,7 +289,7 @@ func (s *Server) insightsPage(c echo.Context) error {
 		v.Error = sentence(fault.Message(err))
 		return render(c, http.StatusBadRequest, views.InsightsPage(v))
 	}
-	rep, err := insights.Read(c.Request().Context(), s.cfg.Store, s.cfg.Gate.Tools(), s.cfg.Gate.Policy(), q)
+	rep, err := s.readInsights(c, q)
 	if err != nil {
 		return err
 	}
@@ -305,7 +304,7 @@ func (s *Server) insightsPage(c echo.Context) error {
 			RubberStamp: a.Decisions >= 10 && a.ShareUnder3s >= 0.5})
 	}
 	for _, sg := range rep.Suggestions {
-		row := views.SuggestionRow{ID: sg.ID, Text: sg.Text, Warning: sg.Warning, TestsFail: sg.TestsFail, YAML: sg.YAML, Calls: len(sg.Evidence.Calls)}
+		row := views.SuggestionRow{ID: sg.ID, Text: sg.Text, Warning: sg.Warning, TestsFail: sg.TestsFail, YAML: sg.YAML, Calls: sg.Evidence.CallsTotal}
 		row.Examples = sg.Evidence.Calls[:min(5, len(sg.Evidence.Calls))]
 		v.Suggestions = append(v.Suggestions, row)
 	}
@@ -327,7 +326,7 @@ func (s *Server) suggestionAdopt(c echo.Context) error {
 			return err
 		}
 	}
-	rep, err := insights.Read(c.Request().Context(), s.cfg.Store, s.cfg.Gate.Tools(), s.cfg.Gate.Policy(), q)
+	rep, err := s.readInsights(c, q)
 	if err != nil {
 		return err
 	}

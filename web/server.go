@@ -164,6 +164,9 @@ type Server struct {
 	// registerIP bounds OAuth client registrations per address: anyone may
 	// register, nobody may fill the database with clients.
 	registerIP *limiter
+	// insightSlots lets one insights read run at a time on this instance
+	// (readInsights): a person's report never starves the gate.
+	insightSlots chan struct{}
 	// holds caps requests held open (holds.go).
 	holds *holds
 	// versions compares what live instances decide with (instances.go).
@@ -225,9 +228,10 @@ func New(cfg Config) *Server {
 	}
 	shared := sharedLimits(cfg.Store, cfg.Log) // on PostgreSQL, the limits of every instance together
 	s := &Server{echo: e, cfg: cfg,
-		loginIP:      newLimiter(3*time.Second, 20, 0).shareAs(shared, "login_ip"),       // 20 at once, then 20 a minute per address (an office shares one)
-		loginAccount: newLimiter(12*time.Second, 5, 0).shareAs(shared, "login_account"),  // 5 at once, then 5 a minute per address and account
-		chatIP:       newLimiter(3*time.Second, 20, 0).shareAs(shared, "chat_ip"),        // 20 at once, then 20 a minute per address
+		loginIP:      newLimiter(3*time.Second, 20, 0).shareAs(shared, "login_ip"),      // 20 at once, then 20 a minute per address (an office shares one)
+		loginAccount: newLimiter(12*time.Second, 5, 0).shareAs(shared, "login_account"), // 5 at once, then 5 a minute per address and account
+		chatIP:       newLimiter(3*time.Second, 20, 0).shareAs(shared, "chat_ip"),       // 20 at once, then 20 a minute per address
+		insightSlots: make(chan struct{}, 1),
 		registerIP:   newLimiter(6*time.Second, 10, 0).shareAs(shared, "oauth_register"), // 10 at once, then 10 a minute per address
 		chatRunLimit: newLimiter(4*time.Second, 8, 0).shareAs(shared, "chat_run"),        // 8 at once, then 15 a minute per conversation
 		agentCalls:   newLimiter(time.Second/time.Duration(cfg.AgentCallsPerSecond), cfg.AgentCallBurst, 0).shareAs(shared, "agent_calls"),
