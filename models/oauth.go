@@ -48,6 +48,9 @@ func (OAuthRecord) TableName() string { return "oauth_records" }
 func (s *Store) RegisterOAuthClient(ctx context.Context, c *OAuthClient) error {
 	return s.Write(ctx, func(tx *Tx) error {
 		c.CreatedAt = tx.now
+		if err := pruneUnauthorizedClients(tx); err != nil {
+			return err
+		}
 		if err := tx.db.Create(c).Error; err != nil {
 			return err
 		}
@@ -67,12 +70,28 @@ func (s *Store) SaveOAuthClientDocument(ctx context.Context, c *OAuthClient) err
 		if res.Error != nil || res.RowsAffected == 1 {
 			return res.Error
 		}
+		if err := pruneUnauthorizedClients(tx); err != nil {
+			return err
+		}
 		if err := tx.db.Create(c).Error; err != nil {
 			return err
 		}
 		return tx.Audit(Event{Actor: "oauth", Kind: EventOAuthClientRegistered, Subject: c.ID,
 			Payload: OAuthClientRegisteredPayload{Name: c.Name, RedirectURIs: c.RedirectURIs}})
 	})
+}
+
+// UnauthorizedClientLifetime is how long a client no admin authorized is
+// kept: then it is deleted (with its requests), as it would have to ask
+// again anyway. Its registration stays in the audit log.
+const UnauthorizedClientLifetime = 24 * time.Hour
+
+func pruneUnauthorizedClients(tx *Tx) error {
+	old := tx.db.Model(&OAuthClient{}).Select("id").Where("agent_id = '' AND revoked_at IS NULL AND created_at < ?", tx.now.Add(-UnauthorizedClientLifetime))
+	if err := tx.db.Where("client_id IN (?)", old).Delete(&OAuthRecord{}).Error; err != nil {
+		return err
+	}
+	return tx.db.Where("agent_id = '' AND revoked_at IS NULL AND created_at < ?", tx.now.Add(-UnauthorizedClientLifetime)).Delete(&OAuthClient{}).Error
 }
 
 // OAuthClientByID reads a client.

@@ -58,11 +58,33 @@ func (s *Server) issuer(r *http.Request) string {
 }
 
 // serveOAuth hands the authorization server's paths to it.
+//
+// Two ways make a client: registering (POST /oauth/register) and naming a
+// metadata document's URL not seen before as the client_id of an
+// authorization request. Both take from one limit per address
+// (registerIP); every authorization request, which is stored until it
+// expires, takes from another (authorizeIP).
 func (s *Server) serveOAuth(c echo.Context) error {
-	if c.Request().Method == http.MethodPost && c.Request().URL.Path == oauth.PathRegister && !s.registerIP.allow(c.RealIP()) {
+	r, ip := c.Request(), c.RealIP()
+	tooMany := func(what string) error {
 		c.Response().Header().Set("Retry-After", "10")
 		return c.JSON(http.StatusTooManyRequests, map[string]string{"error": "too_many_requests",
-			"error_description": "too many client registrations from this address; try again in a minute"})
+			"error_description": "too many " + what + " from this address; try again in a minute"})
+	}
+	switch r.URL.Path {
+	case oauth.PathRegister:
+		if r.Method == http.MethodPost && !s.registerIP.allow(ip) {
+			return tooMany("client registrations")
+		}
+	case oauth.PathAuthorize:
+		if !s.authorizeIP.allow(ip) {
+			return tooMany("authorization requests")
+		}
+		if id := r.FormValue("client_id"); strings.HasPrefix(id, "https://") {
+			if _, err := s.cfg.Store.OAuthClientByID(r.Context(), id); errors.Is(err, models.ErrNotFound) && !s.registerIP.allow(ip) {
+				return tooMany("new clients")
+			}
+		}
 	}
 	srv, err := s.oauthServer(c)
 	if err != nil {

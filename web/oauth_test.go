@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -424,5 +426,56 @@ func TestOAuthClientByMetadataDocument(t *testing.T) {
 	// The default fetcher will not reach this machine's own addresses.
 	if _, err := oauth.DocumentClient().Get(docs.URL + "/client.json"); err == nil || !strings.Contains(err.Error(), "not a public address") {
 		t.Fatalf("the default fetcher reached a loopback address: %v", err)
+	}
+}
+
+// Anyone may send GET /oauth/authorize, and each request is stored: its
+// parameters are bounded (a 900 KiB state was stored whole) and requests
+// from one address are limited. A client named by a metadata document it
+// has never seen takes from the same limit as registering one: 200
+// document URLs from one address made 200 clients.
+func TestOAuthAuthorizeIsBounded(t *testing.T) {
+	var fetched atomic.Int64
+	docs := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"client_id": "https://" + r.Host + r.URL.Path, "client_name": "Doc",
+			"redirect_uris": []string{"http://127.0.0.1:33420/cb"}, "token_endpoint_auth_method": "none"})
+	}))
+	defer docs.Close()
+	set, _ := gateAPITools(t)
+	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "test", set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startApp(t, appConfig{Store: openStore(t), Tools: set, Policy: pol, Log: discardLog(),
+		Web: web.Config{MCPWait: 300 * time.Millisecond, OAuthDocuments: docs.Client()}}, false)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	o := &oauthClient{t: t, base: a.srv.URL, http: noFollow, redirect: "http://127.0.0.1:33418/oauth/callback"}
+	o.register("Bounded")
+	if res := o.authorize(url.Values{"state": {strings.Repeat("s", 4000)}}); res.StatusCode != 400 {
+		t.Fatalf("a 4,000-character state: %d", res.StatusCode)
+	}
+	for i := range 12 {
+		doc := &oauthClient{t: t, base: a.srv.URL, http: noFollow, id: fmt.Sprintf("%s/c%d.json", docs.URL, i), redirect: "http://127.0.0.1:33420/cb"}
+		res := doc.authorize(nil)
+		if i < 9 && res.StatusCode != http.StatusFound { // the registration above took one of the ten
+			t.Fatalf("document client %d: %d", i, res.StatusCode)
+		}
+		if i >= 10 && res.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("document client %d past the limit: %d", i, res.StatusCode)
+		}
+	}
+	if fetched.Load() > 10 {
+		t.Fatalf("%d documents fetched past the limit", fetched.Load())
+	}
+	limited := 0
+	for range 40 {
+		if res := o.authorize(nil); res.StatusCode == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatal("40 more authorization requests from one address were all stored")
 	}
 }

@@ -167,6 +167,9 @@ type Server struct {
 	// insightSlots lets one insights read run at a time on this instance
 	// (readInsights): a person's report never starves the gate.
 	insightSlots chan struct{}
+	// authorizeIP bounds OAuth authorization requests per address: each
+	// is stored until it expires, and anyone may send one.
+	authorizeIP *limiter
 	// holds caps requests held open (holds.go).
 	holds *holds
 	// versions compares what live instances decide with (instances.go).
@@ -233,6 +236,7 @@ func New(cfg Config) *Server {
 		chatIP:       newLimiter(3*time.Second, 20, 0).shareAs(shared, "chat_ip"),       // 20 at once, then 20 a minute per address
 		insightSlots: make(chan struct{}, 1),
 		registerIP:   newLimiter(6*time.Second, 10, 0).shareAs(shared, "oauth_register"), // 10 at once, then 10 a minute per address
+		authorizeIP:  newLimiter(2*time.Second, 30, 0).shareAs(shared, "oauth_authorize"), // 30 at once, then 30 a minute per address
 		chatRunLimit: newLimiter(4*time.Second, 8, 0).shareAs(shared, "chat_run"),        // 8 at once, then 15 a minute per conversation
 		agentCalls:   newLimiter(time.Second/time.Duration(cfg.AgentCallsPerSecond), cfg.AgentCallBurst, 0).shareAs(shared, "agent_calls"),
 		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/http"
 	"net/url"
 	"strings"
@@ -24,6 +25,9 @@ import (
 // fetches it again when it is over an hour old. The consent page then
 // shows the document's host, which the client cannot fake.
 
+// fetching bounds the documents fetched at once by this process.
+var fetching = make(chan struct{}, 4)
+
 // documentRefresh is how long a fetched document is trusted.
 const documentRefresh = time.Hour
 
@@ -37,12 +41,59 @@ func publicOnly(_, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return err
 	}
-	ip := net.ParseIP(host)
-	if ip == nil || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
+	if !isPublic(host) {
 		return fmt.Errorf("%s is not a public address", host)
 	}
 	return nil
+}
+
+// notPublic are the special-purpose ranges (RFC 6890 and its successors)
+// besides loopback, private, link-local, multicast and unspecified, which
+// net/netip names: this network, shared address space (carrier NAT),
+// IETF protocol assignments, benchmarking, reserved and broadcast; IPv4
+// embedded in IPv6 by NAT64, 6to4 and the deprecated site-local and
+// IPv4-compatible forms, whose IPv4 part is checked as well.
+var notPublic = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("198.51.100.0/24"),
+	netip.MustParsePrefix("203.0.113.0/24"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("2002::/16"),
+	netip.MustParsePrefix("2001::/32"),
+	netip.MustParsePrefix("2001:db8::/32"),
+	netip.MustParsePrefix("fec0::/10"),
+	netip.MustParsePrefix("fc00::/7"),
+	netip.MustParsePrefix("::/96"),
+	netip.MustParsePrefix("100::/64"),
+}
+
+// isPublic says whether an address is one a client's document may be
+// fetched from.
+func isPublic(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	ip = ip.WithZone("")
+	if ip.Is4In6() {
+		ip = ip.Unmap()
+	}
+	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() ||
+		ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
+		return false
+	}
+	for _, p := range notPublic {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
 }
 
 // DocumentClient is how metadata documents are fetched by default: public
@@ -79,6 +130,12 @@ func (s *storage) fetchDocument(ctx context.Context, id string) (*models.OAuthCl
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	select {
+	case fetching <- struct{}{}:
+		defer func() { <-fetching }()
+	case <-ctx.Done():
+		return nil, errors.New("too many client metadata documents are being fetched; try again")
+	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
 	req.Header.Set("Accept", "application/json")
 	res, err := s.documents.Do(req)

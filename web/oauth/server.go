@@ -159,9 +159,28 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 			writeOAuthError(w, http.StatusBadRequest, "invalid_request", "PKCE with code_challenge_method=S256 is required")
 			return
 		}
+		// Each request is stored until it expires: nothing in it is longer
+		// than a client needs.
+		for name, most := range maxParam {
+			for _, v := range r.Form[name] {
+				if len(v) > most {
+					writeOAuthError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("%s is over %d characters", name, most))
+					return
+				}
+			}
+		}
+		if len(r.Form) > 20 || len(r.URL.RawQuery) > 8<<10 {
+			writeOAuthError(w, http.StatusBadRequest, "invalid_request", "the authorization request is over 8 KiB or has over 20 parameters")
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resourceKey{}, want)))
 	})
 }
+
+// maxParam bounds an authorization request's parameters: an S256
+// challenge is 43 characters; a state of 1,024 holds any client's.
+var maxParam = map[string]int{"state": 1024, "nonce": 256, "code_challenge": 128, "redirect_uri": 2000, "client_id": 500,
+	"scope": 200, "resource": 500, "response_type": 32, "response_mode": 32, "code_challenge_method": 16, "prompt": 64}
 
 // withIss adds iss to an authorization response's redirect (RFC 9207),
 // so that a client talking to several servers knows which one answered.
