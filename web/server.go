@@ -235,9 +235,9 @@ func New(cfg Config) *Server {
 		loginAccount: newLimiter(12*time.Second, 5, 0).shareAs(shared, "login_account"), // 5 at once, then 5 a minute per address and account
 		chatIP:       newLimiter(3*time.Second, 20, 0).shareAs(shared, "chat_ip"),       // 20 at once, then 20 a minute per address
 		insightSlots: make(chan struct{}, 1),
-		registerIP:   newLimiter(6*time.Second, 10, 0).shareAs(shared, "oauth_register"), // 10 at once, then 10 a minute per address
+		registerIP:   newLimiter(6*time.Second, 10, 0).shareAs(shared, "oauth_register"),  // 10 at once, then 10 a minute per address
 		authorizeIP:  newLimiter(2*time.Second, 30, 0).shareAs(shared, "oauth_authorize"), // 30 at once, then 30 a minute per address
-		chatRunLimit: newLimiter(4*time.Second, 8, 0).shareAs(shared, "chat_run"),        // 8 at once, then 15 a minute per conversation
+		chatRunLimit: newLimiter(4*time.Second, 8, 0).shareAs(shared, "chat_run"),         // 8 at once, then 15 a minute per conversation
 		agentCalls:   newLimiter(time.Second/time.Duration(cfg.AgentCallsPerSecond), cfg.AgentCallBurst, 0).shareAs(shared, "agent_calls"),
 		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
 		grantKey:     newGrantKey(cfg.ChatGrantSeed),
