@@ -36,6 +36,8 @@ type OAuthRecord struct {
 	Data      string    `gorm:"type:text"`
 	ExpiresAt time.Time `gorm:"index"`
 	CreatedAt time.Time
+	// Family is the sign-in (authorization request) a token descends from.
+	Family string `gorm:"size:64;index;default:''"`
 }
 
 // TableName is oauth_clients (gorm would say o_auth_clients).
@@ -194,6 +196,18 @@ func (s *Store) TakeOAuthRecord(ctx context.Context, kind, id string) (*OAuthRec
 		return nil, err
 	}
 	return &r, nil
+}
+
+// RevokeOAuthFamily deletes every record of one sign-in: what a token
+// used twice (a stolen one, maybe) leaves no use to anyone.
+func (s *Store) RevokeOAuthFamily(ctx context.Context, family string) (int64, error) {
+	var n int64
+	err := s.Write(ctx, func(tx *Tx) error {
+		res := tx.db.Where("family = ? AND family <> ''", family).Delete(&OAuthRecord{})
+		n = res.RowsAffected
+		return res.Error
+	})
+	return n, err
 }
 
 // DeleteOAuthRecord deletes a record (nothing when it is not there).

@@ -226,6 +226,12 @@ type Agent struct {
 	CreatedAt  time.Time
 	RevokedAt  *time.Time
 	LastUsedAt *time.Time
+	// CallsPerSecond, CallBurst and MaxWaiting are this agent's own
+	// limits: calls a second after a burst of so many, and calls waiting
+	// for a person at once (0: the instance's, from its flags).
+	CallsPerSecond int `gorm:"default:0"`
+	CallBurst      int `gorm:"default:0"`
+	MaxWaiting     int `gorm:"default:0"`
 }
 
 // ShadowDecision is a call on which the shadow policy (tried beside the one

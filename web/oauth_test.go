@@ -203,10 +203,7 @@ func TestOAuthForMCPClients(t *testing.T) {
 	if status != 200 || access == "" || refresh == "" {
 		t.Fatalf("token: %d %v", status, tok)
 	}
-	if status, again := o.token(code); status == 200 {
-		t.Fatalf("the same code twice got tokens: %v", again)
-	}
-
+	// (A code used twice: TestOAuthAccessTokensExpire.)
 	cs, err := mcpWithToken(t, a.srv.URL, access)
 	if err != nil {
 		t.Fatal(err)
@@ -232,13 +229,11 @@ func TestOAuthForMCPClients(t *testing.T) {
 		t.Fatalf("the call's audit event does not name the client and the admin who authorized it: %+v", events)
 	}
 
-	// Refresh tokens rotate: the new pair works, the old refresh token not.
+	// Refresh tokens rotate: the new pair works (the old one's reuse is
+	// TestOAuthAccessTokensExpire's).
 	status, tok = o.postForm("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "client_id": {o.id}})
 	if status != 200 || tok["refresh_token"] == refresh || tok["access_token"] == nil {
 		t.Fatalf("refresh: %d %v", status, tok)
-	}
-	if status, again := o.postForm("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "client_id": {o.id}}); status == 200 {
-		t.Fatalf("a used refresh token got tokens again: %v", again)
 	}
 	access = tok["access_token"].(string)
 	if _, err := mcpWithToken(t, a.srv.URL, access); err != nil {
@@ -328,6 +323,64 @@ func TestOAuthAccessTokensExpire(t *testing.T) {
 	}
 	if _, err := mcpWithToken(t, a.srv.URL, fresh["access_token"].(string)); err != nil {
 		t.Fatalf("the refreshed token: %v", err)
+	}
+
+	// The answer to a refresh was lost: within two minutes the spent token
+	// works once more, and what its first use bought is revoked.
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	status, again := o.postForm("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}, "client_id": {o.id}})
+	if status != 200 {
+		t.Fatalf("the spent token within its grace: %d %v", status, again)
+	}
+	if _, err := mcpWithToken(t, a.srv.URL, fresh["access_token"].(string)); err == nil {
+		t.Fatal("the tokens the lost answer carried still work")
+	}
+	if _, err := mcpWithToken(t, a.srv.URL, again["access_token"].(string)); err != nil {
+		t.Fatalf("the tokens of the grace: %v", err)
+	}
+	// Used a third time (the grace is once), it is a stolen token: every
+	// token of the sign-in goes, the newest included.
+	status, _ = o.postForm("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}, "client_id": {o.id}})
+	if status == 200 {
+		t.Fatal("a spent token worked twice more")
+	}
+	if _, err := mcpWithToken(t, a.srv.URL, again["access_token"].(string)); err == nil {
+		t.Fatal("a refresh token used twice left the newer access token working")
+	}
+	if status, _ := o.postForm("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {again["refresh_token"].(string)}, "client_id": {o.id}}); status == 200 {
+		t.Fatal("a refresh token used twice left the newer refresh token working")
+	}
+
+	// A sign-in whose refresh token is reused after the grace loses its
+	// tokens too; and a code used twice revokes the tokens it bought.
+	back, _ = url.Parse(consentAs(t, admin, o.authorizeURL(nil), "expiring-2"))
+	code := back.Query().Get("code")
+	status, second := o.token(code)
+	if status != 200 {
+		t.Fatalf("token: %d %v", status, second)
+	}
+	if status, _ := o.token(code); status == 200 {
+		t.Fatal("a code worked twice")
+	}
+	if _, err := mcpWithToken(t, a.srv.URL, second["access_token"].(string)); err == nil {
+		t.Fatal("a code used twice left its access token working")
+	}
+	back, _ = url.Parse(consentAs(t, admin, o.authorizeURL(nil), "expiring-3"))
+	_, third := o.token(back.Query().Get("code"))
+	status, next := o.postForm("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {third["refresh_token"].(string)}, "client_id": {o.id}})
+	if status != 200 {
+		t.Fatalf("refresh: %d %v", status, next)
+	}
+	mu.Lock()
+	now = now.Add(3 * time.Minute)
+	mu.Unlock()
+	if status, _ := o.postForm("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {third["refresh_token"].(string)}, "client_id": {o.id}}); status == 200 {
+		t.Fatal("a spent token worked after its grace")
+	}
+	if _, err := mcpWithToken(t, a.srv.URL, next["access_token"].(string)); err == nil {
+		t.Fatal("a refresh token reused after its grace left the newer access token working")
 	}
 }
 

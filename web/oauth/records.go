@@ -49,6 +49,9 @@ func (a *authRequest) GetCodeChallenge() *oidc.CodeChallenge {
 // grant is what an access or a refresh token stands for: a client acting
 // for the admin who consented, toward one resource.
 type grant struct {
+	// Family is the sign-in the grant descends from: the authorization
+	// request its code was for.
+	Family   string    `json:"family"`
 	ClientID string    `json:"client_id"`
 	Subject  string    `json:"subject"`
 	Audience []string  `json:"audience"`
@@ -63,3 +66,16 @@ func (g *grant) GetClientID() string              { return g.ClientID }
 func (g *grant) GetScopes() []string              { return g.Scopes }
 func (g *grant) GetSubject() string               { return g.Subject }
 func (g *grant) SetCurrentScopes(scopes []string) { g.Scopes = scopes }
+
+// spent is a refresh token traded in: its grant, when, what it bought
+// (the access token's id, the new refresh token's hash), and whether its
+// grace was used.
+type spent struct {
+	Grant   grant     `json:"grant"`
+	At      time.Time `json:"at"`
+	Access  string    `json:"access"`
+	Refresh string    `json:"refresh"`
+	Graced  bool      `json:"graced"`
+}
+
+func (s *spent) inGrace(now time.Time) bool { return !s.Graced && now.Sub(s.At) < RefreshGrace }

@@ -95,6 +95,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.storage.documents == nil {
 		s.storage.documents = DocumentClient()
 	}
+	s.storage.log = cfg.Log
+	if s.storage.log == nil {
+		s.storage.log = slog.New(slog.DiscardHandler)
+	}
 	opts := []op.Option{op.WithCustomEndpoints(op.NewEndpoint(PathAuthorize), op.NewEndpoint(PathToken), op.NewEndpoint(PathUserinfo),
 		op.NewEndpoint(PathRevoke), op.NewEndpoint(PathEndSession), op.NewEndpoint(PathKeys)),
 		op.WithCustomIntrospectionEndpoint(op.NewEndpoint(PathIntrospect))}
@@ -105,6 +109,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the OAuth provider: %w", err)
 	}
+	s.storage.decrypt = s.provider.Crypto().Decrypt
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PathServerMetadata, s.serverMetadata)
 	mux.HandleFunc("GET "+PathResourceMetadata, s.resourceMetadata)

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"time"
@@ -36,7 +37,14 @@ const (
 	kindCode    = "code"
 	kindAccess  = "access"
 	kindRefresh = "refresh"
+	// kindSpent is a refresh token traded in, kept by its hash with what
+	// it bought.
+	kindSpent = "spent"
 )
+
+// RefreshGrace is how long a refresh token traded in may be traded in
+// once more, when the answer to its use was lost on the way.
+const RefreshGrace = 2 * time.Minute
 
 // storage is op.Storage over Countersign's database.
 type storage struct {
@@ -48,6 +56,9 @@ type storage struct {
 	resource func(ctx context.Context) string
 	// documents fetches clients' metadata documents (document.go).
 	documents *http.Client
+	// decrypt reads a code's request id (the provider's crypto).
+	decrypt func(string) (string, error)
+	log     *slog.Logger
 }
 
 var _ op.Storage = (*storage)(nil)
@@ -105,8 +116,14 @@ func (s *storage) put(ctx context.Context, kind, id, clientID string, v any, lif
 	if err != nil {
 		return err
 	}
+	family := ""
+	if g, ok := v.(*grant); ok {
+		family = g.Family
+	} else if sp, ok := v.(*spent); ok {
+		family = sp.Grant.Family
+	}
 	return s.store.PutOAuthRecord(ctx, &models.OAuthRecord{Kind: kind, ID: id, ClientID: clientID, Data: string(data),
-		ExpiresAt: s.store.Now().Add(lifetime)})
+		ExpiresAt: s.store.Now().Add(lifetime), Family: family})
 }
 
 func (s *storage) get(ctx context.Context, kind, id string, v any) error {
@@ -146,9 +163,16 @@ func (s *storage) AuthRequestByID(ctx context.Context, id string) (op.AuthReques
 }
 
 // AuthRequestByCode is the request a code stands for; the code is used up.
+// A code used again revokes the tokens it bought (OAuth 2.1 §4.1.3): its
+// request id, which is the family of those tokens, is inside it.
 func (s *storage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
 	r, err := s.store.TakeOAuthRecord(ctx, kindCode, hashed(code))
 	if err != nil {
+		if id, derr := s.decrypt(code); derr == nil && id != "" {
+			if n, _ := s.store.RevokeOAuthFamily(ctx, id); n > 0 {
+				s.log.Warn("an authorization code was used twice: the tokens it bought are revoked", "family", id, "tokens", n)
+			}
+		}
 		return nil, fmt.Errorf("the code is not valid (used, expired or never issued): %w", err)
 	}
 	return s.AuthRequestByID(ctx, r.Data)
@@ -183,9 +207,9 @@ func (s *storage) grantOf(ctx context.Context, req op.TokenRequest) (*grant, err
 	g := &grant{Subject: req.GetSubject(), Audience: req.GetAudience(), Scopes: req.GetScopes(), AuthTime: time.Now()}
 	switch r := req.(type) {
 	case *authRequest:
-		g.ClientID, g.AuthTime = r.ClientID, r.AuthTime
+		g.ClientID, g.AuthTime, g.Family = r.ClientID, r.AuthTime, r.ID
 	case *grant:
-		g.ClientID, g.AuthTime = r.ClientID, r.AuthTime
+		g.ClientID, g.AuthTime, g.Family = r.ClientID, r.AuthTime, r.Family
 	default:
 		return nil, oidc.ErrUnsupportedGrantType()
 	}
@@ -206,11 +230,24 @@ func (s *storage) CreateAccessToken(ctx context.Context, req op.TokenRequest) (s
 }
 
 // CreateAccessAndRefreshTokens issues both; a refresh token rotates: the
-// one traded in is used up (of two trading it at once, one wins).
+// one traded in is used up (of two trading it at once, one wins) and kept
+// as spent, with what it bought, for reuse to be recognized
+// (TokenRequestByRefreshToken).
 func (s *storage) CreateAccessAndRefreshTokens(ctx context.Context, req op.TokenRequest, current string) (string, string, time.Time, error) {
+	var graced *spent
 	if current != "" {
 		if _, err := s.store.TakeOAuthRecord(ctx, kindRefresh, hashed(current)); err != nil {
-			return "", "", time.Time{}, oidc.ErrInvalidGrant().WithDescription("the refresh token was already used or has expired")
+			// Not live: a spent token within its grace, taken once.
+			rec, terr := s.store.TakeOAuthRecord(ctx, kindSpent, hashed(current))
+			var sp spent
+			if terr != nil || json.Unmarshal([]byte(rec.Data), &sp) != nil || !sp.inGrace(s.store.Now()) {
+				return "", "", time.Time{}, oidc.ErrInvalidGrant().WithDescription("the refresh token was already used or has expired")
+			}
+			// What the first use bought never reached the client: it goes.
+			_ = s.store.DeleteOAuthRecord(ctx, kindAccess, sp.Access)
+			_ = s.store.DeleteOAuthRecord(ctx, kindRefresh, sp.Refresh)
+			_ = s.store.DeleteOAuthRecord(ctx, kindSpent, sp.Refresh)
+			graced = &sp
 		}
 	}
 	g, err := s.grantOf(ctx, req)
@@ -225,15 +262,40 @@ func (s *storage) CreateAccessAndRefreshTokens(ctx context.Context, req op.Token
 	if err := s.put(ctx, kindRefresh, hashed(refresh), g.ClientID, g, RefreshLifetime); err != nil {
 		return "", "", time.Time{}, err
 	}
+	if current != "" {
+		sp := &spent{Grant: *g, At: s.store.Now(), Access: access, Refresh: hashed(refresh), Graced: graced != nil}
+		if graced != nil {
+			sp.At = graced.At
+		}
+		if err := s.put(ctx, kindSpent, hashed(current), g.ClientID, sp, RefreshLifetime); err != nil {
+			return "", "", time.Time{}, err
+		}
+	}
 	return access, refresh, expires, nil
 }
 
+// TokenRequestByRefreshToken is the grant a live refresh token stands for.
+// A spent one is answered once more within RefreshGrace, in case the
+// answer to its use never reached the client; past that, or the second
+// time, it is a token used twice, which revokes its whole family (OAuth
+// 2.1 §4.3.1): whoever holds the newer tokens, the client or a thief,
+// must sign in again.
 func (s *storage) TokenRequestByRefreshToken(ctx context.Context, token string) (op.RefreshTokenRequest, error) {
 	var g grant
-	if err := s.get(ctx, kindRefresh, hashed(token), &g); err != nil {
+	if err := s.get(ctx, kindRefresh, hashed(token), &g); err == nil {
+		return &g, nil
+	}
+	var sp spent
+	if err := s.get(ctx, kindSpent, hashed(token), &sp); err != nil {
 		return nil, op.ErrInvalidRefreshToken
 	}
-	return &g, nil
+	if sp.inGrace(s.store.Now()) {
+		return &sp.Grant, nil
+	}
+	if n, err := s.store.RevokeOAuthFamily(ctx, sp.Grant.Family); err == nil {
+		s.log.Warn("a refresh token was used twice: every token of its sign-in is revoked", "client_id", sp.Grant.ClientID, "records", n)
+	}
+	return nil, op.ErrInvalidRefreshToken
 }
 
 func (s *storage) TerminateSession(context.Context, string, string) error { return nil }
