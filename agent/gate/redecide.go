@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
@@ -56,7 +57,7 @@ func (g *Gate) RedecidePending(ctx context.Context) (Redecided, error) {
 			if err := g.Cancel(ctx, call.ID, models.SystemActor, "the policy now in force denies it: "+d.Reason); err == nil {
 				done.Cancelled++
 			}
-		case d.Verdict == policy.NeedsApproval && (max(d.Approvals, 1) > int(call.RequiredApprovals) || !call.RequiredRole.AtLeast(d.Role)):
+		case d.Verdict == policy.NeedsApproval && (max(d.Approvals, 1) > int(call.RequiredApprovals) || roleRaised(call.RequiredRole, d.Role)):
 			err := g.store.Write(ctx, func(tx *models.Tx) error {
 				c, err := tx.ToolCall(call.ID)
 				if err != nil {
@@ -66,8 +67,11 @@ func (g *Gate) RedecidePending(ctx context.Context) (Redecided, error) {
 					return models.ErrConflict
 				}
 				approvals, role := max(d.Approvals, 1, int(c.RequiredApprovals)), c.RequiredRole
-				if !role.AtLeast(d.Role) {
+				if roleRaised(role, d.Role) {
 					role = d.Role
+				}
+				if approvals == int(c.RequiredApprovals) && role == c.RequiredRole {
+					return errUnchanged // nothing to record: the event says what happened
 				}
 				if err := tx.EditPendingCall(c.ID, models.CallEdit{Args: c.Args, ArgsHash: c.ArgsHash, OriginalArgs: c.OriginalArgs,
 					RequiredApprovals: approvals, RequiredRole: role}); err != nil {
@@ -84,4 +88,14 @@ func (g *Gate) RedecidePending(ctx context.Context) (Redecided, error) {
 		}
 	}
 	return done, nil
+}
+
+// errUnchanged ends a unit of work that found nothing to change.
+var errUnchanged = errors.New("unchanged")
+
+// roleRaised says whether a rule asking for role want asks more than an
+// action that needs role have: an empty want asks nothing (any role that
+// decides), an empty have is met by any role that decides.
+func roleRaised(have, want models.StaffRole) bool {
+	return want != "" && !have.AtLeast(want)
 }

@@ -142,3 +142,44 @@ func TestReplayComparesAnEditedCallWithItsFirstDecision(t *testing.T) {
 		t.Fatalf("the policy in force over an edited call: %+v %v", rep, err)
 	}
 }
+
+// A version that changes only a reason re-decides a waiting action to the
+// same requirements: nothing is raised, and no event says it was (three
+// such versions each recorded action.requirements_raised for a waiting
+// $900 refund whose requirements had not changed).
+func TestRedecidingToTheSameRequirementsRecordsNothing(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	out := e.Call(e.NewRun("cus_alice", "cus_alice"), "cus_alice", "issue_refund", `{"order_id":"A1002","amount":900}`)
+	if out.Status != models.CallPending {
+		t.Fatalf("refund: %s", out.Status)
+	}
+	before := e.CallRecord(out.CallID)
+	for i := range 3 {
+		same, err := policy.LoadPolicy([]byte(fmt.Sprintf(`rules:
+  - name: held
+    tool: issue_refund
+    decision: needs_approval
+    reason: "reworded %d"
+`, i)), "same", e.Gate.Tools())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Gate.Reload(e.Gate.Tools(), same)
+		if re, err := e.Gate.RedecidePending(ctx); err != nil || re.Stricter != 0 {
+			t.Fatalf("version %d: redecided %+v %v", i, re, err)
+		}
+	}
+	events, err := e.Store.AuditEventsFor(ctx, out.CallID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events {
+		if ev.Kind == models.EventActionRequirementsRaised {
+			t.Fatalf("requirements_raised recorded with nothing raised: %+v", ev)
+		}
+	}
+	if c := e.CallRecord(out.CallID); c.RequiredApprovals != before.RequiredApprovals || c.RequiredRole != before.RequiredRole {
+		t.Fatalf("requirements changed: %d %q, were %d %q", c.RequiredApprovals, c.RequiredRole, before.RequiredApprovals, before.RequiredRole)
+	}
+}
