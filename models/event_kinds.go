@@ -59,6 +59,7 @@ const (
 	EventPolicyInForce      EventKind = "policy.in_force"
 	EventPolicyRejected     EventKind = "policy.rejected"
 	EventPolicyNotLoaded    EventKind = "policy.not_loaded"
+	EventPolicyPeopleSet    EventKind = "policy.people_set"
 
 	EventToolsReloaded EventKind = "tools.reloaded"
 
@@ -89,7 +90,7 @@ var EventKinds = []EventKind{
 	EventStaffTokenRevoked, EventStaffTokensRevoked, EventAgentCreated, EventAgentRevoked,
 	EventOAuthClientRegistered, EventOAuthClientAuthorized, EventOAuthClientRevoked,
 	EventPolicyReloaded, EventPolicyReloadFailed, EventPolicyProposed, EventPolicySigned,
-	EventPolicyInForce, EventPolicyRejected, EventPolicyNotLoaded, EventToolsReloaded, EventToolAccepted,
+	EventPolicyInForce, EventPolicyRejected, EventPolicyNotLoaded, EventPolicyPeopleSet, EventToolsReloaded, EventToolAccepted,
 	EventInstanceVersions, EventDeliveryDelivered, EventDeliveryRetrying, EventDeliveryFailed,
 	EventShopSeeded, EventShopRefunded, EventShopOrdersAdded, EventShopOrderCancelled,
 	EventShopAddressChanged,

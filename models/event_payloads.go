@@ -311,6 +311,16 @@ type PolicyRejectedPayload struct {
 	Reason string `json:"reason"`
 }
 
+// PolicyPeopleSetPayload is the payload of policy.people_set: how many
+// people sign a policy change in this deployment, set by the first
+// instance from its flag or changed on a host (`countersign policy people`).
+type PolicyPeopleSetPayload struct {
+	From int    `json:"from,omitempty"`
+	Host string `json:"host"`
+	How  string `json:"how"`
+	To   int    `json:"to"`
+}
+
 // PolicyNotLoadedPayload is the payload of policy.not_loaded: an instance
 // could not load the version in force and decides nothing until it can.
 type PolicyNotLoadedPayload struct {
@@ -423,6 +433,7 @@ func (PolicySignedPayload) eventPayload()             {}
 func (PolicyInForcePayload) eventPayload()            {}
 func (PolicyRejectedPayload) eventPayload()           {}
 func (PolicyNotLoadedPayload) eventPayload()          {}
+func (PolicyPeopleSetPayload) eventPayload()          {}
 func (ToolsReloadedPayload) eventPayload()            {}
 func (ToolAcceptedPayload) eventPayload()             {}
 func (InstanceVersionsPayload) eventPayload()         {}

@@ -47,6 +47,7 @@ var payloadTypes = []EventPayload{
 	PolicySignedPayload{},
 	PolicyInForcePayload{},
 	PolicyRejectedPayload{},
+	PolicyPeopleSetPayload{},
 	PolicyNotLoadedPayload{},
 	ToolsReloadedPayload{},
 	ToolAcceptedPayload{},

@@ -2,9 +2,12 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -217,4 +220,68 @@ func (s *Store) PolicySignaturesOf(ctx context.Context, ids []int64) (map[int64]
 		out[sg.VersionID] = append(out[sg.VersionID], sg)
 	}
 	return out, nil
+}
+
+// policyPeopleKey keeps, among the values the instances share, how many
+// people sign a policy change in this deployment.
+const policyPeopleKey = "policy-people"
+
+// PolicyPeople is how many people sign a policy change in this deployment
+// (0: not set yet).
+func (s *Store) PolicyPeople(ctx context.Context) (int, error) {
+	var got SharedSecret
+	err := s.db.WithContext(ctx).Take(&got, "name = ?", policyPeopleKey).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(got.Value)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("the stored number of people who sign a policy change is not a number: %q", got.Value)
+	}
+	return n, nil
+}
+
+// SettlePolicyPeople stores n as the deployment's number of people when
+// none is stored yet (the first instance's flag decides, audited) and
+// returns the number stored.
+func (s *Store) SettlePolicyPeople(ctx context.Context, n int, host string) (int, error) {
+	var stored int
+	err := s.Write(ctx, func(tx *Tx) error {
+		var got SharedSecret
+		err := tx.db.Take(&got, "name = ?", policyPeopleKey).Error
+		if err == nil {
+			stored, err = strconv.Atoi(got.Value)
+			return err
+		}
+		if !errors.Is(err, gorm.ErrRecordNotFound) {
+			return err
+		}
+		stored = n
+		if err := tx.db.Create(&SharedSecret{Name: policyPeopleKey, Value: strconv.Itoa(n), CreatedAt: tx.now}).Error; err != nil {
+			return err
+		}
+		return tx.Audit(Event{Actor: SystemActor.String(), Kind: EventPolicyPeopleSet, Subject: policyPeopleKey,
+			Payload: PolicyPeopleSetPayload{To: n, Host: host, How: "the first instance's --policy-people"}})
+	})
+	return stored, err
+}
+
+// SetPolicyPeople changes the deployment's number of people, from a host
+// (whoever runs it holds the database), audited.
+func (s *Store) SetPolicyPeople(ctx context.Context, n int, host string) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		var got SharedSecret
+		from := 0
+		if err := tx.db.Take(&got, "name = ?", policyPeopleKey).Error; err == nil {
+			from, _ = strconv.Atoi(got.Value)
+		}
+		if err := tx.db.Save(&SharedSecret{Name: policyPeopleKey, Value: strconv.Itoa(n), CreatedAt: tx.now}).Error; err != nil {
+			return err
+		}
+		return tx.Audit(Event{Actor: "host:" + host, Kind: EventPolicyPeopleSet, Subject: policyPeopleKey,
+			Payload: PolicyPeopleSetPayload{From: from, To: n, Host: host, How: "countersign policy people on the host"}})
+	})
 }

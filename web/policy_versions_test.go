@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/agent/gate"
+	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools/shop"
 )
@@ -190,4 +191,54 @@ func TestPolicyVersionsAreCountersigned(t *testing.T) {
 func jsonID(v map[string]any) string {
 	f, _ := v["id"].(float64)
 	return strconv.FormatInt(int64(f), 10)
+}
+
+// How many people sign a change is the deployment's, kept in the database:
+// a version proposed while one person was enough (through an instance
+// configured for 1) is not one person's once the deployment needs 2, and
+// an instance whose --policy-people disagrees with the database refuses
+// to start.
+func TestPolicyPeopleAreTheDeployments(t *testing.T) {
+	a := newApp(t)
+	ctx := context.Background()
+	if n, err := a.store.PolicyPeople(ctx); err != nil || n != 2 {
+		t.Fatalf("the deployment's number after the first start: %d %v", n, err)
+	}
+	ada := a.apiToken(models.Admin, "ada@shop.test", "Ada")
+	raised := strings.Replace(string(shop.PolicyYAML), "when: args.amount <= 50", "when: args.amount <= 60", 1)
+	if err := a.store.SetPolicyPeople(ctx, 1, "elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	r := a.do("POST", "/api/v1/policy/versions", ada, proposeBody(raised, "alone"))
+	v := versionOf(t, r)
+	if r.Status != 201 || v["people_needed"] != 1.0 {
+		t.Fatalf("proposed while one was enough: %d %s", r.Status, r.Raw)
+	}
+	if err := a.store.SetPolicyPeople(ctx, 2, "here"); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.do("POST", "/api/v1/policy/versions/"+jsonID(v)+"/approve", ada, ""); r.Status != 403 || !strings.Contains(r.Raw, "another admin") {
+		t.Fatalf("its author approved it alone once the deployment needs 2: %d %s", r.Status, r.Raw)
+	}
+	if strings.Contains(a.gate.Policy().(interface{ YAML() string }).YAML(), "<= 60") {
+		t.Fatal("in force on one signature")
+	}
+
+	for _, c := range []struct {
+		people int
+		single bool
+		want   string
+	}{{1, true, "disagrees with this deployment"}, {3, false, "disagrees with this deployment"}} {
+		vs, err := versions.New(versions.Config{Store: a.store, Gate: a.gate, People: c.people, SinglePerson: c.single, Host: "h2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := vs.Settle(ctx); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("--policy-people %d on a deployment of 2: %v", c.people, err)
+		}
+	}
+	vs, _ := versions.New(versions.Config{Store: a.store, Gate: a.gate, Host: "h2"})
+	if err := vs.Settle(ctx); err != nil || vs.People() != 2 {
+		t.Fatalf("an instance without the flag follows the database: %v %d", err, vs.People())
+	}
 }

@@ -133,6 +133,9 @@ func (c *Core) Start(ctx context.Context) (Started, error) {
 			return st, err
 		}
 	}
+	if err := c.Versions.Settle(ctx); err != nil {
+		return st, err
+	}
 	propose, err := c.adoptPolicy(ctx)
 	if err != nil {
 		return st, err

@@ -71,7 +71,7 @@ func (s *Service) putFirst(ctx context.Context, p *policy.FilePolicy, o Origin) 
 		source = "seed: file " + o.File + " on " + s.cfg.Host
 	}
 	v := &models.PolicyVersion{Hash: p.Version(), YAML: p.YAML(), Source: source, AuthorName: "system", Note: "the first version of this database",
-		ToolsVersion: s.cfg.Gate.ToolsVersion(), Tests: testsOf(ctx, p), PeopleNeeded: s.people, Status: models.PolicyInForce}
+		ToolsVersion: s.cfg.Gate.ToolsVersion(), Tests: testsOf(ctx, p), PeopleNeeded: s.People(), Status: models.PolicyInForce}
 	return s.cfg.Store.Write(ctx, func(tx *models.Tx) error {
 		cur, err := tx.PolicyInForceLocked()
 		if err != nil {
@@ -91,7 +91,7 @@ func (s *Service) putFirst(ctx context.Context, p *policy.FilePolicy, o Origin) 
 // putFile puts a policy file in force as it is (--policy-from-file).
 func (s *Service) putFile(ctx context.Context, p *policy.FilePolicy, file string) error {
 	v := &models.PolicyVersion{Hash: p.Version(), YAML: p.YAML(), Source: "file " + file + " on " + s.cfg.Host + " (--policy-from-file)",
-		AuthorName: "system", ToolsVersion: s.cfg.Gate.ToolsVersion(), Tests: testsOf(ctx, p), PeopleNeeded: s.people, Status: models.PolicyProposed}
+		AuthorName: "system", ToolsVersion: s.cfg.Gate.ToolsVersion(), Tests: testsOf(ctx, p), PeopleNeeded: s.People(), Status: models.PolicyProposed}
 	err := s.cfg.Store.Write(ctx, func(tx *models.Tx) error {
 		cur, err := tx.PolicyInForceLocked()
 		if err != nil {

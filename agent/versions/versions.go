@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/agent/gate"
@@ -42,9 +43,12 @@ type Config struct {
 	Store *models.Store
 	Gate  *gate.Gate
 	Log   *slog.Logger
-	// People is how many people must sign a change, its author counted
-	// (0: 2). 1 is refused unless SinglePerson says this is a
-	// single-person shop.
+	// People is how many people must sign a change, its author counted,
+	// as this instance's flag says (0: whatever the database keeps; 2 on
+	// a new one). The number is the deployment's, kept in the database:
+	// the first instance's flag sets it, and an instance whose flag
+	// disagrees refuses to start (Settle). 1 is refused unless
+	// SinglePerson says this is a single-person shop.
 	People       int
 	SinglePerson bool
 	// Host names this instance in what it records.
@@ -55,7 +59,7 @@ type Config struct {
 type Service struct {
 	cfg    Config
 	log    *slog.Logger
-	people int
+	people atomic.Int64 // the deployment's, as last read
 	// syncing makes one instance load one version at a time.
 	syncing sync.Mutex
 }
@@ -75,11 +79,47 @@ func New(cfg Config) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, log: log, people: people}, nil
+	vs := &Service{cfg: cfg, log: log}
+	vs.people.Store(int64(people))
+	return vs, nil
 }
 
-// People is how many people sign a change, the author counted.
-func (s *Service) People() int { return s.people }
+// People is how many people sign a change, the author counted: the
+// deployment's number as last read.
+func (s *Service) People() int { return int(s.people.Load()) }
+
+// Settle reads the deployment's number of people who sign a change,
+// storing this instance's when none is kept yet. An instance whose
+// --policy-people disagrees with it, or that would follow a one-person
+// deployment without --single-person-shop, refuses to start: how many
+// people a change needs is not one instance's to say.
+func (s *Service) Settle(ctx context.Context) error {
+	n, err := s.cfg.Store.SettlePolicyPeople(ctx, s.People(), s.cfg.Host)
+	if err != nil {
+		return fmt.Errorf("the number of people who sign a policy change: %w", err)
+	}
+	switch {
+	case s.cfg.People != 0 && s.cfg.People != n:
+		return fmt.Errorf("--policy-people %d disagrees with this deployment, whose policy changes need %d people (kept in the database): start with --policy-people %d or without it; to change the number, run `countersign policy people N` on a host", s.cfg.People, n, n)
+	case n == 1 && !s.cfg.SinglePerson:
+		return errors.New("this deployment lets one admin put a policy change in force alone: start with --single-person-shop to say you know, or change that with `countersign policy people 2` on a host")
+	}
+	s.people.Store(int64(n))
+	return nil
+}
+
+// peopleNow is the deployment's number, read again.
+func (s *Service) peopleNow(ctx context.Context) (int, error) {
+	n, err := s.cfg.Store.PolicyPeople(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		n = s.People()
+	}
+	s.people.Store(int64(n))
+	return n, nil
+}
 
 // Tests is what a version's own tests found.
 type Tests struct {
@@ -274,12 +314,16 @@ func (s *Service) Propose(ctx context.Context, p Proposal) (*Version, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replay the proposed policy: %w", err)
 	}
+	people, err := s.peopleNow(ctx)
+	if err != nil {
+		return nil, err
+	}
 	tests, _ := json.Marshal(ch.Tests)
 	replay, _ := json.Marshal(rep)
 	digest := sha256.Sum256(replay)
 	v := &models.PolicyVersion{Hash: ch.Policy.Version(), YAML: ch.Policy.YAML(), Note: p.Note, Source: p.Source,
 		AuthorID: p.By.ID, AuthorName: authorName(p.By), ToolsVersion: s.cfg.Gate.ToolsVersion(), Tests: string(tests),
-		Replay: string(replay), ReplayDigest: hex.EncodeToString(digest[:]), PeopleNeeded: s.people, Status: models.PolicyProposed}
+		Replay: string(replay), ReplayDigest: hex.EncodeToString(digest[:]), PeopleNeeded: people, Status: models.PolicyProposed}
 	err = s.cfg.Store.Write(ctx, func(tx *models.Tx) error {
 		cur, err := tx.PolicyInForceLocked()
 		if err != nil {
@@ -335,7 +379,14 @@ func (s *Service) Approve(ctx context.Context, id int64, a Approval) (*Version, 
 	var v *models.PolicyVersion
 	var sigs []models.PolicySignature
 	inForce := false
-	err := s.cfg.Store.Write(ctx, func(tx *models.Tx) error {
+	// A version needs the people it was proposed with, and never fewer
+	// than the deployment needs now (a version proposed through an
+	// instance that said 1 is not one person's on one that says 2).
+	now, err := s.peopleNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = s.cfg.Store.Write(ctx, func(tx *models.Tx) error {
 		var err error
 		inForce = false
 		if v, err = tx.PolicyVersionLocked(id); errors.Is(err, models.ErrNotFound) {
@@ -343,10 +394,11 @@ func (s *Service) Approve(ctx context.Context, id int64, a Approval) (*Version, 
 		} else if err != nil {
 			return err
 		}
+		need := max(v.PeopleNeeded, now)
 		switch {
 		case v.Status != models.PolicyProposed:
 			return fault.Errorf(fault.Conflict, "policy version %d is %s, not proposed", id, strings.ReplaceAll(string(v.Status), "_", " "))
-		case v.AuthorID == a.By.ID && v.PeopleNeeded > 1:
+		case v.AuthorID == a.By.ID && need > 1:
 			return fault.Errorf(fault.Forbidden, "you proposed policy version %d: another admin must approve it", id)
 		case a.ReplayDigest != "" && a.ReplayDigest != v.ReplayDigest:
 			return fault.Errorf(fault.Conflict, "the replay you were shown is not policy version %d's: open it again", id)
@@ -370,10 +422,10 @@ func (s *Service) Approve(ctx context.Context, id int64, a Approval) (*Version, 
 		}
 		people := signers(v, sigs)
 		if err := tx.Audit(models.Event{Actor: a.By.String(), Kind: models.EventPolicySigned, Subject: versionSubject(id),
-			Payload: models.PolicySignedPayload{Hash: v.Hash, Note: a.Note, PeopleNeeded: v.PeopleNeeded, ReplayDigest: v.ReplayDigest, Signatures: people}}); err != nil {
+			Payload: models.PolicySignedPayload{Hash: v.Hash, Note: a.Note, PeopleNeeded: need, ReplayDigest: v.ReplayDigest, Signatures: people}}); err != nil {
 			return err
 		}
-		if people < v.PeopleNeeded {
+		if people < need {
 			return nil
 		}
 		if err := tx.PutPolicyInForce(id, a.By.String()); err != nil {

@@ -357,7 +357,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.policyFlag(fs)
 	fs.StringVar(&cfg.SystemPrompt, "system-prompt", "", "a file with what the model of every run is told first (default: a neutral support agent's; the demo shop's with --demo)")
 	fs.BoolVar(&cfg.PolicyFromFile, "policy-from-file", false, "the --policy file rules: it is put in force at start and on SIGHUP as it is, its review done where the file is kept (GitOps); without it a file that differs from the version in force is proposed, in force once countersigned")
-	fs.IntVar(&cfg.PolicyPeople, "policy-people", 2, "how many admins sign a policy change, its author counted (1 only with --single-person-shop)")
+	fs.IntVar(&cfg.PolicyPeople, "policy-people", 0, "how many admins sign a policy change, its author counted (1 only with --single-person-shop); the first instance on a database sets it (2 when not given), later ones must agree or leave it out; `countersign policy people N` changes it")
 	fs.BoolVar(&cfg.SinglePersonShop, "single-person-shop", false, "allows --policy-people 1: an admin puts their own policy change in force, and /policy says so")
 	fs.StringVar(&cfg.ShadowPolicy, "shadow-policy", "", "a policy file tried beside the one in force: it decides nothing, and /policy shows where it disagrees")
 	fs.StringVar(&cfg.Model, "model", "offline", "model provider: offline, openai or anthropic")

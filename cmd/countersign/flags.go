@@ -92,7 +92,7 @@ func (cfg *config) toolsFlags(fs *flag.FlagSet) {
 // from COUNTERSIGN_<FLAG> in the environment (peterbourgon/ff: --model-name
 // is COUNTERSIGN_MODEL_NAME; an empty variable counts as not set).
 func parse(fs *flag.FlagSet, args []string) error {
-	err := ff.Parse(fs, args, ff.WithEnvVarPrefix("COUNTERSIGN"))
+	err := ff.Parse(fs, flagsFirst(fs, args), ff.WithEnvVarPrefix("COUNTERSIGN"))
 	var parseErr interface{ Unwrap() error }
 	switch {
 	case err == nil:
@@ -103,6 +103,41 @@ func parse(fs *flag.FlagSet, args []string) error {
 		return exitError{code: 2} // the flag package said what was wrong, with the usage
 	}
 	return usageFailure(err)
+}
+
+// flagsFirst puts the flags before the other arguments, so that
+// "agent revoke NAME --db FILE" reads as "agent revoke --db FILE NAME"
+// (the flag package stops at the first argument that is not a flag).
+// After "--" everything is an argument.
+func flagsFirst(fs *flag.FlagSet, args []string) []string {
+	var flags, rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return append(append(flags, "--"), append(rest, args[i+1:]...)...)
+		case len(a) > 1 && a[0] == '-':
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if strings.Contains(name, "=") {
+				continue
+			}
+			f := fs.Lookup(name)
+			if f == nil || i+1 >= len(args) {
+				continue // an unknown flag is the flag package's to refuse
+			}
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				i++
+				flags = append(flags, args[i])
+			}
+		default:
+			rest = append(rest, a)
+		}
+	}
+	if len(rest) == 0 {
+		return flags
+	}
+	return append(append(flags, "--"), rest...)
 }
 
 // usageFailure words ff's environment errors as the rest of the command

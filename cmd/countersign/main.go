@@ -61,6 +61,7 @@ Usage:
   countersign policy test [FILE | --policy FILE] [--tools FILE] [--demo]
   countersign policy replay FILE [--since 720h] [--tools FILE] [--demo] [--json] [--db ...]
                                    what FILE would have decided about the calls recorded since then
+  countersign policy people [N] [--db ...]          how many admins sign a policy change here; N changes it (audited as done on this host)
   countersign audit verify [--db ...] [--checkpoints DIR --audit-public-key FILE]
   countersign audit checkpoint --audit-key FILE --checkpoints DIR [--db ...]
   countersign audit keygen --out FILE                (an Ed25519 key for checkpoints, FILE.pub beside it)
@@ -86,8 +87,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return cmdPolicyTest(ctx, args[2:], stdout, stderr)
 		case len(args) >= 2 && args[1] == "replay":
 			return cmdPolicyReplay(ctx, args[2:], stdout, stderr)
+		case len(args) >= 2 && args[1] == "people":
+			return cmdPolicyPeople(ctx, args[2:], stdout, stderr)
 		}
-		return usageError("policy takes a command: test or replay")
+		return usageError("policy takes a command: test, replay or people")
 	case "user":
 		if len(args) < 2 || args[1] != "add" {
 			return usageError("user takes one command: add")

@@ -77,7 +77,7 @@ tests:
 	broken := filepath.Join(t.TempDir(), "broken.yaml")
 	os.WriteFile(broken, []byte("rules:\n  - name: oops\n    when: args.amount >\n    decision: deny\n"), 0o600)
 	out, code = runCmd(t, "policy", "test", broken)
-	if code != 1 || !strings.Contains(out, `rule "oops": condition does not compile`) {
+	if code != 1 || !strings.Contains(out, `rule "oops" (line 2): condition does not compile`) {
 		t.Fatalf("broken policy: code %d\n%s", code, out)
 	}
 }
@@ -136,7 +136,7 @@ func TestServeBootsAndAuditVerifyDetectsTampering(t *testing.T) {
 	app.Close()
 
 	out, code := runCmd(t, "audit", "verify", "--db", db)
-	if code != 0 || !strings.Contains(out, "audit chain intact: 7 events") { // demo shop + 4 demo staff + the first policy version + the instance's versions
+	if code != 0 || !strings.Contains(out, "audit chain intact: 8 events") { // demo shop + 4 demo staff + the number of people who sign a policy change + the first policy version + the instance's versions
 		t.Fatalf("verify: code %d\n%s", code, out)
 	}
 	raw, err := rawDB(db)
