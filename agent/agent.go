@@ -41,6 +41,8 @@ type Config struct {
 	SystemPrompt string
 	// Metrics counts what the gate decides and runs (nil: nothing).
 	Metrics *telemetry.Metrics
+	// Limits bound the actions waiting for a person (gate.Limits).
+	Limits gate.Limits
 }
 
 // New builds the gate and the run loop over one store, wired to each other:
@@ -55,6 +57,7 @@ func New(cfg Config) (*gate.Gate, *runloop.Runner) {
 		gc.Notifier, rc.Notifier = cfg.Notifier, cfg.Notifier
 	}
 	g := gate.New(gc)
+	g.Limits = cfg.Limits
 	rc.Gate = g
 	runs.r = runloop.New(rc)
 	return g, runs.r

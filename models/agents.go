@@ -36,6 +36,27 @@ func (s *Store) AgentByName(ctx context.Context, name string) (*Agent, error) {
 	return &a, nil
 }
 
+// AgentLimits are an agent's own limits (0: the instance's).
+type AgentLimits struct {
+	CallsPerSecond, CallBurst, MaxWaiting int
+}
+
+// SetAgentLimits gives an agent limits of its own, audited.
+func (s *Store) SetAgentLimits(ctx context.Context, name string, l AgentLimits, actor Actor) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		var a Agent
+		if err := tx.db.Take(&a, "name = ? AND revoked_at IS NULL", name).Error; err != nil {
+			return notFound(err)
+		}
+		if err := tx.db.Model(&Agent{}).Where("id = ?", a.ID).Updates(map[string]any{"calls_per_second": l.CallsPerSecond,
+			"call_burst": l.CallBurst, "max_waiting": l.MaxWaiting}).Error; err != nil {
+			return err
+		}
+		return tx.Audit(Event{Actor: actor.String(), Kind: EventAgentLimitsSet, Subject: a.ID,
+			Payload: AgentLimitsSetPayload{CallBurst: l.CallBurst, CallsPerSecond: l.CallsPerSecond, MaxWaiting: l.MaxWaiting, Name: a.Name}})
+	})
+}
+
 // LiveAgent reads an outside agent by id, if it is not revoked.
 func (s *Store) LiveAgent(ctx context.Context, id string) (*Agent, error) {
 	var a Agent

@@ -60,6 +60,7 @@ const (
 	EventPolicyRejected     EventKind = "policy.rejected"
 	EventPolicyNotLoaded    EventKind = "policy.not_loaded"
 	EventPolicyPeopleSet    EventKind = "policy.people_set"
+	EventAgentLimitsSet     EventKind = "agent.limits_set"
 
 	EventToolsReloaded EventKind = "tools.reloaded"
 
@@ -87,7 +88,7 @@ var EventKinds = []EventKind{
 	EventGrantCreated, EventGrantUsed, EventGrantRevoked, EventRunCreated, EventRunMessage,
 	EventRunTurn, EventRunStatus, EventRunRetried, EventRunClosed, EventStaffCreated,
 	EventStaffUpdated, EventStaffSignedIn, EventStaffSignedOut, EventStaffTokenCreated,
-	EventStaffTokenRevoked, EventStaffTokensRevoked, EventAgentCreated, EventAgentRevoked,
+	EventStaffTokenRevoked, EventStaffTokensRevoked, EventAgentCreated, EventAgentRevoked, EventAgentLimitsSet,
 	EventOAuthClientRegistered, EventOAuthClientAuthorized, EventOAuthClientRevoked,
 	EventPolicyReloaded, EventPolicyReloadFailed, EventPolicyProposed, EventPolicySigned,
 	EventPolicyInForce, EventPolicyRejected, EventPolicyNotLoaded, EventPolicyPeopleSet, EventToolsReloaded, EventToolAccepted,

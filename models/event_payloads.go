@@ -311,6 +311,15 @@ type PolicyRejectedPayload struct {
 	Reason string `json:"reason"`
 }
 
+// AgentLimitsSetPayload is the payload of agent.limits_set: an agent's
+// own limits (0: the instance's).
+type AgentLimitsSetPayload struct {
+	CallBurst      int    `json:"call_burst"`
+	CallsPerSecond int    `json:"calls_per_second"`
+	MaxWaiting     int    `json:"max_waiting"`
+	Name           string `json:"name"`
+}
+
 // PolicyPeopleSetPayload is the payload of policy.people_set: how many
 // people sign a policy change in this deployment, set by the first
 // instance from its flag or changed on a host (`countersign policy people`).
@@ -434,6 +443,7 @@ func (PolicyInForcePayload) eventPayload()            {}
 func (PolicyRejectedPayload) eventPayload()           {}
 func (PolicyNotLoadedPayload) eventPayload()          {}
 func (PolicyPeopleSetPayload) eventPayload()          {}
+func (AgentLimitsSetPayload) eventPayload()           {}
 func (ToolsReloadedPayload) eventPayload()            {}
 func (ToolAcceptedPayload) eventPayload()             {}
 func (InstanceVersionsPayload) eventPayload()         {}

@@ -48,6 +48,7 @@ var payloadTypes = []EventPayload{
 	PolicyInForcePayload{},
 	PolicyRejectedPayload{},
 	PolicyPeopleSetPayload{},
+	AgentLimitsSetPayload{},
 	PolicyNotLoadedPayload{},
 	ToolsReloadedPayload{},
 	ToolAcceptedPayload{},

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -96,6 +97,17 @@ func (tx *Tx) PendingActionCounts(runID, customerID string) (inRun, forCustomer 
 		}
 	}
 	return inRun, forCustomer, nil
+}
+
+// AgentMaxWaiting is an agent's own limit of calls waiting for a person
+// (0: the instance's).
+func (tx *Tx) AgentMaxWaiting(agentID string) (int, error) {
+	var a Agent
+	err := tx.db.Select("max_waiting").Take(&a, "id = ?", agentID).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return 0, nil
+	}
+	return a.MaxWaiting, err
 }
 
 // PendingActionsOfAgent counts the actions an outside agent has waiting for

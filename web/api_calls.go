@@ -142,8 +142,8 @@ func sameJSON(a json.RawMessage, b string) bool {
 // callCreate asks the gate about one call: POST /api/v1/calls.
 func (s *Server) callCreate(c echo.Context) error {
 	ag := currentAgent(c)
-	if !s.agentCalls.allow(ag.ID) {
-		return s.agentTooFast()
+	if !s.agentAllowed(ag) {
+		return s.agentTooFast(ag)
 	}
 	var req callRequestJSON
 	if err := decodeJSON(c, &req); err != nil {

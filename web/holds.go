@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -35,10 +36,23 @@ const (
 	AgentCallBurst      = 100
 )
 
+// agentRate is an agent's limit: its own (countersign agent add
+// --calls-per-second, --call-burst) or the instance's.
+func (s *Server) agentRate(ag *models.Agent) (perSecond, burst int) {
+	return cmp.Or(ag.CallsPerSecond, s.cfg.AgentCallsPerSecond), cmp.Or(ag.CallBurst, s.cfg.AgentCallBurst)
+}
+
+// agentAllowed takes one of an agent's calls from its bucket.
+func (s *Server) agentAllowed(ag *models.Agent) bool {
+	perSecond, burst := s.agentRate(ag)
+	return s.agentCalls.allowAt(ag.ID, time.Second/time.Duration(perSecond), burst)
+}
+
 // agentTooFast is the answer to an agent key over its rate.
-func (s *Server) agentTooFast() error {
+func (s *Server) agentTooFast(ag *models.Agent) error {
+	perSecond, burst := s.agentRate(ag)
 	return fault.Errorf(fault.RateLimited, "this agent key sends calls faster than it may (%d a second after %d at once); slow down and try again",
-		s.cfg.AgentCallsPerSecond, s.cfg.AgentCallBurst)
+		perSecond, burst)
 }
 
 // RevokedCheckEvery is how often the agents holding requests are checked

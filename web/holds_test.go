@@ -210,4 +210,28 @@ func TestAgentCallsAreRateLimited(t *testing.T) {
 	if r := a.do("POST", "/api/v1/calls", calm, body); r.Status != 201 {
 		t.Fatalf("another key: %d %s", r.Status, r.Raw)
 	}
+
+	// An agent that legitimately reads faster gets limits of its own
+	// (countersign agent add/limits), at once, without a restart.
+	if err := a.store.SetAgentLimits(ctx, "fast", models.AgentLimits{CallsPerSecond: 1000, CallBurst: 50}, models.Actor{ID: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if r := a.do("POST", "/api/v1/calls", fast, body); r.Status != 201 {
+			t.Fatalf("call %d under the agent's own limit: %d %s", i, r.Status, r.Raw)
+		}
+	}
+	// And a limit of its own on what may wait for a person.
+	if err := a.store.SetAgentLimits(ctx, "calm", models.AgentLimits{MaxWaiting: 1}, models.Actor{ID: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	refund := func(order, session string) apiResp {
+		return a.do("POST", "/api/v1/calls", calm, `{"tool":"refund_order","args":{"order_id":"`+order+`","amount":900},"session":"`+session+`"}`)
+	}
+	if r := refund("A7", "s1"); r.Status != 201 || !strings.Contains(r.Raw, `"pending"`) {
+		t.Fatalf("the first held call: %d %s", r.Status, r.Raw)
+	}
+	if r := refund("A8", "s2"); !strings.Contains(r.Raw, "limit:pending_per_agent") {
+		t.Fatalf("a second held call past the agent's own limit of 1: %d %s", r.Status, r.Raw)
+	}
 }

@@ -107,8 +107,8 @@ func (s *Server) serveMCP(c echo.Context) error {
 		handlers[ag.ID] = h
 	}
 	ep.mu.Unlock()
-	if r.Method == http.MethodPost && !s.agentCalls.allow(ag.ID) {
-		return s.agentTooFast()
+	if r.Method == http.MethodPost && !s.agentAllowed(ag) {
+		return s.agentTooFast(ag)
 	}
 	if r.Method == http.MethodPost && !modern && r.Header.Get("Mcp-Session-Id") == "" {
 		if n := ep.sessions(ag); n >= s.cfg.MaxMCPSessionsPerAgent {

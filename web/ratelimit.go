@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -79,13 +80,22 @@ func newLimiter(every time.Duration, burst, maxKeys int) *limiter {
 const sharedWait = 2 * time.Second
 
 // allow takes one token from key's bucket, if it has one.
-func (l *limiter) allow(key string) bool {
+func (l *limiter) allow(key string) bool { return l.allowAt(key, l.every, l.burst) }
+
+// allowAt is allow for a key with a limit of its own: a token every so
+// often, after a burst of so many.
+func (l *limiter) allowAt(key string, every time.Duration, burst int) bool {
+	if every != l.every || burst != l.burst {
+		// A limit of its own has a bucket of its own: a changed limit
+		// starts full, here and in the shared buckets.
+		key = fmt.Sprintf("%s|%d|%d", key, every, burst)
+	}
 	sum := sha256.Sum256([]byte(key))
 	var k [16]byte
 	copy(k[:], sum[:16])
 	if l.shared != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), sharedWait)
-		ok, err := l.shared.store.TakeToken(ctx, l.name, k[:], l.every, l.burst)
+		ok, err := l.shared.store.TakeToken(ctx, l.name, k[:], every, burst)
 		cancel()
 		l.prune()
 		if err == nil {
@@ -96,8 +106,8 @@ func (l *limiter) allow(key string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, ok := l.buckets.Get(k)
-	if !ok {
-		b = rate.NewLimiter(rate.Every(l.every), l.burst)
+	if !ok || b.Limit() != rate.Every(every) || b.Burst() != burst {
+		b = rate.NewLimiter(rate.Every(every), burst) // new, or its limit was changed: full
 		l.buckets.Add(k, b)
 	}
 	return b.Allow()

@@ -57,7 +57,10 @@ type Config struct {
 	PolicyOrigin versions.Origin
 	// PolicyPeople is how many people sign a policy change, the author
 	// counted (0: 2); 1 only with SinglePersonShop.
-	PolicyPeople     int
+	PolicyPeople int
+	// Limits bound the actions waiting for a person, per conversation,
+	// customer, agent and agent session (0s: the gate's defaults).
+	Limits           gate.Limits
 	SinglePersonShop bool
 }
 
@@ -92,7 +95,7 @@ func New(cfg Config) (*Core, error) {
 	}
 	gate, runner := agent.New(agent.Config{Store: cfg.Store, Tools: cfg.Tools, ToolsVersion: cfg.ToolsVersion, Policy: cfg.Policy,
 		Model: cfg.Model, Log: log, Notifier: cfg.Notifier, Business: cfg.Business, ExecutionWait: cfg.ExecutionWait,
-		SystemPrompt: cfg.SystemPrompt, Metrics: cfg.Metrics})
+		SystemPrompt: cfg.SystemPrompt, Metrics: cfg.Metrics, Limits: cfg.Limits})
 	ob := cfg.Outbox
 	if ob == nil {
 		ob, _ = outbox.New(cfg.Store, outbox.Config{Log: log}) // the zero config is valid

@@ -60,7 +60,13 @@ func (g *Gate) limitPending(tx *models.Tx, req CallRequest, d policy.Decision) (
 		if err != nil {
 			return d, err
 		}
-		if n := g.Limits.pendingPerAgent(); forAgent >= int64(n) {
+		n := g.Limits.pendingPerAgent()
+		if own, err := tx.AgentMaxWaiting(req.AgentID); err != nil {
+			return d, err
+		} else if own > 0 {
+			n = own
+		}
+		if forAgent >= int64(n) {
 			return deny("limit:pending_per_agent", fmt.Sprintf("limit reached, not a policy decision: this agent already has %d calls waiting for a person, "+
 				"the most an agent may have waiting; wait for those to be decided, then ask again", forAgent)), nil
 		}

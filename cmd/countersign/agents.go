@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -21,11 +22,15 @@ var cli = models.Actor{ID: "cli", Name: "command line"}
 func cmdAgentAdd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, cfg := newFlagSet("agent add", stderr)
 	name := fs.String("name", "", "the agent's name, as the queue and the audit show it")
+	limits := agentLimitFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *name == "" {
 		return usageError("agent add needs --name")
+	}
+	if err := checkAgentLimits(limits); err != nil {
+		return err
 	}
 	store, err := openExisting(cfg.DB)
 	if err != nil {
@@ -36,8 +41,70 @@ func cmdAgentAdd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return errors.New(fault.Message(err))
 	}
+	if *limits != (models.AgentLimits{}) {
+		if err := store.SetAgentLimits(ctx, *name, *limits, cli); err != nil {
+			return fmt.Errorf("%s was added with the instance's limits, not its own (%v): its key is %s", *name, err, key)
+		}
+	}
 	fmt.Fprintln(stdout, key)
 	return nil
+}
+
+// agentLimitFlags are an agent's own limits on the command line.
+func agentLimitFlags(fs *flag.FlagSet) *agentLimits {
+	l := &agentLimits{}
+	fs.IntVar(&l.CallsPerSecond, "calls-per-second", 0, "this agent's own rate: calls a second after its burst (0: the instance's --agent-calls-per-second)")
+	fs.IntVar(&l.CallBurst, "call-burst", 0, "this agent's own burst (0: the instance's --agent-call-burst)")
+	fs.IntVar(&l.MaxWaiting, "max-waiting", 0, "how many of this agent's calls may wait for a person at once (0: the instance's --agent-max-waiting)")
+	return l
+}
+
+type agentLimits = models.AgentLimits
+
+func checkAgentLimits(l *agentLimits) error {
+	for _, n := range []int{l.CallsPerSecond, l.CallBurst, l.MaxWaiting} {
+		if n < 0 || n > 100_000 {
+			return usageError("an agent's limits are numbers from 0 (the instance's) to 100000")
+		}
+	}
+	return nil
+}
+
+// cmdAgentLimits sets an existing agent's own limits.
+func cmdAgentLimits(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cfg := newFlagSet("agent limits", stderr)
+	limits := agentLimitFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError("agent limits takes the agent's name")
+	}
+	if err := checkAgentLimits(limits); err != nil {
+		return err
+	}
+	store, err := openExisting(cfg.DB)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.SetAgentLimits(ctx, fs.Arg(0), *limits, cli); errors.Is(err, models.ErrNotFound) {
+		return fmt.Errorf("there is no agent named %q that is not revoked", fs.Arg(0))
+	} else if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %s\n", fs.Arg(0), describeLimits(*limits))
+	return nil
+}
+
+func describeLimits(l models.AgentLimits) string {
+	word := func(n int, what string) string {
+		if n == 0 {
+			return what + " the instance's"
+		}
+		return fmt.Sprintf("%s %d", what, n)
+	}
+	return word(l.CallsPerSecond, "calls a second:") + ", " + word(l.CallBurst, "burst:") + ", " + word(l.MaxWaiting, "waiting at once:")
 }
 
 // cmdAgentList prints the agents and whether their keys still work.

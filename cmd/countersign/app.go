@@ -83,6 +83,13 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	// Libraries that log to slog's default (the OAuth provider) log as
 	// the server does.
 	slog.SetDefault(log)
+	for name, n := range map[string]int{"--agent-calls-per-second": cfg.AgentCallsPerSecond, "--agent-call-burst": cfg.AgentCallBurst,
+		"--agent-max-waiting": cfg.AgentMaxWaiting, "--session-max-waiting": cfg.SessionMaxWaiting,
+		"--conversation-max-waiting": cfg.RunMaxWaiting, "--customer-max-waiting": cfg.CustomerMaxWaiting} {
+		if n < 0 || n > 1_000_000 {
+			return nil, fmt.Errorf("%s is a number from 1 to 1000000 (0: the default)", name)
+		}
+	}
 	if cfg.MCPHold != 0 && (cfg.MCPHold < time.Second || cfg.MCPHold > 10*time.Minute) {
 		return nil, usageError(fmt.Sprintf("--mcp-hold %s: hold a waiting call between 1s and 10m", cfg.MCPHold))
 	}
@@ -357,6 +364,12 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.policyFlag(fs)
 	fs.StringVar(&cfg.SystemPrompt, "system-prompt", "", "a file with what the model of every run is told first (default: a neutral support agent's; the demo shop's with --demo)")
 	fs.BoolVar(&cfg.PolicyFromFile, "policy-from-file", false, "the --policy file rules: it is put in force at start and on SIGHUP as it is, its review done where the file is kept (GitOps); without it a file that differs from the version in force is proposed, in force once countersigned")
+	fs.IntVar(&cfg.AgentCallsPerSecond, "agent-calls-per-second", web.AgentCallsPerSecond, "calls a second one agent key may send after its burst (gate API and /mcp; `agent limits` sets an agent's own)")
+	fs.IntVar(&cfg.AgentCallBurst, "agent-call-burst", web.AgentCallBurst, "calls one agent key may send at once before --agent-calls-per-second applies")
+	fs.IntVar(&cfg.AgentMaxWaiting, "agent-max-waiting", 50, "calls of one agent that may wait for a person at once, over all its sessions")
+	fs.IntVar(&cfg.SessionMaxWaiting, "session-max-waiting", 10, "calls of one agent session that may wait for a person at once")
+	fs.IntVar(&cfg.RunMaxWaiting, "conversation-max-waiting", 3, "requests of one chat conversation that may wait for a person at once")
+	fs.IntVar(&cfg.CustomerMaxWaiting, "customer-max-waiting", 10, "requests of one customer that may wait for a person at once")
 	fs.IntVar(&cfg.PolicyPeople, "policy-people", 0, "how many admins sign a policy change, its author counted (1 only with --single-person-shop); the first instance on a database sets it (2 when not given), later ones must agree or leave it out; `countersign policy people N` changes it")
 	fs.BoolVar(&cfg.SinglePersonShop, "single-person-shop", false, "allows --policy-people 1: an admin puts their own policy change in force, and /policy says so")
 	fs.StringVar(&cfg.ShadowPolicy, "shadow-policy", "", "a policy file tried beside the one in force: it decides nothing, and /policy shows where it disagrees")

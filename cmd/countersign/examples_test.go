@@ -88,6 +88,14 @@ func TestExampleToolsWithTheExampleBackend(t *testing.T) {
 		t.Fatalf("agent add: %d %s", code, key)
 	}
 	key = strings.TrimSpace(key)
+	// Its own limits, flags after the name: audited, and then in force.
+	if out, code := runCmd(t, "agent", "limits", "support-bot", "--calls-per-second", "200", "--call-burst", "400", "--max-waiting", "5", "--db", db); code != 0 ||
+		!strings.Contains(out, "calls a second: 200, burst: 400, waiting at once: 5") {
+		t.Fatalf("agent limits: %d %s", code, out)
+	}
+	if out, code := runCmd(t, "agent", "limits", "support-bot", "--max-waiting", "-1", "--db", db); code == 0 {
+		t.Fatalf("a negative limit: %s", out)
+	}
 	if out, code := runCmdIn(t, "correct horse battery staple\n", "user", "add", "--email", "ann@x.test", "--role", "approver", "--name", "Ann", "--db", db); code != 0 {
 		t.Fatalf("user add: %s", out)
 	}

@@ -54,8 +54,13 @@ type config struct {
 	TrustProxy                             bool
 	// MCPHold is how long /mcp holds a call that waits for a person.
 	MCPHold time.Duration
-	TLSCert string
-	TLSKey  string
+	// Agents' limits (0: the defaults): calls a second and burst per
+	// agent key; calls waiting for a person per agent, per agent session,
+	// per conversation and per customer.
+	AgentCallsPerSecond, AgentCallBurst                                   int
+	AgentMaxWaiting, SessionMaxWaiting, RunMaxWaiting, CustomerMaxWaiting int
+	TLSCert                                                               string
+	TLSKey                                                                string
 	// MetricsAddr serves Prometheus's /metrics ("": off); OTLPEndpoint is
 	// where traces go ("": the OTEL_EXPORTER_OTLP_* variables, or off).
 	MetricsAddr, OTLPEndpoint string

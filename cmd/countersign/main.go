@@ -57,6 +57,8 @@ Usage:
   countersign token revoke [--db ...]                (the token on stdin)
   countersign agent add --name NAME [--db ...]       (prints a new agent key for the gate API)
   countersign agent list [--db ...] | agent revoke NAME [--db ...]
+  countersign agent limits NAME [--calls-per-second N] [--call-burst N] [--max-waiting N] [--db ...]
+                                   an agent's own limits (also on agent add; 0: the instance's)
   countersign mcp --url URL --agent-key KEY          (MCP over stdio, bridged to a running server's /mcp)
   countersign policy test [FILE | --policy FILE] [--tools FILE] [--demo]
   countersign policy replay FILE [--since 720h] [--tools FILE] [--demo] [--json] [--db ...]
@@ -114,8 +116,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return cmdAgentList(ctx, args[2:], stdout, stderr)
 		case len(args) >= 2 && args[1] == "revoke":
 			return cmdAgentRevoke(ctx, args[2:], stdout, stderr)
+		case len(args) >= 2 && args[1] == "limits":
+			return cmdAgentLimits(ctx, args[2:], stdout, stderr)
 		}
-		return usageError("agent takes a command: add, list or revoke")
+		return usageError("agent takes a command: add, list, limits or revoke")
 	case "audit":
 		switch {
 		case len(args) >= 2 && args[1] == "verify":

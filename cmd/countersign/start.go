@@ -124,10 +124,11 @@ func (a *App) configs(in inForce) (core.Config, web.Config, error) {
 	return core.Config{Store: a.store, Tools: in.registry, ToolsVersion: in.toolsVersion, Policy: in.policy, Model: model,
 			Business: business, Log: log, Outbox: ob, SystemPrompt: prompt, Metrics: a.metrics,
 			PolicyOrigin: versions.Origin{File: cfg.Policy, FileRules: cfg.PolicyFromFile}, PolicyPeople: cfg.PolicyPeople,
-			SinglePersonShop: cfg.SinglePersonShop},
+			SinglePersonShop: cfg.SinglePersonShop, Limits: gate.Limits{MaxPendingPerRun: cfg.RunMaxWaiting, MaxPendingPerCustomer: cfg.CustomerMaxWaiting,
+				MaxPendingPerAgent: cfg.AgentMaxWaiting, MaxPendingPerSession: cfg.SessionMaxWaiting}},
 		web.Config{Log: log, Customers: customers, ChatGrantSeed: grantSeed, WidgetOrigins: origins,
 			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, PublicURL: cfg.Reach.PublicURL, Upstreams: a.upstreams,
-			SlackSigningSecret: cfg.Reach.SlackSigning, MCPWait: cfg.MCPHold}, nil
+			SlackSigningSecret: cfg.Reach.SlackSigning, MCPWait: cfg.MCPHold, AgentCallsPerSecond: cfg.AgentCallsPerSecond, AgentCallBurst: cfg.AgentCallBurst}, nil
 }
 
 // customerVerifier checks the tokens shops sign. /demo signs tokens with a
