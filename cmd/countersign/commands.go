@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -313,7 +312,7 @@ func cmdTokenRevoke(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	line, err := bufio.NewReader(stdin).ReadString('\n')
+	line, err := readLine(stdin)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
@@ -347,7 +346,7 @@ func cmdUserAdd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if *email == "" || *role == "" {
 		return usageError("user add needs --email and --role")
 	}
-	line, err := bufio.NewReader(stdin).ReadString('\n')
+	line, err := readLine(stdin)
 	if err != nil && line == "" {
 		return fmt.Errorf("read the password from stdin: %w", err)
 	}
@@ -386,4 +385,25 @@ func cmdTokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	fmt.Fprintln(stdout, token)
 	return nil
+}
+
+// readLine reads one line from r and nothing past it, so that a script
+// whose standard input holds one answer per command gives each its own
+// (a buffered reader would take the next command's line too).
+func readLine(r io.Reader) (string, error) {
+	var b strings.Builder
+	var c [1]byte
+	for b.Len() < 4096 {
+		n, err := r.Read(c[:])
+		if n == 1 {
+			b.WriteByte(c[0])
+			if c[0] == '\n' {
+				return b.String(), nil
+			}
+		}
+		if err != nil {
+			return b.String(), err
+		}
+	}
+	return b.String(), nil
 }
