@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,8 @@ import (
 
 // The chain export lets an auditor check the log without Countersign: this
 // recomputes every link with the recipe the README gives, nothing more.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
 func TestAuditChainExportVerifiesOutsideCountersign(t *testing.T) {
 	a := newApp(t)
 	a.staff(models.Approver, "ann@x.test", "Ann <ops> & co")
@@ -32,6 +35,20 @@ func TestAuditChainExportVerifiesOutsideCountersign(t *testing.T) {
 	res, body := a.signIn("aud@x.test").get("/audit/chain.jsonl")
 	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "application/x-ndjson" {
 		t.Fatalf("export: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	// A script fetches it with a staff API token (it was sent to /login),
+	// and a made-up token gets 401, not the sign-in page.
+	for token, want := range map[string]int{a.apiToken(models.Auditor, "script@x.test", "Script"): 200, "cst_made_up": 401} {
+		req, _ := http.NewRequest("GET", a.srv.URL+"/audit/chain.jsonl", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		r, err := noRedirects.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != want {
+			t.Fatalf("the export with a token: %d, want %d", r.StatusCode, want)
+		}
 	}
 	str := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	prev, n := "", 0

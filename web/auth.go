@@ -87,6 +87,22 @@ func (s *Server) requireRole(may func(models.StaffRole) bool) echo.MiddlewareFun
 	}
 }
 
+// sessionOrToken lets a GET be made by a signed-in person or with a staff
+// API token (Authorization: Bearer), each checked as it is everywhere
+// else: a script fetching an export is not sent to the sign-in page.
+func (s *Server) sessionOrToken(may func(models.StaffRole) bool) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		byToken := s.requireStaffToken(s.apiRequireRole(may)(next))
+		bySession := s.requireRole(may)(s.checkCSRF(next))
+		return func(c echo.Context) error {
+			if strings.HasPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ") {
+				return byToken(c)
+			}
+			return bySession(c)
+		}
+	}
+}
+
 // checkCSRF refuses a state-changing request without the session's token
 // (form field "csrf" or header X-CSRF-Token).
 func (s *Server) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {

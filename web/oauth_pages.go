@@ -151,6 +151,7 @@ func (s *Server) oauthConsentPage(c echo.Context) error {
 		return err
 	}
 	allowRedirect(c, p.RedirectURI)
+	c.Response().Header().Set("Cache-Control", "no-store")
 	return render(c, http.StatusOK, views.OAuthConsent(v))
 }
 

@@ -532,3 +532,48 @@ func TestOAuthAuthorizeIsBounded(t *testing.T) {
 		t.Fatal("40 more authorization requests from one address were all stored")
 	}
 }
+
+// What an attacker met at the edges: a name with a right-to-left override
+// and a redirect with a user name before @ are refused at registration; a
+// client no admin authorized gets its errors here, not at its redirect (an
+// open redirector otherwise); the OpenID document offers only what the
+// token endpoint grants; the consent page is not kept by caches.
+func TestOAuthEdges(t *testing.T) {
+	a := newApp(t)
+	a.staff(models.Admin, "ada@x.test", "Ada")
+	admin := a.signIn("ada@x.test")
+	post := func(body string) int {
+		res, err := http.Post(a.srv.URL+"/oauth/register", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if s := post(`{"client_name":"Claude \u202eplh.evil","redirect_uris":["https://ok.example/cb"]}`); s != 400 {
+		t.Fatalf("a name with a bidi override: %d", s)
+	}
+	if s := post(`{"client_name":"x","redirect_uris":["https://claude.ai@evil.example/cb"]}`); s != 400 {
+		t.Fatalf("a redirect with userinfo: %d", s)
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	o := &oauthClient{t: t, base: a.srv.URL, http: noFollow, redirect: "https://attacker.example/cb"}
+	o.register("Redirector")
+	res := o.authorize(url.Values{"response_type": {"token"}})
+	if res.StatusCode == http.StatusFound || strings.HasPrefix(res.Header.Get("Location"), "https://attacker.example") {
+		t.Fatalf("an unauthorized client's error went to its redirect: %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	res = o.authorize(nil)
+	consent := res.Header.Get("Location")
+	if !strings.HasPrefix(consent, "/oauth/consent?id=") {
+		t.Fatalf("authorize: %d %q", res.StatusCode, consent)
+	}
+	if res, _ := admin.get(consent); res.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("the consent page's Cache-Control: %q", res.Header.Get("Cache-Control"))
+	}
+	var oidc map[string]any
+	o.getJSON("/.well-known/openid-configuration", &oidc)
+	if g := strings.Join(toStrings(oidc["grant_types_supported"]), ","); g != "authorization_code,refresh_token" {
+		t.Fatalf("the OpenID document offers %q", g)
+	}
+}

@@ -3,6 +3,8 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -240,5 +242,27 @@ func TestPolicyPeopleAreTheDeployments(t *testing.T) {
 	vs, _ := versions.New(versions.Config{Store: a.store, Gate: a.gate, Host: "h2"})
 	if err := vs.Settle(ctx); err != nil || vs.People() != 2 {
 		t.Fatalf("an instance without the flag follows the database: %v %d", err, vs.People())
+	}
+}
+
+// The README documents policies of up to 256 KiB: a 100 KB one is proposed
+// (it got 413 under the 64 KiB limit of other bodies), through the API and
+// the page, and one over 256 KiB is refused in words.
+func TestLargePoliciesUpTo256KiB(t *testing.T) {
+	a := newApp(t)
+	ada := a.apiToken(models.Admin, "ada@shop.test", "Ada")
+	a.staff(models.Admin, "bea@shop.test", "Bea")
+	bea := a.signIn("bea@shop.test")
+	comment := func(kb int) string { return strings.Repeat("# "+strings.Repeat("x", 97)+"\n", kb*10) }
+	big := strings.Replace(string(shop.PolicyYAML), "when: args.amount <= 50", "when: args.amount <= 60", 1) + comment(100)
+	if r := a.do("POST", "/api/v1/policy/versions", ada, proposeBody(big, "")); r.Status != 201 {
+		t.Fatalf("a 100 KB policy through the API: %d %.300s", r.Status, r.Raw)
+	}
+	bigger := strings.Replace(string(shop.PolicyYAML), "when: args.amount <= 50", "when: args.amount <= 70", 1) + comment(100)
+	if res, _ := bea.post("/policy/versions", url.Values{"yaml": {bigger}, "csrf": {bea.csrf}}); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a 100 KB policy on the page: %d", res.StatusCode)
+	}
+	if r := a.do("POST", "/api/v1/policy/versions", ada, proposeBody(big+comment(200), "")); r.Status == 201 || !strings.Contains(r.Raw, "256 KiB") {
+		t.Fatalf("a 300 KB policy: %d %.300s", r.Status, r.Raw)
 	}
 }

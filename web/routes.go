@@ -34,8 +34,9 @@ func (s *Server) routes() {
 	e.GET(views.PathRuns, s.runsPage, staff...)
 	e.GET(views.PathRun, s.runPage, staff...)
 	e.GET(views.PathAudit, s.auditPage, staff...)
-	e.GET(views.PathAuditChain, s.auditChainExport, staff...)
-	e.GET(views.PathAuditExport, s.auditExport, staff...)
+	// Exports a script fetches: a session or a staff API token.
+	e.GET(views.PathAuditChain, s.auditChainExport, s.sessionOrToken(mayRead))
+	e.GET(views.PathAuditExport, s.auditExport, s.sessionOrToken(mayRead))
 	e.GET(views.PathPolicy, s.policyPage, staff...)
 	e.GET(views.PathTools, s.toolsPage, staff...)
 	e.POST(views.PathToolAccept, s.toolAccept, admins...)

@@ -137,8 +137,18 @@ func lastForwarded(v string) string {
 	return strings.TrimSpace(v)
 }
 
-// BodyLimit caps every request body.
+// BodyLimit caps every request body but a proposed policy's.
 const BodyLimit = "64K"
+
+// PolicyBodyLimit caps a proposed policy's request: the policy is at most
+// 256 KiB (versions.MaxYAML), as JSON or a form, with its note.
+const PolicyBodyLimit = "600K"
+
+// policyUpload says whether a request proposes a policy version.
+func policyUpload(c echo.Context) bool {
+	r := c.Request()
+	return r.Method == http.MethodPost && (r.URL.Path == views.PathPolicyVersions || r.URL.Path == views.PathAPIPolicyVersions)
+}
 
 // Server is the HTTP side of Countersign.
 type Server struct {
@@ -251,7 +261,8 @@ func New(cfg Config) *Server {
 	e.Use(middleware.RequestID())
 	e.Use(logRequests(cfg.Log))
 	e.Use(middleware.Recover())
-	e.Use(middleware.BodyLimit(BodyLimit))
+	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: BodyLimit, Skipper: policyUpload}))
+	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: PolicyBodyLimit, Skipper: func(c echo.Context) bool { return !policyUpload(c) }}))
 	e.Use(securityHeaders)
 	e.Use(s.loadStaff)
 	s.routes()
@@ -283,6 +294,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 		if status == http.StatusRequestEntityTooLarge {
 			msg = "the body is over the limit of " + BodyLimit + "B"
+			if policyUpload(c) {
+				msg = "the body is over the limit of " + PolicyBodyLimit + "B (a policy is at most 256 KiB)"
+			}
 		}
 	} else {
 		code = fault.CodeOf(err)

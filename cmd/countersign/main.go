@@ -47,7 +47,9 @@ Usage:
                     [--demo-page] [--customer-token-max-age 24h] [--customer-token-issuer I] [--customer-token-audience A]
                     [--audit-key FILE --checkpoints DIR [--checkpoint-every 1h]] [--mcp-hold 50s]
                     [--system-prompt FILE] [--shadow-policy FILE] [--log-level info]
-                    [--policy-from-file] [--policy-people 2] [--single-person-shop]
+                    [--policy-from-file] [--policy-people N] [--single-person-shop]
+                    agents: [--agent-calls-per-second 20] [--agent-call-burst 100] [--agent-max-waiting 50]
+                    [--session-max-waiting 10] [--conversation-max-waiting 3] [--customer-max-waiting 10]
                     operators: [--metrics-addr 127.0.0.1:9464] [--otlp-endpoint http://localhost:4318]
                     reaching people: [--public-url URL] [--webhook URL]... [--webhook-events "E E"] [--webhook-secret S]
                     [--slack-webhook URL] [--slack-token T --slack-channel C] [--slack-signing-secret S]
@@ -55,7 +57,8 @@ Usage:
   countersign user add --email E --role approver|supervisor|auditor|admin [--name N] [--db ...]   (password on stdin)
   countersign token create --email E [--db ...]      (prints a new staff API token)
   countersign token revoke [--db ...]                (the token on stdin)
-  countersign agent add --name NAME [--db ...]       (prints a new agent key for the gate API)
+  countersign agent add --name NAME [--calls-per-second N] [--call-burst N] [--max-waiting N] [--db ...]
+                                   (prints a new agent key for the gate API)
   countersign agent list [--db ...] | agent revoke NAME [--db ...]
   countersign agent limits NAME [--calls-per-second N] [--call-burst N] [--max-waiting N] [--db ...]
                                    an agent's own limits (also on agent add; 0: the instance's)
@@ -63,7 +66,8 @@ Usage:
   countersign policy test [FILE | --policy FILE] [--tools FILE] [--demo]
   countersign policy replay FILE [--since 720h] [--tools FILE] [--demo] [--json] [--db ...]
                                    what FILE would have decided about the calls recorded since then
-  countersign policy people [N] [--db ...]          how many admins sign a policy change here; N changes it (audited as done on this host)
+  countersign policy people [N] [--single-person-shop] [--db ...]
+                                   how many admins sign a policy change here; N changes it (audited as done on this host)
   countersign audit verify [--db ...] [--checkpoints DIR --audit-public-key FILE]
   countersign audit checkpoint --audit-key FILE --checkpoints DIR [--db ...]
   countersign audit keygen --out FILE                (an Ed25519 key for checkpoints, FILE.pub beside it)

@@ -12,7 +12,7 @@ import (
 
 // commands are every command that takes flags, as the usage names them.
 var commands = []string{"serve", "user add", "token create", "token revoke", "agent add", "agent list",
-	"agent revoke", "mcp", "policy test", "policy replay", "audit verify", "audit checkpoint", "audit keygen", "backup"}
+	"agent revoke", "agent limits", "policy people", "mcp", "policy test", "policy replay", "audit verify", "audit checkpoint", "audit keygen", "backup"}
 
 // flagsOf is the flags a command takes, as its -h lists them.
 func flagsOf(t *testing.T, command string) []string {

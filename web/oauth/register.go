@@ -64,8 +64,8 @@ func (reg *registration) check() string {
 	if reg.ClientName == "" {
 		reg.ClientName = "an unnamed MCP client"
 	}
-	if len([]rune(reg.ClientName)) > 100 || strings.ContainsFunc(reg.ClientName, unicode.IsControl) {
-		return "invalid_client_metadata: client_name is at most 100 characters, without control characters"
+	if len([]rune(reg.ClientName)) > 100 || strings.ContainsFunc(reg.ClientName, misleading) {
+		return "invalid_client_metadata: client_name is at most 100 characters, without control or formatting characters (such as right-to-left overrides)"
 	}
 	if len(reg.RedirectURIs) == 0 || len(reg.RedirectURIs) > 10 {
 		return "invalid_redirect_uri: give between 1 and 10 redirect_uris"
@@ -99,6 +99,11 @@ func (reg *registration) check() string {
 // checkRedirect allows what OAuth 2.1 does: https anywhere, http only to
 // the client's own machine (loopback), or an app's private scheme; never a
 // fragment.
+// misleading is a character that would make a name read otherwise than it
+// is: controls, and formatting characters (bidirectional overrides and
+// isolates, zero-width joiners and spaces).
+func misleading(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
+
 func checkRedirect(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || !u.IsAbs() || len(raw) > 500 {
@@ -106,6 +111,9 @@ func checkRedirect(raw string) string {
 	}
 	if u.Fragment != "" {
 		return raw + " has a fragment"
+	}
+	if u.User != nil {
+		return raw + " has a user name in it (what comes before @ is not the host an admin would take it for)"
 	}
 	switch {
 	case u.Scheme == "https" && u.Host != "":

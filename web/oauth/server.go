@@ -11,6 +11,7 @@
 package oauth
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -122,7 +123,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		writeOAuthError(w, http.StatusNotFound, "invalid_request", "codes are sent to the client's redirect by the administrator's consent, once")
 	})
 	mux.Handle("/oauth/", s.provider)
-	mux.Handle("GET "+PathOpenIDMetadata, s.provider)
+	// One metadata document, saying only what the token endpoint grants
+	// (the provider's OpenID one offered more).
+	mux.HandleFunc("GET "+PathOpenIDMetadata, s.serverMetadata)
 	s.handler = mux
 	return s, nil
 }
@@ -178,8 +181,47 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 			writeOAuthError(w, http.StatusBadRequest, "invalid_request", "the authorization request is over 8 KiB or has over 20 parameters")
 			return
 		}
+		// An error goes back to the client's redirect only for a client an
+		// admin authorized: anyone may register a redirect, and a server
+		// that sends browsers to any address it was given is an open
+		// redirector. For the others the error is shown here.
+		if c, err := s.cfg.Store.OAuthClientByID(r.Context(), r.Form.Get("client_id")); err != nil || c.AgentID == "" {
+			w = &noErrorRedirects{ResponseWriter: w, consent: s.cfg.Consent("")}
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resourceKey{}, want)))
 	})
+}
+
+// noErrorRedirects answers an authorization error here instead of
+// redirecting to the client (see authorize).
+type noErrorRedirects struct {
+	http.ResponseWriter
+	consent  string
+	replaced bool
+}
+
+func (w *noErrorRedirects) WriteHeader(code int) {
+	loc := w.Header().Get("Location")
+	if (code == http.StatusFound || code == http.StatusSeeOther) && !strings.HasPrefix(loc, w.consent) {
+		u, _ := url.Parse(loc)
+		q := url.Values{}
+		if u != nil {
+			q = u.Query()
+		}
+		w.Header().Del("Location")
+		w.replaced = true
+		writeOAuthError(w.ResponseWriter, http.StatusBadRequest, cmp.Or(q.Get("error"), "invalid_request"),
+			cmp.Or(q.Get("error_description"), "the authorization request was refused"))
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *noErrorRedirects) Write(b []byte) (int, error) {
+	if w.replaced {
+		return len(b), nil // the redirect's own body
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 // maxParam bounds an authorization request's parameters: an S256
