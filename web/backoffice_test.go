@@ -612,3 +612,17 @@ func TestADisabledApproversApprovalCountsNowhere(t *testing.T) {
 		t.Fatalf("the staff API still counts it: %s", r.Raw)
 	}
 }
+
+// Browsers ask for /favicon.ico on every page: it is answered (no icon),
+// not a 404 logged as a warning each time.
+func TestFaviconIsAnswered(t *testing.T) {
+	a := newApp(t)
+	res, err := http.Get(a.srv.URL + "/favicon.ico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("/favicon.ico: %d", res.StatusCode)
+	}
+}

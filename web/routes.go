@@ -2,6 +2,7 @@ package web
 
 import (
 	"github.com/labstack/echo/v4"
+	"net/http"
 
 	"github.com/countersign/countersign/static"
 	"github.com/countersign/countersign/views"
@@ -90,6 +91,11 @@ func (s *Server) routes() {
 	e.Any(views.PathMCP, s.serveMCP, s.requireMCPAgent)
 	// OAuth for /mcp (web/oauth): the authorization server and its
 	// metadata; the consent is the back office's, an admin's.
+	// Browsers ask for it on every page: no icon, and no warning in the log.
+	e.GET("/favicon.ico", func(c echo.Context) error {
+		c.Response().Header().Set("Cache-Control", "public, max-age=86400")
+		return c.NoContent(http.StatusNoContent)
+	})
 	e.Any("/oauth/*", s.serveOAuth)
 	e.GET("/.well-known/*", s.serveOAuth)
 	e.GET(views.PathOAuthConsent, s.oauthConsentPage, admins...)

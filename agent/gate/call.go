@@ -24,7 +24,11 @@ func (g *Gate) Call(ctx context.Context, req CallRequest) (Outcome, error) {
 		return Outcome{}, fault.Errorf(fault.Invalid, "a tool call needs a run")
 	}
 	name := tools.Truncate(req.Tool, 64)
-	ctx, span := telemetry.ToolSpan(ctx, name)
+	spanName := name // a name an agent made up does not become a span's name
+	if _, ok := g.Tools().Get(name); !ok {
+		spanName = "(unknown tool)"
+	}
+	ctx, span := telemetry.ToolSpan(ctx, spanName)
 	c, invalid := g.check(ctx, req)
 	if invalid != nil {
 		out, err := g.recordInvalid(ctx, req, invalid.risk, invalid.reason)

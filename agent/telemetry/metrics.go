@@ -13,6 +13,7 @@ import (
 	"context"
 	"database/sql"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -110,12 +111,21 @@ func (m *Metrics) Handler() http.Handler {
 // Registry is the metrics' registry (tests gather from it).
 func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
+// ruleLabel is a rule as a label: a standing grant's rule names the grant
+// (grant:grant_…), and no label is ever an id.
+func ruleLabel(rule string) string {
+	if strings.HasPrefix(rule, "grant:") {
+		return "grant"
+	}
+	return rule
+}
+
 // Decided counts a decision of the policy that was recorded.
 func (m *Metrics) Decided(verdict, tool, rule string) {
 	if m == nil {
 		return
 	}
-	m.decisions.WithLabelValues(verdict, tool, rule).Inc()
+	m.decisions.WithLabelValues(verdict, tool, ruleLabel(rule)).Inc()
 }
 
 // ActionDecided observes how long a held call waited for its outcome:

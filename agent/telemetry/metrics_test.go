@@ -100,3 +100,31 @@ func TestTheDashboardReadsTheMetricsServed(t *testing.T) {
 		t.Fatalf("the dashboard reads only %d metrics", read)
 	}
 }
+
+// No label is ever an id: a call a standing grant allowed counts under the
+// rule "grant", not under the grant's id (50 grants made 50 series).
+func TestGrantRulesAreOneLabel(t *testing.T) {
+	m := telemetry.NewMetrics(nil, nil)
+	for _, id := range []string{"grant:grant_a", "grant:grant_b", "grant:grant_c"} {
+		m.Decided("allow", "issue_refund", id)
+	}
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "countersign_gate_decisions_total" {
+			continue
+		}
+		if len(f.GetMetric()) != 1 {
+			t.Fatalf("%d series for three grants", len(f.GetMetric()))
+		}
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			if l.GetName() == "rule" && l.GetValue() != "grant" {
+				t.Fatalf("rule label %q", l.GetValue())
+			}
+		}
+		return
+	}
+	t.Fatal("no decisions counted")
+}

@@ -65,7 +65,15 @@ func StartTracing(ctx context.Context, endpoint, version string) (func(context.C
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("the trace resource: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
+	if os.Getenv("OTEL_TRACES_SAMPLER") == "" {
+		// The server samples its own spans: a caller's traceparent joins
+		// them to its trace, but its "not sampled" flag does not silence
+		// the gate (OTEL_TRACES_SAMPLER chooses otherwise).
+		tpOpts = append(tpOpts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample(),
+			sdktrace.WithRemoteParentNotSampled(sdktrace.AlwaysSample()))))
+	}
+	tp := sdktrace.NewTracerProvider(tpOpts...)
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	return func(ctx context.Context) error {

@@ -165,10 +165,19 @@ func (s *Service) Sync(ctx context.Context) error {
 	g := s.cfg.Gate
 	p, cur, err := s.InForce(ctx, g.Tools())
 	if cur == nil {
+		if err != nil && !s.synced.Load() && ctx.Err() == nil {
+			// Never read yet (at start): which version is in force is not
+			// known, so nothing is decided with the file until it is.
+			cause := fmt.Errorf("the version in force could not be read: %w", err)
+			if ferr := g.FailClosed(ctx, s.cfg.Host, &models.PolicyVersion{Hash: "unread"}, cause); ferr != nil {
+				s.log.Error("could not record that the policy in force could not be read", "err", ferr)
+			}
+		}
 		return err
 	}
 	if g.Policy().Version() == cur.Hash || (err == nil && g.Policy().Version() == p.Version()) {
-		return nil // (a version stored before texts were normalized hashes otherwise once loaded)
+		s.synced.Store(true) // (a version stored before texts were normalized hashes otherwise once loaded)
+		return nil
 	}
 	if err == nil {
 		if failed := policy.Failing(p.RunTests(ctx)); len(failed) > 0 {
@@ -184,6 +193,7 @@ func (s *Service) Sync(ctx context.Context) error {
 		}
 		return fmt.Errorf("policy version %d: %w", cur.ID, err)
 	}
+	s.synced.Store(true)
 	s.log.Info("policy version in force", "policy_version_id", cur.ID, "hash", cur.Hash[:12])
 	return nil
 }

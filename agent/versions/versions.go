@@ -60,6 +60,8 @@ type Service struct {
 	cfg    Config
 	log    *slog.Logger
 	people atomic.Int64 // the deployment's, as last read
+	// synced is whether this instance has read the version in force once.
+	synced atomic.Bool
 	// syncing makes one instance load one version at a time.
 	syncing sync.Mutex
 }

@@ -280,11 +280,14 @@ func (a *App) Run(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
+	a.log.Info("stopping: no new requests; those under way get 10 s to finish")
 	a.stopReqs() // ends the open event streams, which would hold Shutdown
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	defer a.stopMetrics(shutdown)
-	return a.server.Shutdown(shutdown)
+	err := a.server.Shutdown(shutdown)
+	a.log.Info("stopped", "err", err)
+	return err
 }
 
 func displayAddr(addr string) string {
