@@ -26,9 +26,9 @@ check:
 # The suite on SQLite; then, when COUNTERSIGN_TEST_POSTGRES holds a
 # PostgreSQL URL (.ci/run sets it), again with every store on PostgreSQL.
 test: check openapi mcp-servers
-	env -u COUNTERSIGN_TEST_POSTGRES go test -race -count=1 ./...
+	env -u COUNTERSIGN_TEST_POSTGRES go test -race -count=1 -timeout 30m ./...
 	@if [ -n "$$COUNTERSIGN_TEST_POSTGRES" ]; then echo "== the suite again on PostgreSQL"; \
-		go test -race -count=1 ./models/... ./agent/... ./web/... ./cmd/...; fi
+		go test -race -count=1 -timeout 30m ./models/... ./agent/... ./web/... ./cmd/...; fi
 	cd bench/opa && go mod tidy -diff && go vet ./... && go test -count=1 ./...
 
 # Real MCP servers the gateway's tests put behind it (pinned in .ci/mcp).

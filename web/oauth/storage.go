@@ -191,16 +191,6 @@ func (s *storage) DeleteAuthRequest(ctx context.Context, id string) error {
 	return s.store.DeleteOAuthRecord(ctx, kindRequest, id)
 }
 
-// consented records the admin's consent on a request.
-func (s *storage) consented(ctx context.Context, id, staffID string) error {
-	var a authRequest
-	if err := s.get(ctx, kindRequest, id, &a); err != nil {
-		return err
-	}
-	a.Subject, a.AuthTime = staffID, s.store.Now()
-	return s.put(ctx, kindRequest, a.ID, a.ClientID, &a, RequestLifetime)
-}
-
 // grantOf is the grant a token request stands for, from a client that is
 // authorized and not revoked.
 func (s *storage) grantOf(ctx context.Context, req op.TokenRequest) (*grant, error) {
