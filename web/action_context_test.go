@@ -90,7 +90,7 @@ func TestTheRuleSaysWhatItIsFor(t *testing.T) {
 	a.staff(models.Approver, "ann@x.test", "Ann")
 	out := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":200}`)
 	b := a.signIn("ann@x.test")
-	const words = "Every other refund waits for one person, for up to a day."
+	const words = "Any refund the rules above do not decide waits for one person, for up to a day."
 	if _, queue := b.get("/queue"); !strings.Contains(queue, `<small class="muted" data-testid="rule-description">`+words) {
 		t.Errorf("the queue does not say what the rule is for")
 	}

@@ -50,7 +50,7 @@ func TestDefaultPolicyDecisions(t *testing.T) {
 		{"$50 is the limit", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 50.0}, 0, policy.Allow, "small-refund", 0, "", ""},
 		{"$50.01 is over it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 50.01}, 0, policy.NeedsApproval, "refund-needs-approval", 1, "", ""},
 		{"over $1,000 two people", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1000.01}, 0, policy.NeedsApproval, "refund-over-1000-two-person", 2, models.Supervisor, "$1,000.01"},
-		{"refunded $500.01 today", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 500.01, policy.NeedsApproval, "refund-customer-over-500-in-24h", 1, "", "would come to $501.01"},
+		{"refunded $500.01 today", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 500.01, policy.NeedsApproval, "refund-customer-over-500-in-24h", 1, "", "in the last 24 hours, paid or waiting for approval, would come to $501.01"},
 		{"refunded $500 today, $1 more passes it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 500, policy.NeedsApproval, "refund-customer-over-500-in-24h", 1, "", "would come to $501.00"},
 		{"refunded $499 today, $1 more reaches it", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 1.0}, 499, policy.Allow, "small-refund", 0, "", ""},
 		{"$20 on an order refunded $990: over $1,000 on the order", "issue_refund", tools.RiskHighWrite, map[string]any{"amount": 20.0, "order_id": "A1"}, 0, policy.NeedsApproval, "refund-over-1000-two-person", 2, models.Supervisor, "would come to $1,010.00"},
