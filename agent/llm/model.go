@@ -58,6 +58,9 @@ type ToolResult struct {
 	// Request is how the customer heard the call while it waited
 	// ("your refund request of $900.00 on order A1002").
 	Request string
+	// OriginalArgs are the arguments asked for, when a person changed them
+	// before approving (Args are what ran); nil otherwise.
+	OriginalArgs json.RawMessage
 }
 
 // Reply is the assistant's next turn: text, tool calls, or both.

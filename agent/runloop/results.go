@@ -13,6 +13,10 @@ import (
 func ToolResultText(c *models.ToolCall) string {
 	switch c.Status {
 	case models.CallSucceeded:
+		if c.OriginalArgs != "" {
+			return c.Result + "\nA team member changed the arguments before approving: asked " + c.OriginalArgs + ", ran " + c.Args +
+				". Tell the customer what was changed."
+		}
 		return c.Result
 	case models.CallFailed:
 		return "Error: the tool failed: " + c.Error + ". Tell the customer what happened."

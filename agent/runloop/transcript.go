@@ -56,9 +56,12 @@ func (r *Runner) request(turns []models.Turn, calls []models.ToolCall) llm.Reque
 				if args == "" {
 					args = "{}"
 				}
-				req.Turns = append(req.Turns, llm.Turn{Role: models.RoleTool, CallID: mc.ID, Text: rt.Text,
-					Result: &llm.ToolResult{Tool: c.Tool, Status: c.Status, Output: json.RawMessage(nonEmptyJSON(c.Result)), Error: c.Error,
-						Args: json.RawMessage(args), Request: describeRequest(r.gate.Tools(), c.Tool, args)}})
+				res := &llm.ToolResult{Tool: c.Tool, Status: c.Status, Output: json.RawMessage(nonEmptyJSON(c.Result)), Error: c.Error,
+					Args: json.RawMessage(args), Request: describeRequest(r.gate.Tools(), c.Tool, args)}
+				if c.OriginalArgs != "" {
+					res.OriginalArgs = json.RawMessage(c.OriginalArgs)
+				}
+				req.Turns = append(req.Turns, llm.Turn{Role: models.RoleTool, CallID: mc.ID, Text: rt.Text, Result: res})
 			}
 		}
 	}

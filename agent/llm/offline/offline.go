@@ -293,7 +293,12 @@ func describeResult(r *llm.ToolResult) string {
 			Refunded string `json:"refunded"`
 		}
 		_ = json.Unmarshal(r.Output, &out)
-		return fmt.Sprintf("Done: I refunded %s on order %s. It should reach you within 5 business days.", out.Refunded, out.OrderID)
+		done := fmt.Sprintf("Done: I refunded %s on order %s. It should reach you within 5 business days.", out.Refunded, out.OrderID)
+		var asked, ran struct{ Amount float64 }
+		if r.OriginalArgs != nil && json.Unmarshal(r.OriginalArgs, &asked) == nil && json.Unmarshal(r.Args, &ran) == nil && asked.Amount != ran.Amount {
+			return fmt.Sprintf("A team member changed the amount from %s to %s before approving it. ", models.CentsOf(asked.Amount), models.CentsOf(ran.Amount)) + done
+		}
+		return done
 	}
 	return "Done."
 }

@@ -54,6 +54,9 @@ func TestOfflineModelSpeaksToTheCustomer(t *testing.T) {
 		{llm.ToolResult{Tool: "cancel_order", Args: []byte(`{"order_id":"A1003"}`), Status: models.CallRejected, Error: "rejected by staff: already packed",
 			Request: "your request to cancel order A1003"},
 			"a team member declined the request to cancel order A1003. Their reason: already packed."},
+		{llm.ToolResult{Tool: "issue_refund", Args: []byte(`{"order_id":"A1002","amount":150}`), OriginalArgs: []byte(`{"order_id":"A1002","amount":300}`),
+			Status: models.CallSucceeded, Output: []byte(`{"order_id":"A1002","refunded":"$150.00"}`)},
+			"A team member changed the amount from $300.00 to $150.00 before approving it. Done: I refunded $150.00 on order A1002."},
 		{llm.ToolResult{Tool: "get_order_status", Status: models.CallInvalid, Error: "this needs a signed-in customer: ask the customer to sign in to the shop first"},
 			"Please sign in to the shop first"},
 	} {
