@@ -68,6 +68,15 @@ func add(a, b int) int {
 	return a + b
 }
 
+// countAll counts a collection: itself and what it holds.
+func countAll[N ast.Node](c *nodeCounter, values []N) int {
+	total := 1
+	for _, v := range values {
+		total = add(total, c.count(v))
+	}
+	return total
+}
+
 func (c *nodeCounter) count(n ast.Node) int {
 	switch n := n.(type) {
 	case nil:
@@ -75,21 +84,13 @@ func (c *nodeCounter) count(n ast.Node) int {
 	case *ast.DocumentNode:
 		return c.count(n.Body)
 	case *ast.MappingNode:
-		total := 1
-		for _, v := range n.Values {
-			total = add(total, c.count(v))
-		}
-		return total
+		return countAll(c, n.Values)
 	case *ast.MappingValueNode:
 		return add(c.count(n.Key), c.count(n.Value))
 	case *ast.MappingKeyNode:
 		return c.count(n.Value)
 	case *ast.SequenceNode:
-		total := 1
-		for _, v := range n.Values {
-			total = add(total, c.count(v))
-		}
-		return total
+		return countAll(c, n.Values)
 	case *ast.TagNode:
 		return c.count(n.Value)
 	case *ast.AnchorNode:
