@@ -3,7 +3,7 @@
 # The SQLite driver has FTS5 (the audit search's index) only with this tag;
 # every go command below, and those the tests run, take it from GOFLAGS.
 export GOFLAGS := $(strip $(GOFLAGS) -tags=sqlite_fts5)
-.PHONY: run test generate check bench fuzz openapi mcp-servers
+.PHONY: run test generate check bench fuzz openapi mcp-servers llm-servers
 
 run:
 	go run ./cmd/countersign serve --demo
@@ -25,7 +25,7 @@ check:
 
 # The suite on SQLite; then, when COUNTERSIGN_TEST_POSTGRES holds a
 # PostgreSQL URL (.ci/run sets it), again with every store on PostgreSQL.
-test: check openapi mcp-servers
+test: check openapi mcp-servers llm-servers
 	env -u COUNTERSIGN_TEST_POSTGRES go test -race -count=1 -timeout 30m ./...
 	@if [ -n "$$COUNTERSIGN_TEST_POSTGRES" ]; then echo "== the suite again on PostgreSQL"; \
 		go test -race -count=1 -timeout 30m ./models/... ./agent/... ./web/... ./cmd/...; fi
@@ -34,6 +34,11 @@ test: check openapi mcp-servers
 # Real MCP servers the gateway's tests put behind it (pinned in .ci/mcp).
 mcp-servers:
 	cd .ci/mcp && npm ci --no-audit --no-fund --silent
+
+# An independent OpenAI-compatible server the model adapter's tests talk
+# to (pinned in .ci/llm).
+llm-servers:
+	cd .ci/llm && npm ci --no-audit --no-fund --silent
 
 # The API's OpenAPI document, linted by Redocly's CLI (pinned in .ci/openapi).
 openapi:

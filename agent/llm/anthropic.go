@@ -3,95 +3,117 @@ package llm
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"net/http"
 )
 
-// Anthropic speaks the Messages API with tools.
+// anthropicVersion is the Messages API version the adapter speaks.
+const anthropicVersion = "2023-06-01"
+
+// Anthropic speaks the Messages API with tools: the plain HTTP API, one
+// endpoint, no SDK.
 type Anthropic struct {
-	client anthropic.Client
-	cfg    Config
+	cfg Config
 }
 
 // NewAnthropic builds an Anthropic model.
 func NewAnthropic(cfg Config) *Anthropic {
-	cfg.defaults("claude-sonnet-4-5")
-	opts := []option.RequestOption{option.WithAPIKey(cfg.APIKey), option.WithMaxRetries(cfg.MaxRetries), option.WithRequestTimeout(cfg.Timeout)}
-	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	return &Anthropic{client: anthropic.NewClient(opts...), cfg: cfg}
+	cfg.defaults("claude-sonnet-4-5", "https://api.anthropic.com")
+	return &Anthropic{cfg: cfg}
 }
+
+// The Messages request and answer, as much of them as a run uses.
+type (
+	antRequest struct {
+		Model     string       `json:"model"`
+		MaxTokens int64        `json:"max_tokens"`
+		System    []antBlock   `json:"system,omitempty"`
+		Messages  []antMessage `json:"messages"`
+		Tools     []antTool    `json:"tools,omitempty"`
+	}
+	antMessage struct {
+		Role    string     `json:"role"`
+		Content []antBlock `json:"content"`
+	}
+	antBlock struct {
+		Type      string          `json:"type"`
+		Text      string          `json:"text,omitempty"`
+		ID        string          `json:"id,omitempty"`
+		Name      string          `json:"name,omitempty"`
+		Input     json.RawMessage `json:"input,omitempty"`
+		ToolUseID string          `json:"tool_use_id,omitempty"`
+		Content   []antBlock      `json:"content,omitempty"`
+		IsError   *bool           `json:"is_error,omitempty"`
+	}
+	antTool struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	}
+	antAnswer struct {
+		Content []antBlock `json:"content"`
+	}
+)
 
 // Next implements Model.
 func (m *Anthropic) Next(ctx context.Context, req Request) (Reply, error) {
-	params := anthropic.MessageNewParams{Model: m.cfg.Model, MaxTokens: m.cfg.MaxTokens}
+	body := antRequest{Model: m.cfg.Model, MaxTokens: m.cfg.MaxTokens}
 	if req.System != "" {
-		params.System = []anthropic.TextBlockParam{{Text: req.System}}
+		body.System = []antBlock{{Type: "text", Text: req.System}}
 	}
 	// Tool results go back as a user turn; consecutive results share one.
-	var pendingResults []anthropic.ContentBlockParamUnion
+	var results []antBlock
 	flush := func() {
-		if len(pendingResults) > 0 {
-			params.Messages = append(params.Messages, anthropic.NewUserMessage(pendingResults...))
-			pendingResults = nil
+		if len(results) > 0 {
+			body.Messages = append(body.Messages, antMessage{Role: "user", Content: results})
+			results = nil
 		}
 	}
 	for _, t := range req.Turns {
 		switch t.Role {
 		case "tool":
 			isErr := t.Result != nil && t.Result.Status != "succeeded"
-			pendingResults = append(pendingResults, anthropic.NewToolResultBlock(t.CallID, t.Text, isErr))
+			results = append(results, antBlock{Type: "tool_result", ToolUseID: t.CallID,
+				Content: []antBlock{{Type: "text", Text: t.Text}}, IsError: &isErr})
 		case "customer":
 			flush()
-			params.Messages = append(params.Messages, anthropic.NewUserMessage(anthropic.NewTextBlock(t.Text)))
+			body.Messages = append(body.Messages, antMessage{Role: "user", Content: []antBlock{{Type: "text", Text: t.Text}}})
 		case "assistant":
 			flush()
-			var blocks []anthropic.ContentBlockParamUnion
+			var blocks []antBlock
 			if t.Text != "" {
-				blocks = append(blocks, anthropic.NewTextBlock(t.Text))
+				blocks = append(blocks, antBlock{Type: "text", Text: t.Text})
 			}
 			for _, c := range t.Calls {
-				var input any = json.RawMessage(c.Args)
-				if !json.Valid(c.Args) {
-					input = map[string]any{}
+				// A tool_use input must be an object; garbage the model wrote
+				// goes back as an empty one (the call was refused anyway).
+				input := json.RawMessage(`{}`)
+				var obj map[string]any
+				if json.Unmarshal(c.Args, &obj) == nil && obj != nil {
+					input = c.Args
 				}
-				blocks = append(blocks, anthropic.NewToolUseBlock(c.ID, input, c.Tool))
+				blocks = append(blocks, antBlock{Type: "tool_use", ID: c.ID, Name: c.Tool, Input: input})
 			}
 			if len(blocks) > 0 {
-				params.Messages = append(params.Messages, anthropic.NewAssistantMessage(blocks...))
+				body.Messages = append(body.Messages, antMessage{Role: "assistant", Content: blocks})
 			}
 		}
 	}
 	flush()
 	for _, tool := range req.Tools {
-		var schema struct {
-			Properties any      `json:"properties"`
-			Required   []string `json:"required"`
+		if err := objectSchema(tool); err != nil {
+			return Reply{}, err
 		}
-		var extra map[string]any
-		if err := json.Unmarshal(tool.Schema, &schema); err != nil {
-			return Reply{}, fmt.Errorf("%w: tool %s schema: %v", ErrModel, tool.Name, err)
-		}
-		_ = json.Unmarshal(tool.Schema, &extra)
-		delete(extra, "properties")
-		delete(extra, "required")
-		delete(extra, "type")
-		tp := anthropic.ToolParam{Name: tool.Name, Description: anthropic.String(tool.Description),
-			InputSchema: anthropic.ToolInputSchemaParam{Properties: schema.Properties, Required: schema.Required, ExtraFields: extra}}
-		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: &tp})
+		body.Tools = append(body.Tools, antTool{Name: tool.Name, Description: tool.Description, InputSchema: tool.Schema})
 	}
-	resp, err := m.client.Messages.New(ctx, params)
-	if err != nil {
-		return Reply{}, fmt.Errorf("%w: anthropic: %v", ErrModel, err)
+	header := http.Header{}
+	header.Set("x-api-key", m.cfg.APIKey)
+	header.Set("anthropic-version", anthropicVersion)
+	var answer antAnswer
+	if err := m.cfg.post(ctx, "anthropic", "/v1/messages", header, body, &answer); err != nil {
+		return Reply{}, err
 	}
 	var reply Reply
-	for _, b := range resp.Content {
+	for _, b := range answer.Content {
 		switch b.Type {
 		case "text":
 			if reply.Text != "" {

@@ -5,107 +5,123 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/param"
-	"github.com/openai/openai-go/v3/shared"
 )
-
-// Config configures a hosted model. The key is only ever sent to
-// the provider: it never reaches the model's context or the logs.
-type Config struct {
-	BaseURL    string
-	APIKey     string
-	Model      string
-	Timeout    time.Duration // per request, retries included
-	MaxRetries int           // on 429 and 5xx, with backoff
-	MaxTokens  int64
-	HTTPClient *http.Client
-}
-
-func (c *Config) defaults(model string) {
-	if c.Model == "" {
-		c.Model = model
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 60 * time.Second
-	}
-	if c.MaxRetries == 0 {
-		c.MaxRetries = 3
-	}
-	if c.MaxTokens == 0 {
-		c.MaxTokens = 1024
-	}
-}
 
 // OpenAI speaks Chat Completions with tools, so it works with OpenAI and
 // every compatible server (Ollama, vLLM, LM Studio, OpenRouter) through
-// BaseURL.
+// BaseURL. It is the plain HTTP API: one endpoint, no SDK.
 type OpenAI struct {
-	client openai.Client
-	cfg    Config
+	cfg Config
 }
 
 // NewOpenAI builds an OpenAI-compatible model.
 func NewOpenAI(cfg Config) *OpenAI {
-	cfg.defaults("gpt-4o-mini")
-	opts := []option.RequestOption{option.WithAPIKey(cfg.APIKey), option.WithMaxRetries(cfg.MaxRetries), option.WithRequestTimeout(cfg.Timeout)}
-	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	return &OpenAI{client: openai.NewClient(opts...), cfg: cfg}
+	cfg.defaults("gpt-4o-mini", "https://api.openai.com/v1")
+	return &OpenAI{cfg: cfg}
 }
+
+// The Chat Completions request and answer, as much of them as a run uses.
+type (
+	oaiRequest struct {
+		Model               string       `json:"model"`
+		Messages            []oaiMessage `json:"messages"`
+		Tools               []oaiTool    `json:"tools,omitempty"`
+		ParallelToolCalls   *bool        `json:"parallel_tool_calls,omitempty"`
+		MaxCompletionTokens int64        `json:"max_completion_tokens"`
+	}
+	oaiMessage struct {
+		Role       string        `json:"role"`
+		Content    *string       `json:"content,omitempty"`
+		ToolCalls  []oaiToolCall `json:"tool_calls,omitempty"`
+		ToolCallID string        `json:"tool_call_id,omitempty"`
+	}
+	oaiToolCall struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	oaiTool struct {
+		Type     string      `json:"type"`
+		Function oaiFunction `json:"function"`
+	}
+	oaiFunction struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters"`
+	}
+	oaiAnswer struct {
+		Choices []struct {
+			Message struct {
+				// A string, null, or (from some compatible servers) parts.
+				Content   json.RawMessage `json:"content"`
+				ToolCalls []oaiToolCall   `json:"tool_calls"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+)
 
 // Next implements Model.
 func (m *OpenAI) Next(ctx context.Context, req Request) (Reply, error) {
-	params := openai.ChatCompletionNewParams{
-		Model:               shared.ChatModel(m.cfg.Model),
-		ParallelToolCalls:   openai.Bool(true),
-		MaxCompletionTokens: openai.Int(m.cfg.MaxTokens),
-	}
+	body := oaiRequest{Model: m.cfg.Model, MaxCompletionTokens: m.cfg.MaxTokens}
+	text := func(s string) *string { return &s }
 	if req.System != "" {
-		params.Messages = append(params.Messages, openai.SystemMessage(req.System))
+		body.Messages = append(body.Messages, oaiMessage{Role: "system", Content: text(req.System)})
 	}
 	for _, t := range req.Turns {
 		switch t.Role {
 		case "customer":
-			params.Messages = append(params.Messages, openai.UserMessage(t.Text))
+			body.Messages = append(body.Messages, oaiMessage{Role: "user", Content: text(t.Text)})
 		case "tool":
-			params.Messages = append(params.Messages, openai.ToolMessage(t.Text, t.CallID))
+			body.Messages = append(body.Messages, oaiMessage{Role: "tool", Content: text(t.Text), ToolCallID: t.CallID})
 		case "assistant":
-			a := openai.ChatCompletionAssistantMessageParam{}
+			a := oaiMessage{Role: "assistant"}
 			if t.Text != "" {
-				a.Content.OfString = param.NewOpt(t.Text)
+				a.Content = text(t.Text)
 			}
 			for _, c := range t.Calls {
-				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-					ID: c.ID, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Tool, Arguments: string(c.Args)}}})
+				tc := oaiToolCall{ID: c.ID, Type: "function"}
+				tc.Function.Name, tc.Function.Arguments = c.Tool, string(c.Args)
+				a.ToolCalls = append(a.ToolCalls, tc)
 			}
-			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+			body.Messages = append(body.Messages, a)
 		}
 	}
 	for _, tool := range req.Tools {
-		var schema map[string]any
-		if err := json.Unmarshal(tool.Schema, &schema); err != nil {
-			return Reply{}, fmt.Errorf("%w: tool %s schema: %v", ErrModel, tool.Name, err)
+		if err := objectSchema(tool); err != nil {
+			return Reply{}, err
 		}
-		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
-			Name: tool.Name, Description: openai.String(tool.Description), Parameters: shared.FunctionParameters(schema)}))
+		body.Tools = append(body.Tools, oaiTool{Type: "function",
+			Function: oaiFunction{Name: tool.Name, Description: tool.Description, Parameters: tool.Schema}})
 	}
-	resp, err := m.client.Chat.Completions.New(ctx, params)
-	if err != nil {
-		return Reply{}, fmt.Errorf("%w: openai: %v", ErrModel, err)
+	if len(body.Tools) > 0 {
+		parallel := true
+		body.ParallelToolCalls = &parallel
 	}
-	if len(resp.Choices) == 0 {
+	header := http.Header{}
+	if m.cfg.APIKey != "" {
+		header.Set("Authorization", "Bearer "+m.cfg.APIKey)
+	}
+	var answer oaiAnswer
+	if err := m.cfg.post(ctx, "openai", "/chat/completions", header, body, &answer); err != nil {
+		return Reply{}, err
+	}
+	if len(answer.Choices) == 0 {
 		return Reply{}, fmt.Errorf("%w: openai: the response has no choices", ErrModel)
 	}
-	msg := resp.Choices[0].Message
-	reply := Reply{Text: msg.Content}
+	msg := answer.Choices[0].Message
+	var reply Reply
+	if json.Unmarshal(msg.Content, &reply.Text) != nil {
+		var parts []struct{ Type, Text string }
+		_ = json.Unmarshal(msg.Content, &parts)
+		for _, p := range parts {
+			if p.Type == "text" {
+				reply.Text += p.Text
+			}
+		}
+	}
 	for _, c := range msg.ToolCalls {
 		if c.Type != "" && c.Type != "function" {
 			continue
@@ -115,4 +131,14 @@ func (m *OpenAI) Next(ctx context.Context, req Request) (Reply, error) {
 		reply.Calls = append(reply.Calls, Call{ID: c.ID, Tool: c.Function.Name, Args: json.RawMessage(c.Function.Arguments)})
 	}
 	return reply, nil
+}
+
+// objectSchema checks that a tool's schema is a JSON object, as both
+// providers require of a tool's parameters.
+func objectSchema(tool ToolSpec) error {
+	var schema map[string]any
+	if err := json.Unmarshal(tool.Schema, &schema); err != nil || schema == nil {
+		return fmt.Errorf("%w: tool %s: its schema is not a JSON object", ErrModel, tool.Name)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -25,17 +26,15 @@ func newModel(cfg config) (llm.Model, error) {
 	case "", "offline":
 		return offline.Model{}, nil
 	case "openai":
-		if pc.APIKey == "" {
-			pc.APIKey = os.Getenv("OPENAI_API_KEY")
-		}
+		pc.APIKey = cmp.Or(pc.APIKey, os.Getenv("OPENAI_API_KEY"))
+		pc.BaseURL = cmp.Or(pc.BaseURL, os.Getenv("OPENAI_BASE_URL"))
 		if pc.APIKey == "" && pc.BaseURL == "" {
 			return nil, fmt.Errorf("--model openai needs --model-api-key (or OPENAI_API_KEY), or --model-base-url for a local server")
 		}
 		return llm.NewOpenAI(pc), nil
 	case "anthropic":
-		if pc.APIKey == "" {
-			pc.APIKey = os.Getenv("ANTHROPIC_API_KEY")
-		}
+		pc.APIKey = cmp.Or(pc.APIKey, os.Getenv("ANTHROPIC_API_KEY"))
+		pc.BaseURL = cmp.Or(pc.BaseURL, os.Getenv("ANTHROPIC_BASE_URL"))
 		if pc.APIKey == "" {
 			return nil, fmt.Errorf("--model anthropic needs --model-api-key (or ANTHROPIC_API_KEY)")
 		}
