@@ -9,7 +9,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/agent/telemetry"
-	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -24,7 +24,7 @@ type Notifier interface {
 // Config is what the core is built from. Store, Tools and Policy are needed;
 // a nil Model is for a gate used without runs.
 type Config struct {
-	Store  *models.Store
+	Store  *storage.Store
 	Tools  *tools.Registry
 	Policy policy.Policy
 	// ToolsVersion covers the tools file Tools came from ("" without one).

@@ -1,170 +1,17 @@
 package models
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"time"
-
-	"gorm.io/gorm"
 )
-
-// CreateAgent stores an outside agent with its key's hash.
-func (s *Store) CreateAgent(ctx context.Context, a *Agent, actor string) error {
-	return s.Write(ctx, func(tx *Tx) error {
-		a.CreatedAt = tx.now
-		if err := tx.db.Create(a).Error; err != nil {
-			return fmt.Errorf("create agent: %w", err)
-		}
-		return tx.Audit(Event{Actor: actor, Kind: EventAgentCreated, Subject: a.ID, Payload: AgentCreatedPayload{Name: a.Name}})
-	})
-}
-
-// Agents lists the outside agents, by name.
-func (s *Store) Agents(ctx context.Context) ([]Agent, error) {
-	var out []Agent
-	err := s.db.WithContext(ctx).Order("name").Find(&out).Error
-	return out, err
-}
-
-// AgentByName reads one outside agent.
-func (s *Store) AgentByName(ctx context.Context, name string) (*Agent, error) {
-	var a Agent
-	if err := s.db.WithContext(ctx).Take(&a, "name = ?", name).Error; err != nil {
-		return nil, notFound(err)
-	}
-	return &a, nil
-}
 
 // AgentLimits are an agent's own limits (0: the instance's).
 type AgentLimits struct {
 	CallsPerSecond, CallBurst, MaxWaiting int
 }
 
-// SetAgentLimits gives an agent limits of its own, audited.
-func (s *Store) SetAgentLimits(ctx context.Context, name string, l AgentLimits, actor Actor) error {
-	return s.Write(ctx, func(tx *Tx) error {
-		var a Agent
-		if err := tx.db.Take(&a, "name = ? AND revoked_at IS NULL", name).Error; err != nil {
-			return notFound(err)
-		}
-		if err := tx.db.Model(&Agent{}).Where("id = ?", a.ID).Updates(map[string]any{"calls_per_second": l.CallsPerSecond,
-			"call_burst": l.CallBurst, "max_waiting": l.MaxWaiting}).Error; err != nil {
-			return err
-		}
-		return tx.Audit(Event{Actor: actor.String(), Kind: EventAgentLimitsSet, Subject: a.ID,
-			Payload: AgentLimitsSetPayload{CallBurst: l.CallBurst, CallsPerSecond: l.CallsPerSecond, MaxWaiting: l.MaxWaiting, Name: a.Name}})
-	})
-}
-
-// LiveAgent reads an outside agent by id, if it is not revoked.
-func (s *Store) LiveAgent(ctx context.Context, id string) (*Agent, error) {
-	var a Agent
-	if err := s.db.WithContext(ctx).Take(&a, "id = ? AND revoked_at IS NULL", id).Error; err != nil {
-		return nil, notFound(err)
-	}
-	return &a, nil
-}
-
-// AgentForKey finds the agent a key (hashed) belongs to, if not revoked.
-func (s *Store) AgentForKey(ctx context.Context, keyHash string) (*Agent, error) {
-	var a Agent
-	if err := s.db.WithContext(ctx).Take(&a, "key_hash = ? AND revoked_at IS NULL", keyHash).Error; err != nil {
-		return nil, notFound(err)
-	}
-	return &a, nil
-}
-
 // RevokedAgentReason is what a waiting action of an agent whose key was
 // revoked is cancelled with.
 const RevokedAgentReason = "the agent that asked for it was revoked"
-
-// RevokeAgent ends an agent's key at once and, in the same unit, cancels
-// the actions it has waiting for a person: a write asked for by an agent no
-// longer trusted does not run, whoever would approve it later. It returns
-// the calls it cancelled.
-func (s *Store) RevokeAgent(ctx context.Context, id, actor string) (cancelled []string, err error) {
-	err = s.Write(ctx, func(tx *Tx) error {
-		cancelled = nil
-		res := tx.db.Model(&Agent{}).Where("id = ? AND revoked_at IS NULL", id).Update("revoked_at", tx.now)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected != 1 {
-			return ErrNotFound
-		}
-		if err := tx.Audit(Event{Actor: actor, Kind: EventAgentRevoked, Subject: id, Payload: AgentRevokedPayload{}}); err != nil {
-			return err
-		}
-		var waiting []string
-		if err := tx.db.Model(&ToolCall{}).Where("status = ? AND run_id IN (?)", CallPending,
-			tx.db.Model(&Run{}).Select("id").Where("agent_id = ?", id)).Where(notSucceeded).Order("id").Pluck("id", &waiting).Error; err != nil {
-			return err
-		}
-		for _, callID := range waiting {
-			if err := tx.ChangeCallStatus(CallChange{ID: callID, From: []CallStatus{CallPending}, To: CallCancelled,
-				Error: "cancelled: " + RevokedAgentReason}); err != nil {
-				return err
-			}
-			if err := tx.Audit(Event{Actor: actor, Kind: EventActionCancelled, Subject: callID,
-				Payload: ActionCancelledPayload{Reason: RevokedAgentReason}}); err != nil {
-				return err
-			}
-		}
-		cancelled = waiting
-		return nil
-	})
-	return cancelled, err
-}
-
-// AgentRun is the run that holds an agent's calls in one session, made the
-// first time the session is seen. A session belongs to one customer (or to
-// none): a call naming another is ErrConflict.
-func (s *Store) AgentRun(ctx context.Context, agent *Agent, session, customerID string) (*Run, error) {
-	var run Run
-	// Most calls come in a session already seen: a read, no write.
-	if err := s.db.WithContext(ctx).Take(&run, "agent_id = ? AND session = ?", agent.ID, session).Error; err == nil {
-		if run.CustomerID != customerID {
-			return nil, ErrConflict
-		}
-		return &run, nil
-	}
-	err := s.Write(ctx, func(tx *Tx) error {
-		err := tx.db.Take(&run, "agent_id = ? AND session = ?", agent.ID, session).Error
-		if err == nil {
-			if run.CustomerID != customerID {
-				return ErrConflict
-			}
-			return nil
-		}
-		if !errors.Is(err, gorm.ErrRecordNotFound) {
-			return err
-		}
-		run = Run{ID: NewID("run"), AgentID: agent.ID, Session: session, CustomerID: customerID,
-			Channel: "agent:" + agent.Name, Status: RunWaiting}
-		return tx.CreateRun(&run)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &run, nil
-}
-
-// CallByAgentKey finds the call an agent made with an Idempotency-Key.
-func (s *Store) CallByAgentKey(ctx context.Context, agentKey string) (*ToolCall, error) {
-	var c ToolCall
-	if err := s.db.WithContext(ctx).Take(&c, "agent_key = ?", agentKey).Error; err != nil {
-		return nil, notFound(err)
-	}
-	return &c, nil
-}
-
-// RevokedAgents is which of the agents ids names have had their key revoked.
-func (s *Store) RevokedAgents(ctx context.Context, ids []string) ([]string, error) {
-	var out []string
-	err := s.db.WithContext(ctx).Model(&Agent{}).Where("id IN ? AND revoked_at IS NOT NULL", ids).Pluck("id", &out).Error
-	return out, err
-}
 
 // SameCallWindow bounds the calls an agent's identical request can join:
 // made within it, and, once their outcome came, undelivered for at most
@@ -173,48 +20,3 @@ const (
 	SameCallWindow    = 7 * 24 * time.Hour
 	SameOutcomeWindow = time.Hour
 )
-
-// SameAgentCall is the call an outside agent means when it asks again for
-// the same tool, arguments (normalized JSON and hash; a call a person
-// edited is found by the arguments the agent sent) and customer, from any
-// of its sessions: one that waits for a person or is about to run or runs,
-// or one whose outcome came lately and was never handed to the agent.
-func (tx *Tx) SameAgentCall(agentID, customerID, tool, args, argsHash string) (*ToolCall, error) {
-	return sameAgentCall(tx.db, tx.now, agentID, customerID, tool, args, argsHash)
-}
-
-func sameAgentCall(db *gorm.DB, now time.Time, agentID, customerID, tool, args, argsHash string) (*ToolCall, error) {
-	var rows []ToolCall
-	runs := db.Session(&gorm.Session{NewDB: true}).Model(&Run{}).Select("id").Where("agent_id = ?", agentID)
-	now = now.UTC()
-	recent := now.Add(-SameOutcomeWindow)
-	err := db.Model(&ToolCall{}).Where("tool = ? AND created_at >= ?", tool, now.Add(-SameCallWindow)).
-		Where("decision = ? AND customer_id = ? AND run_id IN (?)", DecidedNeedsApproval, customerID, runs).
-		Where("status IN ? OR (delivered_at IS NULL AND (finished_at >= ? OR decided_at >= ?))",
-			[]CallStatus{CallPending, CallApproved, CallExecuting}, recent, recent).
-		Find(&rows).Error
-	if err != nil {
-		return nil, err
-	}
-	var found *ToolCall
-	for i := range rows {
-		c := &rows[i]
-		same := (c.ArgsHash == argsHash && c.OriginalArgs == "") || c.OriginalArgs == args
-		if same && (found == nil || c.CreatedAt.After(found.CreatedAt) || (c.CreatedAt.Equal(found.CreatedAt) && c.ID > found.ID)) {
-			found = c
-		}
-	}
-	if found == nil {
-		return nil, ErrNotFound
-	}
-	return found, nil
-}
-
-// MarkDelivered records that the agent was handed a call's outcome: its
-// next identical request is a new call.
-func (s *Store) MarkDelivered(ctx context.Context, callID string) error {
-	return s.Write(ctx, func(tx *Tx) error {
-		_, err := tx.exec(`UPDATE tool_calls SET delivered_at = ? WHERE id = ? AND delivered_at IS NULL`, tx.now, callID)
-		return err
-	})
-}

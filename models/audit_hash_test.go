@@ -43,7 +43,7 @@ func TestEventHashMatchesReference(t *testing.T) {
 	for i, s := range strs {
 		e := AuditEvent{Seq: int64(i + 1), At: at[i%2], Actor: s, Kind: EventKind("call." + s), Subject: s + "call_x",
 			Payload: `{"reason":"<b>","n":1}`, PrevHash: "ab12"}
-		if got, want := eventHash(e), referenceEventHash(e); got != want {
+		if got, want := EventHash(e), referenceEventHash(e); got != want {
 			t.Errorf("event with %q: hash %s, want %s", s, got, want)
 		}
 	}
@@ -54,7 +54,7 @@ func FuzzEventHashMatchesReference(f *testing.F) {
 	f.Add("<>&\"\\", "\u2028", "\xff")
 	f.Fuzz(func(t *testing.T, actor, kind, subject string) {
 		e := AuditEvent{Seq: 7, At: time.Unix(1764476706, 5).UTC(), Actor: actor, Kind: EventKind(kind), Subject: subject, Payload: "{}", PrevHash: "p"}
-		if got, want := eventHash(e), referenceEventHash(e); got != want {
+		if got, want := EventHash(e), referenceEventHash(e); got != want {
 			t.Fatalf("hash %s, want %s", got, want)
 		}
 	})

@@ -1,5 +1,7 @@
-// Package models holds Countersign's database records, their migrations and
-// every query, with the words they store: call and run statuses, staff roles,
-// actors. It is the only package that imports gorm: the rest of the
-// application speaks to the database through the Store's named methods.
+// Package models holds Countersign's words: the records a run, a call, an
+// approval and an event are (plain structs), call and run statuses with
+// their classes, staff roles, actors, money, event kinds and their
+// payloads, the errors every layer speaks. It imports no database driver;
+// the store that keeps these records is models/storage, the only package
+// that imports gorm.
 package models

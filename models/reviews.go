@@ -1,13 +1,8 @@
 package models
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
-
-	"gorm.io/gorm"
 )
 
 // Review is what one person was shown about an action when they opened
@@ -49,26 +44,4 @@ func DecodeFacts(s string) []ReviewFact {
 		return nil
 	}
 	return facts
-}
-
-// SaveReview records what a person was shown about an action.
-func (s *Store) SaveReview(ctx context.Context, r *Review) error {
-	return s.Write(ctx, func(tx *Tx) error {
-		r.CreatedAt = tx.now
-		if err := tx.db.Create(r).Error; err != nil {
-			return fmt.Errorf("save review: %w", err)
-		}
-		return nil
-	})
-}
-
-// Review reads a review of the action by the person; ErrNotFound when
-// there is none (another action's, or another person's, is none).
-func (tx *Tx) Review(id, callID, staffID string) (*Review, error) {
-	var r Review
-	err := tx.db.Take(&r, "id = ? AND tool_call_id = ? AND staff_id = ?", id, callID, staffID).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, ErrNotFound
-	}
-	return &r, err
 }

@@ -1,13 +1,7 @@
 package models
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"time"
-
-	"gorm.io/gorm/clause"
 )
 
 // SharedSecret is a secret the instances on one database share without
@@ -16,41 +10,4 @@ type SharedSecret struct {
 	Name      string `gorm:"primaryKey;size:64"`
 	Value     string `gorm:"type:text;not null"`
 	CreatedAt time.Time
-}
-
-// Secret returns the shared secret called name, making it (32 random
-// bytes, hex) when no instance has yet. Every instance gets the same.
-func (s *Store) Secret(ctx context.Context, name string) (string, error) {
-	return s.SecretMade(ctx, name, func() (string, error) {
-		var b [32]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return "", err
-		}
-		return hex.EncodeToString(b[:]), nil
-	})
-}
-
-// SecretMade is Secret with the secret made by make (a signing key, say)
-// when there is none yet; of instances making one at once, the first to
-// store it wins and all get that one.
-func (s *Store) SecretMade(ctx context.Context, name string, make func() (string, error)) (string, error) {
-	var got SharedSecret
-	if err := s.db.WithContext(ctx).Take(&got, "name = ?", name).Error; err == nil {
-		return got.Value, nil
-	}
-	value, err := make()
-	if err != nil {
-		return "", fmt.Errorf("make the shared secret %s: %w", name, err)
-	}
-	err = s.Write(ctx, func(tx *Tx) error {
-		made := SharedSecret{Name: name, Value: value, CreatedAt: tx.now}
-		if err := tx.db.Clauses(clause.OnConflict{DoNothing: true}).Create(&made).Error; err != nil {
-			return err
-		}
-		return tx.db.Take(&got, "name = ?", name).Error
-	})
-	if err != nil {
-		return "", fmt.Errorf("the shared secret %s: %w", name, err)
-	}
-	return got.Value, nil
 }

@@ -205,7 +205,7 @@ const (
 // readInsights reads insights for a person: one read at a time on this
 // instance (others wait their turn, up to insightsWait, then get 503 with
 // Retry-After), each within insightsBudget, on the store's report
-// connections (models.ReportConns), apart from the gate's.
+// connections (storage.ReportConns), apart from the gate's.
 func (s *Server) readInsights(c echo.Context, q insights.Query) (insights.Report, error) {
 	ctx := c.Request().Context()
 	wait := time.NewTimer(insightsWait)

@@ -22,7 +22,8 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
@@ -33,7 +34,7 @@ const secret = "test-secret-test-secret-test-secret"
 
 type app struct {
 	t        *testing.T
-	store    *models.Store
+	store    *storage.Store
 	gate     *gate.Gate
 	runner   *runloop.Runner
 	accounts *accounts.Service
@@ -61,7 +62,7 @@ func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
 
 // demoAppOn serves the demo shop on a store (one of several instances on
 // one database, when they share it).
-func demoAppOn(t *testing.T, store *models.Store, configure func(*web.Config), tls bool) *app {
+func demoAppOn(t *testing.T, store *storage.Store, configure func(*web.Config), tls bool) *app {
 	t.Helper()
 	reg, _ := tools.NewRegistry(shop.Tools(store)...)
 	policy, err := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
@@ -76,7 +77,7 @@ func demoAppOn(t *testing.T, store *models.Store, configure func(*web.Config), t
 		Log: discardLog(), Web: cfg}, tls)
 }
 
-func openStore(t *testing.T) *models.Store {
+func openStore(t *testing.T) *storage.Store {
 	t.Helper()
 	return storetest.Open(t)
 }
@@ -85,7 +86,7 @@ func openStore(t *testing.T) *models.Store {
 // appConfig is what a test's app is built from: the core's settings and,
 // in Web, the web side's.
 type appConfig struct {
-	Store         *models.Store
+	Store         *storage.Store
 	Tools         *tools.Registry
 	Policy        policy.Policy
 	Model         llm.Model

@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // Changes is the in-memory agent.Notifier: a changed action reaches the open
@@ -28,7 +29,7 @@ type Changes struct {
 
 	// shared: on PostgreSQL, what changes here is told to the other
 	// instances, and what changes there is heard here (Share).
-	shared atomic.Pointer[models.Store]
+	shared atomic.Pointer[storage.Store]
 	// telling holds the changes waiting to be told to the other instances:
 	// told by one goroutine (Share), never on the request that made them.
 	telling chan change
@@ -92,7 +93,7 @@ func (c *Changes) tell(ch change) {
 
 // tellAll tells the other instances the changes made here, one at a time,
 // until ctx ends.
-func (c *Changes) tellAll(ctx context.Context, store *models.Store) {
+func (c *Changes) tellAll(ctx context.Context, store *storage.Store) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -113,7 +114,7 @@ func (c *Changes) tellAll(ctx context.Context, store *models.Store) {
 // listening connection is down, the queue pages are refreshed every two
 // seconds instead (and once more when it is back): nothing is missed, only
 // later. Run streams catch up by themselves when they reconnect.
-func (c *Changes) Share(ctx context.Context, store *models.Store) {
+func (c *Changes) Share(ctx context.Context, store *storage.Store) {
 	c.shared.Store(store)
 	go c.tellAll(ctx, store)
 	var down atomic.Bool
@@ -189,7 +190,7 @@ func (c *Changes) OnToolsChanged(f func()) {
 // its gate, run loop, accounts and outbox, told of changes by changes (the
 // notifier the core was built with). Its own background work (Server.Run,
 // and Changes.Share on PostgreSQL) is the caller's to start.
-func NewFor(c *core.Core, store *models.Store, changes *Changes, cfg Config) *Server {
+func NewFor(c *core.Core, store *storage.Store, changes *Changes, cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}

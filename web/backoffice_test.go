@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/web"
 )
 
@@ -586,7 +587,7 @@ func TestADisabledApproversApprovalCountsNowhere(t *testing.T) {
 	a.staff(models.Supervisor, "sue@x.test", "Sue")
 	admin := a.staff(models.Admin, "ada@x.test", "Ada")
 	run := models.NewID("run")
-	if err := a.store.Write(ctx, func(tx *models.Tx) error {
+	if err := a.store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_bob", CustomerName: "Bob", Channel: "test", Status: "active"})
 	}); err != nil {
 		t.Fatal(err)

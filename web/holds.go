@@ -10,6 +10,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // Held requests: a long poll (GET /api/v1/calls/:id?wait=) or an MCP
@@ -115,7 +116,7 @@ func (h *holds) held(agentID string) (total, agent int) {
 }
 
 // endRevoked ends the held requests of every agent whose key was revoked.
-func (h *holds) endRevoked(ctx context.Context, store *models.Store) error {
+func (h *holds) endRevoked(ctx context.Context, store *storage.Store) error {
 	h.mu.Lock()
 	ids := make([]string, 0, len(h.byAgent))
 	for id := range h.byAgent {
@@ -140,7 +141,7 @@ func (h *holds) endRevoked(ctx context.Context, store *models.Store) error {
 }
 
 // watchRevoked ends revoked agents' held requests until ctx ends.
-func (h *holds) watchRevoked(ctx context.Context, store *models.Store, every time.Duration, log interface{ Warn(string, ...any) }) {
+func (h *holds) watchRevoked(ctx context.Context, store *storage.Store, every time.Duration, log interface{ Warn(string, ...any) }) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

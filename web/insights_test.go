@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/web"
 )
 
@@ -66,7 +67,7 @@ func TestInsightsOfASeededHistory(t *testing.T) {
 	amy := a.apiToken(models.Approver, "amy@shop.test", "Amy")
 
 	run := models.NewID("run")
-	if err := store.Write(ctx, func(tx *models.Tx) error {
+	if err := store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_x", CustomerName: "X", Channel: "api", Status: models.RunActive})
 	}); err != nil {
 		t.Fatal(err)

@@ -12,17 +12,18 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/web"
 )
 
 // twoInstances opens two stores on one new PostgreSQL database, as two
 // instances would, with the demo shop seeded.
-func twoInstances(t *testing.T) (*models.Store, *models.Store) {
+func twoInstances(t *testing.T) (*storage.Store, *storage.Store) {
 	t.Helper()
 	dsn := storetest.DSN(t)
-	open := func() *models.Store {
-		s, err := models.Open(dsn, models.Options{Demo: true})
+	open := func() *storage.Store {
+		s, err := storage.Open(dsn, storage.Options{Demo: true})
 		if err != nil {
 			t.Fatal(err)
 		}

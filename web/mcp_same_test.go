@@ -11,7 +11,8 @@ import (
 
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/web"
 )
 
@@ -117,7 +118,7 @@ func TestTheSameWriteOnTwoInstancesIsOneAction(t *testing.T) {
 		t.Skip("several instances need PostgreSQL (" + storetest.Env + "; make test sets it in CI)")
 	}
 	storeA, storeB := twoInstances(t)
-	instance := func(store *models.Store) *app {
+	instance := func(store *storage.Store) *app {
 		reg, _ := gateAPITools(t)
 		pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
 		if err != nil {

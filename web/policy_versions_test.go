@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools/shop"
 )
 
@@ -60,7 +61,7 @@ func TestPolicyVersionsAreCountersigned(t *testing.T) {
 	}
 
 	run := models.NewID("run")
-	if err := a.store.Write(ctx, func(tx *models.Tx) error {
+	if err := a.store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "api", Status: models.RunActive})
 	}); err != nil {
 		t.Fatal(err)

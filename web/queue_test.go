@@ -9,12 +9,13 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 func (a *app) run(customerID, name string) string {
 	a.t.Helper()
 	id := models.NewID("run")
-	err := a.store.Write(context.Background(), func(tx *models.Tx) error {
+	err := a.store.Write(context.Background(), func(tx *storage.Tx) error {
 		return tx.CreateRun(&models.Run{ID: id, CustomerID: customerID, CustomerName: name, Channel: "test", Status: models.RunPaused})
 	})
 	if err != nil {

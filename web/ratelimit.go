@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/time/rate"
@@ -42,13 +42,13 @@ type limiter struct {
 
 // sharedBuckets keeps rate limits in the database every instance uses.
 type sharedBuckets struct {
-	store *models.Store
+	store *storage.Store
 	log   *slog.Logger
 }
 
 // sharedLimits says where the limits live: nil keeps them in this process
 // (SQLite, one instance).
-func sharedLimits(store *models.Store, log *slog.Logger) *sharedBuckets {
+func sharedLimits(store *storage.Store, log *slog.Logger) *sharedBuckets {
 	if store == nil || !store.Shared() {
 		return nil
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/agent/versions"
-	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 )
@@ -29,7 +29,7 @@ type Config struct {
 	Log    *slog.Logger
 	Gate   *gate.Gate
 	Runner *runloop.Runner
-	Store  *models.Store
+	Store  *storage.Store
 	// Changes carries the news of changed actions and runs to the pages and
 	// streams that show them; the gate and runner must tell the same one.
 	Changes   *Changes

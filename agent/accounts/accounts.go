@@ -18,6 +18,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -26,7 +27,7 @@ const MinPasswordLength = 12
 
 // Service manages staff accounts, their sessions and API tokens.
 type Service struct {
-	store *models.Store
+	store *storage.Store
 	// IdleTimeout ends a session nobody used for that long; AbsoluteTimeout
 	// ends every session that old.
 	IdleTimeout     time.Duration
@@ -41,7 +42,7 @@ type Service struct {
 const MaxConcurrentHashes = 2
 
 // New builds the accounts service.
-func New(store *models.Store) *Service {
+func New(store *storage.Store) *Service {
 	dummy, _ := argon2id.CreateHash("countersign-dummy-password", argon2id.DefaultParams)
 	return &Service{store: store, IdleTimeout: 2 * time.Hour, AbsoluteTimeout: 12 * time.Hour, dummyHash: dummy,
 		hashing: make(chan struct{}, MaxConcurrentHashes)}

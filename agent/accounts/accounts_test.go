@@ -11,13 +11,14 @@ import (
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 )
 
 // Each password hash takes 64 MiB. Thirty-two sign-in attempts at once must
 // not take thirty-two times that (2 GiB): they wait their turn. The bound
 // leaves room for the garbage collector's lag on a busy machine.
-func openStore(t *testing.T) *models.Store {
+func openStore(t *testing.T) *storage.Store {
 	t.Helper()
 	return storetest.Open(t)
 }
@@ -79,7 +80,7 @@ func TestSignInFloodsDoNotTakeMemoryPerAttempt(t *testing.T) {
 // database is unavailable. A key that is not there is still unauthorized.
 func TestKeysAreNotRefusedWhileTheDatabaseIsAway(t *testing.T) {
 	ctx := context.Background()
-	store, err := models.Open(storetest.DSN(t), models.Options{})
+	store, err := storage.Open(storetest.DSN(t), storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

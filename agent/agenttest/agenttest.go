@@ -18,7 +18,8 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 )
@@ -35,7 +36,7 @@ var (
 // the default policy.
 type Env struct {
 	T     testing.TB
-	Store *models.Store
+	Store *storage.Store
 	Gate  *gate.Gate
 	Run   *runloop.Runner
 	Model *Swappable
@@ -162,7 +163,7 @@ func (e *Env) counting(inner *tools.Tool) *tools.Tool {
 func (e *Env) NewRun(customerID, name string) string {
 	e.T.Helper()
 	id := models.NewID("run")
-	err := e.Store.Write(context.Background(), func(tx *models.Tx) error {
+	err := e.Store.Write(context.Background(), func(tx *storage.Tx) error {
 		return tx.CreateRun(&models.Run{ID: id, CustomerID: customerID, CustomerName: name, Channel: "test", Status: "active"})
 	})
 	if err != nil {

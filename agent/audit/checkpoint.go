@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // Checkpoint is a signed statement of the chain's head at a moment: the
@@ -182,7 +182,7 @@ func Write(dir string, c Checkpoint) (string, error) {
 // Take signs the store's current head and writes it to dir; it writes
 // nothing for an empty chain, or when the newest checkpoint there already
 // names this head (written is then "").
-func Take(ctx context.Context, store *models.Store, key ed25519.PrivateKey, dir string, now time.Time) (written string, c Checkpoint, err error) {
+func Take(ctx context.Context, store *storage.Store, key ed25519.PrivateKey, dir string, now time.Time) (written string, c Checkpoint, err error) {
 	seq, hash, err := store.AuditHeadNow(ctx)
 	if err != nil || seq == 0 {
 		return "", c, err
@@ -233,7 +233,7 @@ type AnchorReport struct {
 // and the chain (already verified link by link, chainEvents long) must
 // still hold the event it names, with the same hash. A chain cut short,
 // rewound, emptied or rewritten and re-hashed since a checkpoint fails here.
-func VerifyAnchors(ctx context.Context, store *models.Store, dir string, pub ed25519.PublicKey, chainEvents int64) (AnchorReport, error) {
+func VerifyAnchors(ctx context.Context, store *storage.Store, dir string, pub ed25519.PublicKey, chainEvents int64) (AnchorReport, error) {
 	var rep AnchorReport
 	names, err := filepath.Glob(filepath.Join(dir, "checkpoint-*.json"))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // RecordsReport says whether the call rows agree with the audit events.
@@ -37,7 +38,7 @@ type expected struct {
 // say with the row: its status, its arguments' hash, its result's hash and
 // its number of verdicts. A row changed without an event, an event whose
 // row is gone, or an approval added or removed behind the gate's back shows.
-func VerifyRecords(ctx context.Context, store *models.Store) (RecordsReport, error) {
+func VerifyRecords(ctx context.Context, store *storage.Store) (RecordsReport, error) {
 	var rep RecordsReport
 	err := store.EachCallRecord(ctx, func(r *models.CallRecord) error {
 		rep.Calls++

@@ -14,7 +14,8 @@ import (
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -90,7 +91,7 @@ func verifyTools(t *testing.T) *tools.Registry {
 func TestVerifyPassesOnEveryKindTheProductWritesAndNamesEveryProblem(t *testing.T) {
 	ctx := context.Background()
 	dsn := storetest.DSN(t)
-	store, err := models.Open(dsn, models.Options{})
+	store, err := storage.Open(dsn, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestVerifyPassesOnEveryKindTheProductWritesAndNamesEveryProblem(t *testing.
 	t.Cleanup(g.Close)
 	bot := &models.Agent{ID: "agt_1", Name: "bot"}
 	runID := models.NewID("run")
-	if err := store.Write(ctx, func(tx *models.Tx) error {
+	if err := store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.CreateRun(&models.Run{ID: runID, CustomerID: "cus_1", AgentID: bot.ID, Channel: "agent:bot", Status: models.RunActive})
 	}); err != nil {
 		t.Fatal(err)

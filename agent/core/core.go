@@ -23,13 +23,14 @@ import (
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
 // Config is what the core is built from: the store, the tools, the policy
 // and the model, and who is told of changes.
 type Config struct {
-	Store *models.Store
+	Store *storage.Store
 	Tools *tools.Registry
 	// ToolsVersion covers the tools file Tools came from ("" without one).
 	ToolsVersion string
@@ -73,7 +74,7 @@ type Core struct {
 	Outbox   *outbox.Outbox
 	Versions *versions.Service
 
-	store *models.Store
+	store *storage.Store
 	log   *slog.Logger
 	// alive is how recently an instance must have beaten for its calls to
 	// be left alone by recovery (0 on SQLite: one server at a time).

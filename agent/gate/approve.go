@@ -9,6 +9,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -72,7 +73,7 @@ func (g *Gate) Approve(ctx context.Context, actionID string, actor models.Actor,
 	}
 	var res ApproveResult
 	var expired bool
-	err = g.store.Write(ctx, func(tx *models.Tx) (err error) {
+	err = g.store.Write(ctx, func(tx *storage.Tx) (err error) {
 		res, expired, err = g.approveInTx(tx, a)
 		return err
 	})
@@ -145,7 +146,7 @@ func (g *Gate) approvable(ctx context.Context, actionID string, actor models.Act
 // approveInTx records the approval in the unit of work: the action must
 // still wait (expired: it is expired now instead), an edit is applied, the
 // vote counted, and the action approved, with its grant, when it is met.
-func (g *Gate) approveInTx(tx *models.Tx, a *approval) (res ApproveResult, expired bool, err error) {
+func (g *Gate) approveInTx(tx *storage.Tx, a *approval) (res ApproveResult, expired bool, err error) {
 	call, err := tx.ToolCall(a.actionID)
 	if err != nil {
 		return res, false, err
@@ -195,7 +196,7 @@ func (g *Gate) approveInTx(tx *models.Tx, a *approval) (res ApproveResult, expir
 // castVote records the actor's approval and counts it with the approvals
 // that still count (of these arguments, by accounts not disabled since):
 // how many there are and whether the action's requirement is met.
-func castVote(tx *models.Tx, call *models.ToolCall, a *approval, required int, role models.StaffRole, seen string) (int, bool, error) {
+func castVote(tx *storage.Tx, call *models.ToolCall, a *approval, required int, role models.StaffRole, seen string) (int, bool, error) {
 	prior, err := tx.Approvals(call.ID)
 	if err != nil {
 		return 0, false, err
@@ -223,7 +224,7 @@ func castVote(tx *models.Tx, call *models.ToolCall, a *approval, required int, r
 // seenIn is what the decider was shown (their review of this action, as
 // EncodeFacts wrote it); "" when they name none. A review of another
 // action, or another person's, is refused: it is not what they saw.
-func seenIn(tx *models.Tx, reviewID, callID string, actor models.Actor) (string, error) {
+func seenIn(tx *storage.Tx, reviewID, callID string, actor models.Actor) (string, error) {
 	if reviewID == "" {
 		return "", nil
 	}
@@ -286,7 +287,7 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 		return g.cannotRun(ctx, call, fmt.Sprintf("the tool %s changed after this call was approved and its arguments no longer fit it (%s)",
 			call.Tool, tools.Truncate(err.Error(), 300)))
 	}
-	err = g.store.Write(ctx, func(tx *models.Tx) error {
+	err = g.store.Write(ctx, func(tx *storage.Tx) error {
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallApproved}, To: models.CallExecuting}); err != nil {
 			return err
 		}
@@ -312,7 +313,7 @@ func (g *Gate) cannotRun(ctx context.Context, call *models.ToolCall, why string)
 	if err != nil {
 		return Outcome{}, fault.Wrap(err, "could not record why the call cannot run")
 	}
-	err = g.store.Write(ctx, func(tx *models.Tx) error {
+	err = g.store.Write(ctx, func(tx *storage.Tx) error {
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallApproved}, To: models.CallFailed,
 			Error: msg}); err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // BenchmarkGateCall is a whole gate call for an allowed read: validate,
@@ -67,13 +68,13 @@ func BenchmarkGateCall(b *testing.B) {
 func BenchmarkPlainSQLCall(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "plain.db")
 	// Let the application create the same schema, then close it.
-	s, err := models.Open(path, models.Options{})
+	s, err := storage.Open(path, storage.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
 	runID := models.NewID("run")
-	if err := s.Write(ctx, func(tx *models.Tx) error { return tx.CreateRun(&models.Run{ID: runID, Status: "active"}) }); err != nil {
+	if err := s.Write(ctx, func(tx *storage.Tx) error { return tx.CreateRun(&models.Run{ID: runID, Status: "active"}) }); err != nil {
 		b.Fatal(err)
 	}
 	s.Close()

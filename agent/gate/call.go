@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -159,7 +160,7 @@ func callRecord(req CallRequest, tool string, risk tools.Risk) *models.ToolCall 
 // call is visible, so concurrent calls cannot all slip under one threshold
 // (decideAgain). It returns a *joined when the call was already asked for.
 func (g *Gate) record(ctx context.Context, c *gateCall) error {
-	err := g.store.Write(ctx, func(tx *models.Tx) error {
+	err := g.store.Write(ctx, func(tx *storage.Tx) error {
 		c.rec, c.granted = c.first, nil
 		if c.facts.used || c.decided.Verdict == policy.NeedsApproval {
 			if err := g.decideAgain(ctx, tx, c); err != nil {
@@ -186,7 +187,7 @@ func (g *Gate) record(ctx context.Context, c *gateCall) error {
 // the customer (or anonymous run) at a time on every instance; then joins
 // the same call an outside agent already asked for, applies a standing
 // grant, and the limits on waiting actions.
-func (g *Gate) decideAgain(ctx context.Context, tx *models.Tx, c *gateCall) error {
+func (g *Gate) decideAgain(ctx context.Context, tx *storage.Tx, c *gateCall) error {
 	req := c.req
 	scope := "run:" + req.RunID
 	if req.CustomerID != "" {
@@ -225,7 +226,7 @@ func (g *Gate) decideAgain(ctx context.Context, tx *models.Tx, c *gateCall) erro
 // as one of its calls already waiting is that call (a *joined). It is
 // looked for with the agent's calls taken one at a time, so two asking at
 // once find each other.
-func joinSame(tx *models.Tx, c *gateCall) error {
+func joinSame(tx *storage.Tx, c *gateCall) error {
 	if err := tx.Serialize("agent:" + c.req.AgentID); err != nil {
 		return err
 	}
@@ -241,7 +242,7 @@ func joinSame(tx *models.Tx, c *gateCall) error {
 
 // insertCall writes the call as decided, with its audit event (and the
 // grant's use, when a grant allowed it).
-func insertCall(tx *models.Tx, c *gateCall) error {
+func insertCall(tx *storage.Tx, c *gateCall) error {
 	call := c.call
 	c.rec.apply(call)
 	if c.granted != nil {

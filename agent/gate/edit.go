@@ -6,6 +6,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // An approver's edit of a waiting action's arguments: decided by the policy
@@ -42,7 +43,7 @@ func (g *Gate) decideEdit(ctx context.Context, a *approval) error {
 // applyEdit puts edited arguments on the waiting call, audited, asking
 // what the edit's decision asks more of (approvals, role); it returns what
 // the action requires now.
-func applyEdit(tx *models.Tx, call *models.ToolCall, a *approval) (int, models.StaffRole, error) {
+func applyEdit(tx *storage.Tx, call *models.ToolCall, a *approval) (int, models.StaffRole, error) {
 	required, role := call.RequiredApprovals, call.RequiredRole
 	edit, d := a.edit, a.editDecision
 	if edit == nil || call.ArgsHash == edit.Hash {

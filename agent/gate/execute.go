@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -72,7 +73,7 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 		return Outcome{}, fault.Wrap(err, "the tool's result could not be recorded")
 	}
 	write := func(ctx context.Context) error {
-		return g.store.Write(ctx, func(tx *models.Tx) error {
+		return g.store.Write(ctx, func(tx *storage.Tx) error {
 			if unknown != nil {
 				if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallExecuting}, To: models.CallUnknown,
 					Error: errForModel}); err != nil {
@@ -100,7 +101,7 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 
 // executed notes, once the outcome is committed, how long the tool ran and
 // how long after the call's decision its outcome was recorded.
-func (g *Gate) executed(tx *models.Tx, call *models.ToolCall, took time.Duration, status models.CallStatus) {
+func (g *Gate) executed(tx *storage.Tx, call *models.ToolCall, took time.Duration, status models.CallStatus) {
 	if g.metrics == nil {
 		return // nothing to note: no closure on the hot path
 	}

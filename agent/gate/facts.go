@@ -7,12 +7,13 @@ import (
 
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // gateFacts loads what the policy asks about, once per call, and notes
 // that it was asked: such a decision depends on earlier calls.
 type gateFacts struct {
-	store    *models.Store
+	store    *storage.Store
 	business BusinessFacts
 	req      CallRequest
 	used     bool
@@ -64,7 +65,7 @@ func (f *gateFacts) totalQuery(q policy.TotalQuery, now time.Time) models.CallTo
 // txFacts reads earlier calls inside the transaction that records the call.
 type txFacts struct {
 	gateFacts
-	tx *models.Tx
+	tx *storage.Tx
 }
 
 func (f *txFacts) Run(context.Context) (policy.RunFacts, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -22,7 +23,7 @@ import (
 // record, and only then execute. Approvals, rejections and expiry of the
 // calls it queued go through it too.
 type Gate struct {
-	store *models.Store
+	store *storage.Store
 	// inForce is the tools and the policy in force, swapped together when
 	// they are reloaded: a decision never sees one without the other.
 	inForce atomic.Pointer[inForce]
@@ -81,7 +82,7 @@ type BusinessFacts interface {
 
 // Config is what a gate is built from. Store, Tools and Policy are needed.
 type Config struct {
-	Store  *models.Store
+	Store  *storage.Store
 	Tools  *tools.Registry
 	Policy policy.Policy
 	// ToolsVersion covers the tools file Tools came from ("" without one).
@@ -127,7 +128,7 @@ func (g *Gate) Close() {
 // heldFor notes, once the unit that decides a held call commits, how long
 // it waited for its outcome (approved, rejected, expired, cancelled) and
 // who decided: a metric, and a span in the call's trace.
-func (g *Gate) heldFor(tx *models.Tx, call *models.ToolCall, outcome, by string) {
+func (g *Gate) heldFor(tx *storage.Tx, call *models.ToolCall, outcome, by string) {
 	held, decided, trace := call.CreatedAt, tx.Now(), call.Trace
 	if g.metrics == nil && trace == "" {
 		return
@@ -361,7 +362,7 @@ func (g *Gate) Refuse(ctx context.Context, req CallRequest, reason string) (Outc
 func (g *Gate) recordInvalid(ctx context.Context, req CallRequest, risk tools.Risk, msg string) (Outcome, error) {
 	call := callRecord(req, tools.Truncate(req.Tool, 100), risk)
 	call.Status, call.Error = models.CallInvalid, msg
-	err := g.store.Write(ctx, func(tx *models.Tx) error {
+	err := g.store.Write(ctx, func(tx *storage.Tx) error {
 		if err := tx.CreateToolCall(call); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 )
 
 type env struct{ *agenttest.Env }
@@ -428,7 +429,7 @@ func TestRecoverInterruptedCalls(t *testing.T) {
 	// Simulate a crash: two calls recorded as executing, never finished.
 	mk := func(tool, args string) string {
 		id := models.NewID("call")
-		err := e.Store.Write(ctx, func(tx *models.Tx) error {
+		err := e.Store.Write(ctx, func(tx *storage.Tx) error {
 			return tx.CreateToolCall(&models.ToolCall{ID: id, RunID: run, CustomerID: "cus_alice", Tool: tool, Risk: "high_write",
 				Args: args, Status: models.CallExecuting, Decision: "allow", IdempotencyKey: gate.IdempotencyKey(id)})
 		})
@@ -484,7 +485,7 @@ func TestReconcileAnUnknownCall(t *testing.T) {
 	run := e.NewRun("cus_alice", "Alice")
 	ctx := context.Background()
 	id := models.NewID("call")
-	if err := e.Store.Write(ctx, func(tx *models.Tx) error {
+	if err := e.Store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.CreateToolCall(&models.ToolCall{ID: id, RunID: run, Tool: "retired_tool", Status: models.CallExecuting, Decision: "allow", IdempotencyKey: gate.IdempotencyKey(id)})
 	}); err != nil {
 		t.Fatal(err)

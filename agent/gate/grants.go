@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -90,7 +91,7 @@ func GrantAmountBound(req *GrantRequest, tool *tools.Tool, approvedArgs string) 
 // that need one person's approval of a role the giver holds (Approve
 // refuses it on an action that needs more than one approval: a grant must
 // not let one person skip a two-person rule).
-func giveGrant(tx *models.Tx, req *GrantRequest, actor models.Actor, call *models.ToolCall, tool *tools.Tool) (*models.Grant, error) {
+func giveGrant(tx *storage.Tx, req *GrantRequest, actor models.Actor, call *models.ToolCall, tool *tools.Tool) (*models.Grant, error) {
 	run, err := tx.Run(call.RunID)
 	if err != nil {
 		return nil, err
@@ -120,7 +121,7 @@ type grantUse struct {
 // standing grant that allows the call the policy wants a person to approve,
 // and counts the call against it. It returns the decision the call is
 // recorded with and the use, or the policy's decision and nil.
-func grantFor(tx *models.Tx, req CallRequest, tool *tools.Tool, norm tools.Normalized, d policy.Decision) (policy.Decision, *grantUse, error) {
+func grantFor(tx *storage.Tx, req CallRequest, tool *tools.Tool, norm tools.Normalized, d policy.Decision) (policy.Decision, *grantUse, error) {
 	if req.CustomerID == "" || max(d.Approvals, 1) > 1 {
 		return d, nil, nil
 	}
@@ -156,7 +157,7 @@ func GrantUsed(g *models.Grant) string {
 
 // audit records the use, with the grant's id as subject, after the event
 // of the call it allowed.
-func (u *grantUse) audit(tx *models.Tx, call *models.ToolCall) error {
+func (u *grantUse) audit(tx *storage.Tx, call *models.ToolCall) error {
 	g := u.grant
 	return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventGrantUsed, Subject: g.ID, Payload: models.GrantUsedPayload{
 		CallID: call.ID, Tool: call.Tool, CustomerID: call.CustomerID, Amount: u.amount.Dollars(),

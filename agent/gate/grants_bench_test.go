@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // BenchmarkGatePendingCall is a call the policy sends to a person, which is
@@ -25,7 +26,7 @@ func BenchmarkGatePendingCall(b *testing.B) {
 			e.Gate.Limits = gate.Limits{MaxPendingPerRun: 1 << 30, MaxPendingPerCustomer: 1 << 30}
 			ctx := context.Background()
 			for done := 0; done < bc.grants; done += 1000 {
-				err := e.Store.Write(ctx, func(tx *models.Tx) error {
+				err := e.Store.Write(ctx, func(tx *storage.Tx) error {
 					for i := done; i < done+1000 && i < bc.grants; i++ {
 						g := &models.Grant{ID: models.NewID("grant"), Tool: "cancel_order", CustomerID: fmt.Sprintf("cus_%d", i),
 							MaxUses: 5, ExpiresAt: tx.Now().Add(24 * time.Hour), Role: models.Supervisor, CreatedBy: "bench"}

@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // grantOn makes a pending refund for the customer and has the supervisor
@@ -239,7 +240,7 @@ func TestGrantIsRefusedWhereItWouldWeakenControl(t *testing.T) {
 	anon := &models.ToolCall{ID: models.NewID("call"), RunID: e.NewRun("", ""), Tool: "issue_refund", Risk: "high_write",
 		Args: `{"amount":10,"order_id":"A1001","reason":"x"}`, ArgsHash: "h", Decision: "needs_approval", Status: models.CallPending,
 		RequiredApprovals: 1}
-	if err := e.Store.Write(ctx, func(tx *models.Tx) error { return tx.CreateToolCall(anon) }); err != nil {
+	if err := e.Store.Write(ctx, func(tx *storage.Tx) error { return tx.CreateToolCall(anon) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Gate.Approve(ctx, anon.ID, supervisor, gate.ApproveRequest{Grant: &day}); fault.CodeOf(err) != fault.Invalid ||
@@ -312,7 +313,7 @@ func TestGrantCoversCallsThatComeTheSameWay(t *testing.T) {
 	ctx := context.Background()
 	agentRun := func(agentID, session string) string {
 		id := models.NewID("run")
-		if err := e.Store.Write(ctx, func(tx *models.Tx) error {
+		if err := e.Store.Write(ctx, func(tx *storage.Tx) error {
 			return tx.CreateRun(&models.Run{ID: id, AgentID: agentID, Session: session, CustomerID: "cus_bob", CustomerName: "Bob",
 				Channel: "agent:" + agentID, Status: "active"})
 		}); err != nil {

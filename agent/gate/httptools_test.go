@@ -16,7 +16,8 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 )
@@ -61,7 +62,7 @@ func newRefundBackend(t *testing.T, secret string) *refundBackend {
 	return b
 }
 
-func httpGate(t *testing.T, url, secret string, wait time.Duration) (*gate.Gate, *models.Store, string) {
+func httpGate(t *testing.T, url, secret string, wait time.Duration) (*gate.Gate, *storage.Store, string) {
 	t.Helper()
 	set, err := httptool.Load([]byte(`tools:
   - name: refund_order
@@ -81,7 +82,7 @@ func httpGate(t *testing.T, url, secret string, wait time.Duration) (*gate.Gate,
 	g := gate.New(gate.Config{Store: store, Tools: reg, Policy: pol, ExecutionWait: wait})
 	t.Cleanup(g.Close)
 	runID := models.NewID("run")
-	if err := store.Write(context.Background(), func(tx *models.Tx) error {
+	if err := store.Write(context.Background(), func(tx *storage.Tx) error {
 		return tx.CreateRun(&models.Run{ID: runID, CustomerID: "cus_9", CustomerName: "Nine", Channel: "test", Status: models.RunActive})
 	}); err != nil {
 		t.Fatal(err)

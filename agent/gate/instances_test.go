@@ -8,7 +8,8 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 )
@@ -32,7 +33,7 @@ func TestRecoveryLeavesALiveInstancesCallsAlone(t *testing.T) {
 	}
 	// A is running a refund (as far as the database can tell).
 	run, id := models.NewID("run"), models.NewID("call")
-	err := a.Write(ctx, func(tx *models.Tx) error {
+	err := a.Write(ctx, func(tx *storage.Tx) error {
 		if err := tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_alice", Channel: "api", Status: models.RunActive}); err != nil {
 			return err
 		}
@@ -73,9 +74,9 @@ func TestRecoveryLeavesALiveInstancesCallsAlone(t *testing.T) {
 
 // instanceOn is one instance on the database at dsn: its own store, and a
 // gate with the demo shop's tools and policy; both end with the test.
-func instanceOn(t testing.TB, dsn string) (*models.Store, *gate.Gate) {
+func instanceOn(t testing.TB, dsn string) (*storage.Store, *gate.Gate) {
 	t.Helper()
-	s, err := models.Open(dsn, models.Options{Demo: true})
+	s, err := storage.Open(dsn, storage.Options{Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -51,7 +52,7 @@ func TestAnOutcomeIsRecordedWhenTheDatabaseComesBack(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { outage(false) })
-	store, err := models.Open(dsn, models.Options{})
+	store, err := storage.Open(dsn, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestAnOutcomeIsRecordedWhenTheDatabaseComesBack(t *testing.T) {
 	g := gateOver(t, store, tool)
 	ctx := context.Background()
 	runID := models.NewID("run")
-	if err := store.Write(ctx, func(tx *models.Tx) error {
+	if err := store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.CreateRun(&models.Run{ID: runID, Channel: "test", Status: models.RunActive})
 	}); err != nil {
 		t.Fatal(err)

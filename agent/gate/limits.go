@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/countersign/countersign/agent/policy"
-	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // Limits bound what one conversation or customer can put in front of
@@ -26,7 +26,7 @@ type Limits struct {
 // limitPending turns a needs_approval decision into a refusal when the run
 // or the customer already has as many actions waiting as the gate allows:
 // nobody can bury the queue, and the model is told to wait.
-func (g *Gate) limitPending(tx *models.Tx, req CallRequest, d policy.Decision) (policy.Decision, error) {
+func (g *Gate) limitPending(tx *storage.Tx, req CallRequest, d policy.Decision) (policy.Decision, error) {
 	inRun, forCustomer, err := tx.PendingActionCounts(req.RunID, req.CustomerID)
 	if err != nil {
 		return d, err

@@ -7,7 +7,8 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -49,7 +50,7 @@ defaults:
 	t.Cleanup(g.Close)
 	ctx := context.Background()
 	runID := models.NewID("run")
-	if err := store.Write(ctx, func(tx *models.Tx) error {
+	if err := store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.CreateRun(&models.Run{ID: runID, CustomerID: "cus_1", Channel: "test", Status: models.RunActive})
 	}); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -18,7 +19,7 @@ import (
 // is a new call.
 type Outside struct {
 	Gate  *Gate
-	Store *models.Store
+	Store *storage.Store
 	// Changed, when set, tells when a call changed on this instance (a
 	// person decided, it ran); it returns a stop function. A call changed
 	// by another instance is seen by reading it again every Recheck.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage/storetest"
 )
 
 // An outside agent naming a new customer and session for each call does not

@@ -15,7 +15,8 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 )
 
 // With COUNTERSIGN_TEST_POSTGRES set, BenchmarkGateCall measures one
@@ -41,7 +42,7 @@ func BenchmarkGateCallTwoInstances(b *testing.B) {
 			}
 		}
 		run := models.NewID("run")
-		if err := s.Write(context.Background(), func(tx *models.Tx) error {
+		if err := s.Write(context.Background(), func(tx *storage.Tx) error {
 			return tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "test", Status: "active"})
 		}); err != nil {
 			b.Fatal(err)
@@ -76,12 +77,12 @@ func BenchmarkPlainPostgresCall(b *testing.B) {
 		b.Skip("needs " + storetest.Env)
 	}
 	dsn := storetest.DSN(b)
-	s, err := models.Open(dsn, models.Options{Demo: true})
+	s, err := storage.Open(dsn, storage.Options{Demo: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	runID := models.NewID("run")
-	if err := s.Write(context.Background(), func(tx *models.Tx) error { return tx.CreateRun(&models.Run{ID: runID, Status: "active"}) }); err != nil {
+	if err := s.Write(context.Background(), func(tx *storage.Tx) error { return tx.CreateRun(&models.Run{ID: runID, Status: "active"}) }); err != nil {
 		b.Fatal(err)
 	}
 	s.Close()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // RecoverInterrupted takes over the calls that a process which is gone left
@@ -22,7 +23,7 @@ import (
 // PostgreSQL, every few seconds.
 func (g *Gate) RecoverInterrupted(ctx context.Context, alive time.Duration) (rerun, unknown int, err error) {
 	claim := func(c *models.ToolCall) (bool, error) {
-		err := g.store.Write(ctx, func(tx *models.Tx) error { return tx.ClaimCall(c.ID, c.Status, c.Owner) })
+		err := g.store.Write(ctx, func(tx *storage.Tx) error { return tx.ClaimCall(c.ID, c.Status, c.Owner) })
 		if errors.Is(err, models.ErrConflict) {
 			return false, nil
 		}
@@ -58,7 +59,7 @@ func (g *Gate) RecoverInterrupted(ctx context.Context, alive time.Duration) (rer
 					continue
 				}
 			}
-			werr := g.store.Write(ctx, func(tx *models.Tx) error {
+			werr := g.store.Write(ctx, func(tx *storage.Tx) error {
 				if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallExecuting}, To: models.CallUnknown,
 					Error: "interrupted while running; a team member will check what happened"}); err != nil {
 					return err
@@ -115,7 +116,7 @@ func (g *Gate) Reconcile(ctx context.Context, callID string, actor models.Actor,
 	if happened {
 		to, errText = models.CallSucceeded, ""
 	}
-	err := g.store.Write(ctx, func(tx *models.Tx) error {
+	err := g.store.Write(ctx, func(tx *storage.Tx) error {
 		ch := models.CallChange{ID: callID, From: []models.CallStatus{models.CallUnknown}, To: to, Error: errText}
 		if happened {
 			ch.Result = mustJSONString(map[string]any{"reconciled": true, "note": note})

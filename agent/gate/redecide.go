@@ -8,6 +8,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -58,7 +59,7 @@ func (g *Gate) RedecidePending(ctx context.Context) (Redecided, error) {
 				done.Cancelled++
 			}
 		case d.Verdict == policy.NeedsApproval && (max(d.Approvals, 1) > int(call.RequiredApprovals) || roleRaised(call.RequiredRole, d.Role)):
-			err := g.store.Write(ctx, func(tx *models.Tx) error {
+			err := g.store.Write(ctx, func(tx *storage.Tx) error {
 				c, err := tx.ToolCall(call.ID)
 				if err != nil {
 					return err

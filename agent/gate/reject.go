@@ -9,6 +9,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // The ways a waiting action ends without running: a person rejects it, its
@@ -33,7 +34,7 @@ func (g *Gate) RejectSeen(ctx context.Context, actionID string, actor models.Act
 		return fault.Errorf(fault.Forbidden, "the %s role cannot decide actions", actor.Role.Name())
 	}
 	var expired bool
-	err := g.store.Write(ctx, func(tx *models.Tx) error {
+	err := g.store.Write(ctx, func(tx *storage.Tx) error {
 		expired = false
 		call, err := tx.ToolCall(actionID)
 		if err != nil {
@@ -80,7 +81,7 @@ func (g *Gate) RejectSeen(ctx context.Context, actionID string, actor models.Act
 
 // Cancel withdraws a pending action, for instance when its run is closed.
 func (g *Gate) Cancel(ctx context.Context, actionID string, actor models.Actor, reason string) error {
-	err := g.store.Write(ctx, func(tx *models.Tx) error {
+	err := g.store.Write(ctx, func(tx *storage.Tx) error {
 		call, err := tx.ToolCall(actionID)
 		if err != nil {
 			return err
@@ -115,7 +116,7 @@ func (g *Gate) ExpireOverdueActions(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, id := range ids {
-		err := g.store.Write(ctx, func(tx *models.Tx) error {
+		err := g.store.Write(ctx, func(tx *storage.Tx) error {
 			call, err := tx.ToolCall(id)
 			if err != nil {
 				return err
@@ -137,7 +138,7 @@ func (g *Gate) ExpireOverdueActions(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-func (g *Gate) expireInTx(tx *models.Tx, call *models.ToolCall) error {
+func (g *Gate) expireInTx(tx *storage.Tx, call *models.ToolCall) error {
 	if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallExpired,
 		Error: "expired: nobody decided in time"}); err != nil {
 		return err

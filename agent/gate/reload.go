@@ -6,6 +6,7 @@ import (
 
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -43,7 +44,7 @@ func (g *Gate) PutInForce(ctx context.Context, l Loaded) (changed bool, err erro
 		g.log.Info("policy and tools unchanged", "policy_version", short(prev))
 		return false, nil
 	}
-	err = g.store.Write(ctx, func(tx *models.Tx) error {
+	err = g.store.Write(ctx, func(tx *storage.Tx) error {
 		if policyChanged {
 			if err := tx.Audit(models.Event{Actor: "system", Kind: models.EventPolicyReloaded, Subject: l.Policy.Version(),
 				Payload: models.PolicyReloadedPayload{File: l.PolicyFile, FromVersion: prev, ToVersion: l.Policy.Version()}}); err != nil {
@@ -85,7 +86,7 @@ func (g *Gate) PutInForce(ctx context.Context, l Loaded) (changed bool, err erro
 // ReloadFailed records that a reload was refused, so that the audit log and
 // /policy say it, not only this instance's log.
 func (g *Gate) ReloadFailed(ctx context.Context, host string, cause error) error {
-	return g.store.Write(ctx, func(tx *models.Tx) error {
+	return g.store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.Audit(models.Event{Actor: "system", Kind: models.EventPolicyReloadFailed, Subject: host,
 			Payload: models.PolicyReloadFailedPayload{Error: cause.Error(), PolicyVersion: g.Policy().Version()}})
 	})

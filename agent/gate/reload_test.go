@@ -9,7 +9,8 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -36,7 +37,7 @@ func TestPutInForceIsAuditedAndRedecides(t *testing.T) {
 		return p
 	}
 	runID := models.NewID("run")
-	if err := store.Write(ctx, func(tx *models.Tx) error {
+	if err := store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.CreateRun(&models.Run{ID: runID, CustomerID: "cus_1", Channel: "test", Status: models.RunActive})
 	}); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -51,7 +52,7 @@ type ReplayExample struct {
 // a time. Business facts (what the business's own systems say about a
 // customer, such as the demo's refunded_24h) cannot be had as they were:
 // a rule that reads them sees none.
-func ReplayPolicy(ctx context.Context, store *models.Store, reg *tools.Registry, candidate policy.Policy, since time.Time) (Replay, error) {
+func ReplayPolicy(ctx context.Context, store *storage.Store, reg *tools.Registry, candidate policy.Policy, since time.Time) (Replay, error) {
 	rep := Replay{Since: since, Changes: []ReplayChange{}}
 	byChange := map[[5]string]*ReplayChange{}
 	runs := map[string]*models.Run{}
@@ -129,7 +130,7 @@ func decidedArgs(c *models.ToolCall) string {
 // first decided on, and by which rule. An edited call's row holds the
 // requirements its edit raised, so its first decision is read from its
 // call.pending event: like is compared with like.
-func decidedThen(ctx context.Context, store *models.Store, c *models.ToolCall) (string, string, error) {
+func decidedThen(ctx context.Context, store *storage.Store, c *models.ToolCall) (string, string, error) {
 	if c.OriginalArgs == "" {
 		return ruledText(c), c.Rule, nil
 	}
@@ -157,7 +158,7 @@ func summaryOf(reg *tools.Registry, tool, args string) string {
 	return tool
 }
 
-func decideAgain(ctx context.Context, store *models.Store, reg *tools.Registry, p policy.Policy, c *models.ToolCall, run *models.Run) (policy.Decision, error) {
+func decideAgain(ctx context.Context, store *storage.Store, reg *tools.Registry, p policy.Policy, c *models.ToolCall, run *models.Run) (policy.Decision, error) {
 	var args map[string]any
 	if err := json.Unmarshal([]byte(decidedArgs(c)), &args); err != nil {
 		return policy.Decision{}, fmt.Errorf("arguments: %w", err)
@@ -193,7 +194,7 @@ func verdictText(verdict string, approvals int, role string) string {
 
 // replayFacts are the facts as they stood when a recorded call was decided.
 type replayFacts struct {
-	store *models.Store
+	store *storage.Store
 	call  *models.ToolCall
 	run   *models.Run
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -58,7 +59,7 @@ func (g *Gate) Report(ctx context.Context, callID string, by *models.Agent, ok b
 	if err != nil {
 		return Outcome{}, fault.Wrap(err, "the result could not be recorded")
 	}
-	err = g.store.Write(ctx, func(tx *models.Tx) error {
+	err = g.store.Write(ctx, func(tx *storage.Tx) error {
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallAllowed, models.CallApproved},
 			To: status, Error: errText, Result: encoded}); err != nil {
 			if errors.Is(err, models.ErrConflict) {

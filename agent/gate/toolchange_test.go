@@ -11,7 +11,8 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -39,7 +40,7 @@ const (
 
 // gateOver is a gate over these tools under the built-in default policy,
 // on store, closed after the test.
-func gateOver(t *testing.T, store *models.Store, ts ...*tools.Tool) *gate.Gate {
+func gateOver(t *testing.T, store *storage.Store, ts ...*tools.Tool) *gate.Gate {
 	t.Helper()
 	reg, err := tools.NewRegistry(ts...)
 	if err != nil {
@@ -78,7 +79,7 @@ func TestAChangedToolNeverLeavesACallStuck(t *testing.T) {
 	g := gateOver(t, store, v1)
 	ctx := context.Background()
 	runID := models.NewID("run")
-	if err := store.Write(ctx, func(tx *models.Tx) error {
+	if err := store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.CreateRun(&models.Run{ID: runID, CustomerID: "cus_1", Channel: "test", Status: models.RunActive})
 	}); err != nil {
 		t.Fatal(err)
@@ -96,7 +97,7 @@ func TestAChangedToolNeverLeavesACallStuck(t *testing.T) {
 	}
 	// third is approved by one person just before the change, and is caught
 	// approved (as a crash between approval and execution leaves it).
-	if err := store.Write(ctx, func(tx *models.Tx) error {
+	if err := store.Write(ctx, func(tx *storage.Tx) error {
 		if err := tx.ChangeCallStatus(models.CallChange{ID: third, From: []models.CallStatus{models.CallPending}, To: models.CallApproved}); err != nil {
 			return err
 		}
@@ -104,7 +105,7 @@ func TestAChangedToolNeverLeavesACallStuck(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Write(ctx, func(tx *models.Tx) error {
+	if err := store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.CreateApproval(&models.Approval{ToolCallID: third, StaffID: approver1.ID, StaffName: approver1.Name, StaffRole: approver1.Role, Verdict: "approve"})
 	}); err != nil {
 		t.Fatal(err)

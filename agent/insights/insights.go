@@ -20,7 +20,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/countersign/countersign/agent/policy"
-	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -33,7 +33,7 @@ const MinEvidence = 20
 const MostlyRejected = 0.8
 
 // Query chooses the calls an insight reads.
-type Query = models.InsightsQuery
+type Query = storage.InsightsQuery
 
 // Rule is one tool and rule's calls, as the API gives them.
 type Rule struct {
@@ -131,7 +131,7 @@ func share(n, of int64) float64 {
 
 // Read reads the insights the query chooses and, without bands, the
 // suggestions for the policy in force (a FilePolicy; none for another).
-func Read(ctx context.Context, store *models.Store, reg *tools.Registry, p policy.Policy, q Query) (Report, error) {
+func Read(ctx context.Context, store *storage.Store, reg *tools.Registry, p policy.Policy, q Query) (Report, error) {
 	rules, people, err := store.Insights(ctx, q)
 	if err != nil {
 		return Report{}, err
@@ -164,7 +164,7 @@ func Read(ctx context.Context, store *models.Store, reg *tools.Registry, p polic
 //   - mostly rejected: deny them, by a rule put just above it.
 //
 // Mixed outcomes suggest nothing.
-func suggest(ctx context.Context, store *models.Store, reg *tools.Registry, p *policy.FilePolicy, q Query, stats []models.RuleInsight) ([]Suggestion, error) {
+func suggest(ctx context.Context, store *storage.Store, reg *tools.Registry, p *policy.FilePolicy, q Query, stats []storage.RuleInsight) ([]Suggestion, error) {
 	infos, _ := p.Rules()
 	byName := map[string]policy.RuleInfo{}
 	for _, r := range infos {
@@ -223,7 +223,7 @@ func suggest(ctx context.Context, store *models.Store, reg *tools.Registry, p *p
 
 func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
-func allowSuggestion(reg *tools.Registry, r policy.RuleInfo, st models.RuleInsight, held []models.HeldCall, ev *Evidence, days int) *Suggestion {
+func allowSuggestion(reg *tools.Registry, r policy.RuleInfo, st storage.RuleInsight, held []storage.HeldCall, ev *Evidence, days int) *Suggestion {
 	field := ""
 	if t, ok := reg.Get(st.Tool); ok {
 		field = t.Amount
@@ -280,7 +280,7 @@ func allowSuggestion(reg *tools.Registry, r policy.RuleInfo, st models.RuleInsig
 	return s
 }
 
-func denySuggestion(r policy.RuleInfo, st models.RuleInsight, ev *Evidence, days int) *Suggestion {
+func denySuggestion(r policy.RuleInfo, st storage.RuleInsight, ev *Evidence, days int) *Suggestion {
 	text := fmt.Sprintf("Deny the %s calls that rule %s holds: %d of %d were rejected in the last %d days", st.Tool, r.Name, st.Rejected, ev.Decided, days)
 	if st.Approved > 0 {
 		text += fmt.Sprintf("; the %d approved ones would have been refused too", st.Approved)

@@ -17,6 +17,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // smtpTarget is where email goes: the server, how to reach it, who sends.
@@ -73,7 +74,7 @@ type email struct {
 // queueEmail queues an email to each person who should hear of the event:
 // those who may decide the action when it waits or is about to expire;
 // supervisors and admins when it is overdue.
-func (o *Outbox) queueEmail(tx *models.Tx, n notice) error {
+func (o *Outbox) queueEmail(tx *storage.Tx, n notice) error {
 	var role models.StaffRole
 	var subject, lead string
 	switch n.kind {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // Escalate marks overdue the pending actions nobody answered for
@@ -19,7 +20,7 @@ func (o *Outbox) Escalate(ctx context.Context) (overdue, reminded int, err error
 			return 0, 0, err
 		}
 		for _, c := range late {
-			ok, err := o.mark(ctx, c, models.EventActionOverdue, (*models.Tx).MarkOverdue,
+			ok, err := o.mark(ctx, c, models.EventActionOverdue, (*storage.Tx).MarkOverdue,
 				models.ActionOverduePayload{WaitingSince: c.CreatedAt.UTC().Format(time.RFC3339), After: o.cfg.EscalateAfter.String()})
 			if err != nil {
 				return overdue, reminded, err
@@ -35,7 +36,7 @@ func (o *Outbox) Escalate(ctx context.Context) (overdue, reminded int, err error
 			return overdue, reminded, err
 		}
 		for _, c := range soon {
-			ok, err := o.mark(ctx, c, models.EventActionReminder, (*models.Tx).MarkReminded,
+			ok, err := o.mark(ctx, c, models.EventActionReminder, (*storage.Tx).MarkReminded,
 				models.ActionReminderPayload{ExpiresAt: c.ExpiresAt.UTC().Format(time.RFC3339)})
 			if err != nil {
 				return overdue, reminded, err
@@ -48,9 +49,9 @@ func (o *Outbox) Escalate(ctx context.Context) (overdue, reminded int, err error
 	return overdue, reminded, nil
 }
 
-func (o *Outbox) mark(ctx context.Context, c models.ToolCall, kind models.EventKind, set func(*models.Tx, string) (bool, error), payload models.EventPayload) (bool, error) {
+func (o *Outbox) mark(ctx context.Context, c models.ToolCall, kind models.EventKind, set func(*storage.Tx, string) (bool, error), payload models.EventPayload) (bool, error) {
 	var marked bool
-	err := o.store.Write(ctx, func(tx *models.Tx) error {
+	err := o.store.Write(ctx, func(tx *storage.Tx) error {
 		var err error
 		if marked, err = set(tx, c.ID); err != nil || !marked {
 			return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // EventType is what a webhook event tells of.
@@ -93,8 +94,8 @@ type RunData struct {
 }
 
 // Record turns an audit event into the deliveries that tell of it, inside
-// the event's transaction (it is the store's models.Outbox).
-func (o *Outbox) Record(tx *models.Tx, ev models.Event) error {
+// the event's transaction (it is the store's storage.Outbox).
+func (o *Outbox) Record(tx *storage.Tx, ev models.Event) error {
 	switch ev.Kind {
 	case models.EventCallPending:
 		return o.tell(tx, ev, TypeActionPending)
@@ -124,7 +125,7 @@ func (o *Outbox) Record(tx *models.Tx, ev models.Event) error {
 }
 
 // tell queues what each channel says of an event about a call.
-func (o *Outbox) tell(tx *models.Tx, ev models.Event, kind EventType) error {
+func (o *Outbox) tell(tx *storage.Tx, ev models.Event, kind EventType) error {
 	call, customer, approvals, err := tx.CallNotice(ev.Subject)
 	if err != nil {
 		return err
@@ -146,7 +147,7 @@ func (o *Outbox) tell(tx *models.Tx, ev models.Event, kind EventType) error {
 	return nil
 }
 
-func (o *Outbox) runFailed(tx *models.Tx, ev models.Event) error {
+func (o *Outbox) runFailed(tx *storage.Tx, ev models.Event) error {
 	run, err := tx.RunNotice(ev.Subject)
 	if err != nil {
 		return err
@@ -167,7 +168,7 @@ type notice struct {
 	approved int
 }
 
-func (o *Outbox) notice(tx *models.Tx, ev models.Event, kind EventType, call *models.ToolCall, customer string, approvals int) notice {
+func (o *Outbox) notice(tx *storage.Tx, ev models.Event, kind EventType, call *models.ToolCall, customer string, approvals int) notice {
 	return notice{kind: kind, at: tx.Now(), actor: ev.Actor, call: call, customer: customer, summary: o.summarize(call),
 		link: o.cfg.Link(call.ID), approved: approvals}
 }
@@ -207,7 +208,7 @@ func (o *Outbox) webhooksHear(eventType EventType) bool {
 }
 
 // queueWebhooks queues the event for every webhook that hears its type.
-func (o *Outbox) queueWebhooks(tx *models.Tx, ev Event) error {
+func (o *Outbox) queueWebhooks(tx *storage.Tx, ev Event) error {
 	if !o.webhooksHear(ev.Type) {
 		return nil
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -76,7 +77,7 @@ const (
 
 // Outbox is the deliveries of one store.
 type Outbox struct {
-	store *models.Store
+	store *storage.Store
 	cfg   Config
 	smtp  *smtpTarget
 	kick  chan struct{}
@@ -84,7 +85,7 @@ type Outbox struct {
 
 // New checks the configuration and builds the outbox. Install it on the
 // store (Install) and start it (Run).
-func New(store *models.Store, cfg Config) (*Outbox, error) {
+func New(store *storage.Store, cfg Config) (*Outbox, error) {
 	for _, u := range cfg.Webhooks {
 		if err := checkURL("--webhook", u); err != nil {
 			return nil, err

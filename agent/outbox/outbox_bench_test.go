@@ -9,6 +9,7 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // BenchmarkGateCallWithOutbox is an allowed read through the gate (as
@@ -42,7 +43,7 @@ func BenchmarkGateCallWithOutbox(b *testing.B) {
 				}
 				run := models.NewID("run")
 				ctx := context.Background()
-				if err := e.store.Write(ctx, func(tx *models.Tx) error {
+				if err := e.store.Write(ctx, func(tx *storage.Tx) error {
 					return tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "test", Status: models.RunActive})
 				}); err != nil {
 					b.Fatal(err)

@@ -18,7 +18,8 @@ import (
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 )
@@ -43,7 +44,7 @@ func (c *clock) Add(d time.Duration) {
 
 type env struct {
 	t     testing.TB
-	store *models.Store
+	store *storage.Store
 	gate  *gate.Gate
 	clock *clock
 	out   *outbox.Outbox
@@ -56,7 +57,7 @@ func newEnv(t testing.TB, dsn string, cfg outbox.Config) *env {
 	if dsn == "" {
 		dsn = storetest.DSN(t)
 	}
-	store, err := models.Open(dsn, models.Options{Demo: true})
+	store, err := storage.Open(dsn, storage.Options{Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func (e *env) refund(customer, name, args string) gate.Outcome {
 	e.t.Helper()
 	run := models.NewID("run")
 	ctx := context.Background()
-	if err := e.store.Write(ctx, func(tx *models.Tx) error {
+	if err := e.store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.CreateRun(&models.Run{ID: run, CustomerID: customer, CustomerName: name, Channel: "test", Status: models.RunActive})
 	}); err != nil {
 		e.t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // The ids of a Slack message's parts, read back by the interactions
@@ -34,7 +35,7 @@ type slackMessage struct {
 // queueSlack queues what Slack is told of an action: the action when it
 // waits (with buttons), the step or the outcome when that changes, a note
 // when it is overdue or about to expire.
-func (o *Outbox) queueSlack(tx *models.Tx, n notice) error {
+func (o *Outbox) queueSlack(tx *storage.Tx, n notice) error {
 	var m slackMessage
 	switch n.kind {
 	case TypeActionPending:

@@ -9,7 +9,8 @@ import (
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -29,7 +30,7 @@ func TestAStepStopsWhenItsLeaseIsLost(t *testing.T) {
 		t.Skip("needs PostgreSQL (" + storetest.Env + "): leases are how instances share runs")
 	}
 	dsn := storetest.DSN(t)
-	store, err := models.Open(dsn, models.Options{})
+	store, err := storage.Open(dsn, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestAStepStopsWhenItsLeaseIsLost(t *testing.T) {
 	t.Cleanup(runner.Close)
 	ctx := context.Background()
 	id := models.NewID("run")
-	if err := store.Write(ctx, func(tx *models.Tx) error {
+	if err := store.Write(ctx, func(tx *storage.Tx) error {
 		if err := tx.CreateRun(&models.Run{ID: id, CustomerID: "cus_1", Channel: "test", Status: models.RunActive}); err != nil {
 			return err
 		}

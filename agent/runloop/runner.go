@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -43,7 +44,7 @@ type Event struct {
 // gate, pauses when an action needs a person and resumes when it is decided.
 // Everything it needs to resume is in the database.
 type Runner struct {
-	store *models.Store
+	store *storage.Store
 	gate  Gate
 	model llm.Model
 	log   *slog.Logger
@@ -95,7 +96,7 @@ type Notifier interface {
 // Config is what a run loop is built from. Store and Gate are needed; a nil
 // Model is for a gate used without runs.
 type Config struct {
-	Store    *models.Store
+	Store    *storage.Store
 	Gate     Gate
 	Model    llm.Model
 	Log      *slog.Logger // nil: quiet
@@ -176,7 +177,7 @@ func (r *Runner) StartRun(ctx context.Context, req StartRequest) (Started, error
 	run := &models.Run{ID: models.NewID("run"), CustomerID: req.CustomerID, CustomerName: req.CustomerName,
 		Channel: req.Channel, Status: models.RunActive, TokenHash: models.HashToken(token)}
 	turn := &models.Turn{RunID: run.ID, Role: models.RoleCustomer, Text: text}
-	err = r.store.Write(ctx, func(tx *models.Tx) error {
+	err = r.store.Write(ctx, func(tx *storage.Tx) error {
 		if err := tx.CreateRun(run); err != nil {
 			return err
 		}
@@ -202,7 +203,7 @@ func (r *Runner) PostMessage(ctx context.Context, runID, message string) (<-chan
 	}
 	turn := &models.Turn{RunID: runID, Role: models.RoleCustomer, Text: text}
 	var newStatus models.RunStatus
-	err = r.store.Write(ctx, func(tx *models.Tx) error {
+	err = r.store.Write(ctx, func(tx *storage.Tx) error {
 		newStatus = ""
 		run, err := tx.Run(runID)
 		if err != nil {
@@ -244,7 +245,7 @@ func (r *Runner) Retry(ctx context.Context, runID string, actor models.Actor) (<
 	if !actor.Role.CanDecide() {
 		return nil, fault.Errorf(fault.Forbidden, "the %s role cannot retry runs", actor.Role.Name())
 	}
-	err := r.store.Write(ctx, func(tx *models.Tx) error {
+	err := r.store.Write(ctx, func(tx *storage.Tx) error {
 		changed, err := tx.SetRunStatus(runID, models.RunActive, "", models.RunFailed)
 		if err != nil {
 			return err
@@ -295,7 +296,7 @@ func (r *Runner) CloseRun(ctx context.Context, runID string, actor models.Actor,
 		}
 	}
 	// Close first, so that cancelling the actions does not wake the run.
-	err = r.store.Write(ctx, func(tx *models.Tx) error {
+	err = r.store.Write(ctx, func(tx *storage.Tx) error {
 		if _, err := tx.SetRunStatus(runID, models.RunClosed, ""); err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -189,7 +190,7 @@ func (r *Runner) appendAssistant(ctx context.Context, run *models.Run, reply llm
 }
 
 func (r *Runner) appendTurn(ctx context.Context, t *models.Turn) error {
-	err := r.store.Write(ctx, func(tx *models.Tx) error {
+	err := r.store.Write(ctx, func(tx *storage.Tx) error {
 		if err := tx.AppendTurn(t); err != nil {
 			return err
 		}
@@ -208,7 +209,7 @@ func (r *Runner) setStatus(ctx context.Context, run *models.Run, status models.R
 		return nil
 	}
 	var changed bool
-	err := r.store.Write(ctx, func(tx *models.Tx) error {
+	err := r.store.Write(ctx, func(tx *storage.Tx) error {
 		var err error
 		changed, err = tx.SetRunStatus(run.ID, status, lastError)
 		if err != nil || !changed {

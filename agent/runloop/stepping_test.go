@@ -9,6 +9,7 @@ import (
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // gatedModel answers once let through, counting how many calls wait at once.
@@ -52,7 +53,7 @@ func TestResumingManyRunsStepsABoundedNumberAtOnce(t *testing.T) {
 	runs := runloop.MaxStepping + 8
 	for range runs {
 		id := models.NewID("run")
-		if err := e.Store.Write(ctx, func(tx *models.Tx) error {
+		if err := e.Store.Write(ctx, func(tx *storage.Tx) error {
 			if err := tx.CreateRun(&models.Run{ID: id, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "test", Status: models.RunActive}); err != nil {
 				return err
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // Metrics are Countersign's Prometheus metrics, on a registry of their own.
@@ -46,7 +47,7 @@ type Metrics struct {
 // scrape (the store's queries: cheap, by index).
 type Waiting interface {
 	WaitingActions(ctx context.Context) (n int64, oldest time.Time, err error)
-	QueuedDeliveries(ctx context.Context) ([]models.QueuedChannel, error)
+	QueuedDeliveries(ctx context.Context) ([]storage.QueuedChannel, error)
 }
 
 // humanBuckets are for waits on people: a second to a day.
@@ -183,7 +184,7 @@ func (m *Metrics) ReloadFailed() {
 	m.reloadFailures.Inc()
 }
 
-// Committed is the store's writer committing a batch (models.Observer).
+// Committed is the store's writer committing a batch (storage.Observer).
 func (m *Metrics) Committed(units int, commit time.Duration, entered []models.CallStatus) {
 	if m == nil {
 		return

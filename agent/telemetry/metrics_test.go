@@ -11,7 +11,8 @@ import (
 
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 )
 
 // The Grafana dashboard in examples/ reads only metrics Countersign serves,
@@ -31,7 +32,7 @@ func TestTheDashboardReadsTheMetricsServed(t *testing.T) {
 	m.ModelAnswered("offline", time.Millisecond, errors.New("down"))
 	m.Committed(3, time.Millisecond, []models.CallStatus{models.CallAllowed})
 	// A notification queued, so the outbox's gauges have a channel.
-	if err := store.Write(t.Context(), func(tx *models.Tx) error {
+	if err := store.Write(t.Context(), func(tx *storage.Tx) error {
 		return tx.Enqueue(&models.Delivery{Channel: "webhook", Target: "https://x.test/hook", Event: "action.pending", Subject: "call_1", Body: "{}"})
 	}); err != nil {
 		t.Fatal(err)

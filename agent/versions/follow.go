@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -72,7 +73,7 @@ func (s *Service) putFirst(ctx context.Context, p *policy.FilePolicy, o Origin) 
 	}
 	v := &models.PolicyVersion{Hash: p.Version(), YAML: p.YAML(), Source: source, AuthorName: "system", Note: "the first version of this database",
 		ToolsVersion: s.cfg.Gate.ToolsVersion(), Tests: testsOf(ctx, p), PeopleNeeded: s.People(), Status: models.PolicyInForce}
-	return s.cfg.Store.Write(ctx, func(tx *models.Tx) error {
+	return s.cfg.Store.Write(ctx, func(tx *storage.Tx) error {
 		cur, err := tx.PolicyInForceLocked()
 		if err != nil {
 			return err
@@ -92,7 +93,7 @@ func (s *Service) putFirst(ctx context.Context, p *policy.FilePolicy, o Origin) 
 func (s *Service) putFile(ctx context.Context, p *policy.FilePolicy, file string) error {
 	v := &models.PolicyVersion{Hash: p.Version(), YAML: p.YAML(), Source: "file " + file + " on " + s.cfg.Host + " (--policy-from-file)",
 		AuthorName: "system", ToolsVersion: s.cfg.Gate.ToolsVersion(), Tests: testsOf(ctx, p), PeopleNeeded: s.People(), Status: models.PolicyProposed}
-	err := s.cfg.Store.Write(ctx, func(tx *models.Tx) error {
+	err := s.cfg.Store.Write(ctx, func(tx *storage.Tx) error {
 		cur, err := tx.PolicyInForceLocked()
 		if err != nil {
 			return err

@@ -7,7 +7,7 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/versions"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 )

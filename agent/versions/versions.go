@@ -26,6 +26,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // Channel is where instances sharing PostgreSQL hear that a version went
@@ -40,7 +41,7 @@ const MaxYAML = 256 << 10
 
 // Config is what the service works with.
 type Config struct {
-	Store *models.Store
+	Store *storage.Store
 	Gate  *gate.Gate
 	Log   *slog.Logger
 	// People is how many people must sign a change, its author counted,
@@ -326,7 +327,7 @@ func (s *Service) Propose(ctx context.Context, p Proposal) (*Version, error) {
 	v := &models.PolicyVersion{Hash: ch.Policy.Version(), YAML: ch.Policy.YAML(), Note: p.Note, Source: p.Source,
 		AuthorID: p.By.ID, AuthorName: authorName(p.By), ToolsVersion: s.cfg.Gate.ToolsVersion(), Tests: string(tests),
 		Replay: string(replay), ReplayDigest: hex.EncodeToString(digest[:]), PeopleNeeded: people, Status: models.PolicyProposed}
-	err = s.cfg.Store.Write(ctx, func(tx *models.Tx) error {
+	err = s.cfg.Store.Write(ctx, func(tx *storage.Tx) error {
 		cur, err := tx.PolicyInForceLocked()
 		if err != nil {
 			return err
@@ -388,7 +389,7 @@ func (s *Service) Approve(ctx context.Context, id int64, a Approval) (*Version, 
 	if err != nil {
 		return nil, err
 	}
-	err = s.cfg.Store.Write(ctx, func(tx *models.Tx) error {
+	err = s.cfg.Store.Write(ctx, func(tx *storage.Tx) error {
 		var err error
 		inForce = false
 		if v, err = tx.PolicyVersionLocked(id); errors.Is(err, models.ErrNotFound) {
@@ -492,7 +493,7 @@ func (s *Service) Reject(ctx context.Context, id int64, by models.Actor, reason 
 	case len(reason) > 2000:
 		return nil, fault.Errorf(fault.Invalid, "the reason is over 2,000 characters")
 	}
-	err := s.cfg.Store.Write(ctx, func(tx *models.Tx) error {
+	err := s.cfg.Store.Write(ctx, func(tx *storage.Tx) error {
 		v, err := tx.PolicyVersionLocked(id)
 		if errors.Is(err, models.ErrNotFound) {
 			return fault.Errorf(fault.NotFound, "there is no policy version %d", id)

@@ -36,6 +36,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
@@ -76,7 +77,7 @@ func run(nCalls, nPending, nClients int, dir, dsn string) error {
 	}
 	fmt.Printf("seeded %d decided calls and %d pending actions in %s (%.0f MB)\n", nCalls, nPending, time.Since(t0).Round(time.Second), dbSize(path)/1e6)
 
-	store, err := models.Open(path, models.Options{Demo: true})
+	store, err := storage.Open(path, storage.Options{Demo: true})
 	if err != nil {
 		return err
 	}
@@ -140,10 +141,10 @@ func run(nCalls, nPending, nClients int, dir, dsn string) error {
 		return err
 	}
 
-	if models.IsPostgres(path) {
+	if storage.IsPostgres(path) {
 		// The decisions are made on a second instance on the same database:
 		// the streams open on the first hear of them through PostgreSQL.
-		other, err := models.Open(path, models.Options{})
+		other, err := storage.Open(path, storage.Options{})
 		if err != nil {
 			return err
 		}
@@ -201,7 +202,7 @@ func timeGet(c *http.Client, u string, n int) ([]time.Duration, error) {
 	return out, nil
 }
 
-func liveUpdates(ctx context.Context, base string, signedIn *http.Client, g *gate.Gate, store *models.Store, admin *models.Staff, n int) error {
+func liveUpdates(ctx context.Context, base string, signedIn *http.Client, g *gate.Gate, store *storage.Store, admin *models.Staff, n int) error {
 	runtime.GC()
 	before := measure.RSSMB()
 	var ms0 runtime.MemStats

@@ -8,16 +8,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // The benchmark's database, behind the application's back: the history
 // seeded with plain SQL, the query plans, and the raw connections.
 
 // seed writes the history with plain SQL in large transactions: the schema
-// is the application's own (models.Open migrates it first).
+// is the application's own (storage.Open migrates it first).
 func seed(path string, nCalls, nPending int) error {
-	s, err := models.Open(path, models.Options{})
+	s, err := storage.Open(path, storage.Options{})
 	if err != nil {
 		return err
 	}
@@ -28,7 +28,7 @@ func seed(path string, nCalls, nPending int) error {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	sd := &seeder{db: db, pg: models.IsPostgres(path), rng: rand.New(rand.NewPCG(1, 2)),
+	sd := &seeder{db: db, pg: storage.IsPostgres(path), rng: rand.New(rand.NewPCG(1, 2)),
 		start: time.Now().UTC().Add(-90 * 24 * time.Hour), total: nCalls + nPending}
 	if sd.pg {
 		if _, err := db.Exec("SET synchronous_commit = off"); err != nil {
@@ -169,7 +169,7 @@ func plans(path string) error {
 		return err
 	}
 	defer db.Close()
-	pg := models.IsPostgres(path)
+	pg := storage.IsPostgres(path)
 	text := `SELECT tool_calls.* FROM tool_calls WHERE tool_calls.id IN (SELECT k.call_id FROM audit_text t JOIN audit_text_keys k ON k.id = t.rowid WHERE audit_text MATCH '"A123456"') ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`
 	if pg {
 		text = `SELECT tool_calls.* FROM tool_calls WHERE (tool_calls.args ILIKE '%A123456%' OR tool_calls.raw_args ILIKE '%A123456%') ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`
@@ -221,7 +221,7 @@ func deepCursor(path string, offset int) (string, error) {
 	var at time.Time
 	var id string
 	q := `SELECT created_at, id FROM tool_calls ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?`
-	if models.IsPostgres(path) {
+	if storage.IsPostgres(path) {
 		q = dollars(q)
 	}
 	err = db.QueryRow(q, offset).Scan(&at, &id)
@@ -231,7 +231,7 @@ func deepCursor(path string, offset int) (string, error) {
 // openRaw opens the benchmark's database behind the application's back:
 // to seed it fast, or read only.
 func openRaw(path string, readOnly bool) (*sql.DB, error) {
-	if models.IsPostgres(path) {
+	if storage.IsPostgres(path) {
 		return sql.Open("pgx", path)
 	}
 	if readOnly {
@@ -257,7 +257,7 @@ func dollars(q string) string {
 
 // dbSize is the database's size in bytes.
 func dbSize(path string) float64 {
-	if !models.IsPostgres(path) {
+	if !storage.IsPostgres(path) {
 		fi, err := os.Stat(path)
 		if err != nil {
 			return 0

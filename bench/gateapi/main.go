@@ -24,6 +24,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/web"
@@ -60,7 +61,7 @@ func run(n int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	store, err := models.Open(filepath.Join(dir, "cs.db"), models.Options{})
+	store, err := storage.Open(filepath.Join(dir, "cs.db"), storage.Options{})
 	if err != nil {
 		return err
 	}

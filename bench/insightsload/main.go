@@ -33,6 +33,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/web"
@@ -77,7 +78,7 @@ func run(calls, n, readers int) error {
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "cs.db")
-	store, err := models.Open(path, models.Options{})
+	store, err := storage.Open(path, storage.Options{})
 	if err != nil {
 		return err
 	}

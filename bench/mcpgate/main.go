@@ -32,6 +32,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/web"
@@ -95,7 +96,7 @@ func run(n int) error {
 		return err
 	}
 	defer set.Close()
-	store, err := models.Open(filepath.Join(dir, "cs.db"), models.Options{})
+	store, err := storage.Open(filepath.Join(dir, "cs.db"), storage.Options{})
 	if err != nil {
 		return err
 	}

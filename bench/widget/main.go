@@ -33,6 +33,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
@@ -110,8 +111,8 @@ func run(nStreams, nDecisions int) error {
 
 // openShop is the demo shop with one order per decision, so that every
 // approved refund succeeds.
-func openShop(ctx context.Context, path string, nDecisions int) (*models.Store, error) {
-	store, err := models.Open(path, models.Options{Demo: true})
+func openShop(ctx context.Context, path string, nDecisions int) (*storage.Store, error) {
+	store, err := storage.Open(path, storage.Options{Demo: true})
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +242,7 @@ func follow(ctx context.Context, base string, c *customer, ready chan<- struct{}
 
 // decide approves every waiting refund, one at a time, and measures how
 // long each takes to reach its customer's stream.
-func decide(ctx context.Context, store *models.Store, g *gate.Gate, customers []*customer, nDecisions int) ([]time.Duration, error) {
+func decide(ctx context.Context, store *storage.Store, g *gate.Gate, customers []*customer, nDecisions int) ([]time.Duration, error) {
 	staff, err := accounts.New(store).AddStaff(ctx, "ann@x.test", "Ann", models.Approver, "benchmark password", models.Actor{})
 	if err != nil {
 		return nil, err

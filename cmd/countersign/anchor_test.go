@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // auditedDB runs a server with checkpoints, puts an approved refund, a
@@ -149,12 +150,12 @@ func TestAuditVerifyCatchesWhatTheChainAloneCannot(t *testing.T) {
 		_ = conn.QueryRow("SELECT seq FROM audit_heads").Scan(&n)
 		conn.Close()
 		tamper(t, c, "DELETE FROM audit_events", "DELETE FROM audit_heads", "DELETE FROM approvals", "DELETE FROM turns", "DELETE FROM tool_calls")
-		store, err := models.Open(c, models.Options{})
+		store, err := storage.Open(c, storage.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := int64(0); i < n; i++ {
-			if err := store.Write(context.Background(), func(tx *models.Tx) error {
+			if err := store.Write(context.Background(), func(tx *storage.Tx) error {
 				return tx.Audit(models.Event{Actor: "system", Kind: "note", Subject: "x", Payload: models.ShopOrdersAddedPayload{Count: int(i)}})
 			}); err != nil {
 				t.Fatal(err)
@@ -191,12 +192,12 @@ func TestAuditVerifyCatchesWhatTheChainAloneCannot(t *testing.T) {
 func copyAndGrow(t *testing.T, db string) string {
 	t.Helper()
 	c := copyDB(t, db)
-	store, err := models.Open(c, models.Options{})
+	store, err := storage.Open(c, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if err := store.Write(context.Background(), func(tx *models.Tx) error {
+	if err := store.Write(context.Background(), func(tx *storage.Tx) error {
 		return tx.Audit(models.Event{Actor: "system", Kind: "note", Subject: "x", Payload: models.RunClosedPayload{Reason: time.Now().String()}})
 	}); err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
@@ -37,7 +38,7 @@ import (
 type App struct {
 	cfg      config
 	log      *slog.Logger
-	store    *models.Store
+	store    *storage.Store
 	gate     *gate.Gate
 	runner   *runloop.Runner
 	accounts *accounts.Service
@@ -93,12 +94,12 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if cfg.MCPHold != 0 && (cfg.MCPHold < time.Second || cfg.MCPHold > 10*time.Minute) {
 		return nil, usageError(fmt.Sprintf("--mcp-hold %s: hold a waiting call between 1s and 10m", cfg.MCPHold))
 	}
-	store, err := models.Open(cfg.DB, models.Options{Demo: cfg.Demo})
+	store, err := storage.Open(cfg.DB, storage.Options{Demo: cfg.Demo})
 	if err != nil {
 		return nil, err
 	}
 	if !store.TextIndexed() {
-		log.Warn("the audit's text search has no index: this binary was built without -tags " + models.BuildTag +
+		log.Warn("the audit's text search has no index: this binary was built without -tags " + storage.BuildTag +
 			", so a search reads every call (build it as the README says)")
 	}
 	a := &App{cfg: cfg, log: log, store: store, stdout: stdout}
@@ -249,7 +250,7 @@ func (a *App) Run(ctx context.Context) error {
 	go a.reloadOnHangup(bg, hup)
 	a.checkpoint(bg) // the head as this process finds it
 	go a.sweep(bg)
-	a.log.Info("countersign listening", "addr", a.Addr(), "db", models.RedactDSN(a.cfg.DB), "policy_version", a.gate.Policy().Version()[:12])
+	a.log.Info("countersign listening", "addr", a.Addr(), "db", storage.RedactDSN(a.cfg.DB), "policy_version", a.gate.Policy().Version()[:12])
 	scheme := "http"
 	if a.server.TLSConfig != nil {
 		scheme = "https"

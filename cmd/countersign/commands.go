@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign/models/fault"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // cmdPolicyReplay decides again, with a candidate policy file, the calls
@@ -246,9 +247,9 @@ func printProblems(w io.Writer, problems []string, more int) {
 // backing up or issuing a token against a mistyped path must not create an
 // empty database and report on that. (Only `user add` and `serve` create
 // one.)
-func openExisting(path string) (*models.Store, error) {
-	if models.IsPostgres(path) {
-		return models.Open(path, models.Options{})
+func openExisting(path string) (*storage.Store, error) {
+	if storage.IsPostgres(path) {
+		return storage.Open(path, storage.Options{})
 	}
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -256,7 +257,7 @@ func openExisting(path string) (*models.Store, error) {
 		}
 		return nil, err
 	}
-	return models.Open(path, models.Options{})
+	return storage.Open(path, storage.Options{})
 }
 
 // cmdBackup writes a consistent copy of the database while the server may be
@@ -270,7 +271,7 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *to == "" {
 		return usageError("backup needs --to FILE")
 	}
-	if models.IsPostgres(cfg.DB) {
+	if storage.IsPostgres(cfg.DB) {
 		return errors.New("backup copies a SQLite file; on PostgreSQL use pg_dump (see the README, \"Backups\")")
 	}
 	store, err := openExisting(cfg.DB)
@@ -283,7 +284,7 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	took := time.Since(start).Round(time.Millisecond)
-	backup, err := models.Open(*to, models.Options{})
+	backup, err := storage.Open(*to, storage.Options{})
 	if err != nil {
 		return fmt.Errorf("the backup at %s does not open: %w", *to, err)
 	}
@@ -351,7 +352,7 @@ func cmdUserAdd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return fmt.Errorf("read the password from stdin: %w", err)
 	}
 	password := strings.TrimRight(line, "\r\n")
-	store, err := models.Open(cfg.DB, models.Options{})
+	store, err := storage.Open(cfg.DB, storage.Options{})
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 )
 

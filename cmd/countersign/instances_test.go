@@ -20,7 +20,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 )
 
 // payments is a business backend that counts what it is asked: requests
@@ -160,7 +161,7 @@ tests:
 	cli("a long enough password\n", "user", "add", "--email", "ann@x.test", "--name", "Ann", "--role", "approver")
 	cli("a long enough password\n", "user", "add", "--email", "sam@x.test", "--name", "Sam", "--role", "supervisor")
 	ann, sam := cli("", "token", "create", "--email", "ann@x.test"), cli("", "token", "create", "--email", "sam@x.test")
-	store, err := models.Open(dsn, models.Options{})
+	store, err := storage.Open(dsn, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

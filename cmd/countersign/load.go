@@ -14,7 +14,7 @@ import (
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/runloop"
-	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/tools/shop"
@@ -93,7 +93,7 @@ func loadToolsFile(cfg config) (*httptool.Set, error) {
 // of the tools file as its MCP servers offer them now. version covers what
 // the file offers ("" without one), so a reload or an MCP server's changed
 // list is seen. The store may be nil where the tools are only described.
-func registryOf(cfg config, store *models.Store, set *httptool.Set) (reg *tools.Registry, version string, err error) {
+func registryOf(cfg config, store *storage.Store, set *httptool.Set) (reg *tools.Registry, version string, err error) {
 	var all []*tools.Tool
 	if cfg.Demo {
 		all = append(all, shop.Tools(store)...)
@@ -117,7 +117,7 @@ func registryOf(cfg config, store *models.Store, set *httptool.Set) (reg *tools.
 }
 
 // loadTools reads the tools file and builds the tools in force from it.
-func loadTools(cfg config, store *models.Store) (*tools.Registry, string, *httptool.Set, error) {
+func loadTools(cfg config, store *storage.Store) (*tools.Registry, string, *httptool.Set, error) {
 	set, err := loadToolsFile(cfg)
 	if err != nil {
 		return nil, "", nil, err

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage/storetest"
 
 	_ "github.com/mattn/go-sqlite3"
 
@@ -25,6 +25,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools/shop"
 )
 
@@ -191,7 +192,7 @@ func TestServeGivesTheGCMoreRoomUnlessGOGCIsSet(t *testing.T) {
 func TestBackupCommand(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "cs.db")
-	s, err := models.Open(db, models.Options{Demo: true})
+	s, err := storage.Open(db, storage.Options{Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestBackupCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "intact: 1 events") {
 		t.Fatalf("verify the copy: code %d\n%s", code, out)
 	}
-	c, err := models.Open(copyPath, models.Options{})
+	c, err := storage.Open(copyPath, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +262,7 @@ func TestTokenRevoke(t *testing.T) {
 		t.Fatalf("revoke without a token: %d %s", code, out)
 	}
 
-	s, err := models.Open(db, models.Options{})
+	s, err := storage.Open(db, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ tests:
 // rawDB opens the database behind Countersign's back, as an attacker with
 // access to it would.
 func rawDB(db string) (*sql.DB, error) {
-	if models.IsPostgres(db) {
+	if storage.IsPostgres(db) {
 		return sql.Open("pgx", db)
 	}
 	return sql.Open("sqlite3", db)
@@ -410,7 +411,7 @@ func TestPolicyReplayCommand(t *testing.T) {
 	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: db, Demo: true}, io.Discard)
 	ctx := context.Background()
 	run := models.NewID("run")
-	if err := app.store.Write(ctx, func(tx *models.Tx) error {
+	if err := app.store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "api", Status: models.RunActive})
 	}); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage/storetest"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage/storetest"
 )
 
 // scriptedModel is an OpenAI-compatible chat completions endpoint that

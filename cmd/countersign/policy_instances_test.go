@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 )
 
 // readyz is what an instance's /readyz says.
@@ -93,7 +93,7 @@ func TestThreeInstancesFollowOnePolicy(t *testing.T) {
 	cli("a long enough password\n", "user", "add", "--email", "bob@x.test", "--name", "Bob", "--role", "admin")
 	ada, bob := cli("", "token", "create", "--email", "ada@x.test"), cli("", "token", "create", "--email", "bob@x.test")
 	agent := cli("", "agent", "add", "--name", "bot")
-	store, err := models.Open(dsn, models.Options{})
+	store, err := storage.Open(dsn, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 )
 
 // `serve` with --webhook (two, from the environment) and --public-url
@@ -65,7 +66,7 @@ func TestServeTellsWebhooks(t *testing.T) {
 	}
 	defer app.Close()
 	run := models.NewID("run")
-	if err := app.store.Write(ctx, func(tx *models.Tx) error {
+	if err := app.store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "test", Status: models.RunActive})
 	}); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage/storetest"
 )
 
 // readmeBlock is one of the README's shell blocks and what the comment

@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent/gate"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage/storetest"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/web"
 )
 
@@ -107,7 +108,7 @@ func lastAssistantText(run map[string]any) string {
 
 func refunds(t *testing.T, db, order string) []models.Refund {
 	t.Helper()
-	s, err := models.Open(db, models.Options{})
+	s, err := storage.Open(db, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func TestRestartContinuesARunCaughtBetweenSteps(t *testing.T) {
 	db := storetest.DSN(t)
 	// A run as a crash leaves it: the model asked for a refund, and the
 	// process died before the call reached the gate.
-	s, err := models.Open(db, models.Options{Demo: true})
+	s, err := storage.Open(db, storage.Options{Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestRestartContinuesARunCaughtBetweenSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	runID := models.NewID("run")
-	err = s.Write(context.Background(), func(tx *models.Tx) error {
+	err = s.Write(context.Background(), func(tx *storage.Tx) error {
 		if err := tx.CreateRun(&models.Run{ID: runID, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "api", Status: models.RunActive, TokenHash: models.HashToken("rt_test")}); err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/agent/runloop"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools/shop"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage/storetest"
 )
 
 // A client that stops sending its body is cut off by the read timeout; an

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage/storetest"
 )
 
 // serveApp starts an App on a free port and stops it when the test ends.

@@ -19,7 +19,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 )
 
 // The test binary is also the countersign command: with
@@ -282,7 +283,7 @@ func TestAClientRetryAfterSIGKILLGetsTheOutcome(t *testing.T) {
 	nodeScript(t, "ts-agent.mjs")
 	toolsFile, paid := payTools(t)
 	db := storetest.DSN(t)
-	if s, err := models.Open(db, models.Options{}); err != nil { // the database, made
+	if s, err := storage.Open(db, storage.Options{}); err != nil { // the database, made
 		t.Fatal(err)
 	} else {
 		s.Close()
@@ -358,7 +359,7 @@ func TestAClientRetryAfterSIGKILLGetsTheOutcome(t *testing.T) {
 	if n := paid.Load(); n != 1 {
 		t.Fatalf("the backend was paid %d times", n)
 	}
-	s, err := models.Open(db, models.Options{})
+	s, err := storage.Open(db, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

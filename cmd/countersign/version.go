@@ -4,7 +4,7 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // versionLine says which Countersign this is: its module version (a tag, or
@@ -27,8 +27,8 @@ func versionLine() string {
 		parts = append(parts, goVersion)
 	}
 	fts := "SQLite FTS5: yes"
-	if !models.SQLiteHasFTS5() {
-		fts = "SQLite FTS5: no (built without -tags " + models.BuildTag + ": the audit search reads every call)"
+	if !storage.SQLiteHasFTS5() {
+		fts = "SQLite FTS5: no (built without -tags " + storage.BuildTag + ": the audit search reads every call)"
 	}
 	return strings.Join(append(parts, fts), ", ")
 }

@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 )
 
 // Two instances started with different policy files on one database no
@@ -54,7 +55,7 @@ func TestInstancesWithDifferentPoliciesAreShown(t *testing.T) {
 	if ha["policy_version"] != hb["policy_version"] || ha["instance"] == hb["instance"] || ha["versions_differ"] != "" {
 		t.Fatalf("healthz: %v / %v", ha, hb)
 	}
-	store, err := models.Open(dsn, models.Options{})
+	store, err := storage.Open(dsn, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -291,7 +292,7 @@ func shopError(err error) error {
 // Facts is what the demo shop tells a policy about a customer
 // (agent/gate.BusinessFacts): refunded_24h, the dollars its refunds sent the
 // customer in the last 24 hours.
-type Facts struct{ Store *models.Store }
+type Facts struct{ Store *storage.Store }
 
 // CustomerFacts reads the customer's refunds of the last 24 hours.
 func (f Facts) CustomerFacts(ctx context.Context, customerID string) (map[string]any, error) {

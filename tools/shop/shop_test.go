@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/storetest"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 )
 
 // shopAt is the demo shop's tools over a seeded store of the test's own.
-func shopAt(t *testing.T) (*models.Store, *tools.Registry) {
+func shopAt(t *testing.T) (*storage.Store, *tools.Registry) {
 	t.Helper()
 	store := storetest.Open(t)
 	if _, err := store.SeedDemoShop(context.Background()); err != nil {

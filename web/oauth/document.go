@@ -107,7 +107,7 @@ func DocumentClient() *http.Client {
 
 // documentClient reads (fetching when needed) the client a metadata
 // document's URL names.
-func (s *storage) documentClient(ctx context.Context, id string) (*models.OAuthClient, error) {
+func (s *opStorage) documentClient(ctx context.Context, id string) (*models.OAuthClient, error) {
 	c, err := s.store.OAuthClientByID(ctx, id)
 	if err == nil && (c.RevokedAt != nil || s.store.Now().Sub(c.CreatedAt) < documentRefresh) {
 		return c, nil
@@ -122,7 +122,7 @@ func (s *storage) documentClient(ctx context.Context, id string) (*models.OAuthC
 	return s.store.OAuthClientByID(ctx, id)
 }
 
-func (s *storage) fetchDocument(ctx context.Context, id string) (*models.OAuthClient, error) {
+func (s *opStorage) fetchDocument(ctx context.Context, id string) (*models.OAuthClient, error) {
 	u, err := url.Parse(id)
 	if err != nil || u.Scheme != "https" || u.Host == "" || u.Path == "" || u.Path == "/" || u.Fragment != "" || u.User != nil ||
 		len(id) > 500 {

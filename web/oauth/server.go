@@ -25,7 +25,7 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 
-	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // Scope is the one scope tokens carry: calling /mcp.
@@ -51,7 +51,7 @@ const (
 
 // Config is what the server is built from.
 type Config struct {
-	Store *models.Store
+	Store *storage.Store
 	// Issuer is this server's base URL as the client reached it
 	// (https://countersign.example.com), from --public-url or the request.
 	Issuer func(r *http.Request) string
@@ -66,7 +66,7 @@ type Config struct {
 // Server is the authorization server.
 type Server struct {
 	cfg      Config
-	storage  *storage
+	storage  *opStorage
 	provider *op.Provider
 	handler  http.Handler
 }
@@ -91,7 +91,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		copy(crypto[:], b)
 	}
 	s := &Server{cfg: cfg}
-	s.storage = &storage{store: cfg.Store, key: key, keyID: keyID, consent: cfg.Consent,
+	s.storage = &opStorage{store: cfg.Store, key: key, keyID: keyID, consent: cfg.Consent,
 		resource: func(ctx context.Context) string { r, _ := ctx.Value(resourceKey{}).(string); return r }, documents: cfg.Documents}
 	if s.storage.documents == nil {
 		s.storage.documents = DocumentClient()

@@ -22,6 +22,7 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/op"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // How long what the authorization server issues lasts.
@@ -46,9 +47,9 @@ const (
 // once more, when the answer to its use was lost on the way.
 const RefreshGrace = 2 * time.Minute
 
-// storage is op.Storage over Countersign's database.
-type storage struct {
-	store   *models.Store
+// opStorage is op.Storage over Countersign's database.
+type opStorage struct {
+	store   *storage.Store
 	key     *rsa.PrivateKey
 	keyID   string
 	consent func(requestID string) string
@@ -61,11 +62,11 @@ type storage struct {
 	log     *slog.Logger
 }
 
-var _ op.Storage = (*storage)(nil)
+var _ op.Storage = (*opStorage)(nil)
 
 // signingKey is the RSA key ID tokens are signed with, shared by every
 // instance through the database.
-func signingKey(ctx context.Context, store *models.Store) (*rsa.PrivateKey, string, error) {
+func signingKey(ctx context.Context, store *storage.Store) (*rsa.PrivateKey, string, error) {
 	pemText, err := store.SecretMade(ctx, "oauth-signing-key", func() (string, error) {
 		k, err := rsa.GenerateKey(rand.Reader, 2048)
 		if err != nil {
@@ -111,7 +112,7 @@ func hashed(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func (s *storage) put(ctx context.Context, kind, id, clientID string, v any, lifetime time.Duration) error {
+func (s *opStorage) put(ctx context.Context, kind, id, clientID string, v any, lifetime time.Duration) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -126,7 +127,7 @@ func (s *storage) put(ctx context.Context, kind, id, clientID string, v any, lif
 		ExpiresAt: s.store.Now().Add(lifetime), Family: family})
 }
 
-func (s *storage) get(ctx context.Context, kind, id string, v any) error {
+func (s *opStorage) get(ctx context.Context, kind, id string, v any) error {
 	r, err := s.store.OAuthRecordByID(ctx, kind, id)
 	if err != nil {
 		return err
@@ -137,7 +138,7 @@ func (s *storage) get(ctx context.Context, kind, id string, v any) error {
 // CreateAuthRequest keeps a client's request until an admin consents. It
 // insists on PKCE with S256 (OAuth 2.1) and asks for a refresh token
 // (offline_access) whatever the client asked, since MCP clients reconnect.
-func (s *storage) CreateAuthRequest(ctx context.Context, req *oidc.AuthRequest, _ string) (op.AuthRequest, error) {
+func (s *opStorage) CreateAuthRequest(ctx context.Context, req *oidc.AuthRequest, _ string) (op.AuthRequest, error) {
 	if req.CodeChallenge == "" || req.CodeChallengeMethod != oidc.CodeChallengeMethodS256 {
 		return nil, oidc.ErrInvalidRequest().WithDescription("PKCE with code_challenge_method=S256 is required")
 	}
@@ -154,7 +155,7 @@ func (s *storage) CreateAuthRequest(ctx context.Context, req *oidc.AuthRequest, 
 	return a, s.put(ctx, kindRequest, a.ID, a.ClientID, a, RequestLifetime)
 }
 
-func (s *storage) AuthRequestByID(ctx context.Context, id string) (op.AuthRequest, error) {
+func (s *opStorage) AuthRequestByID(ctx context.Context, id string) (op.AuthRequest, error) {
 	var a authRequest
 	if err := s.get(ctx, kindRequest, id, &a); err != nil {
 		return nil, fmt.Errorf("no such authorization request: %w", err)
@@ -165,7 +166,7 @@ func (s *storage) AuthRequestByID(ctx context.Context, id string) (op.AuthReques
 // AuthRequestByCode is the request a code stands for; the code is used up.
 // A code used again revokes the tokens it bought (OAuth 2.1 §4.1.3): its
 // request id, which is the family of those tokens, is inside it.
-func (s *storage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
+func (s *opStorage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
 	r, err := s.store.TakeOAuthRecord(ctx, kindCode, hashed(code))
 	if err != nil {
 		if id, derr := s.decrypt(code); derr == nil && id != "" {
@@ -178,7 +179,7 @@ func (s *storage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRe
 	return s.AuthRequestByID(ctx, r.Data)
 }
 
-func (s *storage) SaveAuthCode(ctx context.Context, id, code string) error {
+func (s *opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
 	a, err := s.AuthRequestByID(ctx, id)
 	if err != nil {
 		return err
@@ -187,13 +188,13 @@ func (s *storage) SaveAuthCode(ctx context.Context, id, code string) error {
 		ExpiresAt: s.store.Now().Add(RequestLifetime)})
 }
 
-func (s *storage) DeleteAuthRequest(ctx context.Context, id string) error {
+func (s *opStorage) DeleteAuthRequest(ctx context.Context, id string) error {
 	return s.store.DeleteOAuthRecord(ctx, kindRequest, id)
 }
 
 // grantOf is the grant a token request stands for, from a client that is
 // authorized and not revoked.
-func (s *storage) grantOf(ctx context.Context, req op.TokenRequest) (*grant, error) {
+func (s *opStorage) grantOf(ctx context.Context, req op.TokenRequest) (*grant, error) {
 	g := &grant{Subject: req.GetSubject(), Audience: req.GetAudience(), Scopes: req.GetScopes(), AuthTime: time.Now()}
 	switch r := req.(type) {
 	case *authRequest:
@@ -210,7 +211,7 @@ func (s *storage) grantOf(ctx context.Context, req op.TokenRequest) (*grant, err
 	return g, nil
 }
 
-func (s *storage) CreateAccessToken(ctx context.Context, req op.TokenRequest) (string, time.Time, error) {
+func (s *opStorage) CreateAccessToken(ctx context.Context, req op.TokenRequest) (string, time.Time, error) {
 	g, err := s.grantOf(ctx, req)
 	if err != nil {
 		return "", time.Time{}, err
@@ -223,7 +224,7 @@ func (s *storage) CreateAccessToken(ctx context.Context, req op.TokenRequest) (s
 // one traded in is used up (of two trading it at once, one wins) and kept
 // as spent, with what it bought, for reuse to be recognized
 // (TokenRequestByRefreshToken).
-func (s *storage) CreateAccessAndRefreshTokens(ctx context.Context, req op.TokenRequest, current string) (string, string, time.Time, error) {
+func (s *opStorage) CreateAccessAndRefreshTokens(ctx context.Context, req op.TokenRequest, current string) (string, string, time.Time, error) {
 	var graced *spent
 	if current != "" {
 		if _, err := s.store.TakeOAuthRecord(ctx, kindRefresh, hashed(current)); err != nil {
@@ -270,7 +271,7 @@ func (s *storage) CreateAccessAndRefreshTokens(ctx context.Context, req op.Token
 // time, it is a token used twice, which revokes its whole family (OAuth
 // 2.1 §4.3.1): whoever holds the newer tokens, the client or a thief,
 // must sign in again.
-func (s *storage) TokenRequestByRefreshToken(ctx context.Context, token string) (op.RefreshTokenRequest, error) {
+func (s *opStorage) TokenRequestByRefreshToken(ctx context.Context, token string) (op.RefreshTokenRequest, error) {
 	var g grant
 	if err := s.get(ctx, kindRefresh, hashed(token), &g); err == nil {
 		return &g, nil
@@ -288,9 +289,9 @@ func (s *storage) TokenRequestByRefreshToken(ctx context.Context, token string) 
 	return nil, op.ErrInvalidRefreshToken
 }
 
-func (s *storage) TerminateSession(context.Context, string, string) error { return nil }
+func (s *opStorage) TerminateSession(context.Context, string, string) error { return nil }
 
-func (s *storage) RevokeToken(ctx context.Context, tokenOrID, _ string, clientID string) *oidc.Error {
+func (s *opStorage) RevokeToken(ctx context.Context, tokenOrID, _ string, clientID string) *oidc.Error {
 	for _, k := range []struct{ kind, id string }{{kindAccess, tokenOrID}, {kindRefresh, hashed(tokenOrID)}} {
 		r, err := s.store.OAuthRecordByID(ctx, k.kind, k.id)
 		if err != nil {
@@ -306,7 +307,7 @@ func (s *storage) RevokeToken(ctx context.Context, tokenOrID, _ string, clientID
 	return nil
 }
 
-func (s *storage) GetRefreshTokenInfo(ctx context.Context, clientID, token string) (string, string, error) {
+func (s *opStorage) GetRefreshTokenInfo(ctx context.Context, clientID, token string) (string, string, error) {
 	var g grant
 	if err := s.get(ctx, kindRefresh, hashed(token), &g); err != nil || g.ClientID != clientID {
 		return "", "", op.ErrInvalidRefreshToken
@@ -333,19 +334,19 @@ func (k public) Algorithm() jose.SignatureAlgorithm { return jose.RS256 }
 func (k public) Use() string                        { return "sig" }
 func (k public) Key() any                           { return k.key }
 
-func (s *storage) SigningKey(context.Context) (op.SigningKey, error) {
+func (s *opStorage) SigningKey(context.Context) (op.SigningKey, error) {
 	return signing{s.key, s.keyID}, nil
 }
-func (s *storage) SignatureAlgorithms(context.Context) ([]jose.SignatureAlgorithm, error) {
+func (s *opStorage) SignatureAlgorithms(context.Context) ([]jose.SignatureAlgorithm, error) {
 	return []jose.SignatureAlgorithm{jose.RS256}, nil
 }
-func (s *storage) KeySet(context.Context) ([]op.Key, error) {
+func (s *opStorage) KeySet(context.Context) ([]op.Key, error) {
 	return []op.Key{public{&s.key.PublicKey, s.keyID}}, nil
 }
 
 // GetClientByClientID is a registered client not revoked (authorized or
 // not yet: the consent page is where it gets authorized).
-func (s *storage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
+func (s *opStorage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
 	if isDocumentID(id) {
 		c, err := s.documentClient(ctx, id)
 		if err != nil {
@@ -363,20 +364,20 @@ func (s *storage) GetClientByClientID(ctx context.Context, id string) (op.Client
 	return newClient(c, s.consent), nil
 }
 
-func (s *storage) AuthorizeClientIDSecret(context.Context, string, string) error {
+func (s *opStorage) AuthorizeClientIDSecret(context.Context, string, string) error {
 	return errors.New("clients here are public: they use PKCE, not a secret")
 }
 
-func (s *storage) SetUserinfoFromScopes(context.Context, *oidc.UserInfo, string, string, []string) error {
+func (s *opStorage) SetUserinfoFromScopes(context.Context, *oidc.UserInfo, string, string, []string) error {
 	return nil
 }
 
-func (s *storage) SetUserinfoFromToken(ctx context.Context, info *oidc.UserInfo, tokenID, subject, _ string) error {
+func (s *opStorage) SetUserinfoFromToken(ctx context.Context, info *oidc.UserInfo, tokenID, subject, _ string) error {
 	info.Subject = subject
 	return nil
 }
 
-func (s *storage) SetIntrospectionFromToken(ctx context.Context, in *oidc.IntrospectionResponse, tokenID, subject, clientID string) error {
+func (s *opStorage) SetIntrospectionFromToken(ctx context.Context, in *oidc.IntrospectionResponse, tokenID, subject, clientID string) error {
 	var g grant
 	if err := s.get(ctx, kindAccess, tokenID, &g); err != nil {
 		return err
@@ -385,19 +386,19 @@ func (s *storage) SetIntrospectionFromToken(ctx context.Context, in *oidc.Intros
 	return nil
 }
 
-func (s *storage) GetPrivateClaimsFromScopes(context.Context, string, string, []string) (map[string]any, error) {
+func (s *opStorage) GetPrivateClaimsFromScopes(context.Context, string, string, []string) (map[string]any, error) {
 	return nil, nil
 }
 
-func (s *storage) GetKeyByIDAndClientID(context.Context, string, string) (*jose.JSONWebKey, error) {
+func (s *opStorage) GetKeyByIDAndClientID(context.Context, string, string) (*jose.JSONWebKey, error) {
 	return nil, errors.New("JWT client authentication is not offered")
 }
 
-func (s *storage) ValidateJWTProfileScopes(context.Context, string, []string) ([]string, error) {
+func (s *opStorage) ValidateJWTProfileScopes(context.Context, string, []string) ([]string, error) {
 	return nil, errors.New("the JWT profile grant is not offered")
 }
 
-func (s *storage) Health(ctx context.Context) error {
+func (s *opStorage) Health(ctx context.Context) error {
 	_, _, err := s.store.Schema(ctx)
 	return err
 }

@@ -8,7 +8,7 @@ import (
 	"context"
 
 	"github.com/countersign/countersign/agent/core"
-	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/web"
 )
 
@@ -17,7 +17,7 @@ type App struct {
 	Core    *core.Core
 	Changes *web.Changes
 	Server  *web.Server
-	store   *models.Store
+	store   *storage.Store
 	stop    context.CancelFunc
 }
 

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/countersign/countersign"
+
+// goPackage is what go list says of one of our packages.
+type goPackage struct {
+	ImportPath string
+	Imports    []string // direct
+	Deps       []string // transitive
+}
+
+// The floor plan (ARCHITECTURE.md) as go list sees it: a package that
+// imports one it must not fails here, naming both. Tests and the bench
+// programs that seed databases directly are not held to it.
+func TestLayersImportOnlyWhatTheyMay(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", module+"/...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []goPackage
+	for dec := json.NewDecoder(strings.NewReader(string(out))); ; {
+		var p goPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 20 {
+		t.Fatalf("go list found %d packages", len(pkgs))
+	}
+	for _, p := range pkgs {
+		for _, v := range layerViolations(p) {
+			t.Error(v)
+		}
+	}
+}
+
+// ours says whether path is one of our packages under dir.
+func ours(path string, dirs ...string) bool {
+	for _, d := range dirs {
+		if path == module+"/"+d || strings.HasPrefix(path, module+"/"+d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// databaseDriver says whether path is gorm, a database driver or the
+// migration tool: the store's business alone.
+func databaseDriver(path string) bool {
+	for _, prefix := range []string{"gorm.io/", "github.com/jackc/pgx", "github.com/mattn/go-sqlite3", "github.com/pressly/goose"} {
+		if strings.HasPrefix(path, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func layerViolations(p goPackage) []string {
+	var bad []string
+	refuse := func(imports []string, why string, forbidden func(string) bool) {
+		for _, imp := range imports {
+			if forbidden(imp) {
+				bad = append(bad, p.ImportPath+" imports "+imp+": "+why)
+			}
+		}
+	}
+	path := p.ImportPath
+	switch {
+	case ours(path, "bench"):
+		return nil // seeding programs write SQL directly, on purpose
+	case ours(path, "models/storage"):
+		refuse(p.Imports, "the store sits under everything of ours but the words", func(imp string) bool {
+			return ours(imp, "agent", "tools", "web", "views", "cmd")
+		})
+		return bad
+	case ours(path, "models"):
+		refuse(p.Deps, "the words import no store and nothing above them", func(imp string) bool {
+			return databaseDriver(imp) || ours(imp, "models/storage", "agent", "tools", "web", "views", "cmd")
+		})
+		return bad
+	}
+	refuse(p.Imports, "only models/storage speaks to the database", databaseDriver)
+	switch {
+	case ours(path, "views"):
+		refuse(p.Deps, "views render words: templ and models only", func(imp string) bool {
+			return (strings.HasPrefix(imp, module+"/") && !ours(imp, "models")) || ours(imp, "models/storage") ||
+				(strings.Contains(strings.Split(imp, "/")[0], ".") && !strings.HasPrefix(imp, module+"/") && !strings.HasPrefix(imp, "github.com/a-h/templ"))
+		})
+	case ours(path, "tools/shop"):
+		// The demo shop keeps its tables through the store (DESIGN.md).
+		refuse(p.Deps, "tools sit under the agent and the web", func(imp string) bool { return ours(imp, "agent", "web", "views", "cmd") })
+	case ours(path, "tools"):
+		refuse(p.Deps, "tools sit under the agent and the web and need only the words", func(imp string) bool {
+			return ours(imp, "agent", "web", "views", "cmd", "models/storage")
+		})
+	case ours(path, "agent"):
+		refuse(p.Deps, "the core knows no HTTP server, page or process", func(imp string) bool {
+			return ours(imp, "web", "views", "cmd") || strings.HasPrefix(imp, "github.com/labstack/echo") || strings.HasPrefix(imp, "github.com/a-h/templ")
+		})
+	case ours(path, "web"):
+		refuse(p.Deps, "the web layer is under the process", func(imp string) bool { return ours(imp, "cmd") })
+	}
+	return bad
+}
+
+// The rules catch what they are for: a made-up package of each kind that
+// breaks one is refused.
+func TestLayerRulesRefuseWhatTheyMust(t *testing.T) {
+	t.Parallel()
+	for _, p := range []goPackage{
+		{ImportPath: module + "/models", Deps: []string{"gorm.io/gorm"}},
+		{ImportPath: module + "/tools", Deps: []string{module + "/models/storage"}},
+		{ImportPath: module + "/agent/gate", Deps: []string{"github.com/labstack/echo/v4"}},
+		{ImportPath: module + "/agent/gate", Deps: []string{module + "/web"}},
+		{ImportPath: module + "/views", Deps: []string{module + "/agent/gate"}},
+		{ImportPath: module + "/views", Deps: []string{"github.com/labstack/echo/v4"}},
+		{ImportPath: module + "/web", Imports: []string{"gorm.io/gorm"}},
+		{ImportPath: module + "/agent/gate", Imports: []string{"github.com/mattn/go-sqlite3"}},
+		{ImportPath: module + "/models/storage", Imports: []string{module + "/agent/gate"}},
+	} {
+		if len(layerViolations(p)) == 0 {
+			t.Errorf("%s with %v passed", p.ImportPath, slices.Concat(p.Imports, p.Deps))
+		}
+	}
+	if v := layerViolations(goPackage{ImportPath: module + "/views", Deps: []string{module + "/models", "github.com/a-h/templ", "fmt"}}); len(v) != 0 {
+		t.Errorf("a view of words: %v", v)
+	}
+}

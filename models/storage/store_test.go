@@ -1,0 +1,138 @@
+package storage_test
+
+import (
+	"context"
+	"database/sql"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
+)
+
+// The audit page's text search finds a piece of text in the arguments
+// whatever its case, on either database; on PostgreSQL a trigram index can
+// answer it.
+func TestAuditTextSearchIgnoresCase(t *testing.T) {
+	dsn := storetest.DSN(t)
+	s, err := storage.Open(dsn, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	run := models.NewID("run")
+	err = s.Write(ctx, func(tx *storage.Tx) error {
+		if err := tx.CreateRun(&models.Run{ID: run, Channel: "api", Status: models.RunActive}); err != nil {
+			return err
+		}
+		for i, args := range []string{`{"note":"Parcel for MÜLLER at Gate 5"}`, `{"note":"nothing to see"}`} {
+			if err := tx.CreateToolCall(&models.ToolCall{ID: models.NewID("call"), RunID: run, Tool: "note", Risk: "read",
+				Args: args, RawArgs: args, Status: models.CallSucceeded, Decision: "allow", TurnID: int64(i)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"gate 5", "GATE 5", "parcel for"} {
+		rows, err := s.AuditCalls(ctx, models.AuditQuery{Text: q, Limit: 10})
+		if err != nil || len(rows) != 1 || !strings.Contains(rows[0].Args, "Gate 5") {
+			t.Fatalf("search %q: %d rows, %v", q, len(rows), err)
+		}
+	}
+	if !s.Shared() {
+		return
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET enable_seqscan = off"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.QueryContext(ctx, `EXPLAIN SELECT id FROM tool_calls WHERE args ILIKE '%gate 5%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		rows.Scan(&line)
+		plan = append(plan, line)
+	}
+	if !strings.Contains(strings.Join(plan, "\n"), "idx_tool_calls_args_trgm") {
+		t.Fatalf("the text search cannot use the trigram index:\n%s", strings.Join(plan, "\n"))
+	}
+}
+
+// The writer's connection to PostgreSQL is cut (a restart, a proxy): the
+// next write takes a new one, and nothing written before is lost.
+func TestWriterReconnectsAfterLosingItsConnection(t *testing.T) {
+	if !storetest.Postgres() {
+		t.Skip("the connection that can be cut is PostgreSQL's")
+	}
+	dsn := storetest.DSN(t)
+	s, err := storage.Open(dsn, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	audit := func(subject string) error {
+		return s.Write(ctx, func(tx *storage.Tx) error {
+			return tx.Audit(models.Event{Actor: "test", Kind: "test", Subject: subject})
+		})
+	}
+	if err := audit("before"); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var cut int
+	if err := db.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&cut); err != nil || cut == 0 {
+		t.Fatalf("cut %d connections: %v", cut, err)
+	}
+	if err := audit("after"); err != nil {
+		t.Fatalf("a write after the connection was cut: %v", err)
+	}
+	if rep, err := s.VerifyAuditChain(ctx); err != nil || !rep.OK || rep.Events != 2 {
+		t.Fatalf("chain: %+v %v", rep, err)
+	}
+}
+
+// Amounts round to cents one way everywhere: half away from zero, negative
+// amounts as positive ones.
+func TestCentsRoundsHalfAwayFromZero(t *testing.T) {
+	for dollars, want := range map[float64]models.Cents{0.005: 1, -0.005: -1, 12.345: 1235, -12.345: -1235, -0.004: 0, 1.1 + 2.2: 330, -900: -90000} {
+		if got := models.CentsOf(dollars); got != want {
+			t.Errorf("Cents(%v) = %d, want %d", dollars, got, want)
+		}
+	}
+	if got := models.CentsOf(-1234.5).String(); got != "-$1,234.50" {
+		t.Errorf("a negative amount reads %q", got)
+	}
+	for _, f := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1e300, -1e14} {
+		if c, err := models.CentsFrom(f); err == nil {
+			t.Errorf("CentsFrom(%v) = %d, want it refused", f, c)
+		}
+	}
+	if c, err := models.CentsFrom(models.MaxDollars); err != nil || c != 1e15 {
+		t.Errorf("CentsFrom(MaxDollars) = %d, %v", c, err)
+	}
+}

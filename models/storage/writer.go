@@ -1,0 +1,476 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"gorm.io/gorm"
+)
+
+// Tx is one unit of work handed to Store.Write. Everything done through it
+// commits together with its audit events, or not at all.
+type Tx struct {
+	db    *gorm.DB // gorm on the same transaction, for queries off the hot path
+	w     *writer  // the writer whose transaction this is
+	d     dialect
+	self  string // the store's instance id (Store.Instance)
+	chain chainState
+	now   time.Time
+	// after is what the units asked to be done once they are committed
+	// (AfterCommit), moved the statuses calls entered (for the Observer).
+	after []func()
+	moved []models.CallStatus
+}
+
+// AfterCommit asks for fn to be called once this unit of work is committed,
+// and never if it is not. It runs on the writer's goroutine, so it must be
+// quick and must not write: it is for metrics and notes.
+func (tx *Tx) AfterCommit(fn func()) { tx.after = append(tx.after, fn) }
+
+// entered notes that a call entered a status in this unit.
+func (tx *Tx) entered(status models.CallStatus) { tx.moved = append(tx.moved, status) }
+
+func (tx *Tx) dialect() dialect { return tx.d }
+
+// Serialize makes the units of work that give the same key take turns from
+// here to their end, across instances: what one of them decides from what
+// it reads (a customer's totals) counts the others' writes. On PostgreSQL it
+// is a transaction advisory lock; on SQLite, whose single writer runs one
+// unit at a time, there is nothing to do.
+func (tx *Tx) Serialize(key string) error {
+	if !tx.d.pg {
+		return nil
+	}
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	if _, err := tx.exec("SELECT pg_advisory_xact_lock(?)", int64(h.Sum64())); err != nil {
+		return fmt.Errorf("serialize %s: %w", key, err)
+	}
+	return nil
+}
+
+// Now is the time of this unit of work, in UTC, at microsecond precision
+// (what every database we target can store exactly).
+func (tx *Tx) Now() time.Time { return tx.now }
+
+// exec runs a statement of the unit of work. It goes straight to the
+// driver connection (see writer.exec): the hot path, recording calls and
+// audit events, skips gorm's reflection, database/sql's per-statement
+// allocations and SQLite's parser.
+func (tx *Tx) exec(query string, args ...any) (rowsAffected int64, err error) {
+	return tx.w.exec(query, args)
+}
+
+// queryRow is exec for a query that returns one row; it returns the row's
+// values, or sql.ErrNoRows.
+func (tx *Tx) queryRow(query string, args ...any) ([]driver.Value, error) {
+	return tx.w.queryRow(query, args)
+}
+
+type writeReq struct {
+	ctx  context.Context
+	fn   func(*Tx) error
+	done chan error
+}
+
+// writer owns every write transaction. Callers hand it units of work; it
+// commits whatever has queued up in one transaction (group commit), each
+// unit inside its own savepoint so that one unit's failure rolls back only
+// that unit. With SQLite there is a single writer anyway: queueing in Go
+// instead of on the file lock is what turns many small commits into few.
+type writer struct {
+	store    *Store
+	db       *sql.DB
+	conn     *sql.Conn // the one connection of the writer's pool, held for the writer's life (or until lost)
+	reqs     chan *writeReq
+	maxBatch int
+	quit     chan struct{}
+	stopped  chan struct{}
+	once     sync.Once
+
+	// Statements prepared on the driver connection, only touched by the
+	// writer goroutine (inside conn.Raw).
+	stmts map[string]driver.Stmt
+	// The statement handed to conn.Raw: kept here rather than captured by a
+	// closure so that running one allocates nothing.
+	cur    rawStatement
+	rawRun func(any) error
+
+	commits, units atomic.Int64
+}
+
+// WriterStats counts the writer's committed transactions and the units of
+// work they carried: units per commit is how well group commit is working.
+type WriterStats struct {
+	Commits int64
+	Units   int64
+}
+
+// WriterStats reports what the writer has committed since the store opened.
+func (s *Store) WriterStats() WriterStats {
+	if s.writer == nil {
+		return WriterStats{}
+	}
+	return WriterStats{Commits: s.writer.commits.Load(), Units: s.writer.units.Load()}
+}
+
+type rawStatement struct {
+	query    string
+	args     []any
+	named    []driver.NamedValue
+	query1   bool           // a query returning at most one row
+	row      []driver.Value // its values
+	affected int64
+}
+
+// maxPrepared bounds the statement cache.
+const maxPrepared = 200
+
+func newWriter(s *Store, db *sql.DB, maxBatch int) (*writer, error) {
+	if maxBatch <= 0 {
+		maxBatch = 256
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("open the writer's connection: %w", err)
+	}
+	w := &writer{
+		store:    s,
+		db:       db,
+		conn:     conn,
+		reqs:     make(chan *writeReq),
+		maxBatch: maxBatch,
+		quit:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+		stmts:    map[string]driver.Stmt{},
+	}
+	w.rawRun = w.runRaw
+	go w.loop()
+	return w, nil
+}
+
+// exec runs one statement on the writer's driver connection, inside the
+// transaction database/sql has open on that same connection.
+func (w *writer) exec(query string, args []any) (int64, error) {
+	w.cur.query, w.cur.args, w.cur.query1 = query, args, false
+	err := w.conn.Raw(w.rawRun)
+	n := w.cur.affected
+	w.cur.args, w.cur.affected = nil, 0
+	return n, err
+}
+
+func (w *writer) queryRow(query string, args []any) ([]driver.Value, error) {
+	w.cur.query, w.cur.args, w.cur.query1 = query, args, true
+	err := w.conn.Raw(w.rawRun)
+	row := w.cur.row
+	w.cur.args, w.cur.row = nil, nil
+	if err != nil {
+		return nil, err
+	}
+	if row == nil {
+		return nil, sql.ErrNoRows
+	}
+	return row, nil
+}
+
+func (w *writer) runRaw(dc any) error {
+	ctx := context.Background()
+	st, cached := w.stmts[w.cur.query]
+	if !cached {
+		var err error
+		st, err = dc.(driver.ConnPrepareContext).PrepareContext(ctx, w.store.d.rebind(w.cur.query))
+		if err != nil {
+			return err
+		}
+		if len(w.stmts) < maxPrepared {
+			w.stmts[w.cur.query] = st
+		} else {
+			defer st.Close()
+		}
+	}
+	named := w.cur.named[:0]
+	for i, a := range w.cur.args {
+		v, err := driverValue(a)
+		if err != nil {
+			return fmt.Errorf("argument %d: %w", i+1, err)
+		}
+		named = append(named, driver.NamedValue{Ordinal: i + 1, Value: v})
+	}
+	w.cur.named = named
+	defer clear(named) // let go of the values
+	if !w.cur.query1 {
+		res, err := st.(driver.StmtExecContext).ExecContext(ctx, named)
+		if err != nil {
+			return err
+		}
+		w.cur.affected, err = res.RowsAffected()
+		return err
+	}
+	rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, named)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	row := make([]driver.Value, len(rows.Columns()))
+	switch err := rows.Next(row); {
+	case err == io.EOF:
+		return nil
+	case err != nil:
+		return err
+	}
+	for i, v := range row {
+		if b, ok := v.([]byte); ok { // the driver may reuse its buffer
+			row[i] = bytes.Clone(b)
+		}
+	}
+	w.cur.row = row
+	return nil
+}
+
+// driverValue converts an argument the way database/sql would.
+func driverValue(v any) (driver.Value, error) {
+	switch x := v.(type) {
+	case nil, string, int64, float64, bool, []byte, time.Time:
+		return x, nil
+	case int:
+		return int64(x), nil
+	case *time.Time:
+		if x == nil {
+			return nil, nil
+		}
+		return *x, nil
+	}
+	return driver.DefaultParameterConverter.ConvertValue(v)
+}
+
+func (w *writer) closeStatements() {
+	w.conn.Raw(func(any) error {
+		for _, st := range w.stmts {
+			st.Close()
+		}
+		return nil
+	})
+	w.conn.Close()
+}
+
+// Write runs fn in a write transaction and returns once that transaction has
+// committed (nil) or fn's work was rolled back (the error). fn must not call
+// Write itself, and may run more than once (when another unit of its batch
+// fails, the batch is replayed): it must only assign to what it captures,
+// never accumulate.
+func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case s.writer.reqs <- r:
+	case <-s.writer.quit:
+		return models.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once handed over, the unit will run or be refused promptly; wait for
+	// the truth rather than reporting a cancellation that did not happen.
+	return <-r.done
+}
+
+func (w *writer) loop() {
+	defer close(w.stopped)
+	defer w.closeStatements()
+	for {
+		select {
+		case r := <-w.reqs:
+			batch := []*writeReq{r}
+		gather:
+			for len(batch) < w.maxBatch {
+				select {
+				case r := <-w.reqs:
+					batch = append(batch, r)
+				default:
+					break gather
+				}
+			}
+			w.run(batch)
+			if w.store.ckpt != nil {
+				w.store.ckpt.finish(w.conn)
+			}
+		case <-w.quit:
+			return
+		}
+	}
+}
+
+func (w *writer) close() {
+	w.once.Do(func() { close(w.quit) })
+	<-w.stopped
+}
+
+func (w *writer) run(batch []*writeReq) {
+	results := make([]error, len(batch))
+	reset := func() {
+		for i, r := range batch {
+			results[i] = r.ctx.Err() // a caller that gave up before its turn is skipped
+		}
+	}
+	reset()
+	// First try the whole batch without savepoints: units rarely fail, and
+	// two statements fewer per unit is a large part of a unit's cost. If one
+	// fails, the transaction is rolled back and the batch runs again with a
+	// savepoint around each unit, so the failure stays that unit's alone.
+	// PostgreSQL may also end a transaction so that another (on another
+	// instance) can go on, a deadlock or a serialization failure: then the
+	// batch runs again from the start, as a unit's contract allows.
+	savepoints := false
+	var err error
+	for try := 0; ; try++ {
+		err = w.attempt(batch, results, savepoints)
+		lost := w.connectionLost(err)
+		if errors.Is(err, errRetryWithSavepoints) && !savepoints {
+			savepoints = true
+		} else if (retryable(err) || (lost && !errors.Is(err, errCommit))) && try < 8 {
+			// Nothing of the batch was committed: run it again.
+			time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
+		} else {
+			break
+		}
+		reset()
+	}
+	for i, r := range batch {
+		if results[i] == nil {
+			results[i] = err
+		}
+		r.done <- results[i]
+	}
+}
+
+var errRetryWithSavepoints = errors.New("a unit failed: retry the batch with savepoints")
+
+// errCommit marks a failed COMMIT: whether the batch was committed is not
+// known, so it is never run again.
+var errCommit = errors.New("commit")
+
+// connectionLost takes a new connection when the writer's was lost (a
+// PostgreSQL server restarted, a proxy cut it): the prepared statements go
+// with it. It says whether it had to.
+func (w *writer) connectionLost(err error) bool {
+	if err == nil || !(errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) || w.conn.PingContext(context.Background()) != nil) {
+		return false
+	}
+	w.closeStatements()
+	w.stmts = map[string]driver.Stmt{}
+	conn, cerr := w.db.Conn(context.Background())
+	if cerr != nil {
+		return false
+	}
+	w.conn = conn
+	return true
+}
+
+// attempt runs the batch in one transaction. Without savepoints, the first
+// failing unit aborts the attempt (unless it is the only unit).
+func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) error {
+	stx, err := w.conn.BeginTx(context.Background(), nil) // BEGIN IMMEDIATE, see sqliteDSN
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	gtx := w.store.wdb.Session(&gorm.Session{NewDB: true})
+	gtx.Statement.ConnPool = stx
+	tx := &Tx{db: gtx, w: w, d: w.store.d, self: w.store.self}
+	abort := func(err error) error {
+		stx.Rollback()
+		return err
+	}
+	if w.store.d.pg {
+		// Every instance appends to one chain: its head is locked first,
+		// for the whole batch, so batches of all instances take turns in
+		// one order and the next batch, here or elsewhere, links to what
+		// this one appended.
+		if err := tx.loadChain(); err != nil {
+			return abort(err)
+		}
+	}
+	ran := 0
+	for i, r := range batch {
+		if results[i] != nil {
+			continue
+		}
+		tx.now = w.store.now().Truncate(time.Microsecond)
+		if !savepoints {
+			if err := callUnit(r.fn, tx); err != nil {
+				if retryable(err) {
+					return abort(err) // the whole batch again
+				}
+				results[i] = err
+				if len(batch) == 1 {
+					return abort(nil)
+				}
+				return abort(errRetryWithSavepoints)
+			}
+			ran++
+			continue
+		}
+		if _, err := tx.exec("SAVEPOINT unit"); err != nil {
+			return abort(fmt.Errorf("savepoint: %w", err))
+		}
+		saved, after, moved := tx.chain, len(tx.after), len(tx.moved)
+		if err := callUnit(r.fn, tx); err != nil {
+			if retryable(err) {
+				return abort(err) // the whole batch again
+			}
+			results[i] = err
+			tx.chain, tx.after, tx.moved = saved, tx.after[:after], tx.moved[:moved]
+			if _, rbErr := tx.exec("ROLLBACK TO SAVEPOINT unit"); rbErr != nil {
+				// The transaction is in an unknown state: give up on all of it.
+				return abort(fmt.Errorf("roll back unit: %w", rbErr))
+			}
+		} else {
+			ran++
+		}
+		if _, err := tx.exec("RELEASE SAVEPOINT unit"); err != nil {
+			return abort(fmt.Errorf("release savepoint: %w", err))
+		}
+	}
+	if ran == 0 {
+		return abort(nil)
+	}
+	if err := tx.saveChainHead(); err != nil {
+		return abort(err)
+	}
+	began := time.Now()
+	if err := stx.Commit(); err != nil {
+		return abort(fmt.Errorf("%w: %w", errCommit, err))
+	}
+	took := time.Since(began)
+	if w.store.ckpt != nil {
+		w.store.ckpt.committed()
+	}
+	w.commits.Add(1)
+	w.units.Add(int64(ran))
+	if o := w.store.observer(); o != nil {
+		o.Committed(ran, took, tx.moved)
+	}
+	for _, fn := range tx.after {
+		fn()
+	}
+	return nil
+}
+
+func callUnit(fn func(*Tx) error, tx *Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("write unit panicked: %v", p)
+		}
+	}()
+	return fn(tx)
+}
