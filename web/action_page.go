@@ -124,11 +124,11 @@ func toolChanged(reg *tools.Registry, call *models.ToolCall) string {
 // around it (the customer's recent calls, the next action waiting).
 func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *models.ToolCall, error) {
 	ctx := c.Request().Context()
-	call, err := s.cfg.Store.ToolCall(ctx, id)
+	call, err := s.core.Store.ToolCall(ctx, id)
 	if err != nil {
 		return views.ActionView{}, nil, fault.Errorf(fault.NotFound, "action %s was not found", tools.Truncate(id, 64))
 	}
-	run, err := s.cfg.Store.Run(ctx, call.RunID)
+	run, err := s.core.Store.Run(ctx, call.RunID)
 	if err != nil {
 		return views.ActionView{}, nil, err
 	}
@@ -149,11 +149,11 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 // actionBase is the call as recorded, in its conversation.
 func (s *Server) actionBase(c echo.Context, call *models.ToolCall, run *models.Run) (views.ActionView, error) {
 	ctx := c.Request().Context()
-	turns, err := s.cfg.Store.Turns(ctx, call.RunID, 0)
+	turns, err := s.core.Store.Turns(ctx, call.RunID, 0)
 	if err != nil {
 		return views.ActionView{}, err
 	}
-	calls, err := s.cfg.Store.RunCalls(ctx, call.RunID)
+	calls, err := s.core.Store.RunCalls(ctx, call.RunID)
 	if err != nil {
 		return views.ActionView{}, err
 	}
@@ -168,17 +168,17 @@ func (s *Server) actionBase(c echo.Context, call *models.ToolCall, run *models.R
 			v.Flash = "Rejected. The agent is told, with your reason."
 		}
 	}
-	if t, ok := s.cfg.Gate.Tools().Get(call.Tool); ok && t.Upstream != "" {
+	if t, ok := s.core.Gate.Tools().Get(call.Tool); ok && t.Upstream != "" {
 		v.Upstream = t.Upstream
 	}
 	if v.Pending {
-		v.ToolChanged = toolChanged(s.cfg.Gate.Tools(), call)
+		v.ToolChanged = toolChanged(s.core.Gate.Tools(), call)
 	}
 	if call.Args == "" {
 		v.Args = call.RawArgs
 	}
 	v.Changes = argChanges(call.OriginalArgs, call.Args)
-	events, err := s.cfg.Store.AuditEventsFor(ctx, call.ID)
+	events, err := s.core.Store.AuditEventsFor(ctx, call.ID)
 	if err != nil {
 		return views.ActionView{}, err
 	}
@@ -236,7 +236,7 @@ func (s *Server) actionApprovals(c echo.Context, call *models.ToolCall, v *views
 // decide, so that their decision keeps what they saw.
 func (s *Server) actionTool(c echo.Context, call *models.ToolCall, run *models.Run, v *views.ActionView) {
 	ctx := c.Request().Context()
-	tool, ok := s.cfg.Gate.Tools().Get(call.Tool)
+	tool, ok := s.core.Gate.Tools().Get(call.Tool)
 	if !ok {
 		v.Summary = call.Tool
 		return
@@ -262,7 +262,7 @@ func (s *Server) actionTool(c echo.Context, call *models.ToolCall, run *models.R
 		return
 	}
 	review := &models.Review{ID: models.NewID("rev"), ToolCallID: call.ID, StaffID: sc.staff.ID, Facts: models.EncodeFacts(seen)}
-	if err := s.cfg.Store.SaveReview(ctx, review); err != nil {
+	if err := s.core.Store.SaveReview(ctx, review); err != nil {
 		s.cfg.Log.Warn("could not keep what the approver was shown", "call_id", call.ID, "err", err)
 		return
 	}
@@ -272,7 +272,7 @@ func (s *Server) actionTool(c echo.Context, call *models.ToolCall, run *models.R
 // actionAround is the customer's recent calls and, once this one needs
 // nothing more of the viewer, the next action waiting.
 func (s *Server) actionAround(ctx context.Context, call *models.ToolCall, v *views.ActionView) error {
-	recent, err := s.cfg.Store.RecentCustomerCalls(ctx, call.CustomerID, call.ID, 5)
+	recent, err := s.core.Store.RecentCustomerCalls(ctx, call.CustomerID, call.ID, 5)
 	if err != nil {
 		return err
 	}
@@ -283,7 +283,7 @@ func (s *Server) actionAround(ctx context.Context, call *models.ToolCall, v *vie
 	if v.Pending && !v.ApprovedByMe {
 		return nil
 	}
-	next, err := s.cfg.Store.PendingActions(ctx, models.ActionFilter{Limit: 2})
+	next, err := s.core.Store.PendingActions(ctx, models.ActionFilter{Limit: 2})
 	if err != nil {
 		return err
 	}
@@ -354,11 +354,11 @@ func (s *Server) actionApprove(c echo.Context) error {
 	req := gate.ApproveRequest{Note: c.FormValue("note"), ReviewID: c.FormValue("review")}
 	var fieldErrs map[string]string
 	if c.FormValue("edit") == "1" {
-		call, err := s.cfg.Store.ToolCall(c.Request().Context(), id)
+		call, err := s.core.Store.ToolCall(c.Request().Context(), id)
 		if err != nil {
 			return fault.Errorf(fault.NotFound, "action %s was not found", tools.Truncate(id, 64))
 		}
-		tool, ok := s.cfg.Gate.Tools().Get(call.Tool)
+		tool, ok := s.core.Gate.Tools().Get(call.Tool)
 		if !ok {
 			return fault.Errorf(fault.NotFound, "tool %s is no longer registered", call.Tool)
 		}
@@ -372,7 +372,7 @@ func (s *Server) actionApprove(c echo.Context) error {
 		return s.actionRerender(c, id, http.StatusBadRequest, fault.Message(err), nil, req.Args != nil)
 	}
 	req.Grant = grant
-	res, err := s.cfg.Gate.Approve(c.Request().Context(), id, sc.staff.Actor(), req)
+	res, err := s.core.Gate.Approve(c.Request().Context(), id, sc.staff.Actor(), req)
 	if err != nil {
 		var ae *tools.ArgsError
 		if errors.As(err, &ae) {
@@ -411,7 +411,7 @@ func staffWords(msg string) string {
 func (s *Server) actionReject(c echo.Context) error {
 	id := c.Param("id")
 	sc := currentStaff(c)
-	if err := s.cfg.Gate.RejectSeen(c.Request().Context(), id, sc.staff.Actor(), c.FormValue("reason"), c.FormValue("review")); err != nil {
+	if err := s.core.Gate.RejectSeen(c.Request().Context(), id, sc.staff.Actor(), c.FormValue("reason"), c.FormValue("review")); err != nil {
 		code := fault.CodeOf(err)
 		if code == fault.Internal {
 			return err
@@ -436,7 +436,7 @@ func (s *Server) actionRerender(c echo.Context, id string, status int, msg strin
 	if editOpen && status == http.StatusBadRequest && len(fieldErrs) == 0 {
 		v.EditError = sentence(msg)
 	}
-	if tool, ok := s.cfg.Gate.Tools().Get(call.Tool); ok && editOpen {
+	if tool, ok := s.core.Gate.Tools().Get(call.Tool); ok && editOpen {
 		// Keep what the person typed.
 		typed := map[string]any{}
 		for _, f := range v.Fields {
@@ -459,12 +459,12 @@ type ssePart struct {
 // nobody decides twice from a stale page.
 func (s *Server) actionEvents(c echo.Context) error {
 	id := c.Param("id")
-	ch, stop := s.cfg.Changes.queue.SubscribeAction(id)
+	ch, stop := s.changes.queue.SubscribeAction(id)
 	defer stop()
 	w := startSSE(c)
 	ctx := c.Request().Context()
 	send := func(struct{}) bool {
-		call, err := s.cfg.Store.ToolCall(ctx, id)
+		call, err := s.core.Store.ToolCall(ctx, id)
 		if err != nil {
 			return false
 		}
@@ -507,7 +507,7 @@ func (s *Server) actionEvents(c echo.Context) error {
 // outcome is unknown.
 func (s *Server) actionReconcile(c echo.Context) error {
 	id := c.Param("id")
-	err := s.cfg.Gate.Reconcile(c.Request().Context(), id, currentStaff(c).staff.Actor(), c.FormValue("happened") == "true", c.FormValue("note"))
+	err := s.core.Gate.Reconcile(c.Request().Context(), id, currentStaff(c).staff.Actor(), c.FormValue("happened") == "true", c.FormValue("note"))
 	if err != nil {
 		return err
 	}

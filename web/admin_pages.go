@@ -44,7 +44,7 @@ func (s *Server) policyReplay(c echo.Context) error {
 	if v.ReplayError != "" {
 		return render(c, http.StatusUnprocessableEntity, views.Policy(v))
 	}
-	reg := s.cfg.Gate.Tools()
+	reg := s.core.Gate.Tools()
 	candidate, err := policy.LoadPolicy([]byte(v.Candidate), "candidate", reg)
 	if err != nil {
 		v.ReplayError = "The candidate policy: " + strings.TrimPrefix(err.Error(), "policy candidate: ")
@@ -53,7 +53,7 @@ func (s *Server) policyReplay(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 60*time.Second)
 	defer cancel()
 	from := time.Now().Add(-period).UTC()
-	rep, err := gate.ReplayPolicy(ctx, s.cfg.Store, reg, candidate, from)
+	rep, err := gate.ReplayPolicy(ctx, s.core.Store, reg, candidate, from)
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (s *Server) policyReplay(c echo.Context) error {
 }
 
 func (s *Server) policyView(c echo.Context) views.PolicyView {
-	p := s.cfg.Gate.Policy()
+	p := s.core.Gate.Policy()
 	v := views.PolicyView{Source: "a Go policy", Version: p.Version()}
 	if fp, ok := p.(*policy.FilePolicy); ok {
 		v.Source, v.YAML = fp.Source, fp.YAML()
@@ -84,12 +84,12 @@ func (s *Server) policyView(c echo.Context) views.PolicyView {
 			v.Tests = append(v.Tests, views.PolicyTestView{Name: t.Name, Passed: t.Passed, Problem: t.Problem})
 		}
 	}
-	if sp, seen := s.cfg.Gate.Shadow(); sp != nil {
+	if sp, seen := s.core.Gate.Shadow(); sp != nil {
 		sv := &views.ShadowView{Source: "a Go policy", Version: sp.Version(), Seen: seen}
 		if fp, ok := sp.(*policy.FilePolicy); ok {
 			sv.Source = fp.Source
 		}
-		counts, err := s.cfg.Store.ShadowDisagreements(c.Request().Context(), sp.Version())
+		counts, err := s.core.Store.ShadowDisagreements(c.Request().Context(), sp.Version())
 		if err != nil {
 			s.cfg.Log.Error("read the shadow policy's disagreements", "err", err)
 		}
@@ -124,7 +124,7 @@ func (s *Server) toolsView(c echo.Context) views.ToolsView {
 	for _, u := range v.Unaccepted {
 		held[u.Name] = true
 	}
-	for _, t := range s.cfg.Gate.Tools().All() {
+	for _, t := range s.core.Gate.Tools().All() {
 		v.Tools = append(v.Tools, views.ToolDetail{Name: t.Name, Risk: string(t.Risk), Description: t.Description, Origin: t.Origin,
 			Schema: prettyJSON(string(t.Schema)), Idempotent: t.Idempotent, Held: held[t.Name]})
 	}
@@ -138,15 +138,15 @@ func (s *Server) toolsView(c echo.Context) views.ToolsView {
 }
 
 func (s *Server) staffView(c echo.Context) (views.StaffView, error) {
-	all, err := s.cfg.Store.AllStaff(c.Request().Context())
+	all, err := s.core.Store.AllStaff(c.Request().Context())
 	if err != nil {
 		return views.StaffView{}, err
 	}
-	tokens, err := s.cfg.Store.APITokenCounts(c.Request().Context())
+	tokens, err := s.core.Store.APITokenCounts(c.Request().Context())
 	if err != nil {
 		return views.StaffView{}, err
 	}
-	agents, err := s.cfg.Store.Agents(c.Request().Context())
+	agents, err := s.core.Store.Agents(c.Request().Context())
 	if err != nil {
 		return views.StaffView{}, err
 	}
@@ -169,15 +169,15 @@ func (s *Server) staffView(c echo.Context) (views.StaffView, error) {
 	if v.OAuthClients, err = s.oauthClientRows(c, agents, all); err != nil {
 		return views.StaffView{}, err
 	}
-	if s.cfg.Outbox != nil {
-		v.Reaching = strings.Join(s.cfg.Outbox.Channels(), ", ")
+	if s.core.Outbox != nil {
+		v.Reaching = strings.Join(s.core.Outbox.Channels(), ", ")
 	}
 	return v, nil
 }
 
 // deliveryRows is the delivery log: the latest 50, newest first.
 func (s *Server) deliveryRows(c echo.Context) ([]views.DeliveryRow, error) {
-	ds, err := s.cfg.Store.Deliveries(c.Request().Context(), 50)
+	ds, err := s.core.Store.Deliveries(c.Request().Context(), 50)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +200,7 @@ func (s *Server) deliveryRows(c echo.Context) ([]views.DeliveryRow, error) {
 }
 
 func (s *Server) staffSlack(c echo.Context) error {
-	if err := s.cfg.Accounts.LinkSlack(c.Request().Context(), c.Param("id"), c.FormValue("slack_user"), currentStaff(c).staff.Actor()); err != nil {
+	if err := s.core.Accounts.LinkSlack(c.Request().Context(), c.Param("id"), c.FormValue("slack_user"), currentStaff(c).staff.Actor()); err != nil {
 		if fault.CodeOf(err) == fault.Internal {
 			return err
 		}
@@ -228,7 +228,7 @@ func (s *Server) staffPage(c echo.Context) error {
 }
 
 func (s *Server) staffAdd(c echo.Context) error {
-	_, err := s.cfg.Accounts.AddStaff(c.Request().Context(), c.FormValue("email"), c.FormValue("name"), models.StaffRole(c.FormValue("role")),
+	_, err := s.core.Accounts.AddStaff(c.Request().Context(), c.FormValue("email"), c.FormValue("name"), models.StaffRole(c.FormValue("role")),
 		c.FormValue("password"), currentStaff(c).staff.Actor())
 	if err != nil {
 		if fault.CodeOf(err) == fault.Internal {
@@ -245,14 +245,14 @@ func (s *Server) staffAdd(c echo.Context) error {
 }
 
 func (s *Server) staffRevokeTokens(c echo.Context) error {
-	if _, err := s.cfg.Accounts.RevokeStaffTokens(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor()); err != nil {
+	if _, err := s.core.Accounts.RevokeStaffTokens(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor()); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=tokens"))
 }
 
 func (s *Server) staffRole(c echo.Context) error {
-	if err := s.cfg.Accounts.SetRole(c.Request().Context(), c.Param("id"), models.StaffRole(c.FormValue("role")), currentStaff(c).staff.Actor()); err != nil {
+	if err := s.core.Accounts.SetRole(c.Request().Context(), c.Param("id"), models.StaffRole(c.FormValue("role")), currentStaff(c).staff.Actor()); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=role"))
@@ -260,7 +260,7 @@ func (s *Server) staffRole(c echo.Context) error {
 
 func (s *Server) staffDisabled(c echo.Context) error {
 	disabled := strings.EqualFold(c.FormValue("disabled"), "true")
-	if err := s.cfg.Accounts.SetDisabled(c.Request().Context(), c.Param("id"), disabled, currentStaff(c).staff.Actor()); err != nil {
+	if err := s.core.Accounts.SetDisabled(c.Request().Context(), c.Param("id"), disabled, currentStaff(c).staff.Actor()); err != nil {
 		return err
 	}
 	if disabled {

@@ -23,7 +23,7 @@ func (s *Server) requireStaffToken(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok || strings.TrimSpace(token) == "" {
 			return fault.Errorf(fault.Unauthorized, "send a staff API token as Authorization: Bearer <token> (countersign token create)")
 		}
-		st, err := s.cfg.Accounts.StaffForToken(c.Request().Context(), strings.TrimSpace(token))
+		st, err := s.core.Accounts.StaffForToken(c.Request().Context(), strings.TrimSpace(token))
 		if err != nil {
 			return err
 		}
@@ -98,7 +98,7 @@ func (s *Server) apiActions(c echo.Context) error {
 	if !status.Valid() {
 		return fault.Errorf(fault.Invalid, "unknown status %q", status)
 	}
-	calls, err := s.cfg.Store.AuditCalls(c.Request().Context(), models.AuditQuery{Status: status, Decision: string(policy.NeedsApproval), Limit: 500})
+	calls, err := s.core.Store.AuditCalls(c.Request().Context(), models.AuditQuery{Status: status, Decision: string(policy.NeedsApproval), Limit: 500})
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (s *Server) apiActions(c echo.Context) error {
 		}
 		a := toActionJSON(&calls[i].ToolCall, approvals, disabled)
 		if calls[i].Status == models.CallPending {
-			a.ToolChanged = toolChanged(s.cfg.Gate.Tools(), &calls[i].ToolCall)
+			a.ToolChanged = toolChanged(s.core.Gate.Tools(), &calls[i].ToolCall)
 		}
 		out = append(out, a)
 	}
@@ -119,11 +119,11 @@ func (s *Server) apiActions(c echo.Context) error {
 
 // approvals are an action's approvals, with the approvers disabled since.
 func (s *Server) approvals(c echo.Context, id string) ([]models.Approval, map[string]bool, error) {
-	approvals, err := s.cfg.Store.Approvals(c.Request().Context(), id)
+	approvals, err := s.core.Store.Approvals(c.Request().Context(), id)
 	if err != nil {
 		return nil, nil, err
 	}
-	disabled, err := s.cfg.Gate.DisabledApprovers(c.Request().Context(), approvals)
+	disabled, err := s.core.Gate.DisabledApprovers(c.Request().Context(), approvals)
 	return approvals, disabled, err
 }
 
@@ -136,7 +136,7 @@ func (s *Server) apiAction(c echo.Context) error {
 }
 
 func (s *Server) loadActionJSON(c echo.Context, id string) (actionJSON, error) {
-	call, err := s.cfg.Store.ToolCall(c.Request().Context(), id)
+	call, err := s.core.Store.ToolCall(c.Request().Context(), id)
 	if err != nil || call.Decision != string(policy.NeedsApproval) {
 		return actionJSON{}, fault.Errorf(fault.NotFound, "action %s was not found", tools.Truncate(id, 64))
 	}
@@ -146,7 +146,7 @@ func (s *Server) loadActionJSON(c echo.Context, id string) (actionJSON, error) {
 	}
 	a := toActionJSON(call, approvals, disabled)
 	if call.Status == models.CallPending {
-		a.ToolChanged = toolChanged(s.cfg.Gate.Tools(), call)
+		a.ToolChanged = toolChanged(s.core.Gate.Tools(), call)
 	}
 	return a, nil
 }
@@ -174,7 +174,7 @@ func (s *Server) apiApprove(c echo.Context) error {
 			return err
 		}
 	}
-	res, err := s.cfg.Gate.Approve(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor(), ar)
+	res, err := s.core.Gate.Approve(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor(), ar)
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (s *Server) apiReject(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	if err := s.cfg.Gate.Reject(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor(), req.Reason); err != nil {
+	if err := s.core.Gate.Reject(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor(), req.Reason); err != nil {
 		return err
 	}
 	a, err := s.loadActionJSON(c, c.Param("id"))

@@ -32,7 +32,7 @@ func (s *Server) requireAgentKey(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok || strings.TrimSpace(key) == "" {
 			return fault.Errorf(fault.Unauthorized, "send an agent key as Authorization: Bearer <key> (countersign agent add)")
 		}
-		ag, err := s.cfg.Accounts.AgentForKey(c.Request().Context(), key)
+		ag, err := s.core.Accounts.AgentForKey(c.Request().Context(), key)
 		if err != nil {
 			return err
 		}
@@ -92,7 +92,7 @@ func agentCallView(c *models.ToolCall, session string) agentCallJSON {
 // different one under that key is refused, as Stripe does, instead of
 // being answered with a call it did not ask for.
 func (s *Server) sameKeyAgain(c echo.Context, prior *models.ToolCall, req callRequestJSON) error {
-	run, err := s.cfg.Store.Run(c.Request().Context(), prior.RunID)
+	run, err := s.core.Store.Run(c.Request().Context(), prior.RunID)
 	if err != nil {
 		return err
 	}
@@ -174,21 +174,21 @@ func (s *Server) callCreate(c echo.Context) error {
 			return fault.Errorf(fault.Invalid, "the Idempotency-Key is at most 200 characters")
 		}
 		agentKey = ag.ID + ":" + k
-		if prior, err := s.cfg.Store.CallByAgentKey(ctx, agentKey); err == nil {
+		if prior, err := s.core.Store.CallByAgentKey(ctx, agentKey); err == nil {
 			return s.sameKeyAgain(c, prior, req)
 		}
 	}
-	asked, err := s.outside.Ask(ctx, gate.OutsideCall{Agent: ag, Session: req.Session, CustomerID: req.CustomerID, Context: req.Context,
+	asked, err := s.core.Outside.Ask(ctx, gate.OutsideCall{Agent: ag, Session: req.Session, CustomerID: req.CustomerID, Context: req.Context,
 		Tool: req.Tool, Args: req.Args, Key: agentKey})
 	if err != nil {
 		if agentKey != "" { // the same key at the same moment: the first one won
-			if prior, perr := s.cfg.Store.CallByAgentKey(ctx, agentKey); perr == nil {
+			if prior, perr := s.core.Store.CallByAgentKey(ctx, agentKey); perr == nil {
 				return s.sameKeyAgain(c, prior, req)
 			}
 		}
 		return err
 	}
-	call, err := s.outside.Record(ctx, asked)
+	call, err := s.core.Outside.Record(ctx, asked)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func (s *Server) callCreate(c echo.Context) error {
 // waited for a person. Best effort: not recorded, the next identical
 // request gets the outcome once more, which is harmless.
 func (s *Server) handedOver(ctx context.Context, call *models.ToolCall) {
-	if err := s.outside.HandedOver(ctx, call); err != nil {
+	if err := s.core.Outside.HandedOver(ctx, call); err != nil {
 		s.cfg.Log.Warn("could not record that an agent was handed an outcome", "call_id", call.ID, "err", err)
 	}
 }
@@ -215,10 +215,10 @@ func (s *Server) handedOver(ctx context.Context, call *models.ToolCall) {
 func (s *Server) agentCall(c echo.Context) (*models.ToolCall, *models.Run, error) {
 	ctx := c.Request().Context()
 	id := c.Param("id")
-	call, err := s.cfg.Store.ToolCall(ctx, id)
+	call, err := s.core.Store.ToolCall(ctx, id)
 	if err == nil {
 		var run *models.Run
-		if run, err = s.cfg.Store.Run(ctx, call.RunID); err == nil && run.AgentID == currentAgent(c).ID {
+		if run, err = s.core.Store.Run(ctx, call.RunID); err == nil && run.AgentID == currentAgent(c).ID {
 			return call, run, nil
 		}
 	}
@@ -243,10 +243,10 @@ func (s *Server) callGet(c echo.Context) error {
 		if d > MaxCallWait {
 			d = MaxCallWait
 		}
-		if s.outside.Waiting(call) {
+		if s.core.Outside.Waiting(call) {
 			err = s.holdRequest(c, func() error {
 				allowLongWrite(c)
-				call = s.outside.Wait(c.Request().Context(), call, d, 0, nil)
+				call = s.core.Outside.Wait(c.Request().Context(), call, d, 0, nil)
 				return nil
 			})
 			if err != nil {
@@ -278,10 +278,10 @@ func (s *Server) callResult(c echo.Context) error {
 	if req.OK == nil {
 		return fault.Errorf(fault.Invalid, "ok is required: true with result, or false with error")
 	}
-	if _, err := s.cfg.Gate.Report(c.Request().Context(), call.ID, currentAgent(c), *req.OK, req.Result, req.Error); err != nil {
+	if _, err := s.core.Gate.Report(c.Request().Context(), call.ID, currentAgent(c), *req.OK, req.Result, req.Error); err != nil {
 		return err
 	}
-	call, err = s.cfg.Store.ToolCall(c.Request().Context(), call.ID)
+	call, err = s.core.Store.ToolCall(c.Request().Context(), call.ID)
 	if err != nil {
 		return err
 	}

@@ -26,10 +26,10 @@ import (
 func mayInsight(r models.StaffRole) bool { return r.Valid() && r != models.Approver }
 
 func (s *Server) versionsOn() (*versions.Service, error) {
-	if s.cfg.Versions == nil {
+	if s.core.Versions == nil {
 		return nil, fault.Errorf(fault.NotFound, "policy versions are not kept by this server")
 	}
-	return s.cfg.Versions, nil
+	return s.core.Versions, nil
 }
 
 // versionsKept answers 404 on a server that keeps no policy versions.
@@ -221,7 +221,7 @@ func (s *Server) readInsights(c echo.Context, q insights.Query) (insights.Report
 	defer func() { <-s.insightSlots }()
 	rctx, cancel := context.WithTimeout(ctx, insightsBudget)
 	defer cancel()
-	rep, err := insights.Read(rctx, s.cfg.Store, s.cfg.Gate.Tools(), s.cfg.Gate.Policy(), q)
+	rep, err := insights.Read(rctx, s.core.Store, s.core.Gate.Tools(), s.core.Gate.Policy(), q)
 	if err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
 		return rep, fault.Errorf(fault.Unavailable, "reading this period took over %s; choose a shorter period or one tool", insightsBudget)
 	}

@@ -30,7 +30,7 @@ func (s *Server) requireRunToken(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok || strings.TrimSpace(token) == "" {
 			return fault.Errorf(fault.Unauthorized, "send the run token as Authorization: Bearer <run_token>")
 		}
-		run, err := s.cfg.Store.RunByTokenHash(c.Request().Context(), models.HashToken(strings.TrimSpace(token)))
+		run, err := s.core.Store.RunByTokenHash(c.Request().Context(), models.HashToken(strings.TrimSpace(token)))
 		if err != nil || run.ID != c.Param("id") {
 			return fault.Errorf(fault.NotFound, "conversation not found, or the run token does not open it")
 		}
@@ -66,7 +66,7 @@ func (s *Server) runCreate(c echo.Context) error {
 		}
 		start.CustomerID, start.CustomerName = cust.ID, cust.Name
 	}
-	st, err := s.cfg.Runner.StartRun(c.Request().Context(), start)
+	st, err := s.core.Runner.StartRun(c.Request().Context(), start)
 	if err != nil {
 		return err
 	}
@@ -91,15 +91,15 @@ func (s *Server) await(c echo.Context, done <-chan struct{}) {
 }
 
 func (s *Server) runView(ctx context.Context, id string) (runJSON, error) {
-	run, err := s.cfg.Store.Run(ctx, id)
+	run, err := s.core.Store.Run(ctx, id)
 	if err != nil {
 		return runJSON{}, fault.Errorf(fault.NotFound, "conversation not found")
 	}
-	turns, err := s.cfg.Store.Turns(ctx, id, 0)
+	turns, err := s.core.Store.Turns(ctx, id, 0)
 	if err != nil {
 		return runJSON{}, err
 	}
-	calls, err := s.cfg.Store.RunCalls(ctx, id)
+	calls, err := s.core.Store.RunCalls(ctx, id)
 	if err != nil {
 		return runJSON{}, err
 	}
@@ -128,7 +128,7 @@ func (s *Server) runMessage(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	done, err := s.cfg.Runner.PostMessage(c.Request().Context(), runFrom(c).ID, req.Text)
+	done, err := s.core.Runner.PostMessage(c.Request().Context(), runFrom(c).ID, req.Text)
 	if err != nil {
 		return err
 	}
@@ -147,11 +147,11 @@ func (s *Server) runMessage(c echo.Context) error {
 func (s *Server) runEvents(c echo.Context) error {
 	run := runFrom(c)
 	ctx := c.Request().Context()
-	sub, ok := s.cfg.Changes.runs.Subscribe(run.ID, MaxStreamsPerRun)
+	sub, ok := s.changes.runs.Subscribe(run.ID, MaxStreamsPerRun)
 	if !ok {
 		return &echo.HTTPError{Code: http.StatusTooManyRequests, Message: fmt.Sprintf("this conversation already has %d open streams; close one first", MaxStreamsPerRun)}
 	}
-	defer s.cfg.Changes.runs.Unsubscribe(sub)
+	defer s.changes.runs.Unsubscribe(sub)
 
 	var after int64
 	if v := c.Request().Header.Get("Last-Event-ID"); v != "" {
@@ -162,11 +162,11 @@ func (s *Server) runEvents(c echo.Context) error {
 	w := startSSE(c)
 
 	// Subscribed first, then the backlog: nothing falls between the two.
-	backlog, err := s.cfg.Store.Turns(ctx, run.ID, after)
+	backlog, err := s.core.Store.Turns(ctx, run.ID, after)
 	if err != nil {
 		return nil
 	}
-	calls, _ := s.cfg.Store.RunCalls(ctx, run.ID)
+	calls, _ := s.core.Store.RunCalls(ctx, run.ID)
 	last := after
 	for i := range backlog {
 		if err := writeSSE(w, strconv.FormatInt(backlog[i].Seq, 10), "turn", toTurnJSON(&backlog[i], calls)); err != nil {
@@ -174,7 +174,7 @@ func (s *Server) runEvents(c echo.Context) error {
 		}
 		last = backlog[i].Seq
 	}
-	current, err := s.cfg.Store.Run(ctx, run.ID)
+	current, err := s.core.Store.Run(ctx, run.ID)
 	if err == nil {
 		_ = writeSSE(w, "", "status", map[string]string{"status": string(current.Status)})
 	}

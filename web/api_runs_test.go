@@ -27,7 +27,6 @@ import (
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
-	"github.com/countersign/countersign/web/webtest"
 )
 
 const secret = "test-secret-test-secret-test-secret"
@@ -99,26 +98,31 @@ type appConfig struct {
 
 func startApp(t *testing.T, cfg appConfig, tls bool) *app {
 	t.Helper()
-	wa := webtest.New(core.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, Model: cfg.Model, Business: cfg.Business,
-		Log: cfg.Log, ExecutionWait: cfg.ExecutionWait, Outbox: cfg.Outbox}, cfg.Web)
-	hubCtx, stopHub := context.WithCancel(context.Background())
-	if _, err := wa.Start(hubCtx); err != nil {
+	co, err := core.New(core.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, Model: cfg.Model, Business: cfg.Business,
+		Log: cfg.Log, ExecutionWait: cfg.ExecutionWait, Outbox: cfg.Outbox})
+	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(wa.Server.Handler())
+	if cfg.Web.Log == nil {
+		cfg.Web.Log = cfg.Log
+	}
+	site := web.New(co, cfg.Web)
+	if _, err := co.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(site.Handler())
 	if tls {
 		srv.StartTLS()
 	} else {
 		srv.Start()
 	}
 	t.Cleanup(func() {
-		stopHub()
 		srv.CloseClientConnections()
 		srv.Close()
-		wa.Close()
+		co.Close()
 		cfg.Store.Close()
 	})
-	return &app{t: t, store: cfg.Store, gate: wa.Core.Gate, runner: wa.Core.Runner, accounts: wa.Core.Accounts, srv: srv, server: wa.Server}
+	return &app{t: t, store: cfg.Store, gate: co.Gate, runner: co.Runner, accounts: co.Accounts, srv: srv, server: site}
 }
 
 // demoCustomers are the demo shop's customers, as /demo offers them.

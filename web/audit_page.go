@@ -120,10 +120,10 @@ func (s *Server) auditPage(c echo.Context) error {
 		defer cancel()
 	}
 	v := views.AuditView{Filter: f, Query: filterQuery(f), Decisions: auditDecisions, Statuses: names(models.CallStatuses), FilterError: filterError}
-	for _, t := range s.cfg.Gate.Tools().All() {
+	for _, t := range s.core.Gate.Tools().All() {
 		v.Tools = append(v.Tools, t.Name)
 	}
-	rows, err := s.cfg.Store.AuditCalls(ctx, q)
+	rows, err := s.core.Store.AuditCalls(ctx, q)
 	if err != nil {
 		if q.Text == "" || ctx.Err() == nil || c.Request().Context().Err() != nil {
 			return err
@@ -141,7 +141,7 @@ func (s *Server) auditPage(c echo.Context) error {
 	for i := range rows {
 		ids[i] = rows[i].ID
 	}
-	seen, err := s.cfg.Store.SeenBy(ctx, ids)
+	seen, err := s.core.Store.SeenBy(ctx, ids)
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (s *Server) chainStatus(c echo.Context) (bool, string) {
 func (s *Server) verifyChain() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	rep, err := s.cfg.Store.VerifyAuditChain(ctx)
+	rep, err := s.core.Store.VerifyAuditChain(ctx)
 	s.chainMu.Lock()
 	defer s.chainMu.Unlock()
 	switch {
@@ -282,7 +282,7 @@ func (s *Server) auditChainExport(c echo.Context) error {
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
 	n := 0
-	err := s.cfg.Store.EachAuditEvent(c.Request().Context(), func(e *models.AuditEvent) error {
+	err := s.core.Store.EachAuditEvent(c.Request().Context(), func(e *models.AuditEvent) error {
 		if err := enc.Encode(chainLine{Seq: e.Seq, At: e.At.UTC().Format(time.RFC3339Nano), Actor: e.Actor, Kind: string(e.Kind),
 			Subject: e.Subject, Payload: e.Payload, PrevHash: e.PrevHash, Hash: e.Hash}); err != nil {
 			return err
@@ -318,7 +318,7 @@ func (s *Server) auditExport(c echo.Context) error {
 		cw := csv.NewWriter(w)
 		_ = cw.Write([]string{"id", "created_at", "run_id", "customer_id", "tool", "args", "args_hash", "original_args", "decision", "rule", "reason", "policy_version", "status", "decided_by", "error"})
 		n := 0
-		err = s.cfg.Store.EachAuditCall(c.Request().Context(), q, func(r *models.AuditRow) error {
+		err = s.core.Store.EachAuditCall(c.Request().Context(), q, func(r *models.AuditRow) error {
 			e := toExport(r)
 			if err := cw.Write(csvRow(e.ID, e.CreatedAt.Format(time.RFC3339Nano), e.RunID, e.CustomerID, e.Tool, string(e.Args), e.ArgsHash,
 				string(e.OriginalArgs), e.Decision, e.Rule, e.Reason, e.PolicyVersion, e.Status, e.DecidedBy, e.Error)); err != nil {
@@ -336,7 +336,7 @@ func (s *Server) auditExport(c echo.Context) error {
 		w.WriteHeader(http.StatusOK)
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
-		err = s.cfg.Store.EachAuditCall(c.Request().Context(), q, func(r *models.AuditRow) error {
+		err = s.core.Store.EachAuditCall(c.Request().Context(), q, func(r *models.AuditRow) error {
 			return enc.Encode(toExport(r))
 		})
 	default:

@@ -36,7 +36,7 @@ func (s *Server) loadStaff(next echo.HandlerFunc) echo.HandlerFunc {
 		r := c.Request()
 		info := views.RequestInfo{Path: r.URL.Path}
 		if ck, err := r.Cookie(s.sessionCookieName(r)); err == nil && ck.Value != "" {
-			sess, st, err := s.cfg.Accounts.Session(r.Context(), ck.Value)
+			sess, st, err := s.core.Accounts.Session(r.Context(), ck.Value)
 			if fault.CodeOf(err) == fault.Unavailable {
 				return err // not signed out: the database is away for a moment
 			}
@@ -216,19 +216,19 @@ func (s *Server) login(c echo.Context) error {
 	if !s.loginIP.allow(c.RealIP()) || !s.loginAccount.allow(c.RealIP()+"\x00"+strings.ToLower(email)) {
 		return fail(http.StatusTooManyRequests, "Too many attempts. Wait a minute and try again.")
 	}
-	st, err := s.cfg.Accounts.Authenticate(c.Request().Context(), email, c.FormValue("password"))
+	st, err := s.core.Accounts.Authenticate(c.Request().Context(), email, c.FormValue("password"))
 	if err != nil {
 		return fail(statusForCode(fault.CodeOf(err)), fault.Message(err))
 	}
 	// A new session id at every sign-in: a planted cookie never becomes valid.
 	if ck, err := c.Cookie(s.sessionCookieName(c.Request())); err == nil && ck.Value != "" {
-		_ = s.cfg.Store.DeleteSession(c.Request().Context(), models.HashToken(ck.Value), "system")
+		_ = s.core.Store.DeleteSession(c.Request().Context(), models.HashToken(ck.Value), "system")
 	}
-	cookie, err := s.cfg.Accounts.StartSession(c.Request().Context(), st)
+	cookie, err := s.core.Accounts.StartSession(c.Request().Context(), st)
 	if err != nil {
 		return err
 	}
-	s.setSessionCookie(c, cookie, int(s.cfg.Accounts.AbsoluteTimeout.Seconds()))
+	s.setSessionCookie(c, cookie, int(s.core.Accounts.AbsoluteTimeout.Seconds()))
 	return c.Redirect(http.StatusSeeOther, safeNext(next))
 }
 
@@ -240,7 +240,7 @@ func (s *Server) setSessionCookie(c echo.Context, value string, maxAge int) {
 
 func (s *Server) logout(c echo.Context) error {
 	if sc := currentStaff(c); sc != nil {
-		if err := s.cfg.Accounts.EndSession(c.Request().Context(), sc.cookie, sc.staff); err != nil {
+		if err := s.core.Accounts.EndSession(c.Request().Context(), sc.cookie, sc.staff); err != nil {
 			return err
 		}
 	}

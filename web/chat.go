@@ -47,7 +47,7 @@ func (s *Server) chatRun(c echo.Context) *models.Run {
 	if err != nil || ck.Value == "" {
 		return nil
 	}
-	run, err := s.cfg.Store.RunByTokenHash(c.Request().Context(), models.HashToken(ck.Value))
+	run, err := s.core.Store.RunByTokenHash(c.Request().Context(), models.HashToken(ck.Value))
 	if err != nil || run.Status == models.RunClosed {
 		return nil
 	}
@@ -73,7 +73,7 @@ func (s *Server) chatView(ctx context.Context, run *models.Run) (views.ChatView,
 	if run == nil {
 		return views.ChatView{}, nil
 	}
-	turns, err := s.cfg.Store.Turns(ctx, run.ID, 0)
+	turns, err := s.core.Store.Turns(ctx, run.ID, 0)
 	if err != nil {
 		return views.ChatView{}, err
 	}
@@ -89,7 +89,7 @@ func (s *Server) chatView(ctx context.Context, run *models.Run) (views.ChatView,
 
 // freshChatView reads the run again (its status moves on) and builds the view.
 func (s *Server) freshChatView(ctx context.Context, runID string) (views.ChatView, error) {
-	run, err := s.cfg.Store.Run(ctx, runID)
+	run, err := s.core.Store.Run(ctx, runID)
 	if err != nil {
 		return views.ChatView{}, err
 	}
@@ -202,13 +202,13 @@ func (s *Server) chatMessage(c echo.Context) error {
 	var err error
 	if run == nil {
 		var st runloop.Started
-		st, err = s.cfg.Runner.StartRun(ctx, runloop.StartRequest{CustomerID: cust.ID, CustomerName: cust.Name, Channel: "widget", Message: text})
+		st, err = s.core.Runner.StartRun(ctx, runloop.StartRequest{CustomerID: cust.ID, CustomerName: cust.Name, Channel: "widget", Message: text})
 		if err == nil {
 			s.setChatCookie(c, st.Token)
 			run, done = st.Run, st.Done
 		}
 	} else {
-		done, err = s.cfg.Runner.PostMessage(ctx, run.ID, text)
+		done, err = s.core.Runner.PostMessage(ctx, run.ID, text)
 	}
 	if err != nil {
 		if fault.CodeOf(err) == fault.Internal {
@@ -231,11 +231,11 @@ func (s *Server) chatEvents(c echo.Context) error {
 	if run == nil || !s.validChatGrant(c.QueryParam("g"), run.ID, run.CustomerID, time.Now()) {
 		return fault.Errorf(fault.NotFound, "no conversation yet")
 	}
-	sub, ok := s.cfg.Changes.runs.Subscribe(run.ID, MaxStreamsPerRun)
+	sub, ok := s.changes.runs.Subscribe(run.ID, MaxStreamsPerRun)
 	if !ok {
 		return &echo.HTTPError{Code: http.StatusTooManyRequests, Message: "this conversation is open in too many windows"}
 	}
-	defer s.cfg.Changes.runs.Unsubscribe(sub)
+	defer s.changes.runs.Unsubscribe(sub)
 	w := startSSE(c)
 	ctx := c.Request().Context()
 	send := func() bool {

@@ -57,7 +57,7 @@ func (s *Server) grantOffer(call *models.ToolCall, run *models.Run) *views.Grant
 	if call.Status != models.CallPending || call.RequiredApprovals > 1 || run.CustomerID == "" {
 		return nil
 	}
-	tool, ok := s.cfg.Gate.Tools().Get(call.Tool)
+	tool, ok := s.core.Gate.Tools().Get(call.Tool)
 	if !ok {
 		return nil
 	}
@@ -84,7 +84,7 @@ func (s *Server) grantGivenMessage(c echo.Context, call *models.ToolCall) string
 	if id == "" {
 		return ""
 	}
-	g, err := s.cfg.Store.Grant(c.Request().Context(), id)
+	g, err := s.core.Store.Grant(c.Request().Context(), id)
 	if err != nil || g.SourceCallID != call.ID {
 		return ""
 	}
@@ -106,18 +106,18 @@ func grantBounds(g *models.Grant) string {
 
 // grantRows lists the grants in force and those ended lately, for /policy.
 func (s *Server) grantRows(c echo.Context) []views.GrantRow {
-	grants, err := s.cfg.Store.Grants(c.Request().Context(), grantsEndedShown, 200)
+	grants, err := s.core.Store.Grants(c.Request().Context(), grantsEndedShown, 200)
 	if err != nil {
 		s.cfg.Log.Error("read the standing grants", "err", err)
 		return nil
 	}
 	agents := map[string]string{}
-	if all, err := s.cfg.Store.Agents(c.Request().Context()); err == nil {
+	if all, err := s.core.Store.Agents(c.Request().Context()); err == nil {
 		for _, ag := range all {
 			agents[ag.ID] = ag.Name
 		}
 	}
-	now := s.cfg.Store.Now()
+	now := s.core.Store.Now()
 	rows := make([]views.GrantRow, 0, len(grants))
 	for i := range grants {
 		g := &grants[i]
@@ -142,7 +142,7 @@ func (s *Server) grantRows(c echo.Context) []views.GrantRow {
 // grantRevoke is POST /policy/grants/:id/revoke (supervisors and admins).
 func (s *Server) grantRevoke(c echo.Context) error {
 	sc := currentStaff(c)
-	_, err := s.cfg.Gate.RevokeGrant(c.Request().Context(), c.Param("id"), sc.staff.Actor(), c.FormValue("reason"))
+	_, err := s.core.Gate.RevokeGrant(c.Request().Context(), c.Param("id"), sc.staff.Actor(), c.FormValue("reason"))
 	if err != nil {
 		code := fault.CodeOf(err)
 		if code == fault.Internal {
@@ -179,7 +179,7 @@ type grantJSON struct {
 }
 
 func (s *Server) grantToJSON(g *models.Grant) grantJSON {
-	return grantJSON{ID: g.ID, Tool: g.Tool, CustomerID: g.CustomerID, CustomerName: g.CustomerName, AgentID: g.AgentID, State: string(g.StateAt(s.cfg.Store.Now())),
+	return grantJSON{ID: g.ID, Tool: g.Tool, CustomerID: g.CustomerID, CustomerName: g.CustomerName, AgentID: g.AgentID, State: string(g.StateAt(s.core.Store.Now())),
 		MaxUses: g.MaxUses, Uses: g.Uses, MaxAmount: g.MaxCents.Dollars(), UsedAmount: g.UsedCents.Dollars(), ExpiresAt: g.ExpiresAt.UTC(),
 		CreatedBy: g.CreatedBy, SourceCallID: g.SourceCallID, Note: g.Note, CreatedAt: g.CreatedAt.UTC(), LastUsedAt: utcPtr(g.LastUsedAt),
 		RevokedAt: utcPtr(g.RevokedAt), RevokedBy: g.RevokedBy, RevokeReason: g.RevokeReason}
@@ -196,7 +196,7 @@ func utcPtr(t *time.Time) *time.Time {
 // apiGrants is GET /api/v1/grants: the grants in force and those ended in
 // the last week, newest first.
 func (s *Server) apiGrants(c echo.Context) error {
-	grants, err := s.cfg.Store.Grants(c.Request().Context(), grantsEndedShown, 500)
+	grants, err := s.core.Store.Grants(c.Request().Context(), grantsEndedShown, 500)
 	if err != nil {
 		return err
 	}
@@ -219,7 +219,7 @@ func (s *Server) apiGrantRevoke(c echo.Context) error {
 			return err
 		}
 	}
-	g, err := s.cfg.Gate.RevokeGrant(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor(), req.Reason)
+	g, err := s.core.Gate.RevokeGrant(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor(), req.Reason)
 	if err != nil {
 		return err
 	}

@@ -31,8 +31,8 @@ const versionsCheckEvery = 5 * time.Second
 // liveInstances are the servers on the database now: those that beat
 // lately (PostgreSQL), or this one (SQLite, one server).
 func (s *Server) liveInstances(ctx context.Context) ([]models.Instance, error) {
-	if !s.cfg.Store.Shared() {
-		in, err := s.cfg.Store.InstanceRow(ctx, s.cfg.Store.Instance())
+	if !s.core.Store.Shared() {
+		in, err := s.core.Store.InstanceRow(ctx, s.core.Store.Instance())
 		if errors.Is(err, models.ErrNotFound) {
 			return nil, nil // not recorded (an app built without cmd's owner)
 		}
@@ -41,13 +41,13 @@ func (s *Server) liveInstances(ctx context.Context) ([]models.Instance, error) {
 		}
 		return []models.Instance{*in}, nil
 	}
-	return s.cfg.Store.LiveInstances(ctx, models.InstanceAlive)
+	return s.core.Store.LiveInstances(ctx, models.InstanceAlive)
 }
 
 // versionsDiffer says, in a sentence, how live instances differ in what
 // they decide with ("" when they agree).
 func (s *Server) versionsDiffer(ctx context.Context) string {
-	if s.cfg.Store == nil || !s.cfg.Store.Shared() {
+	if s.core.Store == nil || !s.core.Store.Shared() {
 		return ""
 	}
 	vc := &s.versions
@@ -101,7 +101,7 @@ func (s *Server) instanceRows(ctx context.Context) ([]views.InstanceRow, string)
 		s.cfg.Log.Warn("could not list the instances", "err", err)
 		return nil, ""
 	}
-	self := s.cfg.Store.Instance()
+	self := s.core.Store.Instance()
 	var mine *models.Instance
 	for i := range live {
 		if live[i].ID == self {
@@ -116,7 +116,7 @@ func (s *Server) instanceRows(ctx context.Context) ([]views.InstanceRow, string)
 		rows = append(rows, row)
 	}
 	failed := ""
-	if e, err := s.cfg.Store.LatestEventAbout(ctx, self); err == nil && e.Kind == models.EventPolicyReloadFailed {
+	if e, err := s.core.Store.LatestEventAbout(ctx, self); err == nil && e.Kind == models.EventPolicyReloadFailed {
 		var p struct {
 			Error string `json:"error"`
 		}

@@ -75,10 +75,10 @@ func (ep *mcpEndpoint) toolsChanged() {
 }
 
 func newMCPEndpoint(s *Server) *mcpEndpoint {
-	ep := &mcpEndpoint{gw: &mcpgate.Gateway{Outside: s.outside, Wait: s.cfg.MCPWait},
+	ep := &mcpEndpoint{gw: &mcpgate.Gateway{Outside: s.core.Outside, Wait: s.cfg.MCPWait},
 		by: map[string]*mcp.StreamableHTTPHandler{}, stateless: map[string]*mcp.StreamableHTTPHandler{}, servers: map[string]agentServer{}}
-	if s.cfg.Changes != nil {
-		s.cfg.Changes.OnToolsChanged(ep.toolsChanged)
+	if s.changes != nil {
+		s.changes.OnToolsChanged(ep.toolsChanged)
 	}
 	return ep
 }

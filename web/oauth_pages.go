@@ -35,7 +35,7 @@ func (s *Server) oauthServer(c echo.Context) (*oauth.Server, error) {
 	if h.server != nil {
 		return h.server, nil
 	}
-	srv, err := oauth.New(c.Request().Context(), oauth.Config{Store: s.cfg.Store, Issuer: s.issuer, Log: s.cfg.Log, Documents: s.cfg.OAuthDocuments,
+	srv, err := oauth.New(c.Request().Context(), oauth.Config{Store: s.core.Store, Issuer: s.issuer, Log: s.cfg.Log, Documents: s.cfg.OAuthDocuments,
 		Consent: func(id string) string { return views.PathOAuthConsent + "?id=" + id }})
 	if err != nil {
 		return nil, fault.Wrap(err, "the authorization server could not start")
@@ -81,7 +81,7 @@ func (s *Server) serveOAuth(c echo.Context) error {
 			return tooMany("authorization requests")
 		}
 		if id := r.FormValue("client_id"); strings.HasPrefix(id, "https://") {
-			if _, err := s.cfg.Store.OAuthClientByID(r.Context(), id); errors.Is(err, models.ErrNotFound) && !s.registerIP.allow(ip) {
+			if _, err := s.core.Store.OAuthClientByID(r.Context(), id); errors.Is(err, models.ErrNotFound) && !s.registerIP.allow(ip) {
 				return tooMany("new clients")
 			}
 		}
@@ -119,7 +119,7 @@ func (s *Server) requireMCPAgent(next echo.HandlerFunc) echo.HandlerFunc {
 		access, err := srv.Verify(r.Context(), r, token)
 		var ag *models.Agent
 		if err == nil {
-			if ag, err = s.cfg.Store.LiveAgent(r.Context(), access.Client.AgentID); err != nil {
+			if ag, err = s.core.Store.LiveAgent(r.Context(), access.Client.AgentID); err != nil {
 				err = errors.New("the agent this client acts as was revoked")
 			}
 		}
@@ -176,7 +176,7 @@ func allowRedirect(c echo.Context, redirect string) {
 func (s *Server) consentView(c echo.Context, p *oauth.Pending) (views.OAuthConsentView, error) {
 	v := views.OAuthConsentView{RequestID: p.RequestID, ClientID: p.ClientID, ClientName: p.ClientName, ClientURI: p.ClientURI,
 		RedirectURI: p.RedirectURI, NewName: agentNameFor(p.ClientName)}
-	agents, err := s.cfg.Store.Agents(c.Request().Context())
+	agents, err := s.core.Store.Agents(c.Request().Context())
 	if err != nil {
 		return v, err
 	}
@@ -234,7 +234,7 @@ func (s *Server) oauthConsent(c echo.Context) error {
 	actor := currentStaff(c).staff.Actor()
 	var ag *models.Agent
 	if c.FormValue("as") == "existing" {
-		ag, err = s.cfg.Store.AgentByName(ctx, c.FormValue("agent"))
+		ag, err = s.core.Store.AgentByName(ctx, c.FormValue("agent"))
 		if err == nil && ag.RevokedAt != nil {
 			err = models.ErrNotFound
 		}
@@ -242,7 +242,7 @@ func (s *Server) oauthConsent(c echo.Context) error {
 			err = fault.Errorf(fault.Invalid, "there is no agent named %q that is not revoked", c.FormValue("agent"))
 		}
 	} else {
-		_, ag, err = s.cfg.Accounts.AddAgent(ctx, c.FormValue("name"), actor)
+		_, ag, err = s.core.Accounts.AddAgent(ctx, c.FormValue("name"), actor)
 	}
 	if err != nil {
 		if fault.CodeOf(err) == fault.Internal {
@@ -265,7 +265,7 @@ func (s *Server) oauthConsent(c echo.Context) error {
 
 // oauthClientRevoke ends an authorized client and its tokens at once.
 func (s *Server) oauthClientRevoke(c echo.Context) error {
-	err := s.cfg.Store.RevokeOAuthClient(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor())
+	err := s.core.Store.RevokeOAuthClient(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor())
 	if errors.Is(err, models.ErrNotFound) {
 		return fault.Errorf(fault.NotFound, "no such client, or it was already revoked")
 	}
@@ -278,7 +278,7 @@ func (s *Server) oauthClientRevoke(c echo.Context) error {
 // oauthClientRows is the authorized MCP clients, with the agent each acts
 // as and the admin who authorized it.
 func (s *Server) oauthClientRows(c echo.Context, agents []models.Agent, staff []models.Staff) ([]views.OAuthClientRow, error) {
-	clients, err := s.cfg.Store.OAuthClients(c.Request().Context())
+	clients, err := s.core.Store.OAuthClients(c.Request().Context())
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +309,7 @@ func (s *Server) oauthClientRows(c echo.Context, agents []models.Agent, staff []
 
 // staffName is a staff member's name and id, for the audit log.
 func (s *Server) staffName(ctx context.Context, id string) string {
-	if st, err := s.cfg.Store.StaffByID(ctx, id); err == nil {
+	if st, err := s.core.Store.StaffByID(ctx, id); err == nil {
 		return st.Name + " (staff:" + id + ")"
 	}
 	return "staff:" + id

@@ -38,15 +38,15 @@ func versionRow(v *versions.Version) views.VersionRow {
 
 // versionsInto fills the policy page's versions.
 func (s *Server) versionsInto(ctx context.Context, v *views.PolicyView) {
-	if s.cfg.Versions == nil {
+	if s.core.Versions == nil {
 		return
 	}
-	all, err := s.cfg.Versions.List(ctx)
+	all, err := s.core.Versions.List(ctx)
 	if err != nil {
 		s.cfg.Log.Error("read the policy versions", "err", err)
 		return
 	}
-	v.People, v.SinglePerson = s.cfg.Versions.People(), s.cfg.Versions.People() == 1
+	v.People, v.SinglePerson = s.core.Versions.People(), s.core.Versions.People() == 1
 	for _, pv := range all {
 		v.Versions = append(v.Versions, versionRow(pv))
 		if pv.Status == models.PolicyInForce {
@@ -78,7 +78,7 @@ func (s *Server) policyPropose(c echo.Context) error {
 		}
 		yaml, source = string(b), "upload "+fh.Filename
 	}
-	v, err := s.cfg.Versions.Propose(c.Request().Context(), versions.Proposal{YAML: []byte(yaml), Note: c.FormValue("note"), Source: source,
+	v, err := s.core.Versions.Propose(c.Request().Context(), versions.Proposal{YAML: []byte(yaml), Note: c.FormValue("note"), Source: source,
 		By: currentStaff(c).staff.Actor()})
 	if err != nil {
 		return s.proposeRefused(c, yaml, err)
@@ -199,14 +199,14 @@ func (s *Server) policyVersionDecide(approve bool) echo.HandlerFunc {
 		var v *versions.Version
 		done := "rejected"
 		if approve {
-			v, err = s.cfg.Versions.Approve(c.Request().Context(), id, versions.Approval{By: by, Note: c.FormValue("note"),
+			v, err = s.core.Versions.Approve(c.Request().Context(), id, versions.Approval{By: by, Note: c.FormValue("note"),
 				ReplayDigest: c.FormValue("replay_digest")})
 			done = "approved"
 			if err == nil && v.Status == models.PolicyInForce {
 				done = "in_force"
 			}
 		} else {
-			v, err = s.cfg.Versions.Reject(c.Request().Context(), id, by, c.FormValue("reason"))
+			v, err = s.core.Versions.Reject(c.Request().Context(), id, by, c.FormValue("reason"))
 		}
 		if err != nil {
 			if fault.CodeOf(err) == fault.Internal || fault.CodeOf(err) == fault.NotFound {
@@ -334,7 +334,7 @@ func (s *Server) suggestionAdopt(c echo.Context) error {
 		if sg.ID != c.Param("id") {
 			continue
 		}
-		v, err := s.cfg.Versions.Propose(c.Request().Context(), versions.Proposal{YAML: []byte(sg.YAML), Note: sg.Text + " " + sg.Warning,
+		v, err := s.core.Versions.Propose(c.Request().Context(), versions.Proposal{YAML: []byte(sg.YAML), Note: sg.Text + " " + sg.Warning,
 			Source: "suggestion " + sg.ID, By: currentStaff(c).staff.Actor()})
 		if err != nil {
 			pv := s.policyView(c)

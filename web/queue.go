@@ -82,13 +82,13 @@ func clip(s string, n int) string {
 }
 
 func (s *Server) queueView(ctx context.Context, qq queueQuery) (views.QueueView, error) {
-	st := s.cfg.Store
+	st := s.core.Store
 	v := views.QueueView{Filter: qq.form, Filtered: qq.form != views.QueueFilter{}, Error: qq.err, Query: qq.values(qq.page).Encode()}
 	byTool, err := st.PendingActionsByTool(ctx)
 	if err != nil {
 		return v, err
 	}
-	for _, t := range s.cfg.Gate.Tools().All() {
+	for _, t := range s.core.Gate.Tools().All() {
 		// A read never waits unless a rule holds it: list only what can.
 		if n := byTool[t.Name]; n > 0 || t.Risk != tools.RiskRead || t.Name == qq.form.Tool {
 			v.ToolCounts = append(v.ToolCounts, views.ToolCount{Tool: t.Name, Count: n})
@@ -99,7 +99,7 @@ func (s *Server) queueView(ctx context.Context, qq queueQuery) (views.QueueView,
 	}
 	v.Matching = v.Total
 	qq.filter.AmountArgs = map[string]string{}
-	for _, t := range s.cfg.Gate.Tools().All() {
+	for _, t := range s.core.Gate.Tools().All() {
 		if t.Amount != "" {
 			qq.filter.AmountArgs[t.Name] = t.Amount
 		}
@@ -132,7 +132,7 @@ func (s *Server) queueView(ctx context.Context, qq queueQuery) (views.QueueView,
 
 // summary is what a call asks for, in words (the tool's summary).
 func (s *Server) summary(tool, args string) string {
-	if t, ok := s.cfg.Gate.Tools().Get(tool); ok {
+	if t, ok := s.core.Gate.Tools().Get(tool); ok {
 		return t.Summarize(args)
 	}
 	return tool
@@ -141,7 +141,7 @@ func (s *Server) summary(tool, args string) string {
 // ruleDescription is what a rule of the policy in force says of itself
 // ("" for a rule it does not have, or a Go policy).
 func (s *Server) ruleDescription(rule string) string {
-	if fp, ok := s.cfg.Gate.Policy().(*policy.FilePolicy); ok {
+	if fp, ok := s.core.Gate.Policy().(*policy.FilePolicy); ok {
 		return fp.Describe(rule)
 	}
 	return ""
@@ -163,7 +163,7 @@ func (s *Server) callSummary(c *models.ToolCall) string {
 
 // amount shows the sum of money a call is about, when its tool has one.
 func (s *Server) amount(tool, args string) string {
-	if t, ok := s.cfg.Gate.Tools().Get(tool); ok {
+	if t, ok := s.core.Gate.Tools().Get(tool); ok {
 		if c, ok := t.AmountOf(args); ok {
 			return c.String()
 		}
@@ -201,7 +201,7 @@ func (s *Server) queuePage(c echo.Context) error {
 // The first page with no filter is rendered once for every stream; a
 // filtered or later page renders its own view when the queue changes.
 func (s *Server) queueEvents(c echo.Context) error {
-	ch, stop := s.cfg.Changes.queue.SubscribeQueue()
+	ch, stop := s.changes.queue.SubscribeQueue()
 	defer stop()
 	qq := parseQueueQuery(c.QueryParams())
 	own := func(shared []byte) []byte {

@@ -1,8 +1,9 @@
 package web
 
 import (
-	"github.com/labstack/echo/v4"
 	"net/http"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/static"
 	"github.com/countersign/countersign/views"

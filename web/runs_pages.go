@@ -29,7 +29,7 @@ func (s *Server) runsPage(c echo.Context) error {
 		afterT, afterID = t, id
 	}
 	const page = 50
-	rows, err := s.cfg.Store.ListRuns(c.Request().Context(), status, afterT, afterID, page+1)
+	rows, err := s.core.Store.ListRuns(c.Request().Context(), status, afterT, afterID, page+1)
 	if err != nil {
 		return err
 	}
@@ -57,15 +57,15 @@ func (s *Server) runsPage(c echo.Context) error {
 
 func (s *Server) runPage(c echo.Context) error {
 	ctx := c.Request().Context()
-	run, err := s.cfg.Store.Run(ctx, c.Param("id"))
+	run, err := s.core.Store.Run(ctx, c.Param("id"))
 	if err != nil {
 		return fault.Errorf(fault.NotFound, "run not found")
 	}
-	turns, err := s.cfg.Store.Turns(ctx, run.ID, 0)
+	turns, err := s.core.Store.Turns(ctx, run.ID, 0)
 	if err != nil {
 		return err
 	}
-	calls, err := s.cfg.Store.RunCalls(ctx, run.ID)
+	calls, err := s.core.Store.RunCalls(ctx, run.ID)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func (s *Server) runPage(c echo.Context) error {
 
 func (s *Server) runRetry(c echo.Context) error {
 	id := c.Param("id")
-	if _, err := s.cfg.Runner.Retry(c.Request().Context(), id, currentStaff(c).staff.Actor()); err != nil {
+	if _, err := s.core.Runner.Retry(c.Request().Context(), id, currentStaff(c).staff.Actor()); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.RunPath(id), "done=retried"))
@@ -97,7 +97,7 @@ func (s *Server) runRetry(c echo.Context) error {
 
 func (s *Server) runClose(c echo.Context) error {
 	id := c.Param("id")
-	if err := s.cfg.Runner.CloseRun(c.Request().Context(), id, currentStaff(c).staff.Actor(), c.FormValue("reason")); err != nil {
+	if err := s.core.Runner.CloseRun(c.Request().Context(), id, currentStaff(c).staff.Actor(), c.FormValue("reason")); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.RunPath(id), "done=closed"))

@@ -12,32 +12,17 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"github.com/countersign/countersign/agent/accounts"
-	"github.com/countersign/countersign/agent/gate"
-	"github.com/countersign/countersign/agent/outbox"
+	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/policy"
-	"github.com/countersign/countersign/agent/runloop"
-	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/models/fault"
-	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 )
 
 // Config is what the server is built from.
 type Config struct {
-	Log    *slog.Logger
-	Gate   *gate.Gate
-	Runner *runloop.Runner
-	Store  *storage.Store
-	// Changes carries the news of changed actions and runs to the pages and
-	// streams that show them; the gate and runner must tell the same one.
-	Changes   *Changes
+	Log       *slog.Logger
 	Customers *CustomerVerifier
-	Accounts  *accounts.Service
-	// Versions proposes and countersigns policy versions (nil: /policy
-	// shows the policy in force only, and the version routes answer 404).
-	Versions *versions.Service
 	// WidgetOrigins may embed the chat frame (frame-ancestors).
 	WidgetOrigins []string
 	// DemoSecret signs demo customer tokens for /demo, and is never the
@@ -93,9 +78,7 @@ type Config struct {
 	// AuditSearchTimeout bounds an audit page whose filter searches text
 	// in the arguments (a scan over the calls); default 15 s.
 	AuditSearchTimeout time.Duration
-	// Outbox reaches people outside (webhooks, Slack, email) and escalates;
 	// SlackSigningSecret enables Slack's interactions endpoint.
-	Outbox             *outbox.Outbox
 	SlackSigningSecret string
 }
 
@@ -154,6 +137,11 @@ func policyUpload(c echo.Context) bool {
 type Server struct {
 	echo *echo.Echo
 	cfg  Config
+	// core is what the handlers serve: the gate, the run loop, the
+	// accounts, the outbox, the policy versions, the store.
+	core *core.Core
+	// changes is what the pages hear on the core's bus.
+	changes *Changes
 	// Sign-in attempts per client address, and per address and account.
 	loginIP, loginAccount *limiter
 	// Messages per client address and per conversation (chat and runs API).
@@ -164,9 +152,6 @@ type Server struct {
 	streams *streamCounter
 	// grantKey signs chat grants (chat_grant.go).
 	grantKey []byte
-	// outside gates the calls of agents Countersign does not run, for the
-	// gate API and MCP alike.
-	outside *gate.Outside
 	// mcp serves /mcp (mcp.go); oauth is its authorization server, built
 	// when first asked for (oauth_pages.go).
 	mcp   *mcpEndpoint
@@ -192,8 +177,15 @@ type Server struct {
 	chainText    string
 }
 
-// New builds the server with its middleware and routes.
-func New(cfg Config) *Server {
+// New builds the web side over the core: handlers, their middleware and
+// routes. It builds nothing of the core; it listens on the core's bus, and
+// its own background jobs (the live queue, the held requests of revoked
+// agents) are the core's to start and stop (Core.Job), so New comes
+// before Core.Start.
+func New(c *core.Core, cfg Config) *Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	if cfg.AuditSearchTimeout == 0 {
 		cfg.AuditSearchTimeout = 15 * time.Second
 	}
@@ -227,9 +219,6 @@ func New(cfg Config) *Server {
 	if cfg.AgentCallBurst == 0 {
 		cfg.AgentCallBurst = AgentCallBurst
 	}
-	if cfg.Changes == nil {
-		cfg.Changes = NewChanges(cfg.Log)
-	}
 	if cfg.Customers == nil {
 		cfg.Customers = NewCustomerVerifier("")
 	}
@@ -239,8 +228,8 @@ func New(cfg Config) *Server {
 	if cfg.TrustProxy {
 		e.IPExtractor = echo.ExtractIPFromXFFHeader()
 	}
-	shared := sharedLimits(cfg.Store, cfg.Log) // on PostgreSQL, the limits of every instance together
-	s := &Server{echo: e, cfg: cfg,
+	shared := sharedLimits(c.Store, cfg.Log) // on PostgreSQL, the limits of every instance together
+	s := &Server{echo: e, cfg: cfg, core: c, changes: newChanges(cfg.Log),
 		loginIP:      newLimiter(3*time.Second, 20, 0).shareAs(shared, "login_ip"),      // 20 at once, then 20 a minute per address (an office shares one)
 		loginAccount: newLimiter(12*time.Second, 5, 0).shareAs(shared, "login_account"), // 5 at once, then 5 a minute per address and account
 		chatIP:       newLimiter(3*time.Second, 20, 0).shareAs(shared, "chat_ip"),       // 20 at once, then 20 a minute per address
@@ -252,10 +241,11 @@ func New(cfg Config) *Server {
 		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
 		grantKey:     newGrantKey(cfg.ChatGrantSeed),
 		holds:        newHolds(cfg.MaxHeld, cfg.MaxHeldPerAgent)}
-	s.outside = &gate.Outside{Gate: cfg.Gate, Store: cfg.Store, Changed: func(id string) (<-chan struct{}, func()) {
-		ch, stop := cfg.Changes.queue.SubscribeAction(id)
-		return ch, stop
-	}}
+	c.Bus.Listen(s.changes)
+	c.Job("live queue pages", func(ctx context.Context) { s.changes.queue.Run(ctx, s.renderQueueRows) })
+	c.Job("end the held requests of revoked agents", func(ctx context.Context) {
+		s.holds.watchRevoked(ctx, c.Store, cfg.RevokedCheckEvery, cfg.Log)
+	})
 	s.mcp = newMCPEndpoint(s)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
@@ -267,13 +257,6 @@ func New(cfg Config) *Server {
 	e.Use(s.loadStaff)
 	s.routes()
 	return s
-}
-
-// Run keeps the open queue pages live until ctx ends.
-// It also ends the held requests of agents whose key was revoked.
-func (s *Server) Run(ctx context.Context) {
-	go s.holds.watchRevoked(ctx, s.cfg.Store, s.cfg.RevokedCheckEvery, s.cfg.Log)
-	s.cfg.Changes.queue.Run(ctx, s.renderQueueRows)
 }
 
 // Handler returns the server's http.Handler.
@@ -358,12 +341,12 @@ func codeForStatus(status int) fault.Code {
 func (s *Server) healthz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
-	if err := s.cfg.Store.Ping(ctx); err != nil {
+	if err := s.core.Store.Ping(ctx); err != nil {
 		s.cfg.Log.Error("health check failed", "err", err)
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 	}
-	out := map[string]string{"status": "ok", "policy_version": s.cfg.Gate.Policy().Version(), "instance": s.cfg.Store.Instance()}
-	if in, err := s.cfg.Store.InstanceRow(ctx, s.cfg.Store.Instance()); err == nil {
+	out := map[string]string{"status": "ok", "policy_version": s.core.Gate.Policy().Version(), "instance": s.core.Store.Instance()}
+	if in, err := s.core.Store.InstanceRow(ctx, s.core.Store.Instance()); err == nil {
 		out["tools_version"] = in.ToolsVersion
 	}
 	if d := s.versionsDiffer(ctx); d != "" {
@@ -381,9 +364,9 @@ func (s *Server) readyz(c echo.Context) error {
 	defer cancel()
 	var problems []string
 	out := map[string]any{}
-	if err := s.cfg.Store.Ping(ctx); err != nil {
+	if err := s.core.Store.Ping(ctx); err != nil {
 		problems = append(problems, "the database does not answer")
-	} else if have, want, err := s.cfg.Store.Schema(ctx); err != nil {
+	} else if have, want, err := s.core.Store.Schema(ctx); err != nil {
 		problems = append(problems, "the schema's version cannot be read")
 	} else {
 		out["schema"], out["schema_expected"] = have, want
@@ -391,7 +374,7 @@ func (s *Server) readyz(c echo.Context) error {
 			problems = append(problems, fmt.Sprintf("the database is at migration %d, this binary expects %d", have, want))
 		}
 	}
-	if p := s.cfg.Gate.Policy(); p == nil || p.Version() == "" {
+	if p := s.core.Gate.Policy(); p == nil || p.Version() == "" {
 		problems = append(problems, "no policy is loaded")
 	} else if nl, ok := p.(*policy.NotLoaded); ok {
 		// fail closed: it denies every call, so a load balancer had better
@@ -401,12 +384,12 @@ func (s *Server) readyz(c echo.Context) error {
 	} else {
 		out["policy_version"] = p.Version()
 	}
-	n := len(s.cfg.Gate.Tools().All())
+	n := len(s.core.Gate.Tools().All())
 	out["tools"] = n
 	if n == 0 {
 		problems = append(problems, "no tools are loaded")
 	}
-	out["text_search_indexed"] = s.cfg.Store.TextIndexed()
+	out["text_search_indexed"] = s.core.Store.TextIndexed()
 	if len(problems) > 0 {
 		out["status"], out["problems"] = "not ready", problems
 		return c.JSON(http.StatusServiceUnavailable, out)

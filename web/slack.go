@@ -28,7 +28,7 @@ import (
 // through the interaction's response_url: the message replaced with where
 // the action stands, or a note only they see when nothing changed.
 func (s *Server) slackInteraction(c echo.Context) error {
-	if s.cfg.SlackSigningSecret == "" || s.cfg.Outbox == nil {
+	if s.cfg.SlackSigningSecret == "" || s.core.Outbox == nil {
 		return fault.Errorf(fault.NotFound, "Slack is not set up here")
 	}
 	r := c.Request()
@@ -72,13 +72,13 @@ func (s *Server) slackInteraction(c echo.Context) error {
 func (s *Server) slackDecide(slackUser, verdict, actionID, reason, responseURL string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ob := s.cfg.Outbox
+	ob := s.core.Outbox
 	tell := func(text string) {
 		if err := ob.Respond(ctx, responseURL, nil, text); err != nil {
 			s.cfg.Log.Warn("could not answer in Slack", "err", err)
 		}
 	}
-	st, err := s.cfg.Store.StaffBySlack(ctx, slackUser)
+	st, err := s.core.Store.StaffBySlack(ctx, slackUser)
 	if err != nil {
 		tell("Your Slack account is not linked to a Countersign account, so nothing was done. An admin links it on the Staff page.")
 		return
@@ -94,13 +94,13 @@ func (s *Server) slackDecide(slackUser, verdict, actionID, reason, responseURL s
 	}
 	switch verdict {
 	case outbox.SlackApprove:
-		_, err = s.cfg.Gate.Approve(ctx, actionID, actor, gate.ApproveRequest{Note: "approved in Slack"})
+		_, err = s.core.Gate.Approve(ctx, actionID, actor, gate.ApproveRequest{Note: "approved in Slack"})
 	default:
 		if strings.TrimSpace(reason) == "" {
 			tell("Type a reason in the box, then press Reject: it is what the customer's assistant is told. Nothing was done.")
 			return
 		}
-		err = s.cfg.Gate.Reject(ctx, actionID, actor, reason)
+		err = s.core.Gate.Reject(ctx, actionID, actor, reason)
 	}
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		msg := fault.Message(err)

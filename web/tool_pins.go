@@ -18,7 +18,7 @@ import (
 // unacceptedRows are those tools, for the tools page.
 func (s *Server) unacceptedRows(c echo.Context) []views.UnacceptedRow {
 	var rows []views.UnacceptedRow
-	for _, u := range s.cfg.Gate.Unaccepted() {
+	for _, u := range s.core.Gate.Unaccepted() {
 		now := prettyJSON(string(u.Tool.Listing))
 		row := views.UnacceptedRow{Name: u.Tool.Name, Upstream: u.Tool.Upstream, Risk: string(u.Tool.Risk), Hash: u.Tool.ListingHash(), Definition: now}
 		if u.Pinned != nil {
@@ -36,7 +36,7 @@ func (s *Server) unacceptedRows(c echo.Context) []views.UnacceptedRow {
 // with its hash.
 func (s *Server) toolAccept(c echo.Context) error {
 	name := c.Param("name")
-	err := s.cfg.Gate.AcceptTool(c.Request().Context(), name, c.FormValue("hash"), currentStaff(c).staff.Actor())
+	err := s.core.Gate.AcceptTool(c.Request().Context(), name, c.FormValue("hash"), currentStaff(c).staff.Actor())
 	if err != nil {
 		code := fault.CodeOf(err)
 		if code == fault.Internal {

@@ -1,6 +1,6 @@
 // Package agenttest gives the gate's and the run loop's tests one core to
 // work on: a real SQLite file with the demo shop, its default policy, the
-// gate and the run loop wired by agent.New, a clock the test moves, a model
+// gate and the run loop wired by core.New, a clock the test moves, a model
 // each test chooses, and a notifier that remembers.
 package agenttest
 
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
@@ -64,7 +64,7 @@ func (c *Clock) Advance(d time.Duration) {
 
 // New opens the env; it closes with the test. Each option may change the
 // core's configuration before it is built (metrics, say).
-func New(t testing.TB, options ...func(*agent.Config)) *Env {
+func New(t testing.TB, options ...func(*core.Config)) *Env {
 	t.Helper()
 	store := storetest.Open(t)
 	clk := &Clock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
@@ -86,12 +86,17 @@ func New(t testing.TB, options ...func(*agent.Config)) *Env {
 		t.Fatal(err)
 	}
 	e.Model, e.Notes = &Swappable{}, &Notes{}
-	cfg := agent.Config{Store: store, Tools: reg, Policy: pol, Model: e.Model, Notifier: e.Notes, Business: shop.Facts{Store: store}}
+	cfg := core.Config{Store: store, Tools: reg, Policy: pol, Model: e.Model, Business: shop.Facts{Store: store}}
 	for _, o := range options {
 		o(&cfg)
 	}
-	e.Gate, e.Run = agent.New(cfg)
-	t.Cleanup(func() { e.Run.Close(); e.Gate.Close() })
+	co, err := core.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	co.Bus.Listen(e.Notes)
+	e.Gate, e.Run = co.Gate, co.Runner
+	t.Cleanup(co.Close)
 	return e
 }
 

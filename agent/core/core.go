@@ -8,12 +8,12 @@ package core
 
 import (
 	"context"
+	"crypto/ed25519"
 	"log/slog"
 	"os"
 	"sync"
 	"time"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/llm"
@@ -28,7 +28,8 @@ import (
 )
 
 // Config is what the core is built from: the store, the tools, the policy
-// and the model, and who is told of changes.
+// and the model, and who is told of changes. Store, Tools and Policy are
+// needed; a nil Model is for a gate used without runs.
 type Config struct {
 	Store *storage.Store
 	Tools *tools.Registry
@@ -38,9 +39,6 @@ type Config struct {
 	Model        llm.Model
 	Business     gate.BusinessFacts // nil: no business facts
 	Log          *slog.Logger
-	// Notifier is told of every change (the web side's, which feeds the
-	// pages and streams); nil: nobody watches.
-	Notifier agent.Notifier
 	// ExecutionWait is how long an approval waits for its call (0: 10 s).
 	ExecutionWait time.Duration
 	// SystemPrompt is what every run's model is told first ("": the
@@ -63,6 +61,13 @@ type Config struct {
 	// customer, agent and agent session (0s: the gate's defaults).
 	Limits           gate.Limits
 	SinglePersonShop bool
+	// Shadow is a policy tried beside the one in force (nil: none).
+	Shadow policy.Policy
+	// AuditKey signs checkpoints of the audit chain into Checkpoints, at
+	// Start, every CheckpointEvery (0: an hour) and at Close (nil: none).
+	AuditKey        ed25519.PrivateKey
+	Checkpoints     string
+	CheckpointEvery time.Duration
 }
 
 // Core is the core, wired: one notifier told by the gate and the run loop,
@@ -73,9 +78,15 @@ type Core struct {
 	Accounts *accounts.Service
 	Outbox   *outbox.Outbox
 	Versions *versions.Service
+	// Outside gates the calls of agents Countersign does not run, for the
+	// gate API and MCP alike.
+	Outside *gate.Outside
+	// Bus carries every change to who listens here and to the other
+	// instances.
+	Bus   *Bus
+	Store *storage.Store
 
-	store *storage.Store
-	log   *slog.Logger
+	log *slog.Logger
 	// alive is how recently an instance must have beaten for its calls to
 	// be left alone by recovery (0 on SQLite: one server at a time).
 	alive time.Duration
@@ -84,8 +95,16 @@ type Core struct {
 	policy policy.Policy
 	origin versions.Origin
 
+	cfg  Config
 	stop context.CancelFunc
 	jobs sync.WaitGroup
+	// more are the jobs others added (Job) before Start.
+	more []namedJob
+}
+
+type namedJob struct {
+	name string
+	run  func(context.Context)
 }
 
 // New builds the core.
@@ -94,30 +113,53 @@ func New(cfg Config) (*Core, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	gate, runner := agent.New(agent.Config{Store: cfg.Store, Tools: cfg.Tools, ToolsVersion: cfg.ToolsVersion, Policy: cfg.Policy,
-		Model: cfg.Model, Log: log, Notifier: cfg.Notifier, Business: cfg.Business, ExecutionWait: cfg.ExecutionWait,
-		SystemPrompt: cfg.SystemPrompt, Metrics: cfg.Metrics, Limits: cfg.Limits})
+	bus := newBus(log, cfg.Store)
+	g, runner := gateAndRunner(cfg, log, bus)
+	if cfg.Shadow != nil {
+		g.SetShadow(cfg.Shadow)
+	}
 	ob := cfg.Outbox
 	if ob == nil {
 		ob, _ = outbox.New(cfg.Store, outbox.Config{Log: log}) // the zero config is valid
 	}
-	changed := func(string) {}
-	if cfg.Notifier != nil {
-		changed = cfg.Notifier.ActionChanged
-	}
-	ob.Attach(gate.Tools, changed)
-	vs, err := versions.New(versions.Config{Store: cfg.Store, Gate: gate, Log: log, People: cfg.PolicyPeople,
-		SinglePerson: cfg.SinglePersonShop, Host: Hostname()})
+	ob.Attach(g.Tools, bus.ActionChanged)
+	vs, err := versions.New(versions.Config{Store: cfg.Store, Gate: g, Log: log, People: cfg.PolicyPeople,
+		SinglePerson: cfg.SinglePersonShop, Host: Hostname(), Announce: bus.PolicyChanged})
 	if err != nil {
 		return nil, err
 	}
-	c := &Core{Gate: gate, Runner: runner, Accounts: accounts.New(cfg.Store), Outbox: ob, Versions: vs, store: cfg.Store, log: log,
-		stop: func() {}, policy: cfg.Policy, origin: cfg.PolicyOrigin}
+	c := &Core{Gate: g, Runner: runner, Accounts: accounts.New(cfg.Store), Outbox: ob, Versions: vs, Bus: bus, Store: cfg.Store,
+		Outside: &gate.Outside{Gate: g, Store: cfg.Store, Changed: bus.WatchAction},
+		log:     log, cfg: cfg, stop: func() {}, policy: cfg.Policy, origin: cfg.PolicyOrigin}
+	bus.repin, bus.resync = g.Repin, c.resync
 	if cfg.Store.Shared() {
 		c.alive = models.InstanceAlive
 	}
 	return c, nil
 }
+
+// gateAndRunner builds the gate and the run loop over one store, wired to
+// each other: the run loop asks the gate (runloop.Gate), and an action that
+// settles wakes its paused run (gate.Runs); every change is told to the
+// notifier.
+func gateAndRunner(cfg Config, log *slog.Logger, bus *Bus) (*gate.Gate, *runloop.Runner) {
+	runs := &settledRuns{}
+	gc := gate.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, ToolsVersion: cfg.ToolsVersion,
+		Log: log, Business: cfg.Business, Runs: runs, ExecutionWait: cfg.ExecutionWait, Metrics: cfg.Metrics}
+	rc := runloop.Config{Store: cfg.Store, Model: cfg.Model, Log: log, SystemPrompt: cfg.SystemPrompt}
+	gc.Notifier, rc.Notifier = bus, bus
+	g := gate.New(gc)
+	g.Limits = cfg.Limits
+	rc.Gate = g
+	runs.r = runloop.New(rc)
+	return g, runs.r
+}
+
+// settledRuns hands the gate's news of a settled action to the run loop,
+// which is built after the gate it asks.
+type settledRuns struct{ r *runloop.Runner }
+
+func (s *settledRuns) Settled(runID string) { s.r.Settled(runID) }
 
 // Started says what Start found to carry on.
 type Started struct {
@@ -133,7 +175,7 @@ func (c *Core) Start(ctx context.Context) (Started, error) {
 	var st Started
 	var err error
 	if c.alive > 0 {
-		if err := c.store.Beat(ctx, Hostname()); err != nil {
+		if err := c.Store.Beat(ctx, Hostname()); err != nil {
 			return st, err
 		}
 	}
@@ -153,16 +195,34 @@ func (c *Core) Start(ctx context.Context) (Started, error) {
 	if c.Outbox.Enabled() {
 		c.Outbox.Install()
 	}
+	if err := c.recordVersions(ctx); err != nil {
+		return st, err
+	}
+	c.checkpoint(ctx) // the head as this process finds it
 	ctx, c.stop = context.WithCancel(ctx)
 	c.job(ctx, "outbox", func(ctx context.Context) { c.Outbox.Run(ctx, time.Second) })
-	c.job(ctx, "policy versions", c.Versions.Follow)
+	c.job(ctx, "sweep", c.sweep)
+	if c.cfg.AuditKey != nil {
+		c.job(ctx, "audit checkpoints", c.checkpoints)
+	}
 	if propose {
 		c.job(ctx, "propose the policy file", func(ctx context.Context) { c.proposeFile(ctx) })
 	}
 	if c.alive > 0 {
 		c.job(ctx, "heartbeat", c.beat)
+		c.job(ctx, "bus", c.Bus.share)
+	}
+	for _, j := range c.more {
+		c.job(ctx, j.name, j.run)
 	}
 	return st, nil
+}
+
+// Job adds a background job (the web side's live pages, say) that Start
+// starts with the core's own and Close stops with them. It is called
+// before Start.
+func (c *Core) Job(name string, run func(context.Context)) {
+	c.more = append(c.more, namedJob{name, run})
 }
 
 // adoptPolicy makes the policy the instance started with a policy version
@@ -221,7 +281,7 @@ func (c *Core) beat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := c.store.Beat(ctx, Hostname()); err != nil && ctx.Err() == nil {
+		if err := c.Store.Beat(ctx, Hostname()); err != nil && ctx.Err() == nil {
 			c.log.Error("heartbeat failed", "err", err)
 			missed = true
 			continue
@@ -252,10 +312,11 @@ func (c *Core) Close() {
 	c.jobs.Wait()
 	c.Runner.Close()
 	c.Gate.Close()
+	c.checkpoint(context.Background()) // the head as this process leaves it
 	if c.alive > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = c.store.Leave(ctx)
+		_ = c.Store.Leave(ctx)
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/agenttest"
+	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/telemetry"
 )
@@ -41,13 +41,13 @@ func BenchmarkGateTelemetry(b *testing.B) {
 		for round := range 9 {
 			mode := [...]string{"off", "metrics", "on"}[round%3]
 			b.Run(fmt.Sprintf("%s/%s/%d", bc.name, mode, round/3+1), func(b *testing.B) {
-				var options []func(*agent.Config)
+				var options []func(*core.Config)
 				if mode == "on" {
 					stop := startTracing(b, collector.URL)
 					defer stop()
 				}
 				if mode != "off" {
-					options = append(options, func(c *agent.Config) {
+					options = append(options, func(c *core.Config) {
 						pool, err := c.Store.Pool()
 						if err != nil {
 							b.Fatal(err)

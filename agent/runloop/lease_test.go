@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent"
+	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
@@ -44,7 +44,11 @@ func TestAStepStopsWhenItsLeaseIsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := stuckModel{stopped: make(chan error, 1)}
-	_, runner := agent.New(agent.Config{Store: store, Tools: reg, Policy: pol, Model: m})
+	co, err := core.New(core.Config{Store: store, Tools: reg, Policy: pol, Model: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := co.Runner
 	runner.Lease = 600 * time.Millisecond
 	t.Cleanup(runner.Close)
 	ctx := context.Background()

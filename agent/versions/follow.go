@@ -3,9 +3,7 @@ package versions
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
@@ -116,7 +114,7 @@ func (s *Service) putFile(ctx context.Context, p *policy.FilePolicy, file string
 	if err != nil {
 		return err
 	}
-	s.announce(ctx, v.ID)
+	s.announce(ctx)
 	return nil
 }
 
@@ -197,30 +195,4 @@ func (s *Service) Sync(ctx context.Context) error {
 	s.synced.Store(true)
 	s.log.Info("policy version in force", "policy_version_id", cur.ID, "hash", cur.Hash[:12])
 	return nil
-}
-
-// Follow keeps this instance on the version in force until ctx ends: told
-// at once on PostgreSQL (NOTIFY), and checking every few seconds besides,
-// in case a notification was lost with its connection.
-func (s *Service) Follow(ctx context.Context) {
-	sync := func() {
-		if err := s.Sync(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			s.log.Error("the policy version in force is not in force here", "err", err)
-		}
-	}
-	if s.cfg.Store.Shared() {
-		go s.cfg.Store.Listen(ctx, Channel, func(string) { sync() }, sync, func(err error) {
-			s.log.Warn("lost the policy channel; checking every few seconds until it is back", "err", err)
-		})
-	}
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			sync()
-		}
-	}
 }

@@ -29,10 +29,6 @@ import (
 	"github.com/countersign/countersign/models/storage"
 )
 
-// Channel is where instances sharing PostgreSQL hear that a version went
-// in force (the payload is its id).
-const Channel = "countersign_policy"
-
 // ReplayPeriod is how far back a proposed version is replayed.
 const ReplayPeriod = 30 * 24 * time.Hour
 
@@ -54,6 +50,9 @@ type Config struct {
 	SinglePerson bool
 	// Host names this instance in what it records.
 	Host string
+	// Announce tells the other instances that the version in force
+	// changed (the core's bus; nil: nobody else to tell).
+	Announce func()
 }
 
 // Service proposes, countersigns and follows policy versions.
@@ -443,7 +442,7 @@ func (s *Service) Approve(ctx context.Context, id int64, a Approval) (*Version, 
 		return nil, err
 	}
 	if inForce {
-		s.announce(ctx, id)
+		s.announce(ctx)
 	}
 	return s.Get(ctx, id)
 }
@@ -471,9 +470,9 @@ func inForcePayload(from, to *models.PolicyVersion, how string) models.PolicyInF
 
 // announce tells every instance that a version went in force, and puts it
 // in force here.
-func (s *Service) announce(ctx context.Context, id int64) {
-	if err := s.cfg.Store.Notify(ctx, Channel, strconv.FormatInt(id, 10)); err != nil {
-		s.log.Error("could not tell the other instances of the policy in force; they take it at their next check", "err", err)
+func (s *Service) announce(ctx context.Context) {
+	if s.cfg.Announce != nil {
+		s.cfg.Announce()
 	}
 	if err := s.Sync(context.WithoutCancel(ctx)); err != nil {
 		s.log.Error("could not put the policy in force here", "err", err)

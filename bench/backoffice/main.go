@@ -108,15 +108,15 @@ func run(nCalls, nPending, nClients int, dir, dsn string) error {
 	log := slog.New(slog.DiscardHandler)
 	// Every stream comes from this one address: lift the per-address cap.
 	streams := web.Config{MaxStreams: nClients + 100, MaxStreamsPerAddress: nClients + 100}
-	app := webtest.New(core.Config{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log}, streams)
+	app, site := webtest.New(core.Config{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log}, streams)
 	defer app.Close()
-	g, accounts := app.Core.Gate, app.Core.Accounts
+	g, accounts := app.Gate, app.Accounts
 	hubCtx, stopHub := context.WithCancel(ctx)
 	defer stopHub()
 	if _, err := app.Start(hubCtx); err != nil {
 		return err
 	}
-	srv := httptest.NewServer(app.Server.Handler())
+	srv := httptest.NewServer(site.Handler())
 	defer srv.Close()
 
 	const pw = "benchmark password 1"
@@ -149,13 +149,13 @@ func run(nCalls, nPending, nClients int, dir, dsn string) error {
 			return err
 		}
 		defer other.Close()
-		app2 := webtest.New(core.Config{Store: other, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: other}, Log: log}, web.Config{})
+		app2, _ := webtest.New(core.Config{Store: other, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: other}, Log: log}, web.Config{})
 		defer app2.Close()
 		if _, err := app2.Start(hubCtx); err != nil {
 			return err
 		}
 		fmt.Printf("\nlive updates: %d open queue streams on one instance, decisions made on another\n", nClients)
-		return liveUpdates(ctx, srv.URL, client, app2.Core.Gate, other, admin, nClients)
+		return liveUpdates(ctx, srv.URL, client, app2.Gate, other, admin, nClients)
 	}
 	fmt.Printf("\nlive updates: %d open queue streams\n", nClients)
 	return liveUpdates(ctx, srv.URL, client, g, store, admin, nClients)

@@ -72,12 +72,12 @@ func run(n int) error {
 		return err
 	}
 	// One key sends every call: the per-agent rate limit is lifted.
-	app := webtest.New(core.Config{Store: store, Tools: reg, Policy: pol, Log: slog.New(slog.DiscardHandler)},
+	app, site := webtest.New(core.Config{Store: store, Tools: reg, Policy: pol, Log: slog.New(slog.DiscardHandler)},
 		web.Config{AgentCallsPerSecond: 1_000_000, AgentCallBurst: 1_000_000})
 	defer app.Close()
-	srv := httptest.NewServer(app.Server.Handler())
+	srv := httptest.NewServer(site.Handler())
 	defer srv.Close()
-	key, _, err := app.Core.Accounts.AddAgent(ctx, "bench", models.Actor{ID: "bench"})
+	key, _, err := app.Accounts.AddAgent(ctx, "bench", models.Actor{ID: "bench"})
 	if err != nil {
 		return err
 	}

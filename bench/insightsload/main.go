@@ -97,19 +97,19 @@ func run(calls, n, readers int) error {
 	if err != nil {
 		return err
 	}
-	app := webtest.New(core.Config{Store: store, Tools: reg, Policy: pol, Log: slog.New(slog.DiscardHandler)},
+	app, site := webtest.New(core.Config{Store: store, Tools: reg, Policy: pol, Log: slog.New(slog.DiscardHandler)},
 		web.Config{AgentCallsPerSecond: 1_000_000, AgentCallBurst: 1_000_000})
 	defer app.Close()
-	srv := httptest.NewServer(app.Server.Handler())
+	srv := httptest.NewServer(site.Handler())
 	defer srv.Close()
-	key, _, err := app.Core.Accounts.AddAgent(ctx, "bench", models.Actor{ID: "bench"})
+	key, _, err := app.Accounts.AddAgent(ctx, "bench", models.Actor{ID: "bench"})
 	if err != nil {
 		return err
 	}
-	if _, err := app.Core.Accounts.AddStaff(ctx, "audit@bench.test", "Audit", models.Auditor, "a long enough password 1", models.Actor{ID: "bench"}); err != nil {
+	if _, err := app.Accounts.AddStaff(ctx, "audit@bench.test", "Audit", models.Auditor, "a long enough password 1", models.Actor{ID: "bench"}); err != nil {
 		return err
 	}
-	token, err := app.Core.Accounts.CreateAPIToken(ctx, "audit@bench.test", models.Actor{ID: "bench"})
+	token, err := app.Accounts.CreateAPIToken(ctx, "audit@bench.test", models.Actor{ID: "bench"})
 	if err != nil {
 		return err
 	}

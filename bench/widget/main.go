@@ -73,10 +73,10 @@ func run(nStreams, nDecisions int) error {
 	policy, _ := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
 	log := slog.New(slog.DiscardHandler)
 	const secret = "widget-bench-secret-widget-bench-secret"
-	app := webtest.New(core.Config{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log},
+	app, site := webtest.New(core.Config{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log},
 		web.Config{Customers: web.NewCustomerVerifier(secret), TrustProxy: true})
 	defer app.Close()
-	srv := httptest.NewServer(app.Server.Handler())
+	srv := httptest.NewServer(site.Handler())
 	defer srv.Close()
 	bob, _ := web.SignCustomerToken(secret, "cus_bob", "Bob", time.Hour)
 	transport := &http.Transport{MaxIdleConnsPerHost: nStreams + 10}
@@ -99,7 +99,7 @@ func run(nStreams, nDecisions int) error {
 	fmt.Printf("%d customer streams open: process RSS %.0f MB -> %.0f MB (+%.1f kB per stream, client and server in one process), Go heap in use +%.1f MB\n",
 		nStreams, before, after, (after-before)*1024/float64(nStreams), float64(int64(ms1.HeapInuse)-int64(ms0.HeapInuse))/1e6)
 
-	lats, err := decide(ctx, store, app.Core.Gate, customers, nDecisions)
+	lats, err := decide(ctx, store, app.Gate, customers, nDecisions)
 	if err != nil {
 		return err
 	}

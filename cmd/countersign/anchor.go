@@ -33,20 +33,6 @@ func loadAnchor(cfg config) (ed25519.PrivateKey, error) {
 	return audit.LoadPrivateKey(cfg.AuditKey)
 }
 
-// checkpoint writes one now, and logs what it did.
-func (a *App) checkpoint(ctx context.Context) {
-	if a.auditKey == nil {
-		return
-	}
-	file, c, err := audit.Take(ctx, a.store, a.auditKey, a.cfg.Checkpoints, time.Now())
-	switch {
-	case err != nil:
-		a.log.Error("audit checkpoint not written", "err", err)
-	case file != "":
-		a.log.Info("audit checkpoint written", "file", file, "seq", c.Seq)
-	}
-}
-
 // cmdAuditKeygen makes a signing key for checkpoints.
 func cmdAuditKeygen(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("audit keygen", flag.ContinueOnError)

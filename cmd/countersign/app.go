@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -42,28 +41,21 @@ type App struct {
 	gate     *gate.Gate
 	runner   *runloop.Runner
 	accounts *accounts.Service
-	// core is the gate, the run loop, the accounts and the outbox with
-	// their background jobs; changes the notifier they tell, which the web
-	// side reads; site the web side.
+	// core is everything that runs, background jobs included; site the
+	// web side's handlers over it.
 	core     *core.Core
-	changes  *web.Changes
 	site     *web.Server
-	stopHub  context.CancelFunc
 	server   *http.Server
 	baseCtx  context.Context
 	stopReqs context.CancelFunc
 	listener net.Listener
 	stdout   io.Writer
-	stopBg   context.CancelFunc
-	bgDone   chan struct{}
 	// toolSet is the tools file in force (nil without one); its MCP servers
 	// stay connected until it is replaced.
 	toolSet  *httptool.Set
 	reloadMu sync.Mutex
 	// demoPage: /demo is served.
 	demoPage bool
-	// auditKey signs checkpoints of the audit chain; nil: none are taken.
-	auditKey ed25519.PrivateKey
 	// metrics (nil: off) served on metricsSrv; stopTracing flushes and
 	// ends the export of traces (nil: off). See observe.go.
 	metrics     *telemetry.Metrics
@@ -110,7 +102,8 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		}
 		return nil, err
 	}
-	if a.auditKey, err = loadAnchor(cfg); err != nil {
+	auditKey, err := loadAnchor(cfg)
+	if err != nil {
 		return fail(err)
 	}
 	unobserve, err := a.observe(ctx)
@@ -129,21 +122,24 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if err != nil {
 		return fail(err)
 	}
-	// The one place the parts are put together: the notifier first, the
-	// core that tells it, the web side over both.
-	a.changes = web.NewChanges(log)
-	ccfg.Notifier = a.changes
+	ccfg.AuditKey, ccfg.Checkpoints, ccfg.CheckpointEvery = auditKey, cfg.Checkpoints, cfg.CheckpointEvery
+	if cfg.ShadowPolicy != "" {
+		if ccfg.Shadow, err = loadShadow(ctx, cfg, loaded.registry); err != nil {
+			return fail(err)
+		}
+	}
+	// The one place the parts are put together: the core, everything
+	// that runs; the web side's handlers over it; then the core started.
 	if a.core, err = core.New(ccfg); err != nil {
 		return fail(err)
 	}
 	a.gate, a.runner, a.accounts = a.core.Gate, a.core.Runner, a.core.Accounts
-	undo = append(undo, a.core.Close)
-	a.site = web.NewFor(a.core, a.store, a.changes, wcfg)
+	a.site = web.New(a.core, wcfg)
 	a.watchTools(loaded.set)
-	if err := a.startCore(ctx, loaded); err != nil {
+	if err := a.startCore(ctx); err != nil {
 		return fail(err)
 	}
-	undo = append(undo, a.stopHub)
+	undo = append(undo, a.core.Close)
 	if err := a.newServer(); err != nil {
 		return fail(err)
 	}
@@ -235,21 +231,19 @@ func (a *App) Listen() error {
 // Addr is the address the app listens on.
 func (a *App) Addr() string { return a.listener.Addr().String() }
 
-// Run serves until ctx ends, with the background sweeper running.
+// Run serves until ctx ends; SIGHUP reloads the tools file and policy.
 func (a *App) Run(ctx context.Context) error {
 	if a.listener == nil {
 		if err := a.Listen(); err != nil {
 			return err
 		}
 	}
-	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
-	a.stopBg, a.bgDone = stop, make(chan struct{})
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go a.reloadOnHangup(bg, hup)
-	a.checkpoint(bg) // the head as this process finds it
-	go a.sweep(bg)
+	hupCtx, stopHup := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHup()
+	go a.reloadOnHangup(hupCtx, hup)
 	a.log.Info("countersign listening", "addr", a.Addr(), "db", storage.RedactDSN(a.cfg.DB), "policy_version", a.gate.Policy().Version()[:12])
 	scheme := "http"
 	if a.server.TLSConfig != nil {
@@ -301,44 +295,13 @@ func displayAddr(addr string) string {
 	return addr
 }
 
-// sweep expires overdue actions every few seconds.
-func (a *App) sweep(ctx context.Context) {
-	defer close(a.bgDone)
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	anchor := time.NewTicker(orDefault(a.cfg.CheckpointEvery, time.Hour))
-	defer anchor.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-anchor.C:
-			a.checkpoint(ctx)
-		case <-t.C:
-			// A definition another instance's admin accepted.
-			a.gate.Repin()
-			if n, err := a.gate.ExpireOverdueActions(ctx); err != nil {
-				a.log.Error("expiry sweep failed", "err", err)
-			} else if n > 0 {
-				a.log.Info("expired overdue actions", "count", n)
-			}
-		}
-	}
-}
-
 // Close stops background work and closes the database.
 func (a *App) Close() error {
-	if a.stopBg != nil {
-		a.stopBg()
-		<-a.bgDone
-	}
-	a.stopHub()
 	a.core.Close()
 	a.reloadMu.Lock()
 	a.toolSet.Close()
 	a.toolSet = nil
 	a.reloadMu.Unlock()
-	a.checkpoint(context.Background()) // the head as this process leaves it
 	a.flushTraces()
 	return a.store.Close()
 }

@@ -159,40 +159,19 @@ func (a *App) customerVerifier(ctx context.Context) (v *web.CustomerVerifier, de
 	return v, demoSecret, nil
 }
 
-// startCore tries the shadow policy, creates the demo staff, starts the
-// core's background work (recovering what a previous process left) and
-// records the versions this instance runs.
-func (a *App) startCore(ctx context.Context, in inForce) error {
-	if a.cfg.ShadowPolicy != "" {
-		shadow, err := loadShadow(ctx, a.cfg, in.registry)
-		if err != nil {
-			return err
-		}
-		a.gate.SetShadow(shadow)
-	}
+// startCore creates the demo staff and starts the core: it recovers what a
+// previous process left, records the versions this instance runs and
+// starts every background job.
+func (a *App) startCore(ctx context.Context) error {
 	if a.cfg.Demo {
 		if err := a.seedDemoStaff(ctx); err != nil {
 			return err
 		}
 	}
-	var hubCtx context.Context
-	hubCtx, a.stopHub = context.WithCancel(context.Background())
-	started, err := a.core.Start(hubCtx)
+	started, err := a.core.Start(context.WithoutCancel(ctx))
 	if err != nil {
-		a.stopHub()
+		a.core.Close()
 		return err
-	}
-	// The web side's own background work: the live queue, and on
-	// PostgreSQL what the other instances change.
-	go a.site.Run(hubCtx)
-	if a.store.Shared() {
-		a.changes.Share(hubCtx, a.store)
-	}
-	if _, notLoaded := a.gate.Policy().(*policy.NotLoaded); notLoaded {
-		// its instances row says why already (gate.FailClosed)
-	} else if err := a.store.RecordVersions(ctx, core.Hostname(), a.gate.Policy().Version(), a.gate.ToolsVersion(), "start"); err != nil {
-		a.stopHub()
-		return fmt.Errorf("record the versions in force: %w", err)
 	}
 	if started.Rerun+started.Unknown > 0 {
 		a.log.Warn("recovered interrupted calls", "rerun", started.Rerun, "unknown", started.Unknown)

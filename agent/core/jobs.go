@@ -1,0 +1,95 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/agent/audit"
+	"github.com/countersign/countersign/agent/policy"
+)
+
+// SweepEvery is how often the sweep runs: overdue actions expire, and what
+// a lost notice between instances missed is caught up.
+const SweepEvery = 5 * time.Second
+
+// sweep expires overdue actions and polls for what the bus may have
+// missed: the tools' pins another instance's admin accepted, the policy
+// version in force (also changed by the command line's `policy`), and,
+// while the other instances are not heard, everything the pages show.
+func (c *Core) sweep(ctx context.Context) {
+	t := time.NewTicker(SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if c.Bus.down.Load() {
+			c.Bus.catchUp()
+		} else {
+			c.Gate.Repin()
+			c.resync()
+		}
+		if n, err := c.Gate.ExpireOverdueActions(ctx); err != nil && ctx.Err() == nil {
+			c.log.Error("expiry sweep failed", "err", err)
+		} else if n > 0 {
+			c.log.Info("expired overdue actions", "count", n)
+		}
+	}
+}
+
+// resync puts the policy version in force in the database in force here.
+func (c *Core) resync() {
+	if err := c.Versions.Sync(context.Background()); err != nil && !errors.Is(err, context.Canceled) {
+		c.log.Error("the policy version in force is not in force here", "err", err)
+	}
+}
+
+// checkpoints writes a signed checkpoint of the audit chain every
+// CheckpointEvery (when the chain has grown).
+func (c *Core) checkpoints(ctx context.Context) {
+	every := c.cfg.CheckpointEvery
+	if every <= 0 {
+		every = time.Hour
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.checkpoint(ctx)
+		}
+	}
+}
+
+// checkpoint writes one, when there is a key.
+func (c *Core) checkpoint(ctx context.Context) {
+	if c.cfg.AuditKey == nil {
+		return
+	}
+	file, cp, err := audit.Take(ctx, c.Store, c.cfg.AuditKey, c.cfg.Checkpoints, time.Now())
+	switch {
+	case err != nil:
+		c.log.Error("audit checkpoint not written", "err", err)
+	case file != "":
+		c.log.Info("audit checkpoint written", "file", file, "seq", cp.Seq)
+	}
+}
+
+// recordVersions records the policy and tools this instance decides with
+// (instances.go's comparison across instances), unless the policy did not
+// load: its instances row says why already (gate.FailClosed).
+func (c *Core) recordVersions(ctx context.Context) error {
+	if _, notLoaded := c.Gate.Policy().(*policy.NotLoaded); notLoaded {
+		return nil
+	}
+	if err := c.Store.RecordVersions(ctx, Hostname(), c.Gate.Policy().Version(), c.Gate.ToolsVersion(), "start"); err != nil {
+		return fmt.Errorf("record the versions in force: %w", err)
+	}
+	return nil
+}
