@@ -29,6 +29,66 @@ var CallStatuses = []CallStatus{CallInvalid, CallDenied, CallAllowed, CallPendin
 // Valid reports whether s is a known call status.
 func (s CallStatus) Valid() bool { return oneOf(s, CallStatuses) }
 
+// callClass is what a call status says about its call.
+type callClass struct {
+	// open: Countersign still has the call: a person may yet decide, or
+	// it runs.
+	open bool
+	// underWay: the call has no outcome yet (open, or allowed and waiting
+	// for the agent that asked to report).
+	underWay bool
+	// mayHaveHappened: the call did, may yet, or may have happened (what
+	// the policy's totals count).
+	mayHaveHappened bool
+	// next are the statuses the call may move to; none: it is over.
+	next []CallStatus
+}
+
+// callClasses is the one table of what each call status means and where a
+// call may go from it (Tx.ChangeCallStatus refuses any other move).
+// Nothing else lists statuses by class: ask the status.
+var callClasses = map[CallStatus]callClass{
+	CallInvalid:   {},
+	CallDenied:    {},
+	CallAllowed:   {underWay: true, next: []CallStatus{CallSucceeded, CallFailed}},
+	CallPending:   {open: true, underWay: true, mayHaveHappened: true, next: []CallStatus{CallApproved, CallRejected, CallExpired, CallCancelled}},
+	CallApproved:  {open: true, underWay: true, mayHaveHappened: true, next: []CallStatus{CallExecuting, CallSucceeded, CallFailed}},
+	CallExecuting: {open: true, underWay: true, mayHaveHappened: true, next: []CallStatus{CallSucceeded, CallFailed, CallUnknown}},
+	CallRejected:  {},
+	CallExpired:   {},
+	CallCancelled: {},
+	CallSucceeded: {mayHaveHappened: true},
+	CallFailed:    {},
+	CallUnknown:   {mayHaveHappened: true, next: []CallStatus{CallSucceeded, CallFailed}},
+}
+
+// Open reports whether Countersign still has the call: a person may yet
+// decide it (pending), or it is about to run or running.
+func (s CallStatus) Open() bool { return callClasses[s].open }
+
+// UnderWay reports whether the call has no outcome yet: open, or allowed
+// and waiting for the agent that asked to report how it went.
+func (s CallStatus) UnderWay() bool { return callClasses[s].underWay }
+
+// MayHaveHappened reports whether the call did, may yet, or may have
+// happened: what a total of earlier calls counts.
+func (s CallStatus) MayHaveHappened() bool { return callClasses[s].mayHaveHappened }
+
+// MayBecome reports whether a call may move from s to t.
+func (s CallStatus) MayBecome(t CallStatus) bool { return oneOf(t, callClasses[s].next) }
+
+// CallStatusesWhere lists the call statuses of which is says true, in the
+// order of CallStatuses.
+func CallStatusesWhere(is func(CallStatus) bool) []CallStatus {
+	var out []CallStatus
+	for _, s := range CallStatuses {
+		if is(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // RunStatus is where a run is in its life.
 type RunStatus string
 

@@ -25,6 +25,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/httptool"
 )
 
 // Config is what the core is built from: the store, the tools, the policy
@@ -63,6 +64,12 @@ type Config struct {
 	SinglePersonShop bool
 	// Shadow is a policy tried beside the one in force (nil: none).
 	Shadow policy.Policy
+	// Sources are the files Tools and Policy were read from, read again
+	// by Reload; ToolSet is the tools file's set in force at start (nil:
+	// none), whose MCP servers stay connected until it is replaced, and
+	// which the core closes.
+	Sources Sources
+	ToolSet *httptool.Set
 	// AuditKey signs checkpoints of the audit chain into Checkpoints, at
 	// Start, every CheckpointEvery (0: an hour) and at Close (nil: none).
 	AuditKey        ed25519.PrivateKey
@@ -100,6 +107,11 @@ type Core struct {
 	jobs sync.WaitGroup
 	// more are the jobs others added (Job) before Start.
 	more []namedJob
+
+	// reloading makes one reload at a time; toolSet is the tools file's
+	// set in force (intools.go).
+	reloading sync.Mutex
+	toolSet   *httptool.Set
 }
 
 type namedJob struct {
@@ -132,6 +144,8 @@ func New(cfg Config) (*Core, error) {
 		Outside: &gate.Outside{Gate: g, Store: cfg.Store, Changed: bus.WatchAction},
 		log:     log, cfg: cfg, stop: func() {}, policy: cfg.Policy, origin: cfg.PolicyOrigin}
 	bus.repin, bus.resync = g.Repin, c.resync
+	c.toolSet = cfg.ToolSet
+	c.watchTools(cfg.ToolSet)
 	if cfg.Store.Shared() {
 		c.alive = models.InstanceAlive
 	}
@@ -312,6 +326,7 @@ func (c *Core) Close() {
 	c.jobs.Wait()
 	c.Runner.Close()
 	c.Gate.Close()
+	c.closeTools()
 	c.checkpoint(context.Background()) // the head as this process leaves it
 	if c.alive > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

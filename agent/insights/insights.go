@@ -32,8 +32,21 @@ const MinEvidence = 20
 // which denying them is suggested.
 const MostlyRejected = 0.8
 
-// Query chooses the calls an insight reads.
-type Query = storage.InsightsQuery
+// Query chooses the calls an insight reads: made since Since, of one tool
+// when Tool is given, split into bands of the numeric argument Field at
+// Bands (50, 200 gives "under 50", "50 to 200", "200 and over", besides
+// "no amount").
+type Query struct {
+	Since time.Time
+	Tool  string
+	Field string
+	Bands []float64
+}
+
+// rows is the query as the store reads it.
+func (q Query) rows() storage.InsightsQuery {
+	return storage.InsightsQuery{Since: q.Since, Tool: q.Tool, Field: q.Field, Bands: q.Bands}
+}
 
 // Rule is one tool and rule's calls, as the API gives them.
 type Rule struct {
@@ -132,7 +145,7 @@ func share(n, of int64) float64 {
 // Read reads the insights the query chooses and, without bands, the
 // suggestions for the policy in force (a FilePolicy; none for another).
 func Read(ctx context.Context, store *storage.Store, reg *tools.Registry, p policy.Policy, q Query) (Report, error) {
-	rules, people, err := store.Insights(ctx, q)
+	rules, people, err := analyse(ctx, store, q.rows())
 	if err != nil {
 		return Report{}, err
 	}
@@ -164,7 +177,7 @@ func Read(ctx context.Context, store *storage.Store, reg *tools.Registry, p poli
 //   - mostly rejected: deny them, by a rule put just above it.
 //
 // Mixed outcomes suggest nothing.
-func suggest(ctx context.Context, store *storage.Store, reg *tools.Registry, p *policy.FilePolicy, q Query, stats []storage.RuleInsight) ([]Suggestion, error) {
+func suggest(ctx context.Context, store *storage.Store, reg *tools.Registry, p *policy.FilePolicy, q Query, stats []ruleStats) ([]Suggestion, error) {
 	infos, _ := p.Rules()
 	byName := map[string]policy.RuleInfo{}
 	for _, r := range infos {
@@ -223,7 +236,7 @@ func suggest(ctx context.Context, store *storage.Store, reg *tools.Registry, p *
 
 func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
-func allowSuggestion(reg *tools.Registry, r policy.RuleInfo, st storage.RuleInsight, held []storage.HeldCall, ev *Evidence, days int) *Suggestion {
+func allowSuggestion(reg *tools.Registry, r policy.RuleInfo, st ruleStats, held []storage.HeldCall, ev *Evidence, days int) *Suggestion {
 	field := ""
 	if t, ok := reg.Get(st.Tool); ok {
 		field = t.Amount
@@ -280,7 +293,7 @@ func allowSuggestion(reg *tools.Registry, r policy.RuleInfo, st storage.RuleInsi
 	return s
 }
 
-func denySuggestion(r policy.RuleInfo, st storage.RuleInsight, ev *Evidence, days int) *Suggestion {
+func denySuggestion(r policy.RuleInfo, st ruleStats, ev *Evidence, days int) *Suggestion {
 	text := fmt.Sprintf("Deny the %s calls that rule %s holds: %d of %d were rejected in the last %d days", st.Tool, r.Name, st.Rejected, ev.Decided, days)
 	if st.Approved > 0 {
 		text += fmt.Sprintf("; the %d approved ones would have been refused too", st.Approved)

@@ -257,6 +257,12 @@ func result(c *models.ToolCall, tool *tools.Tool, changed string) *mcp.CallToolR
 	text := func(s string, isErr bool) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}, IsError: isErr}
 	}
+	if c.Status.Open() {
+		// A tool with an output schema must answer with structured content
+		// unless it answers an error (clients check), so its "not yet" is one.
+		return text(fmt.Sprintf("Waiting for a person to decide (call %s, %s). Nothing has been done yet unless it says executing. "+
+			"Call this tool again with the same arguments to get the outcome; that never makes a second request.", c.ID, c.Status), hasOutputSchema(tool))
+	}
 	switch c.Status {
 	case models.CallSucceeded:
 		var r *mcp.CallToolResult
@@ -273,11 +279,6 @@ func result(c *models.ToolCall, tool *tools.Tool, changed string) *mcp.CallToolR
 			r.Content = append([]mcp.Content{&mcp.TextContent{Text: changed}}, r.Content...)
 		}
 		return r
-	case models.CallPending, models.CallApproved, models.CallExecuting:
-		// A tool with an output schema must answer with structured content
-		// unless it answers an error (clients check), so its "not yet" is one.
-		return text(fmt.Sprintf("Waiting for a person to decide (call %s, %s). Nothing has been done yet unless it says executing. "+
-			"Call this tool again with the same arguments to get the outcome; that never makes a second request.", c.ID, c.Status), hasOutputSchema(tool))
 	case models.CallDenied:
 		if strings.HasPrefix(c.Rule, "limit:") {
 			return text("Not run: "+c.Reason, true) // a limit, not the policy

@@ -37,13 +37,7 @@ func ToolResultText(c *models.ToolCall) string {
 }
 
 // callFinished reports whether a call has reached an end.
-func callFinished(status models.CallStatus) bool {
-	switch status {
-	case models.CallPending, models.CallApproved, models.CallExecuting, models.CallAllowed:
-		return false
-	}
-	return true
-}
+func callFinished(status models.CallStatus) bool { return !status.UnderWay() }
 
 // describeRequest says in a few words what a call asks for, for customers,
 // in the tool's own words (tools.Tool.DescribeRequest).

@@ -16,7 +16,6 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -28,7 +27,6 @@ import (
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
-	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
 )
@@ -50,10 +48,6 @@ type App struct {
 	stopReqs context.CancelFunc
 	listener net.Listener
 	stdout   io.Writer
-	// toolSet is the tools file in force (nil without one); its MCP servers
-	// stay connected until it is replaced.
-	toolSet  *httptool.Set
-	reloadMu sync.Mutex
 	// demoPage: /demo is served.
 	demoPage bool
 	// metrics (nil: off) served on metricsSrv; stopTracing flushes and
@@ -112,30 +106,30 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		return fail(err)
 	}
 	loaded, err := a.loadInForce(ctx)
-	if loaded.set != nil {
-		undo = append(undo, loaded.set.Close)
-	}
 	if err != nil {
+		loaded.Set.Close()
 		return fail(err)
 	}
 	ccfg, wcfg, err := a.configs(loaded)
 	if err != nil {
+		loaded.Set.Close()
 		return fail(err)
 	}
 	ccfg.AuditKey, ccfg.Checkpoints, ccfg.CheckpointEvery = auditKey, cfg.Checkpoints, cfg.CheckpointEvery
 	if cfg.ShadowPolicy != "" {
-		if ccfg.Shadow, err = loadShadow(ctx, cfg, loaded.registry); err != nil {
+		if ccfg.Shadow, err = ccfg.Sources.Shadow(ctx, loaded.Registry); err != nil {
+			loaded.Set.Close()
 			return fail(err)
 		}
 	}
 	// The one place the parts are put together: the core, everything
 	// that runs; the web side's handlers over it; then the core started.
 	if a.core, err = core.New(ccfg); err != nil {
+		loaded.Set.Close()
 		return fail(err)
 	}
 	a.gate, a.runner, a.accounts = a.core.Gate, a.core.Runner, a.core.Accounts
 	a.site = web.New(a.core, wcfg)
-	a.watchTools(loaded.set)
 	if err := a.startCore(ctx); err != nil {
 		return fail(err)
 	}
@@ -298,10 +292,6 @@ func displayAddr(addr string) string {
 // Close stops background work and closes the database.
 func (a *App) Close() error {
 	a.core.Close()
-	a.reloadMu.Lock()
-	a.toolSet.Close()
-	a.toolSet = nil
-	a.reloadMu.Unlock()
 	a.flushTraces()
 	return a.store.Close()
 }

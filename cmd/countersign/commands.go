@@ -42,12 +42,13 @@ func cmdPolicyReplay(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	defer store.Close()
-	registry, _, set, err := loadTools(*cfg, store)
+	src := sources(*cfg, store)
+	registry, _, set, err := src.Tools()
 	if err != nil {
 		return err
 	}
 	defer set.Close()
-	candidate, err := loadPolicy(*cfg, registry)
+	candidate, err := src.Policy(registry)
 	if err != nil {
 		return err
 	}
@@ -120,7 +121,8 @@ func cmdPolicyTest(ctx context.Context, args []string, stdout, stderr io.Writer)
 		cfg.Policy = fs.Arg(0)
 	}
 	// The tools only need a store to run, not to be described.
-	registry, _, set, err := loadTools(*cfg, nil)
+	src := sources(*cfg, nil)
+	registry, _, set, err := src.Tools()
 	if err != nil {
 		fmt.Fprintln(stdout, err)
 		return exitError{code: 1}
@@ -131,7 +133,7 @@ func cmdPolicyTest(ctx context.Context, args []string, stdout, stderr io.Writer)
 			fmt.Fprintf(stdout, "warning: the MCP server %s is not answering (%s): its tools are missing\n", u.Name, u.Error)
 		}
 	}
-	pol, err := loadPolicy(*cfg, registry)
+	pol, err := src.Policy(registry)
 	if err != nil {
 		fmt.Fprintln(stdout, err)
 		return exitError{code: 1}

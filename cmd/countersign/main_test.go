@@ -291,7 +291,7 @@ func TestTokenRevoke(t *testing.T) {
 	}
 }
 
-// A changed policy file is proposed by ReloadPolicy (SIGHUP in serve) when
+// A changed policy file is proposed by core.Reload (SIGHUP in serve) when
 // it passes its tests, as an upload would be: the version in force stays
 // until admins countersign it. With --policy-from-file the file rules and
 // is put in force at once, with an audit event. A failing one is refused
@@ -352,11 +352,11 @@ tests:
 			t.Fatal("SIGHUP put a policy in force that nobody countersigned")
 		}
 		// The same file again proposes nothing more.
-		if err := app.ReloadPolicy(ctx); err != nil {
+		if err := app.core.Reload(ctx); err != nil {
 			t.Fatal(err)
 		}
 		os.WriteFile(policyPath, failing, 0o600)
-		if err := app.ReloadPolicy(ctx); err == nil || !strings.Contains(err.Error(), "fails 1 of its tests") {
+		if err := app.core.Reload(ctx); err == nil || !strings.Contains(err.Error(), "fails 1 of its tests") {
 			t.Fatalf("failing policy: %v", err)
 		}
 		if all, _ := app.core.Versions.List(ctx); len(all) != 2 {
@@ -368,7 +368,7 @@ tests:
 		app, policyPath := start(t, true)
 		first := app.gate.Policy().Version()
 		os.WriteFile(policyPath, changed, 0o600)
-		if err := app.ReloadPolicy(ctx); err != nil {
+		if err := app.core.Reload(ctx); err != nil {
 			t.Fatal(err)
 		}
 		second := app.gate.Policy().Version()
@@ -376,7 +376,7 @@ tests:
 			t.Fatalf("the ruling file was not put in force (%s)", second[:12])
 		}
 		os.WriteFile(policyPath, failing, 0o600)
-		if err := app.ReloadPolicy(ctx); err == nil || !strings.Contains(err.Error(), "fails 1 of its tests") {
+		if err := app.core.Reload(ctx); err == nil || !strings.Contains(err.Error(), "fails 1 of its tests") {
 			t.Fatalf("failing policy: %v", err)
 		}
 		if app.gate.Policy().Version() != second {

@@ -214,7 +214,7 @@ func TestBridgeFollowsListChangesAndRestarts(t *testing.T) {
 		t.Fatalf("tools at first: %v", got)
 	}
 	os.WriteFile(toolsFile, []byte("tools:\n"+tool("first")+tool("second")), 0o600)
-	if err := app.ReloadPolicy(ctx); err != nil {
+	if err := app.core.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -160,9 +160,7 @@ mcp_servers:
 		!strings.Contains(ev[0].Payload, unaccepted[0].Tool.ListingHash()) {
 		t.Fatalf("the acceptance is not in the audit log: %+v", ev)
 	}
-	app.reloadMu.Lock()
 	version := app.gate.ToolsVersion()
-	app.reloadMu.Unlock()
 	events, err := app.store.AuditEventsFor(ctx, version)
 	if err != nil || len(events) != 1 || events[0].Kind != models.EventToolsReloaded ||
 		!strings.Contains(events[0].Payload, "an MCP server changed its tools") || !strings.Contains(events[0].Payload, "crm__tag_contact") {

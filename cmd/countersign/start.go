@@ -13,54 +13,30 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/outbox"
-	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
 )
 
 // The steps of NewApp: what a start loads, builds and starts, in order.
 
-// inForce is what a start puts in force: the tools file's set (nil
-// without one), the registry of every tool, its version and the policy.
-type inForce struct {
-	set          *httptool.Set
-	registry     *tools.Registry
-	toolsVersion string
-	policy       *policy.FilePolicy
-}
-
 // loadInForce reads the tools file, connecting to its MCP servers, and the
 // policy, which must pass its own tests; with --demo it seeds the shop.
 // The set it returns, even with an error, is the caller's to close.
-func (a *App) loadInForce(ctx context.Context) (inForce, error) {
-	cfg := a.cfg
-	var in inForce
-	var err error
-	if in.set, err = loadToolsFile(cfg); err != nil {
+func (a *App) loadInForce(ctx context.Context) (core.InForce, error) {
+	in, err := sources(a.cfg, a.store).Load(ctx)
+	if err != nil {
 		return in, err
 	}
-	if in.registry, in.toolsVersion, err = registryOf(cfg, a.store, in.set); err != nil {
-		return in, err
-	}
-	a.toolSet = in.set
-	for _, u := range in.set.Upstreams() {
+	for _, u := range in.Set.Upstreams() {
 		if !u.Connected {
 			a.log.Warn("an MCP server of the tools file is not answering; its tools come when it does (tried again with backoff)",
 				"server", u.Name, "err", u.Error)
 		}
 	}
-	if in.policy, err = loadPolicy(cfg, in.registry); err != nil {
-		return in, err
-	}
-	if failed := policy.Failing(in.policy.RunTests(ctx)); len(failed) > 0 {
-		return in, fmt.Errorf("the policy %s fails %d of its tests (run `countersign policy test` to see them); refusing to start", in.policy.Source, len(failed))
-	}
-	if cfg.Demo {
+	if a.cfg.Demo {
 		n, err := a.store.SeedDemoShop(ctx)
 		if err != nil {
 			return in, fmt.Errorf("seed demo data: %w", err)
@@ -75,7 +51,7 @@ func (a *App) loadInForce(ctx context.Context) (inForce, error) {
 // configs are the core and the web side as the flags set them: the model,
 // who may chat (the shop's customers, the demo's), the prompt and how
 // people outside are reached.
-func (a *App) configs(in inForce) (core.Config, web.Config, error) {
+func (a *App) configs(in core.InForce) (core.Config, web.Config, error) {
 	cfg, log := a.cfg, a.log
 	model, err := newModel(cfg)
 	if err != nil {
@@ -121,7 +97,8 @@ func (a *App) configs(in inForce) (core.Config, web.Config, error) {
 	if err != nil {
 		return core.Config{}, web.Config{}, err
 	}
-	return core.Config{Store: a.store, Tools: in.registry, ToolsVersion: in.toolsVersion, Policy: in.policy, Model: model,
+	return core.Config{Store: a.store, Tools: in.Registry, ToolsVersion: in.ToolsVersion, Policy: in.Policy, Model: model,
+			Sources: sources(cfg, a.store), ToolSet: in.Set,
 			Business: business, Log: log, Outbox: ob, SystemPrompt: prompt, Metrics: a.metrics,
 			PolicyOrigin: versions.Origin{File: cfg.Policy, FileRules: cfg.PolicyFromFile}, PolicyPeople: cfg.PolicyPeople,
 			SinglePersonShop: cfg.SinglePersonShop, Limits: gate.Limits{MaxPendingPerRun: cfg.RunMaxWaiting, MaxPendingPerCustomer: cfg.CustomerMaxWaiting,

@@ -167,6 +167,9 @@ func (tx *Tx) SameAgentCall(agentID, customerID, tool, args, argsHash string) (*
 	return sameAgentCall(tx.db, tx.now, agentID, customerID, tool, args, argsHash)
 }
 
+// openCallStatuses are the calls a person may yet decide, or that run.
+var openCallStatuses = models.CallStatusesWhere(models.CallStatus.Open)
+
 func sameAgentCall(db *gorm.DB, now time.Time, agentID, customerID, tool, args, argsHash string) (*models.ToolCall, error) {
 	var rows []models.ToolCall
 	runs := db.Session(&gorm.Session{NewDB: true}).Model(&models.Run{}).Select("id").Where("agent_id = ?", agentID)
@@ -175,7 +178,7 @@ func sameAgentCall(db *gorm.DB, now time.Time, agentID, customerID, tool, args, 
 	err := db.Model(&models.ToolCall{}).Where("tool = ? AND created_at >= ?", tool, now.Add(-models.SameCallWindow)).
 		Where("decision = ? AND customer_id = ? AND run_id IN (?)", models.DecidedNeedsApproval, customerID, runs).
 		Where("status IN ? OR (delivered_at IS NULL AND (finished_at >= ? OR decided_at >= ?))",
-			[]models.CallStatus{models.CallPending, models.CallApproved, models.CallExecuting}, recent, recent).
+			openCallStatuses, recent, recent).
 		Find(&rows).Error
 	if err != nil {
 		return nil, err

@@ -59,6 +59,11 @@ func (tx *Tx) ChangeCallStatus(ch models.CallChange) error {
 	if !ch.To.Valid() || len(ch.From) == 0 {
 		return fmt.Errorf("change tool call %s: no such change %v -> %q", ch.ID, ch.From, ch.To)
 	}
+	for _, from := range ch.From {
+		if !from.MayBecome(ch.To) {
+			return fmt.Errorf("change tool call %s: a call never goes from %s to %s", ch.ID, from, ch.To)
+		}
+	}
 	var q strings.Builder
 	args := make([]any, 0, 6+len(ch.From))
 	q.WriteString("UPDATE tool_calls SET status = ?, updated_at = ?")

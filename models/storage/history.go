@@ -11,7 +11,7 @@ import (
 )
 
 // liveCallStatuses are the calls that did, may yet, or may have happened.
-var liveCallStatuses = []models.CallStatus{models.CallPending, models.CallApproved, models.CallExecuting, models.CallSucceeded, models.CallUnknown}
+var liveCallStatuses = models.CallStatusesWhere(models.CallStatus.MayHaveHappened)
 
 // totalScale is what sums of arguments are counted in: millionths, whole
 // numbers, so that a total is exact for any amount of up to six decimals

@@ -3,9 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
-	"math"
 	"runtime"
-	"sort"
 	"strconv"
 	"time"
 
@@ -13,11 +11,10 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Insights are what the recorded calls say about the policy's rules and
-// the people who decide: per tool and rule, how the calls went; per
-// approver, how they decide. They are read from the calls and approvals
-// with indexes of their own (idx_tool_calls_insights, idx_approvals_created)
-// and summed here, so that a page over a million calls stays fast.
+// The rows the insights (agent/insights) are summed from: the calls and
+// the approvals, read with indexes of their own (idx_tool_calls_insights,
+// idx_approvals_created) on the report pool, so that a page over a million
+// calls stays fast and never takes the gate's connections.
 
 // InsightsQuery chooses the calls: made since Since, of one tool when Tool
 // is given, split into bands of the numeric argument Field at Bands (50,
@@ -29,155 +26,32 @@ type InsightsQuery struct {
 	Bands []float64
 }
 
-// RuleInsight is how the calls one rule decided went.
-type RuleInsight struct {
-	Tool, Rule string
-	Band       string // "" without bands
-	Calls      int64
-	Allowed    int64 // the policy let them through
-	Denied     int64
-	Held       int64 // waited for a person
-	Approved   int64
-	Edited     int64 // approved with arguments a person changed
-	Rejected   int64
-	Expired    int64
-	Cancelled  int64
-	Waiting    int64
-	// DecisionP50 and DecisionP90 are seconds from held to decided by
-	// people (-1: none decided).
-	DecisionP50, DecisionP90 float64
-}
-
-// ApproverInsight is how one person decided.
-type ApproverInsight struct {
-	StaffID, Name string
-	Decisions     int64
-	Approved      int64
-	Rejected      int64
-	Edited        int64
-	// Quick counts decisions made under 3 seconds after the action reached
-	// them (it was held, or the approver before them signed): the
-	// rubber-stamp signal.
-	Quick int64
-	// MedianSeconds is their median time to decide.
-	MedianSeconds float64
-}
-
-// verdicts is what one slice of the period's verdicts says.
-type verdicts struct {
-	people map[string]*ApproverInsight
-	took   map[string][]float64
-	rules  map[[3]string]*ruleVerdicts
-}
-
-type ruleVerdicts struct {
-	edited  int64
-	settled []float64
-}
-
-// verdictSlices cuts [from, to) in n slices; the last is open-ended.
-func verdictSlices(from, to time.Time, n int) [][2]time.Time {
-	n = max(n, 1)
-	step := to.Sub(from) / time.Duration(n)
-	out := make([][2]time.Time, n)
-	for i := range out {
-		out[i] = [2]time.Time{from.Add(time.Duration(i) * step), from.Add(time.Duration(i+1) * step)}
-	}
-	out[n-1][1] = time.Time{}
-	return out
-}
-
-// readVerdicts reads the verdicts of one slice of the period.
-func (s *Store) readVerdicts(ctx context.Context, from string, args []any, bandCol string, part [2]time.Time) (verdicts, error) {
-	v := verdicts{people: map[string]*ApproverInsight{}, took: map[string][]float64{}, rules: map[[3]string]*ruleVerdicts{}}
-	args = append([]any{}, args...)
-	for i, a := range args { // the period's start is the slice's
-		if _, ok := a.(time.Time); ok {
-			args[i] = part[0]
-			break
-		}
-	}
-	if !part[1].IsZero() {
-		from, args = from+" AND created_at < ?", append(args, part[1])
-	}
-	rows, err := s.reports.WithContext(ctx).Raw(`SELECT staff_id, verdict, edited, tool, rule, `+bandCol+`, took_s, settled_s FROM `+from, args...).Rows()
-	if err != nil {
-		return v, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var staffID, verdict, tool, rule, b string
-		var edited bool
-		var secs float64
-		var settled *float64
-		if err := rows.Scan(&staffID, &verdict, &edited, &tool, &rule, &b, &secs, &settled); err != nil {
-			return v, err
-		}
-		p := v.people[staffID]
-		if p == nil {
-			p = &ApproverInsight{StaffID: staffID}
-			v.people[staffID] = p
-		}
-		p.Decisions++
-		v.took[staffID] = append(v.took[staffID], secs)
-		if secs < QuickDecision.Seconds() {
-			p.Quick++
-		}
-		switch verdict {
-		case "approve":
-			p.Approved++
-		case "reject":
-			p.Rejected++
-		}
-		k := [3]string{tool, rule, b}
-		r := v.rules[k]
-		if r == nil {
-			r = &ruleVerdicts{}
-			v.rules[k] = r
-		}
-		if edited {
-			p.Edited++
-			if verdict == "approve" {
-				r.edited++
-			}
-		}
-		if settled != nil {
-			r.settled = append(r.settled, *settled)
-		}
-	}
-	return v, rows.Err()
+// InsightCount is how many calls of one tool and rule (in one band) were
+// decided one way and are now in one status.
+type InsightCount struct {
+	Tool, Rule, Band string
+	Decision         string
+	Status           models.CallStatus
+	N                int64
 }
 
 // HourFormat is how call_hours names an hour (UTC).
 const HourFormat = "2006-01-02 15"
 
-// QuickDecision is the time under which a decision counts as quick.
-const QuickDecision = 3 * time.Second
-
-// Insights reads the calls and the approvals the query chooses.
-func (s *Store) Insights(ctx context.Context, q InsightsQuery) ([]RuleInsight, []ApproverInsight, error) {
+// InsightCounts counts the calls the query chooses. Without bands: the
+// hours wholly in the period from call_hours (where an approved call's
+// outcome is "approved"), and the calls of the hour it starts in. With
+// bands, every call's arguments are read.
+func (s *Store) InsightCounts(ctx context.Context, q InsightsQuery) ([]InsightCount, error) {
 	since := q.Since.UTC()
 	band, bandArgs := s.d.bandOf("args", q.Field, q.Bands)
-	where, whereArgs := "created_at >= ?", []any{since}
-	if q.Tool != "" {
-		where, whereArgs = "tool = ? AND "+where, []any{q.Tool, since}
-	}
-	byKey := map[[3]string]*RuleInsight{}
-	get := func(tool, rule, b string) *RuleInsight {
-		k := [3]string{tool, rule, b}
-		r := byKey[k]
-		if r == nil {
-			r = &RuleInsight{Tool: tool, Rule: rule, Band: b, DecisionP50: -1, DecisionP90: -1}
-			byKey[k] = r
-		}
-		return r
-	}
-	// Without bands: the hours wholly in the period from call_hours, and
-	// the calls of the hour it starts in. With bands, every call's
-	// arguments are read.
 	var counts string
 	var countArgs []any
 	if len(bandArgs) > 0 {
+		where, whereArgs := "created_at >= ?", []any{since}
+		if q.Tool != "" {
+			where, whereArgs = "tool = ? AND "+where, []any{q.Tool, since}
+		}
 		counts, countArgs = `SELECT tool, rule, decision, status, `+band+` AS band, COUNT(*) FROM tool_calls WHERE `+where+
 			` GROUP BY tool, rule, decision, status, band`, append(bandArgs, whereArgs...)
 	} else {
@@ -195,47 +69,42 @@ func (s *Store) Insights(ctx context.Context, q InsightsQuery) ([]RuleInsight, [
 	}
 	rows, err := s.reports.WithContext(ctx).Raw(counts, countArgs...).Rows()
 	if err != nil {
-		return nil, nil, fmt.Errorf("insights: %w", err)
+		return nil, fmt.Errorf("insights: %w", err)
 	}
+	defer rows.Close()
+	var out []InsightCount
 	for rows.Next() {
-		var tool, rule, decision, status, b string
-		var n int64
-		if err := rows.Scan(&tool, &rule, &decision, &status, &b, &n); err != nil {
-			rows.Close()
-			return nil, nil, fmt.Errorf("insights: %w", err)
+		var c InsightCount
+		if err := rows.Scan(&c.Tool, &c.Rule, &c.Decision, &c.Status, &c.Band, &c.N); err != nil {
+			return nil, fmt.Errorf("insights: %w", err)
 		}
-		r := get(tool, rule, b)
-		r.Calls += n
-		switch decision {
-		case models.DecidedAllow:
-			r.Allowed += n
-		case models.DecidedDeny:
-			r.Denied += n
-		case models.DecidedNeedsApproval:
-			r.Held += n
-			switch models.CallStatus(status) {
-			case models.CallApproved, models.CallExecuting, models.CallSucceeded, models.CallFailed, models.CallUnknown: // call_hours says approved
-				r.Approved += n
-			case models.CallRejected:
-				r.Rejected += n
-			case models.CallExpired:
-				r.Expired += n
-			case models.CallCancelled:
-				r.Cancelled += n
-			case models.CallPending:
-				r.Waiting += n
-			}
-		}
+		out = append(out, c)
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("insights: %w", err)
+		return nil, fmt.Errorf("insights: %w", err)
 	}
+	return out, nil
+}
 
-	// The verdicts given in the period, summed in whole seconds: each keeps
-	// its call's tool and rule and how long its person took
-	// (Approval.TookS, .SettledS), so that without bands no call is read.
-	// With bands, the calls' arguments are.
+// Verdict is one verdict given in the period, as the insights read it:
+// with its call's tool, rule and band, how long its person took, and (for
+// the verdict that settled the call) how long the call waited in all.
+type Verdict struct {
+	StaffID, Verdict string
+	Edited           bool
+	Tool, Rule, Band string
+	TookS            float64
+	SettledS         *float64
+}
+
+// InsightVerdicts reads the verdicts given in the period the query
+// chooses, summed in whole seconds (Approval.TookS, .SettledS), so that
+// without bands no call is read. They are many (a sixth of the calls,
+// say): the period is read in parts at once, one per report connection
+// (ReportConns). part(i) is asked first, for every part, for the function
+// part i's verdicts go to; each is called from its part's goroutine only.
+func (s *Store) InsightVerdicts(ctx context.Context, q InsightsQuery, part func(i int) func(Verdict)) error {
+	since := q.Since.UTC()
 	from, fromArgs, bandCol := "approvals WHERE created_at >= ?", []any{since}, "''"
 	if len(q.Bands) > 0 && q.Field != "" {
 		aband, abandArgs := s.d.bandOf("c.args", q.Field, q.Bands)
@@ -246,108 +115,87 @@ func (s *Store) Insights(ctx context.Context, q InsightsQuery) ([]RuleInsight, [
 	if q.Tool != "" {
 		from, fromArgs = from+" AND tool = ?", append(fromArgs, q.Tool)
 	}
-	// The verdicts are many (a sixth of the calls, say): the period is read
-	// in slices at once, one per report connection (ReportConns).
 	parts := verdictSlices(since, s.now(), min(runtime.GOMAXPROCS(0), ReportConns))
-	got := make([]verdicts, len(parts))
+	each := make([]func(Verdict), len(parts))
+	for i := range parts {
+		each[i] = part(i)
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	for i, part := range parts {
-		g.Go(func() error {
-			var err error
-			got[i], err = s.readVerdicts(gctx, from, fromArgs, bandCol, part)
-			return err
-		})
+	for i, p := range parts {
+		g.Go(func() error { return s.readVerdicts(gctx, from, fromArgs, bandCol, p, each[i]) })
 	}
 	if err := g.Wait(); err != nil {
-		return nil, nil, fmt.Errorf("insights of approvals: %w", err)
+		return fmt.Errorf("insights of approvals: %w", err)
 	}
-	people := map[string]*ApproverInsight{}
-	took := map[*ApproverInsight][]float64{}
-	times := map[*RuleInsight][]float64{}
-	for _, v := range got {
-		for id, p := range v.people {
-			all := people[id]
-			if all == nil {
-				all = &ApproverInsight{StaffID: id, MedianSeconds: -1}
-				people[id] = all
-			}
-			all.Decisions, all.Approved, all.Rejected, all.Edited, all.Quick = all.Decisions+p.Decisions, all.Approved+p.Approved,
-				all.Rejected+p.Rejected, all.Edited+p.Edited, all.Quick+p.Quick
-			took[all] = append(took[all], v.took[id]...)
-		}
-		for k, r := range v.rules {
-			all := get(k[0], k[1], k[2])
-			all.Edited += r.edited
-			times[all] = append(times[all], r.settled...)
-		}
-	}
-	for p, xs := range took {
-		p.MedianSeconds = percentile(xs, 0.5)
-	}
-	for r, xs := range times {
-		r.DecisionP50, r.DecisionP90 = percentile(xs, 0.5), percentile(xs, 0.9)
-	}
+	return nil
+}
 
-	// Names as the staff list has them (the index holds ids only).
+// verdictSlices cuts [from, to) in n slices; the last is open-ended.
+func verdictSlices(from, to time.Time, n int) [][2]time.Time {
+	n = max(n, 1)
+	step := to.Sub(from) / time.Duration(n)
+	out := make([][2]time.Time, n)
+	for i := range out {
+		out[i] = [2]time.Time{from.Add(time.Duration(i) * step), from.Add(time.Duration(i+1) * step)}
+	}
+	out[n-1][1] = time.Time{}
+	return out
+}
+
+// readVerdicts reads the verdicts of one slice of the period.
+func (s *Store) readVerdicts(ctx context.Context, from string, args []any, bandCol string, part [2]time.Time, each func(Verdict)) error {
+	args = append([]any{}, args...)
+	for i, a := range args { // the period's start is the slice's
+		if _, ok := a.(time.Time); ok {
+			args[i] = part[0]
+			break
+		}
+	}
+	if !part[1].IsZero() {
+		from, args = from+" AND created_at < ?", append(args, part[1])
+	}
+	rows, err := s.reports.WithContext(ctx).Raw(`SELECT staff_id, verdict, edited, tool, rule, `+bandCol+`, took_s, settled_s FROM `+from, args...).Rows()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v Verdict
+		if err := rows.Scan(&v.StaffID, &v.Verdict, &v.Edited, &v.Tool, &v.Rule, &v.Band, &v.TookS, &v.SettledS); err != nil {
+			return err
+		}
+		each(v)
+	}
+	return rows.Err()
+}
+
+// ApproverNames are the names of the people who gave verdicts, by id: as
+// the staff list has them, else (Slack, an account gone) as their last
+// verdict kept them, else the id.
+func (s *Store) ApproverNames(ctx context.Context, ids []string) (map[string]string, error) {
+	names := map[string]string{}
 	var staff []models.Staff
 	if err := s.db.WithContext(ctx).Select("id", "name").Find(&staff).Error; err != nil {
-		return nil, nil, fmt.Errorf("insights: %w", err)
+		return nil, fmt.Errorf("insights: %w", err)
 	}
 	for _, st := range staff {
-		if p := people[st.ID]; p != nil && p.Name == "" {
-			p.Name = st.Name
-		}
+		names[st.ID] = st.Name
 	}
-	for id, p := range people { // not on the staff list (Slack, an account gone): the name their verdicts kept
-		if p.Name != "" {
+	out := make(map[string]string, len(ids))
+	for _, id := range ids {
+		if n := names[id]; n != "" {
+			out[id] = n
 			continue
 		}
 		var last []models.Approval
 		if err := s.db.WithContext(ctx).Select("staff_name").Where("staff_id = ?", id).Order("id DESC").Limit(1).Find(&last).Error; err != nil {
-			return nil, nil, fmt.Errorf("insights: %w", err)
+			return nil, fmt.Errorf("insights: %w", err)
 		}
-		if p.Name = id; len(last) > 0 && last[0].StaffName != "" {
-			p.Name = last[0].StaffName
-		}
-	}
-	out := make([]RuleInsight, 0, len(byKey))
-	for _, r := range byKey {
-		if r.Calls > 0 || r.Edited > 0 {
-			out = append(out, *r)
+		if out[id] = id; len(last) > 0 && last[0].StaffName != "" {
+			out[id] = last[0].StaffName
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Tool != b.Tool {
-			return a.Tool < b.Tool
-		}
-		if a.Rule != b.Rule {
-			return a.Rule < b.Rule
-		}
-		return a.Band < b.Band
-	})
-	approvers := make([]ApproverInsight, 0, len(people))
-	for _, p := range people {
-		approvers = append(approvers, *p)
-	}
-	sort.Slice(approvers, func(i, j int) bool {
-		if approvers[i].Decisions != approvers[j].Decisions {
-			return approvers[i].Decisions > approvers[j].Decisions
-		}
-		return approvers[i].Name < approvers[j].Name
-	})
-	return out, approvers, nil
-}
-
-// percentile is the nearest-rank percentile of xs (-1 for none); xs is
-// sorted in place.
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return -1
-	}
-	sort.Float64s(xs)
-	i := int(math.Ceil(float64(len(xs))*p)) - 1
-	return xs[min(max(i, 0), len(xs)-1)]
+	return out, nil
 }
 
 // bandOf is SQL naming the band of a numeric top-level argument, with its

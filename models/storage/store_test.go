@@ -136,3 +136,47 @@ func TestCentsRoundsHalfAwayFromZero(t *testing.T) {
 		t.Errorf("CentsFrom(MaxDollars) = %d, %v", c, err)
 	}
 }
+
+// A call moves only as the status table allows: a finished call cannot be
+// put back to pending, nor a pending one run without approval, and a
+// refused move changes nothing.
+func TestACallMovesOnlyAsTheStatusTableAllows(t *testing.T) {
+	s, err := storage.Open(storetest.DSN(t), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	run, done, waiting := models.NewID("run"), models.NewID("call"), models.NewID("call")
+	err = s.Write(ctx, func(tx *storage.Tx) error {
+		if err := tx.CreateRun(&models.Run{ID: run, Channel: "api", Status: models.RunActive}); err != nil {
+			return err
+		}
+		for id, st := range map[string]models.CallStatus{done: models.CallSucceeded, waiting: models.CallPending} {
+			if err := tx.CreateToolCall(&models.ToolCall{ID: id, RunID: run, Tool: "t", Risk: "high_write", Args: "{}", RawArgs: "{}",
+				Status: st, Decision: models.DecidedNeedsApproval}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []models.CallChange{
+		{ID: done, From: []models.CallStatus{models.CallSucceeded}, To: models.CallPending},
+		{ID: done, From: []models.CallStatus{models.CallSucceeded}, To: models.CallFailed},
+		{ID: waiting, From: []models.CallStatus{models.CallPending}, To: models.CallExecuting},
+		{ID: waiting, From: []models.CallStatus{models.CallPending}, To: models.CallSucceeded},
+	} {
+		err := s.Write(ctx, func(tx *storage.Tx) error { return tx.ChangeCallStatus(ch) })
+		if err == nil || !strings.Contains(err.Error(), "never goes from") {
+			t.Errorf("%v -> %s: %v", ch.From, ch.To, err)
+		}
+	}
+	for id, want := range map[string]models.CallStatus{done: models.CallSucceeded, waiting: models.CallPending} {
+		if c, err := s.ToolCall(ctx, id); err != nil || c.Status != want {
+			t.Errorf("%s is %v (%v), want %s", id, c, err, want)
+		}
+	}
+}

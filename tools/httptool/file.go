@@ -22,12 +22,13 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/upstream"
 )
 
 // fileSpec is a tools file as written.
 type fileSpec struct {
 	Tools      []toolSpec      `yaml:"tools"`
-	MCPServers []mcpServerSpec `yaml:"mcp_servers"`
+	MCPServers []upstream.Spec `yaml:"mcp_servers"`
 }
 
 type toolSpec struct {
@@ -78,7 +79,7 @@ type Set struct {
 	// fixed are the tools the file defines itself.
 	fixed []*tools.Tool
 	// upstreams are the file's MCP servers, each kept connected.
-	upstreams []*upstream
+	upstreams []*upstream.Server
 	// secrets hides the values of every ${NAME} the file uses.
 	secrets redactor
 	// digest is the SHA-256 of the bytes the set was loaded from.
@@ -93,7 +94,7 @@ type Set struct {
 func (s *Set) Tools() []*tools.Tool {
 	out := slices.Clone(s.fixed)
 	for _, u := range s.upstreams {
-		out = append(out, u.current()...)
+		out = append(out, u.Tools()...)
 	}
 	return out
 }
@@ -122,7 +123,7 @@ func (s *Set) Upstreams() []tools.UpstreamStatus {
 	}
 	var out []tools.UpstreamStatus
 	for _, u := range s.upstreams {
-		out = append(out, u.status())
+		out = append(out, u.Status())
 	}
 	return out
 }
@@ -134,7 +135,7 @@ func (s *Set) Close() {
 		return
 	}
 	for _, u := range s.upstreams {
-		u.close()
+		u.Close()
 	}
 }
 
@@ -208,13 +209,13 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 			return nil, fmt.Errorf("%s: the name %q is used by an earlier MCP server", at("name"), ms.Name)
 		}
 		servers[ms.Name] = true
-		u, err := set.upstream(ms, o, at)
+		u, err := upstream.New(ms, set.upstreamConfig(o, at))
 		if err != nil {
 			set.Close()
 			return nil, err
 		}
 		set.upstreams = append(set.upstreams, u)
-		for _, t := range u.current() {
+		for _, t := range u.Tools() {
 			if seen[t.Name] {
 				set.Close()
 				return nil, fmt.Errorf("%s: the MCP tool %s has the name of another tool", at("name"), t.Name)
@@ -222,9 +223,21 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 		}
 	}
 	for _, u := range set.upstreams {
-		go u.keep()
+		go u.Keep()
 	}
 	return set, nil
+}
+
+// upstreamConfig is what an MCP server of the file needs of it.
+func (set *Set) upstreamConfig(o Options, at func(string) string) upstream.Config {
+	taken := map[string]bool{}
+	for _, t := range set.fixed {
+		taken[t.Name] = true
+	}
+	return upstream.Config{Reconnect: o.Reconnect, At: at, Changed: set.changed,
+		Taken:  func(name string) bool { return taken[name] },
+		Env:    func(s string) (string, error) { return set.env(s, o) },
+		Redact: set.Redact, RedactJSON: set.secrets.json}
 }
 
 func (set *Set) build(ts toolSpec, o Options, earlier map[string]*tools.Tool, at func(key string) string) (*tools.Tool, error) {

@@ -92,25 +92,6 @@ func (t *urlTemplate) fill(args map[string]any) (string, error) {
 	return b.String(), nil
 }
 
-// maxRedirects is how many redirects on the tool's own origin are followed.
-const maxRedirects = 3
-
-// errOffOrigin stops a redirect: the client hands back the 3xx answer.
-var errOffOrigin = http.ErrUseLastResponse
-
-// sameOriginOnly is a client's CheckRedirect that follows a redirect only
-// on the origin (scheme, host, port) the first request went to, at most
-// maxRedirects times. Anything else comes back as the redirect itself, so
-// nothing the tools file adds (its headers, the signature, the body, the
-// idempotency key) ever reaches another host.
-func sameOriginOnly(req *http.Request, via []*http.Request) error {
-	first := via[0].URL
-	if len(via) > maxRedirects || req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
-		return errOffOrigin
-	}
-	return nil
-}
-
 // noRedirectClient is c (nil: a new client) following redirects on its own
 // origin only.
 func noRedirectClient(c *http.Client) *http.Client {
@@ -118,7 +99,7 @@ func noRedirectClient(c *http.Client) *http.Client {
 	if c != nil {
 		*out = *c
 	}
-	out.CheckRedirect = sameOriginOnly
+	out.CheckRedirect = tools.SameOriginOnly
 	return out
 }
 
@@ -131,7 +112,7 @@ func (e *executor) redirected(resp *http.Response) error {
 	if loc, err := resp.Location(); err == nil {
 		where = loc.Scheme + "://" + loc.Host
 		if loc.Host == resp.Request.URL.Host && loc.Scheme == resp.Request.URL.Scheme {
-			where = "itself more than " + fmt.Sprint(maxRedirects) + " times"
+			where = "itself more than " + fmt.Sprint(tools.MaxRedirects) + " times"
 		}
 	}
 	what := fmt.Sprintf("the %s service redirected the call to %s (%s); Countersign follows redirects only on the tool's own host and sent nothing there", e.tool, where, resp.Status)
