@@ -86,43 +86,6 @@ func New(cfg Config) (*Service, error) {
 	return vs, nil
 }
 
-// People is how many people sign a change, the author counted: the
-// deployment's number as last read.
-func (s *Service) People() int { return int(s.people.Load()) }
-
-// Settle reads the deployment's number of people who sign a change,
-// storing this instance's when none is kept yet. An instance whose
-// --policy-people disagrees with it, or that would follow a one-person
-// deployment without --single-person-shop, refuses to start: how many
-// people a change needs is not one instance's to say.
-func (s *Service) Settle(ctx context.Context) error {
-	n, err := s.cfg.Store.SettlePolicyPeople(ctx, s.People(), s.cfg.Host)
-	if err != nil {
-		return fmt.Errorf("the number of people who sign a policy change: %w", err)
-	}
-	switch {
-	case s.cfg.People != 0 && s.cfg.People != n:
-		return fmt.Errorf("--policy-people %d disagrees with this deployment, whose policy changes need %d people (kept in the database): start with --policy-people %d or without it; to change the number, run `countersign policy people N` on a host", s.cfg.People, n, n)
-	case n == 1 && !s.cfg.SinglePerson:
-		return errors.New("this deployment lets one admin put a policy change in force alone: start with --single-person-shop to say you know, or change that with `countersign policy people 2` on a host")
-	}
-	s.people.Store(int64(n))
-	return nil
-}
-
-// peopleNow is the deployment's number, read again.
-func (s *Service) peopleNow(ctx context.Context) (int, error) {
-	n, err := s.cfg.Store.PolicyPeople(ctx)
-	if err != nil {
-		return 0, err
-	}
-	if n == 0 {
-		n = s.People()
-	}
-	s.people.Store(int64(n))
-	return n, nil
-}
-
 // Tests is what a version's own tests found.
 type Tests struct {
 	Passed  int          `json:"passed"`
@@ -289,8 +252,6 @@ type Proposal struct {
 	By     models.Actor
 }
 
-func mayGovern(a models.Actor) bool { return a.ID == "" || a.Role == models.Admin }
-
 // Propose stores a proposed version: it must load against the tools in
 // force and pass its own tests; it is replayed over the last 30 days, and
 // that replay is what its approvers see and approve. Only admins (and the
@@ -349,13 +310,6 @@ func (s *Service) Propose(ctx context.Context, p Proposal) (*Version, error) {
 	}
 	s.log.Info("policy version proposed", "policy_version_id", v.ID, "hash", v.Hash[:12], "by", p.By.String(), "source", v.Source)
 	return view(v, nil), nil
-}
-
-func authorName(a models.Actor) string {
-	if a.ID == "" {
-		return "system"
-	}
-	return a.Name
 }
 
 func versionSubject(id int64) string { return "policy:" + strconv.FormatInt(id, 10) }
@@ -445,19 +399,6 @@ func (s *Service) Approve(ctx context.Context, id int64, a Approval) (*Version, 
 		s.announce(ctx)
 	}
 	return s.Get(ctx, id)
-}
-
-// signers counts the people who signed: the approvers, and the author when
-// a person proposed it.
-func signers(v *models.PolicyVersion, sigs []models.PolicySignature) int {
-	seen := map[string]bool{}
-	if v.AuthorID != "" {
-		seen[v.AuthorID] = true
-	}
-	for _, sg := range sigs {
-		seen[sg.StaffID] = true
-	}
-	return len(seen)
 }
 
 func inForcePayload(from, to *models.PolicyVersion, how string) models.PolicyInForcePayload {

@@ -26,9 +26,9 @@ type Store struct {
 	// connections of its own, so that however many people read, the
 	// gate's connections stay the gate's.
 	reports *gorm.DB
-	wdb     *gorm.DB      // the single writer connection, used only by the writer goroutine
-	writer  *writer       // SQLite: the single batching writer
-	ckpt    *checkpointer // SQLite: the write-ahead log's checkpoints
+	wdb     *gorm.DB         // the single writer connection, used only by the writer goroutine
+	writer  *writer          // SQLite: the single batching writer
+	wal     *walCheckpointer // SQLite: the write-ahead log's checkpoints
 	// indexer keeps the audit search's index up to date (SQLite with FTS5).
 	indexer *textIndexer
 	d       dialect
@@ -115,9 +115,9 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.ckpt = newCheckpointer(readers)
+	s.wal = newWALCheckpointer(readers)
 	if s.writer, err = newWriter(s, conn, opts.MaxBatch); err != nil {
-		s.ckpt.close()
+		s.wal.close()
 		closePool(db)
 		closePool(wdb)
 		return nil, err
@@ -191,7 +191,7 @@ func (s *Store) Close() error {
 	}
 	s.indexer.close()
 	s.writer.close()
-	s.ckpt.close()
+	s.wal.close()
 	s.reads.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
 	return errors.Join(closePool(s.db), closePool(s.reports), closePool(s.wdb))
 }

@@ -302,8 +302,8 @@ func (w *writer) loop() {
 				}
 			}
 			w.run(batch)
-			if w.store.ckpt != nil {
-				w.store.ckpt.finish(w.conn)
+			if w.store.wal != nil {
+				w.store.wal.finish(w.conn)
 			}
 		case <-w.quit:
 			return
@@ -420,25 +420,14 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 			ran++
 			continue
 		}
-		if _, err := tx.exec("SAVEPOINT unit"); err != nil {
-			return abort(fmt.Errorf("savepoint: %w", err))
-		}
-		saved, after, moved := tx.chain, len(tx.after), len(tx.moved)
-		if err := callUnit(r.fn, tx); err != nil {
-			if retryable(err) {
-				return abort(err) // the whole batch again
-			}
-			results[i] = err
-			tx.chain, tx.after, tx.moved = saved, tx.after[:after], tx.moved[:moved]
-			if _, rbErr := tx.exec("ROLLBACK TO SAVEPOINT unit"); rbErr != nil {
-				// The transaction is in an unknown state: give up on all of it.
-				return abort(fmt.Errorf("roll back unit: %w", rbErr))
-			}
-		} else {
+		unitErr, err := tx.inSavepoint(r.fn)
+		if unitErr != nil {
+			results[i] = unitErr
+		} else if err == nil {
 			ran++
 		}
-		if _, err := tx.exec("RELEASE SAVEPOINT unit"); err != nil {
-			return abort(fmt.Errorf("release savepoint: %w", err))
+		if err != nil {
+			return abort(err)
 		}
 	}
 	if ran == 0 {
@@ -451,9 +440,40 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 	if err := stx.Commit(); err != nil {
 		return abort(fmt.Errorf("%w: %w", errCommit, err))
 	}
-	took := time.Since(began)
-	if w.store.ckpt != nil {
-		w.store.ckpt.committed()
+	w.committed(tx, ran, time.Since(began))
+	return nil
+}
+
+// inSavepoint runs one unit of a batch in a savepoint: a unit that fails is
+// undone alone, with the chain links, hooks and moves it added. It returns
+// the unit's own error, and an error that ends the whole batch (one worth
+// trying again, or a transaction left in an unknown state).
+func (tx *Tx) inSavepoint(fn func(*Tx) error) (unitErr, batchErr error) {
+	if _, err := tx.exec("SAVEPOINT unit"); err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	saved, after, moved := tx.chain, len(tx.after), len(tx.moved)
+	if err := callUnit(fn, tx); err != nil {
+		if retryable(err) {
+			return nil, err // the whole batch again
+		}
+		unitErr = err
+		tx.chain, tx.after, tx.moved = saved, tx.after[:after], tx.moved[:moved]
+		if _, rbErr := tx.exec("ROLLBACK TO SAVEPOINT unit"); rbErr != nil {
+			return unitErr, fmt.Errorf("roll back unit: %w", rbErr)
+		}
+	}
+	if _, err := tx.exec("RELEASE SAVEPOINT unit"); err != nil {
+		return unitErr, fmt.Errorf("release savepoint: %w", err)
+	}
+	return unitErr, nil
+}
+
+// committed counts a batch that committed, tells the observer and runs the
+// units' after-commit hooks.
+func (w *writer) committed(tx *Tx, ran int, took time.Duration) {
+	if w.store.wal != nil {
+		w.store.wal.committed()
 	}
 	w.commits.Add(1)
 	w.units.Add(int64(ran))
@@ -463,7 +483,6 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 	for _, fn := range tx.after {
 		fn()
 	}
-	return nil
 }
 
 func callUnit(fn func(*Tx) error, tx *Tx) (err error) {

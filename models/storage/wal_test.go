@@ -14,7 +14,7 @@ import (
 
 // The writer's connection never checkpoints by itself, so the log must still
 // start over once it is long, even with readers busy all the while: the
-// background checkpointer and the writer's finish together keep it bounded.
+// background walCheckpointer and the writer's finish together keep it bounded.
 func TestTheLogStartsOverUnderLoad(t *testing.T) {
 	s, err := Open(filepath.Join(t.TempDir(), "wal.db"), Options{})
 	if err != nil {
@@ -23,9 +23,9 @@ func TestTheLogStartsOverUnderLoad(t *testing.T) {
 	defer s.Close()
 	// A smaller limit than production's, so that the test writes a few
 	// thousand pages rather than a few hundred thousand. Set before the first
-	// write: the checkpointer only reads it after a commit has woken it.
+	// write: the walCheckpointer only reads it after a commit has woken it.
 	const limit = 1000
-	s.ckpt.limit = limit
+	s.wal.limit = limit
 	ctx := context.Background()
 	if err := s.Write(ctx, func(tx *Tx) error { return tx.CreateRun(&models.Run{ID: "run_1", Status: "active"}) }); err != nil {
 		t.Fatal(err)

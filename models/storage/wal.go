@@ -56,7 +56,7 @@ type rowQuerier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-type checkpointer struct {
+type walCheckpointer struct {
 	db      *sql.DB // a reader pool; any connection may checkpoint
 	wake    chan struct{}
 	quit    chan struct{}
@@ -67,21 +67,21 @@ type checkpointer struct {
 	limit int // walPagesLimit; tests lower it
 }
 
-func newCheckpointer(db *sql.DB) *checkpointer {
-	c := &checkpointer{db: db, wake: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{}), limit: walPagesLimit}
+func newWALCheckpointer(db *sql.DB) *walCheckpointer {
+	c := &walCheckpointer{db: db, wake: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{}), limit: walPagesLimit}
 	go c.loop()
 	return c
 }
 
-// committed tells the checkpointer that the log has grown.
-func (c *checkpointer) committed() {
+// committed tells the walCheckpointer that the log has grown.
+func (c *walCheckpointer) committed() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (c *checkpointer) loop() {
+func (c *walCheckpointer) loop() {
 	defer close(c.stopped)
 	prevPages, prevAt := 0, time.Now()
 	rate := 0.0 // pages per second the log grew at, last time it was seen growing
@@ -126,7 +126,7 @@ func nextWait(rate float64, step int) time.Duration {
 // checkpoint copies what it can of the log into the database file without
 // waiting for anyone, notes whether the log is still long and returns its
 // length in pages (-1 when the checkpoint could not run).
-func (c *checkpointer) checkpoint(db rowQuerier) int {
+func (c *walCheckpointer) checkpoint(db rowQuerier) int {
 	var busy, logPages, copied int
 	if err := db.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logPages, &copied); err != nil {
 		// Another checkpoint is running, or the database is closing: the
@@ -144,13 +144,13 @@ func (c *checkpointer) checkpoint(db rowQuerier) int {
 // the log is actually short again (as SQLite's own automatic checkpoint
 // does after every commit past its limit); each try copies only the pages
 // written since the one before.
-func (c *checkpointer) finish(writerConn rowQuerier) {
+func (c *walCheckpointer) finish(writerConn rowQuerier) {
 	if c.long.Load() {
 		c.checkpoint(writerConn)
 	}
 }
 
-func (c *checkpointer) close() {
+func (c *walCheckpointer) close() {
 	c.once.Do(func() { close(c.quit) })
 	<-c.stopped
 }
