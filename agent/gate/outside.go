@@ -141,14 +141,12 @@ func waitingStatus(s models.CallStatus) bool {
 // decided, or Countersign is about to run it or runs it. (An approved call
 // of a decision-only tool is the agent's to carry out: not waiting.)
 func (o *Outside) Waiting(c *models.ToolCall) bool {
-	switch c.Status {
-	case models.CallPending, models.CallExecuting:
-		return true
-	case models.CallApproved:
+	if c.Status == models.CallApproved {
+		// Approved, a decision-only tool is the agent's to carry out.
 		t, ok := o.Gate.Tools().Get(c.Tool)
 		return ok && t.Executes()
 	}
-	return false
+	return c.Status.Open()
 }
 
 // Wait holds until the call's outcome is known, d has passed or ctx ends,

@@ -22,7 +22,7 @@ import (
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
-	"github.com/countersign/countersign/agent/mcpgate"
+	"github.com/countersign/countersign/web/mcpgate"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"

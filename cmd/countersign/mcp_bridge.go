@@ -15,7 +15,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/countersign/countersign/agent/mcpgate"
+	"github.com/countersign/countersign/web/mcpgate"
 	"github.com/countersign/countersign/models"
 )
 

@@ -68,7 +68,7 @@ func (u *Server) call(ctx context.Context, name string, risk tools.Risk, args ma
 	}
 	// The result is the server's, as it sent it (every content block, the
 	// structured content beside them, _meta), secrets hidden; the gateway
-	// hands it on unchanged (agent/mcpgate).
+	// hands it on unchanged (web/mcpgate).
 	raw, err := json.Marshal(res)
 	if err != nil {
 		return nil, fmt.Errorf("encode the %s MCP server's result: %w", server, err)
