@@ -97,7 +97,7 @@ func (o *Outside) Ask(ctx context.Context, req OutsideCall) (Asked, error) {
 		return Asked{}, err
 	}
 	asked := Asked{Outcome: out, Session: req.Session, Joined: out.Joined}
-	if !out.Joined && !waitingStatus(out.Status) {
+	if !out.Joined && !out.Status.Open() {
 		return asked, nil // ended at once: not read back (the gateway's hot path)
 	}
 	if asked.Call, err = o.Store.ToolCall(ctx, out.CallID); err != nil {
@@ -131,10 +131,6 @@ func (a Asked) Brief() *models.ToolCall {
 	out := a.Outcome
 	return &models.ToolCall{ID: out.CallID, Status: out.Status, Result: string(out.Result), Error: out.Error,
 		Decision: string(out.Decision.Verdict), Reason: out.Decision.Reason, Rule: out.Decision.Rule}
-}
-
-func waitingStatus(s models.CallStatus) bool {
-	return s == models.CallPending || s == models.CallApproved || s == models.CallExecuting
 }
 
 // Waiting tells a call whose outcome is still to come: a person has not
