@@ -1,9 +1,12 @@
 package web_test
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 )
 
@@ -57,5 +60,40 @@ func TestBrowserBackOfficeOnAPhone(t *testing.T) {
 		}
 		fits(p)
 		screenshot(t, ctx, "phone-"+p[1:])
+	}
+
+	// An admin's menu shows every page without scrolling sideways; the
+	// insights' approver table and a run whose heading holds a long
+	// session id stay within the screen.
+	if _, err := a.gate.Approve(context.Background(), action.ID, models.Actor{ID: "stf_x", Name: "X", Role: models.Supervisor}, gate.ApproveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := a.accounts.AddAgent(context.Background(), "support-bot", models.Actor{ID: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("conversation", 12) // no place to break
+	r := a.do("POST", "/api/v1/calls", key, `{"tool":"get_order_status","args":{"order_id":"A1002"},"session":"`+long+`","customer_id":"cus_alice"}`)
+	call, err := a.store.ToolCall(context.Background(), callOf(t, r)["id"].(string))
+	if err != nil {
+		t.Fatalf("%d %s: %v", r.Status, r.Raw, err)
+	}
+	a.staff(models.Admin, "ada@x.test", "Ada Admin")
+	admin := person(t, newBrowser(t))
+	if err := chromedp.Do(admin, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch)); err != nil {
+		t.Fatal(err)
+	}
+	signInBrowser(t, admin, a.srv.URL, "ada@x.test")
+	ctx = admin
+	for _, p := range []string{"/insights", "/runs/" + call.RunID, "/staff"} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(a.srv.URL+p), chromedp.WaitVisible(chromedp.CSS(`main`))); err != nil {
+			t.Fatal(err)
+		}
+		fits(p)
+		screenshot(t, ctx, "phone-admin-"+strings.ReplaceAll(p[1:], "/", "-"))
+	}
+	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('header.top nav a')].filter(e => { const r = e.getBoundingClientRect(); return r.width === 0 || r.left < 0 || r.right > screen.width + 1; }).map(e => e.textContent.trim())`))
+	if err != nil || len(hidden) > 0 {
+		t.Errorf("menu entries out of view on a phone: %v %v", hidden, err)
 	}
 }
