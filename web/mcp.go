@@ -8,10 +8,10 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/countersign/countersign/web/mcpgate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/web/mcpgate"
 )
 
 // Defaults for an agent's MCP sessions (Config.MaxMCPSessionsPerAgent,

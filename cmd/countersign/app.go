@@ -22,13 +22,13 @@ import (
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
-	"github.com/countersign/countersign/web/mcpgate"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/mcpgate"
 )
 
 // App is the whole server, wired. Tests boot it on port 0.

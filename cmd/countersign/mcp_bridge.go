@@ -15,8 +15,8 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/countersign/countersign/web/mcpgate"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/web/mcpgate"
 )
 
 // cmdMCP bridges stdio to a running server's /mcp, for MCP clients that only
