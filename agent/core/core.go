@@ -188,10 +188,10 @@ type Started struct {
 func (c *Core) Start(ctx context.Context) (Started, error) {
 	var st Started
 	var err error
-	if c.alive > 0 {
-		if err := c.Store.Beat(ctx, Hostname()); err != nil {
-			return st, err
-		}
+	// Every instance beats, one on SQLite too (/policy shows its last
+	// beat); sharing PostgreSQL, a stale beat lets another take over.
+	if err := c.Store.Beat(ctx, Hostname()); err != nil {
+		return st, err
 	}
 	if err := c.Versions.Settle(ctx); err != nil {
 		return st, err
@@ -222,8 +222,8 @@ func (c *Core) Start(ctx context.Context) (Started, error) {
 	if propose {
 		c.job(ctx, "propose the policy file", func(ctx context.Context) { c.proposeFile(ctx) })
 	}
+	c.job(ctx, "heartbeat", c.beat)
 	if c.alive > 0 {
-		c.job(ctx, "heartbeat", c.beat)
 		c.job(ctx, "bus", c.Bus.share)
 	}
 	for _, j := range c.more {
@@ -283,7 +283,7 @@ func (c *Core) job(ctx context.Context, name string, run func(context.Context)) 
 	}()
 }
 
-// beat keeps this instance alive in the shared database and, every beat,
+// beat keeps this instance's row alive and, sharing PostgreSQL, every beat
 // takes over what an instance that stopped beating left in the middle.
 func (c *Core) beat(ctx context.Context) {
 	t := time.NewTicker(models.BeatEvery)
@@ -299,6 +299,9 @@ func (c *Core) beat(ctx context.Context) {
 			c.log.Error("heartbeat failed", "err", err)
 			missed = true
 			continue
+		}
+		if c.alive == 0 {
+			continue // one instance (SQLite): nobody else's calls to take over
 		}
 		if missed {
 			// The database was away: every instance looked gone at once.

@@ -108,24 +108,25 @@ func (s Sources) ToolsSet() (*httptool.Set, error) {
 }
 
 // Registry is the tools in force: Extra, and those of the tools file as
-// its MCP servers offer them now. version covers what the file offers (""
-// without one), so a reload or an MCP server's changed list is seen.
+// its MCP servers offer them now. version covers every tool's definition
+// and the file's bytes, so a reload or an MCP server's changed list is
+// seen, and instances that offer different tools differ.
 func (s Sources) Registry(set *httptool.Set) (reg *tools.Registry, version string, err error) {
 	var all []*tools.Tool
 	if s.Extra != nil {
 		all = append(all, s.Extra()...)
 	}
+	h := sha256.New()
+	h.Write([]byte(s.ToolsFile))
 	if set != nil {
-		h := sha256.New()
-		h.Write([]byte(s.ToolsFile))
-		for _, t := range set.Tools() {
-			all = append(all, t)
-			fmt.Fprintf(h, "\n%s %s %s %s", t.Name, t.Risk, t.Description, t.Schema)
-		}
+		all = append(all, set.Tools()...)
 		d := set.Digest()
 		h.Write(d[:])
-		version = hex.EncodeToString(h.Sum(nil))
 	}
+	for _, t := range all {
+		fmt.Fprintf(h, "\n%s %s %s %s", t.Name, t.Risk, t.Description, t.Schema)
+	}
+	version = hex.EncodeToString(h.Sum(nil))
 	reg, err = tools.NewRegistry(all...)
 	if err != nil {
 		return nil, "", fmt.Errorf("tools: %w", err)

@@ -125,6 +125,15 @@ func TestServeBootsAndAuditVerifyDetectsTampering(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"status":"ok"`) {
 		t.Fatalf("healthz: %d %s", resp.StatusCode, body)
 	}
+	// The tools in force have a version on SQLite and without a tools
+	// file (the demo's), and this one instance has beaten.
+	var health map[string]string
+	if err := json.Unmarshal(body, &health); err != nil || len(health["tools_version"]) != 64 || health["tools_version"] != app.gate.ToolsVersion() {
+		t.Fatalf("healthz tools_version: %s (%v), gate: %q", body, err, app.gate.ToolsVersion())
+	}
+	if in, err := app.store.InstanceRow(ctx, app.store.Instance()); err != nil || in.HeartbeatAt.IsZero() {
+		t.Fatalf("no beat on SQLite: %+v %v", in, err)
+	}
 	cancel()
 	select {
 	case err := <-done:
