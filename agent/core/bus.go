@@ -24,8 +24,10 @@ import (
 type Bus struct {
 	log *slog.Logger
 
+	// listeners is replaced whole by Listen (read without a lock or a
+	// copy on every change).
+	listeners atomic.Pointer[[]agent.Notifier]
 	mu        sync.Mutex
-	listeners []agent.Notifier
 	actions   map[string]map[chan struct{}]struct{}
 
 	// shared: on PostgreSQL, what changes here is told to the other
@@ -77,16 +79,20 @@ func newBus(log *slog.Logger, store *storage.Store) *Bus {
 // notices may have been lost.
 func (b *Bus) Listen(l agent.Notifier) {
 	b.mu.Lock()
-	b.listeners = append(b.listeners, l)
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	var ls []agent.Notifier
+	if cur := b.listeners.Load(); cur != nil {
+		ls = slices.Clone(*cur)
+	}
+	ls = append(ls, l)
+	b.listeners.Store(&ls)
 }
 
 func (b *Bus) each(f func(agent.Notifier)) {
-	b.mu.Lock()
-	ls := slices.Clone(b.listeners)
-	b.mu.Unlock()
-	for _, l := range ls {
-		f(l)
+	if ls := b.listeners.Load(); ls != nil {
+		for _, l := range *ls {
+			f(l)
+		}
 	}
 }
 
