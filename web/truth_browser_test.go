@@ -57,8 +57,11 @@ func TestBrowserActionPageTellsTheTruth(t *testing.T) {
 	if n, _ := chromedp.Run(ann, chromedp.Evaluate[int](`document.querySelectorAll("[data-testid=flash]").length`)); n != 0 {
 		t.Fatal("a refused edit was announced as a success")
 	}
-	if path, _ := chromedp.Run(ann, chromedp.Evaluate[string](`location.pathname`)); path != "/actions/"+action.ID {
-		t.Fatalf("after a refused edit the browser is at %s (a reload would post again)", path)
+	// The page's script puts its own address back once it runs: wait for
+	// that (under load it runs after the error is visible), up to 5 s.
+	if err := chromedp.Do(ann, chromedp.Poll[chromedp.Void](`location.pathname === "/actions/`+action.ID+`"`, chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+		path, _ := chromedp.Run(ann, chromedp.Evaluate[string](`location.pathname`))
+		t.Fatalf("after a refused edit the browser is at %s (a reload would post again): %v", path, err)
 	}
 	screenshot(t, ann, "action-edit-refused")
 
