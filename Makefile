@@ -3,7 +3,7 @@
 # The SQLite driver has FTS5 (the audit search's index) only with this tag;
 # every go command below, and those the tests run, take it from GOFLAGS.
 export GOFLAGS := $(strip $(GOFLAGS) -tags=sqlite_fts5)
-.PHONY: run test generate check bench fuzz openapi mcp-servers llm-servers
+.PHONY: run test generate check bench fuzz openapi mcp-servers llm-servers oidc-provider conformance
 
 run:
 	go run ./cmd/countersign serve --demo
@@ -25,11 +25,13 @@ check:
 
 # The suite on SQLite; then, when COUNTERSIGN_TEST_POSTGRES holds a
 # PostgreSQL URL (.ci/run sets it), again with every store on PostgreSQL.
-test: check openapi mcp-servers llm-servers
+test: check openapi mcp-servers llm-servers oidc-provider conformance
 	env -u COUNTERSIGN_TEST_POSTGRES go test -race -count=1 -timeout 30m ./...
 	@if [ -n "$$COUNTERSIGN_TEST_POSTGRES" ]; then echo "== the suite again on PostgreSQL"; \
 		go test -race -count=1 -timeout 30m ./models/... ./agent/... ./web/... ./cmd/...; fi
 	cd bench/opa && go mod tidy -diff && go vet ./... && go test -count=1 ./...
+	# The stdio bridge fed arbitrary lines for a minute.
+	go test -count=1 -run XXX -fuzz FuzzBridgeLines -fuzztime 60s ./cmd/countersign/internal/stdiolines
 
 # Real MCP servers the gateway's tests put behind it (pinned in .ci/mcp).
 mcp-servers:
@@ -39,6 +41,17 @@ mcp-servers:
 # to (pinned in .ci/llm).
 llm-servers:
 	cd .ci/llm && npm ci --no-audit --no-fund --silent
+
+# A real OpenID Provider the single sign-on tests sign in through (pinned
+# in .ci/oidc).
+oidc-provider:
+	cd .ci/oidc && npm ci --no-audit --no-fund --silent
+
+# The MCP project's conformance suite and its reference server, run direct
+# and through Countersign by cmd/countersign's TestConformanceThroughCountersign
+# (pinned in .ci/conformance, with Node 22 from npm).
+conformance:
+	cd .ci/conformance && npm ci --no-audit --no-fund --silent
 
 # The API's OpenAPI document, linted by Redocly's CLI (pinned in .ci/openapi).
 openapi:
@@ -51,3 +64,4 @@ bench:
 
 fuzz:
 	go test ./tools -run XXX -fuzz FuzzNormalize -fuzztime 60s
+	go test ./cmd/countersign/internal/stdiolines -run XXX -fuzz FuzzBridgeLines -fuzztime 60s

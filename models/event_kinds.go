@@ -15,6 +15,9 @@ const (
 	EventCallFailed     EventKind = "call.failed"
 	EventCallUnknown    EventKind = "call.unknown"
 	EventCallReconciled EventKind = "call.reconciled"
+	// An approved call not run: what was approved no longer matched what
+	// would run (CallEndedPayload.Reason says what changed).
+	EventCallInvalidated EventKind = "call.invalidated"
 
 	EventActionEdited             EventKind = "action.edited"
 	EventActionApprovalAdded      EventKind = "action.approval_added"
@@ -44,6 +47,17 @@ const (
 	EventStaffTokenCreated  EventKind = "staff.token_created"
 	EventStaffTokenRevoked  EventKind = "staff.token_revoked"
 	EventStaffTokensRevoked EventKind = "staff.tokens_revoked"
+	// A change of who may sign: proposed, signed by another admin, in
+	// effect, or rejected; an enrollment link made, and used.
+	EventStaffChangeProposed EventKind = "staff.change_proposed"
+	EventStaffChangeSigned   EventKind = "staff.change_signed"
+	EventStaffChangeDone     EventKind = "staff.change_done"
+	EventStaffChangeRejected EventKind = "staff.change_rejected"
+	EventStaffEnrollLink     EventKind = "staff.enroll_link"
+	EventStaffEnrolled       EventKind = "staff.enrolled"
+	EventStaffPasskeyAdded   EventKind = "staff.passkey_added"
+	EventStaffPasskeyRemoved EventKind = "staff.passkey_removed"
+	EventStaffGroupsSet      EventKind = "staff.groups_set"
 
 	EventAgentCreated EventKind = "agent.created"
 	EventAgentRevoked EventKind = "agent.revoked"
@@ -82,13 +96,14 @@ const (
 // EventKinds is every kind of audit event the product writes.
 var EventKinds = []EventKind{
 	EventCallInvalid, EventCallAllowed, EventCallDenied, EventCallPending, EventCallExecuting,
-	EventCallSucceeded, EventCallFailed, EventCallUnknown, EventCallReconciled, EventActionEdited,
+	EventCallSucceeded, EventCallFailed, EventCallUnknown, EventCallReconciled, EventCallInvalidated, EventActionEdited,
 	EventActionApprovalAdded, EventActionApproved, EventActionRejected, EventActionExpired,
 	EventActionCancelled, EventActionOverdue, EventActionReminder, EventActionRequirementsRaised,
 	EventGrantCreated, EventGrantUsed, EventGrantRevoked, EventRunCreated, EventRunMessage,
 	EventRunTurn, EventRunStatus, EventRunRetried, EventRunClosed, EventStaffCreated,
 	EventStaffUpdated, EventStaffSignedIn, EventStaffSignedOut, EventStaffTokenCreated,
-	EventStaffTokenRevoked, EventStaffTokensRevoked, EventAgentCreated, EventAgentRevoked, EventAgentLimitsSet,
+	EventStaffTokenRevoked, EventStaffTokensRevoked, EventStaffChangeProposed, EventStaffChangeSigned,
+	EventStaffChangeDone, EventStaffChangeRejected, EventStaffEnrollLink, EventStaffEnrolled, EventStaffPasskeyAdded, EventStaffPasskeyRemoved, EventStaffGroupsSet, EventAgentCreated, EventAgentRevoked, EventAgentLimitsSet,
 	EventOAuthClientRegistered, EventOAuthClientAuthorized, EventOAuthClientRevoked,
 	EventPolicyReloaded, EventPolicyReloadFailed, EventPolicyProposed, EventPolicySigned,
 	EventPolicyInForce, EventPolicyRejected, EventPolicyNotLoaded, EventPolicyPeopleSet, EventToolsReloaded, EventToolAccepted,

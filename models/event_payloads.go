@@ -1,5 +1,7 @@
 package models
 
+import "time"
+
 // The payload of every audit event kind, each a type (EventPayload): an
 // Event takes nothing else, so a payload cannot be a loose map. Fields are
 // in the order of their JSON names, so an event reads like those written
@@ -206,11 +208,57 @@ type RunClosedPayload struct {
 	Reason string `json:"reason"`
 }
 
-// StaffCreatedPayload is the payload of staff.created.
+// StaffCreatedPayload is the payload of staff.created. Via is how the
+// account came to be (Staff.Origin); Change the staff change that made it.
 type StaffCreatedPayload struct {
-	Email string    `json:"email"`
-	Name  string    `json:"name"`
-	Role  StaffRole `json:"role"`
+	Change string    `json:"change,omitempty"`
+	Email  string    `json:"email"`
+	Name   string    `json:"name"`
+	Role   StaffRole `json:"role"`
+	Via    string    `json:"via,omitempty"`
+}
+
+// StaffChangePayload is the payload of staff.change_proposed and
+// staff.change_done (the subject is the change).
+type StaffChangePayload struct {
+	Account      string          `json:"account,omitempty"` // the account concerned, once there is one
+	Email        string          `json:"email"`
+	Kind         StaffChangeKind `json:"kind"`
+	PeopleNeeded int             `json:"people_needed"`
+	Role         StaffRole       `json:"role,omitempty"`
+}
+
+// StaffChangeSignedPayload is the payload of staff.change_signed.
+type StaffChangeSignedPayload struct {
+	Signed int `json:"signed"` // people who signed so far, the proposer counted
+}
+
+// StaffChangeRejectedPayload is the payload of staff.change_rejected.
+type StaffChangeRejectedPayload struct {
+	Reason string `json:"reason"`
+}
+
+// StaffPasskeyPayload is the payload of staff.passkey_added and
+// staff.passkey_removed (the subject is the account).
+type StaffPasskeyPayload struct {
+	Name    string `json:"name,omitempty"`
+	Passkey string `json:"passkey"` // the credential's id
+}
+
+// StaffGroupsPayload is the payload of staff.groups_set: the single
+// sign-on group mapping now in force, one GROUP=ROLE a line.
+type StaffGroupsPayload struct {
+	Mapping string `json:"mapping"`
+}
+
+// StaffEnrollPayload is the payload of staff.enroll_link and staff.enrolled
+// (the subject is the account): never the link itself.
+type StaffEnrollPayload struct {
+	Change     string     `json:"change,omitempty"`
+	Credential string     `json:"credential,omitempty"` // what the person set: "password"
+	Expires    *time.Time `json:"expires,omitempty"`
+	Purpose    string     `json:"purpose"`
+	Sent       string     `json:"sent,omitempty"` // "email", or "host" when printed on the host
 }
 
 // StaffUpdatedPayload is the payload of staff.updated: what changed, and
@@ -426,6 +474,12 @@ func (RunStatusChanged) eventPayload()                {}
 func (RunRetriedPayload) eventPayload()               {}
 func (RunClosedPayload) eventPayload()                {}
 func (StaffCreatedPayload) eventPayload()             {}
+func (StaffChangePayload) eventPayload()              {}
+func (StaffChangeSignedPayload) eventPayload()        {}
+func (StaffChangeRejectedPayload) eventPayload()      {}
+func (StaffEnrollPayload) eventPayload()              {}
+func (StaffPasskeyPayload) eventPayload()             {}
+func (StaffGroupsPayload) eventPayload()              {}
 func (StaffUpdatedPayload) eventPayload()             {}
 func (StaffSessionPayload) eventPayload()             {}
 func (StaffTokenPayload) eventPayload()               {}

@@ -65,4 +65,7 @@ type PolicySignature struct {
 	StaffName string `gorm:"size:200"`
 	Note      string `gorm:"type:text"`
 	CreatedAt time.Time
+	// Passkey is the admin's passkey signature over it (PasskeySignature
+	// as JSON), "" when the deployment asks for none.
+	Passkey string `gorm:"type:text;default:''"`
 }

@@ -158,6 +158,14 @@ type Approval struct {
 	Rule     string   `gorm:"size:100;default:'';index:idx_approvals_insights,priority:6"`
 	TookS    float64  `gorm:"index:idx_approvals_insights,priority:7"`
 	SettledS *float64 `gorm:"index:idx_approvals_insights,priority:8"`
+	// Passkey is the person's passkey signature over this verdict
+	// (PasskeySignature as JSON), "" when the rule asked for none.
+	Passkey string `gorm:"type:text;default:''"`
+	// ToolHash and PolicyVersion are the tool's definition and the policy
+	// in force when the person gave this verdict: an approved call runs
+	// only while both still say what its approvers signed under.
+	ToolHash      string `gorm:"size:64;default:''"`
+	PolicyVersion string `gorm:"size:64;default:''"`
 	// Settles: this verdict decides the action (not stored: SettledS is).
 	Settles bool `gorm:"-"`
 }

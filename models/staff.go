@@ -18,6 +18,16 @@ type Staff struct {
 	// SlackUserID links the account to a Slack user: a click in Slack acts
 	// as this account (agent/outbox, web's Slack interactions).
 	SlackUserID string `gorm:"size:40;default:''"`
+	// Origin is how the account came to be: OriginHost, OriginChange,
+	// OriginDemo, OriginSSO; "" for an account made before staff changes
+	// were countersigned.
+	Origin string `gorm:"size:16;default:''"`
+	// ToldAt is when every admin was told of an account made on the host
+	// (nil: not yet; the core's sweep tells them).
+	ToldAt *time.Time
+	// SSOSubject is the identity provider's issuer and subject ("issuer
+	// sub") of an account that signs in through single sign-on.
+	SSOSubject string `gorm:"size:300;default:''"`
 }
 
 // Session is a signed-in browser. Its id is stored as a SHA-256 of the

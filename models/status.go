@@ -20,11 +20,15 @@ const (
 	CallSucceeded CallStatus = "succeeded"
 	CallFailed    CallStatus = "failed"
 	CallUnknown   CallStatus = "unknown"
+	// CallInvalidated: approved, but what was approved no longer matched
+	// what would run (the tool's definition, the policy, an approver):
+	// nothing was run.
+	CallInvalidated CallStatus = "invalidated"
 )
 
 // CallStatuses lists every call status.
 var CallStatuses = []CallStatus{CallInvalid, CallDenied, CallAllowed, CallPending, CallApproved, CallRejected,
-	CallExpired, CallCancelled, CallExecuting, CallSucceeded, CallFailed, CallUnknown}
+	CallExpired, CallCancelled, CallExecuting, CallSucceeded, CallFailed, CallUnknown, CallInvalidated}
 
 // Valid reports whether s is a known call status.
 func (s CallStatus) Valid() bool { return oneOf(s, CallStatuses) }
@@ -48,18 +52,19 @@ type callClass struct {
 // call may go from it (Tx.ChangeCallStatus refuses any other move).
 // Nothing else lists statuses by class: ask the status.
 var callClasses = map[CallStatus]callClass{
-	CallInvalid:   {},
-	CallDenied:    {},
-	CallAllowed:   {underWay: true, next: []CallStatus{CallSucceeded, CallFailed}},
-	CallPending:   {open: true, underWay: true, mayHaveHappened: true, next: []CallStatus{CallApproved, CallRejected, CallExpired, CallCancelled}},
-	CallApproved:  {open: true, underWay: true, mayHaveHappened: true, next: []CallStatus{CallExecuting, CallSucceeded, CallFailed}},
-	CallExecuting: {open: true, underWay: true, mayHaveHappened: true, next: []CallStatus{CallSucceeded, CallFailed, CallUnknown}},
-	CallRejected:  {},
-	CallExpired:   {},
-	CallCancelled: {},
-	CallSucceeded: {mayHaveHappened: true},
-	CallFailed:    {},
-	CallUnknown:   {mayHaveHappened: true, next: []CallStatus{CallSucceeded, CallFailed}},
+	CallInvalid:     {},
+	CallDenied:      {},
+	CallAllowed:     {underWay: true, next: []CallStatus{CallSucceeded, CallFailed}},
+	CallPending:     {open: true, underWay: true, mayHaveHappened: true, next: []CallStatus{CallApproved, CallRejected, CallExpired, CallCancelled}},
+	CallApproved:    {open: true, underWay: true, mayHaveHappened: true, next: []CallStatus{CallExecuting, CallSucceeded, CallFailed, CallInvalidated}},
+	CallExecuting:   {open: true, underWay: true, mayHaveHappened: true, next: []CallStatus{CallSucceeded, CallFailed, CallUnknown}},
+	CallRejected:    {},
+	CallExpired:     {},
+	CallCancelled:   {},
+	CallSucceeded:   {mayHaveHappened: true},
+	CallFailed:      {},
+	CallUnknown:     {mayHaveHappened: true, next: []CallStatus{CallSucceeded, CallFailed}},
+	CallInvalidated: {},
 }
 
 // Open reports whether Countersign still has the call: a person may yet
@@ -73,6 +78,22 @@ func (s CallStatus) UnderWay() bool { return callClasses[s].underWay }
 // MayHaveHappened reports whether the call did, may yet, or may have
 // happened: what a total of earlier calls counts.
 func (s CallStatus) MayHaveHappened() bool { return callClasses[s].mayHaveHappened }
+
+// Final reports whether the call is over: no status follows. Every final
+// call has one signed receipt.
+func (s CallStatus) Final() bool { _, ok := callClasses[s]; return ok && len(callClasses[s].next) == 0 }
+
+// Replayed are the statuses of a call a person decided whose outcome
+// answers the same intent asked again: it ran (or may have), or a person
+// said no. An expired, cancelled or invalidated call was never decided
+// as it stood: asking again asks anew.
+func (s CallStatus) Replayed() bool {
+	switch s {
+	case CallSucceeded, CallFailed, CallUnknown, CallRejected:
+		return true
+	}
+	return false
+}
 
 // MayBecome reports whether a call may move from s to t.
 func (s CallStatus) MayBecome(t CallStatus) bool { return oneOf(t, callClasses[s].next) }

@@ -43,6 +43,10 @@
       rows[n].focus();
     } else if (e.key === "Enter" && i >= 0) {
       window.location = rows[i].dataset.rowLink;
+    } else if (e.key === "n" && document.querySelector("[data-testid=next-in-queue]")) {
+      // After a decision: on to the next action waiting.
+      e.preventDefault();
+      window.location = document.querySelector("[data-testid=next-in-queue]").href;
     } else if (document.querySelector(".decide[data-keys]:not(.inactive)")) {
       // The action page: a key takes you to a decision; it never decides.
       var to = {

@@ -19,7 +19,8 @@ import (
 )
 
 // MaxArgsBytes is the largest argument document a tool call may carry.
-const MaxArgsBytes = 16 << 10
+// A file written, a document sent: 1 MiB, what MCP servers commonly take.
+const MaxArgsBytes = 1 << 20
 
 // Normalized is a validated argument set: decoded into the tool's input type
 // and re-encoded canonically (sorted keys, defaults applied, nothing unknown).

@@ -43,7 +43,7 @@ func TestNormalizeProblems(t *testing.T) {
 		{"trailing data", `{"order_id":"A1","amount":1} {}`, "arguments: not valid JSON (invalid character after top-level value)"},
 		{"array", `[]`, "arguments: must be a JSON object, got an array"},
 		{"null", `null`, "arguments: must be a JSON object, got null"},
-		{"huge", `{"reason":"` + strings.Repeat("x", tools.MaxArgsBytes) + `"}`, "arguments: 16397 bytes is over the limit of 16384 bytes"},
+		{"huge", `{"reason":"` + strings.Repeat("x", tools.MaxArgsBytes) + `"}`, "arguments: 1048589 bytes is over the limit of 1048576 bytes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

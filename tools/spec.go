@@ -17,6 +17,10 @@ type Spec struct {
 	Summary, Request, Amount string
 	Risk                     Risk
 	Idempotent               bool
+	// MCPName allows any name an MCP tool may have (1 to 128 of A-Z a-z
+	// 0-9 _ - .): an upstream's tool offered under its own name (an
+	// mcp_servers entry with prefix: false).
+	MCPName bool
 	// Schema is the input's JSON Schema; it must describe an object.
 	Schema json.RawMessage
 	// Run executes a call. Nil makes a decision-only tool: Countersign
@@ -33,7 +37,14 @@ type Spec struct {
 // not use: a bad name or risk, a schema that does not compile or is not an
 // object, an Amount that is not one of its properties.
 func FromSpec(s Spec) (*Tool, error) {
-	if err := checkNameAndRisk(s.Name, s.Risk); err != nil {
+	if s.MCPName {
+		if !MCPToolName.MatchString(s.Name) {
+			return nil, fmt.Errorf("tool name %q: an MCP tool's name is 1 to 128 of A-Z, a-z, 0-9, _, - and . (dot)", s.Name)
+		}
+		if err := checkNameAndRisk("x", s.Risk); err != nil {
+			return nil, fmt.Errorf("tool %s: risk %q is not read, low_write or high_write", s.Name, s.Risk)
+		}
+	} else if err := checkNameAndRisk(s.Name, s.Risk); err != nil {
 		return nil, err
 	}
 	var top map[string]any

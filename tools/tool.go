@@ -89,9 +89,12 @@ type Definition[In any] struct {
 	Review func(ctx context.Context, call Call, in In) ([]Fact, error)
 }
 
-// Fact is one line of what an approver should know about a call.
+// Fact is one line of what an approver should know about a call. Key facts
+// (the money an order has left, say) are what the decision turns on: the
+// action page shows them beside the decision, not only with the evidence.
 type Fact struct {
 	Label, Value string
+	Key          bool
 }
 
 // Tool is a registered, type-erased tool.
@@ -130,6 +133,10 @@ type Tool struct {
 }
 
 var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// MCPToolName is what the MCP specification allows a tool's name to be
+// (2025-11-25, "Tool names").
+var MCPToolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
 // New reflects the input schema of a tool definition and compiles its
 // validator. It fails on a definition a model could not use.
@@ -281,6 +288,13 @@ func (t *Tool) WithRisk(r Risk, why string) *Tool {
 	return &c
 }
 
+// SetListing keeps the tool as its MCP server listed it (what an admin
+// accepts, what clients are offered), part of its definition's hash.
+func (t *Tool) SetListing(listing json.RawMessage) {
+	t.Listing = listing
+	t.definitionHash = t.hashDefinition()
+}
+
 // WithMiddleware returns a copy of the tool whose runs go through mw: for
 // metrics, tracing, or counting executions in tests.
 func (t *Tool) WithMiddleware(mw func(next RunFunc) RunFunc) *Tool {
@@ -343,8 +357,11 @@ func (e *UnknownError) Error() string { return e.Message }
 
 // DefinitionHash is the SHA-256 (hex) of what a call of the tool was made
 // against and an approver decides on: its name, description, risk, whether
-// it is idempotent, and its input schema. A call records it, so that a tool
-// changed since (a reloaded file, an MCP server's new list) is seen.
+// it is idempotent, its input schema and, for a tool of an MCP server, the
+// tool as the server listed it (annotations included). A call and each
+// approval record it, so that a tool changed since (a reloaded file, an MCP
+// server's new list) is seen, and an approved call is not run against
+// another definition (agent/gate, ExecuteApproved).
 func (t *Tool) DefinitionHash() string {
 	if t.definitionHash != "" {
 		return t.definitionHash
@@ -373,7 +390,8 @@ func (t *Tool) hashDefinition() string {
 		Risk              Risk
 		Idempotent        bool
 		Schema            json.RawMessage
-	}{t.Name, t.Description, t.Risk, t.Idempotent, schema.Bytes()})
+		Listing           string `json:",omitempty"`
+	}{t.Name, t.Description, t.Risk, t.Idempotent, schema.Bytes(), t.ListingHash()})
 	sum := sha256.Sum256(def)
 	return hex.EncodeToString(sum[:])
 }

@@ -18,4 +18,10 @@ type UpstreamStatus struct {
 	Tools int
 	// Skipped names tools it offers that Countersign does not, and why.
 	Skipped []string
+	// What it offers besides tools, passed through to agents over MCP:
+	// prompts, resources, resource templates, completions; Off names
+	// what the tools file turned off.
+	Prompts, Resources, Templates int
+	Completions                   bool
+	Off                           []string
 }

@@ -47,11 +47,37 @@ const (
 	PathTools                = "/tools"
 	PathToolAccept           = "/tools/:name/accept"
 
-	PathStaff             = "/staff"
-	PathStaffRole         = "/staff/:id/role"
-	PathStaffDisabled     = "/staff/:id/disabled"
-	PathStaffRevokeTokens = "/staff/:id/tokens/revoke"
-	PathStaffSlack        = "/staff/:id/slack"
+	PathStaff              = "/staff"
+	PathStaffRole          = "/staff/:id/role"
+	PathStaffDisabled      = "/staff/:id/disabled"
+	PathStaffRevokeTokens  = "/staff/:id/tokens/revoke"
+	PathStaffSlack         = "/staff/:id/slack"
+	PathStaffReset         = "/staff/:id/reset"
+	PathStaffGroups        = "/staff/groups"
+	PathAgentLimits        = "/staff/agents/:id/limits"
+	PathStaffChangeApprove = "/staff/changes/:id/approve"
+	PathStaffChangeReject  = "/staff/changes/:id/reject"
+	// PathPerson is how an account came to be able to sign (its lineage),
+	// for everyone who reads the audit.
+	PathPerson = "/people/:id"
+	// PathEnroll is a one-time enrollment link: its owner sets a password.
+	PathEnroll             = "/enroll/:token"
+	PathEnrollPasskeyBegin = "/enroll/:token/passkey/options"
+	PathEnrollPasskey      = "/enroll/:token/passkey"
+	// A person's own account: their passkeys.
+	PathAccount              = "/account"
+	PathAccountPasskeyBegin  = "/account/passkeys/options"
+	PathAccountPasskeys      = "/account/passkeys"
+	PathAccountPasskeyRemove = "/account/passkeys/:id/remove"
+	PathLoginPasskeyBegin    = "/login/passkey/options"
+	PathLoginPasskey         = "/login/passkey"
+	// PathActionPasskey starts the passkey prompt of a decision.
+	PathActionPasskey        = "/actions/:id/passkey"
+	PathStaffChangePasskey   = "/staff/changes/:id/passkey"
+	PathPolicyVersionPasskey = "/policy/versions/:id/passkey"
+	// Single sign-on with the company's OpenID Provider.
+	PathLoginOIDC         = "/login/oidc"
+	PathLoginOIDCCallback = "/login/oidc/callback"
 	// An MCP client asking for OAuth access is consented to here, by an
 	// admin; an authorized client is revoked on /staff.
 	PathOAuthConsent      = "/oauth/consent"
@@ -79,11 +105,20 @@ const (
 	PathAPIPolicyVersion        = "/api/v1/policy/versions/:id"
 	PathAPIPolicyVersionApprove = "/api/v1/policy/versions/:id/approve"
 	PathAPIPolicyVersionReject  = "/api/v1/policy/versions/:id/reject"
+	PathAPIStaffChanges         = "/api/v1/staff/changes"
+	PathAPIStaffChangeApprove   = "/api/v1/staff/changes/:id/approve"
+	PathAPIStaffChangeReject    = "/api/v1/staff/changes/:id/reject"
 	PathAPIInsights             = "/api/v1/insights"
 	PathMCP                     = "/mcp"
 	PathAPICalls                = "/api/v1/calls"
 	PathAPICall                 = "/api/v1/calls/:id"
 	PathAPICallResult           = "/api/v1/calls/:id/result"
+	PathAPICallReceipt          = "/api/v1/calls/:id/receipt"
+	PathAPICallEvidence         = "/api/v1/calls/:id/evidence"
+	PathAPIReceiptKeys          = "/api/v1/receipts/keys"
+	// The back office's links to a call's receipt and evidence (staff).
+	PathCallReceipt  = "/calls/:id/receipt"
+	PathCallEvidence = "/calls/:id/evidence"
 
 	PathSlackInteractions = "/integrations/slack/interactions"
 )
@@ -132,3 +167,6 @@ func olderRuns(status, after string) string {
 	}
 	return WithQuery(PathRuns, q.Encode())
 }
+
+// urlQueryEscape escapes a value for a query string.
+func urlQueryEscape(s string) string { return url.QueryEscape(s) }

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools/shop"
 )
 
 // The approver reads what is asked in words, what to know about the order,
@@ -166,5 +168,44 @@ func TestTheActionStreamStartsWithTheStatusNow(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream said nothing of the decision already made")
+	}
+}
+
+// A waiting action held by one policy version shows that version's words
+// for its rule after another version is put in force, and says so.
+func TestAHeldActionShowsTheWordsOfTheVersionThatHeldIt(t *testing.T) {
+	a := newApp(t)
+	a.staff(models.Approver, "ann@x.test", "Ann")
+	b := a.signIn("ann@x.test")
+	held := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":1200}`)
+	const then = "Refunds on one order that come to more than $1,000, in one go or split, need two people, one of them a supervisor."
+	_, page := b.get("/actions/" + held.CallID)
+	if !strings.Contains(page, then) || strings.Contains(page, `data-testid="held-under"`) {
+		t.Fatalf("under the version that held it: %s", between(page, `data-testid="rule"`, "</dd>"))
+	}
+	later, err := policy.LoadPolicy([]byte(strings.Replace(string(shop.PolicyYAML), then, "Big refunds need two people.", 1)), "later.yaml", a.gate.Tools())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.gate.Reload(a.gate.Tools(), later)
+	_, page = b.get("/actions/" + held.CallID)
+	rule := between(page, `data-testid="rule"`, "</dd>")
+	if !strings.Contains(rule, then) || strings.Contains(rule, "Big refunds") || !strings.Contains(rule, "Held under policy version "+held.Decision.PolicyVersion[:12]) ||
+		!strings.Contains(rule, "since replaced by "+later.Version()[:12]) {
+		t.Fatalf("after a later version: %s", rule)
+	}
+}
+
+// Approving and rejecting are alike: neither asks again in a dialog (the
+// decision is the deliberate click; Reject needs a typed reason).
+func TestDecisionsAskNoConfirmation(t *testing.T) {
+	a := newApp(t)
+	a.staff(models.Approver, "ann@x.test", "Ann")
+	b := a.signIn("ann@x.test")
+	held := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":300}`)
+	_, page := b.get("/actions/" + held.CallID)
+	decide := between(page, `class="decide"`, `</section>`)
+	if !strings.Contains(decide, `data-testid="approve"`) || !strings.Contains(decide, `data-testid="reject"`) || strings.Contains(decide, "data-confirm") {
+		t.Fatalf("the decision forms: %s", decide)
 	}
 }

@@ -43,6 +43,12 @@ func (s *Server) actionApprove(c echo.Context) error {
 		return s.actionRerender(c, id, http.StatusBadRequest, fault.Message(err), nil, req.Args != nil)
 	}
 	req.Grant = grant
+	if req.Passkey, err = s.signature(c, s.verdictOn("approve")); err != nil {
+		if fault.CodeOf(err) == fault.Internal {
+			return err
+		}
+		return s.actionRerender(c, id, statusForCode(fault.CodeOf(err)), fault.Message(err), nil, req.Args != nil)
+	}
 	res, err := s.core.Gate.Approve(c.Request().Context(), id, sc.staff.Actor(), req)
 	if err != nil {
 		var ae *tools.ArgsError
@@ -57,7 +63,11 @@ func (s *Server) actionApprove(c echo.Context) error {
 		if code == fault.Internal {
 			return err
 		}
-		return s.actionRerender(c, id, statusForCode(code), fault.Message(err), nil, req.Args != nil)
+		msg := fault.Message(err)
+		if req.Passkey == nil && errors.Is(err, models.ErrPasskeyNeeded) {
+			msg = "This rule asks for your passkey: use Approve with passkey (it needs a passkey on your account page, and JavaScript)"
+		}
+		return s.actionRerender(c, id, statusForCode(code), msg, nil, req.Args != nil)
 	}
 	done := "approval_added"
 	if res.Final {
@@ -82,7 +92,11 @@ func staffWords(msg string) string {
 func (s *Server) actionReject(c echo.Context) error {
 	id := c.Param("id")
 	sc := currentStaff(c)
-	if err := s.core.Gate.RejectSeen(c.Request().Context(), id, sc.staff.Actor(), c.FormValue("reason"), c.FormValue("review")); err != nil {
+	sig, err := s.signature(c, s.verdictOn("reject"))
+	if err == nil {
+		err = s.core.Gate.RejectSigned(c.Request().Context(), id, sc.staff.Actor(), c.FormValue("reason"), c.FormValue("review"), sig)
+	}
+	if err != nil {
 		code := fault.CodeOf(err)
 		if code == fault.Internal {
 			return err

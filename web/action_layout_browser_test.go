@@ -50,7 +50,7 @@ func TestBrowserTheDecisionIsInTheFirstScreen(t *testing.T) {
 	}
 	signInBrowser(t, ctx, a.srv.URL, "sam@x.test")
 	controls := []string{"[data-testid=approve]", "[data-testid=edit-toggle]", "[data-testid=reject-reason]", "[data-testid=reject]",
-		"[data-testid=decide-keys]", "[data-testid=reason]", "[data-testid=needs]", "[data-testid=args]"}
+		"[data-testid=decide-keys]", "[data-testid=reason]", "[data-testid=needs]", "[data-testid=args]", "[data-testid=key-facts]"}
 	for _, c := range []struct{ id, shot string }{{one.ID, "action-first-screen-1440"}, {two.CallID, "action-two-people-1440"}} {
 		if err := chromedp.Do(ctx, chromedp.Navigate(a.srv.URL+"/actions/"+c.id), chromedp.WaitVisible(chromedp.CSS("[data-testid=approve]"))); err != nil {
 			t.Fatal(err)
@@ -67,6 +67,22 @@ func TestBrowserTheDecisionIsInTheFirstScreen(t *testing.T) {
 		if err != nil || !order {
 			t.Errorf("%s: the evidence and the record are not all below the decision (%v)", c.id, err)
 		}
+	}
+	// The money the decision turns on is beside it: "Left to refund" in the
+	// first screen, and on a phone above the decision, not below it.
+	if text, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("[data-testid=key-facts]"))); !strings.Contains(text, "Left to refund") || !strings.Contains(text, "Refunded so far") {
+		t.Errorf("the key facts: %q", text)
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844), chromedp.Navigate(a.srv.URL+"/actions/"+one.ID), chromedp.WaitVisible(chromedp.CSS("[data-testid=approve]"))); err != nil {
+		t.Fatal(err)
+	}
+	above, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid=key-facts]').getBoundingClientRect().bottom <= document.querySelector('[data-testid=approve]').getBoundingClientRect().top`))
+	if err != nil || !above {
+		t.Errorf("on a phone the money facts are not above the decision (%v)", err)
+	}
+	screenshot(t, ctx, "action-phone-key-facts")
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1440, 900)); err != nil {
+		t.Fatal(err)
 	}
 	// The grant the supervisor may give sits with Approve, in the first screen too.
 	if err := chromedp.Do(ctx, chromedp.Navigate(a.srv.URL+"/actions/"+one.ID), chromedp.WaitVisible(chromedp.CSS("[data-testid=grant-on]"))); err != nil {

@@ -51,6 +51,8 @@ func approvalOutcome(call *models.ToolCall, approvals int, outside bool) (ok, ba
 			why = "the system stopped while it ran"
 		}
 		return "", "Approved, but whether the call took effect is unknown: " + why + ". A supervisor must check the real system and record what happened below."
+	case models.CallInvalidated:
+		return "", "Approved, but not run: " + strings.TrimSuffix(call.Error, ".") + ". " + told
 	}
 	return "", "This action was " + string(call.Status) + " before your approval took effect."
 }
@@ -89,6 +91,8 @@ func actionNews(call *models.ToolCall, approvals []models.Approval) string {
 		return "Expired" + when + ": nobody decided in time."
 	case models.CallCancelled:
 		return "Cancelled" + when + ": " + strings.TrimPrefix(call.Error, "cancelled: ")
+	case models.CallInvalidated:
+		return "Approved, but not run" + when + ": " + call.Error
 	case models.CallApproved, models.CallExecuting, models.CallSucceeded, models.CallFailed, models.CallUnknown:
 		if len(approvers) > 0 {
 			return "Approved by " + strings.Join(approvers, " and ") + when + "."
@@ -159,6 +163,7 @@ func (s *Server) actionBase(c echo.Context, call *models.ToolCall, run *models.R
 		Customer: customerLabel(run.CustomerID, run.CustomerName), Args: prettyJSON(call.Args), OriginalArgs: prettyJSON(call.OriginalArgs),
 		Required: call.RequiredApprovals, RequiredRole: string(call.RequiredRole), Result: prettyJSON(call.Result), Error: call.Error,
 		Turns: turnsView(turns, calls), Flash: doneMessages[c.QueryParam("done")], AgentContext: call.Context}
+	v.Passkey = s.core.Gate.AsksPasskey(call.Rule)
 	if run.AgentID != "" {
 		s.outsideContext(call, run, calls, &v)
 		if c.QueryParam("done") == "rejected" {
@@ -188,7 +193,7 @@ func (s *Server) actionBase(c echo.Context, call *models.ToolCall, run *models.R
 	if call.ExpiresAt != nil {
 		v.ExpiresAt, v.ExpiresClock = rfc3339(*call.ExpiresAt), clock(*call.ExpiresAt)
 	}
-	v.RuleDescription = s.ruleDescription(call.Rule)
+	v.RuleDescription, v.HeldUnder = s.heldUnder(ctx, call)
 	v.GrantOffer = s.grantOffer(call, run)
 	v.GrantID, _ = gate.GrantOf(call.Rule)
 	return v, nil
@@ -212,7 +217,8 @@ func (s *Server) actionApprovals(c echo.Context, call *models.ToolCall, v *views
 			v.ApprovedByMe = v.ApprovedByMe || a.StaffID == me
 		}
 		av := views.ApprovalView{Staff: a.StaffName, Role: string(a.StaffRole), Verdict: a.Verdict, Note: a.Note,
-			Args: a.Args, Edited: a.Edited, At: clock(a.CreatedAt), Current: a.ArgsHash == call.ArgsHash, Disabled: disabled[a.StaffID]}
+			Args: a.Args, Edited: a.Edited, At: clock(a.CreatedAt), Current: a.ArgsHash == call.ArgsHash, Disabled: disabled[a.StaffID],
+			PersonURL: personURL(a.StaffID)}
 		for _, f := range models.DecodeFacts(a.Seen) {
 			av.Seen = append(av.Seen, views.ContextFact{Label: f.Label, Value: f.Value})
 		}
@@ -251,7 +257,7 @@ func (s *Server) actionTool(c echo.Context, call *models.ToolCall, run *models.R
 	}
 	seen := make([]models.ReviewFact, 0, len(facts))
 	for _, f := range facts {
-		v.Context = append(v.Context, views.ContextFact{Label: f.Label, Value: f.Value})
+		v.Context = append(v.Context, views.ContextFact{Label: f.Label, Value: f.Value, Key: f.Key})
 		seen = append(seen, models.ReviewFact{Label: f.Label, Value: f.Value})
 	}
 	sc := currentStaff(c)

@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 )
 
@@ -131,10 +132,30 @@ func (s *Server) toolsView(c echo.Context) views.ToolsView {
 	if s.cfg.Upstreams != nil {
 		for _, u := range s.cfg.Upstreams() {
 			v.Upstreams = append(v.Upstreams, views.UpstreamRow{Name: u.Name, Via: u.Via, Connected: u.Connected, Since: clock(u.Since),
-				Error: u.Error, Tools: u.Tools, Skipped: u.Skipped})
+				Error: u.Error, Tools: u.Tools, Skipped: u.Skipped, Beside: besideTools(u), Off: strings.Join(u.Off, ", ")})
 		}
 	}
 	return v
+}
+
+// besideTools says what an MCP server offers besides tools ("" if nothing).
+func besideTools(u tools.UpstreamStatus) string {
+	var parts []string
+	count := func(n int, one, many string) {
+		switch {
+		case n == 1:
+			parts = append(parts, "1 "+one)
+		case n > 1:
+			parts = append(parts, strconv.Itoa(n)+" "+many)
+		}
+	}
+	count(u.Prompts, "prompt", "prompts")
+	count(u.Resources, "resource", "resources")
+	count(u.Templates, "resource template", "resource templates")
+	if u.Completions {
+		parts = append(parts, "completions")
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (s *Server) staffView(c echo.Context) (views.StaffView, error) {
@@ -157,11 +178,22 @@ func (s *Server) staffView(c echo.Context) (views.StaffView, error) {
 		if a.RevokedAt != nil {
 			state = "revoked " + clock(*a.RevokedAt)
 		}
-		v.Agents = append(v.Agents, views.AgentRow{Name: a.Name, Added: clock(a.CreatedAt), State: state})
+		limit := func(n int) string {
+			if n == 0 {
+				return ""
+			}
+			return strconv.Itoa(n)
+		}
+		v.Agents = append(v.Agents, views.AgentRow{Name: a.Name, Added: clock(a.CreatedAt), State: state, Live: a.RevokedAt == nil,
+			CallsPerSecond: limit(a.CallsPerSecond), CallBurst: limit(a.CallBurst), MaxWaiting: limit(a.MaxWaiting)})
 	}
 	for _, st := range all {
 		v.Rows = append(v.Rows, views.StaffRow{ID: st.ID, Email: st.Email, Name: st.Name, Role: string(st.Role), Disabled: st.Disabled, Self: st.ID == me,
-			Tokens: tokens[st.ID], Slack: st.SlackUserID})
+			Tokens: tokens[st.ID], Slack: st.SlackUserID, Origin: originWords(st.Origin), Host: st.Origin == models.OriginHost,
+			PersonURL: views.Reverse(views.PathPerson, st.ID), NoPassword: st.PasswordHash == ""})
+	}
+	if err := s.staffChangesInto(c, &v); err != nil {
+		return views.StaffView{}, err
 	}
 	if v.Deliveries, err = s.deliveryRows(c); err != nil {
 		return views.StaffView{}, err
@@ -214,9 +246,14 @@ func (s *Server) staffSlack(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=slack"))
 }
 
-var staffFlash = map[string]string{"added": "Account added.", "role": "Role changed; their open sessions were ended.", "disabled": "Account disabled; their sessions and API tokens were ended at once.", "enabled": "Account enabled.",
-	"tokens": "Their staff API tokens were revoked; the account and its sessions are unchanged.",
-	"slack":  "Slack user saved: their clicks in Slack act as this account.", "oauth-revoked": "The MCP client was revoked; its tokens ended at once."}
+var staffFlash = map[string]string{
+	"proposed":        "Proposed. It takes effect when another admin approves it (below, under Changes waiting).",
+	"signed":          "Approved. It takes effect when enough admins have signed.",
+	"change-done":     "Done: the change is in effect. A new account, or a reset one, gets a one-time link to set its own password.",
+	"change-rejected": "Rejected: the change will not take effect.",
+	"disabled":        "Account disabled; their sessions, API tokens and enrollment links were ended at once.",
+	"tokens":          "Their staff API tokens were revoked; the account and its sessions are unchanged.",
+	"slack":           "Slack user saved: their clicks in Slack act as this account.", "oauth-revoked": "The MCP client was revoked; its tokens ended at once."}
 
 func (s *Server) staffPage(c echo.Context) error {
 	v, err := s.staffView(c)
@@ -227,23 +264,6 @@ func (s *Server) staffPage(c echo.Context) error {
 	return render(c, http.StatusOK, views.StaffPage(v))
 }
 
-func (s *Server) staffAdd(c echo.Context) error {
-	_, err := s.core.Accounts.AddStaff(c.Request().Context(), c.FormValue("email"), c.FormValue("name"), models.StaffRole(c.FormValue("role")),
-		c.FormValue("password"), currentStaff(c).staff.Actor())
-	if err != nil {
-		if fault.CodeOf(err) == fault.Internal {
-			return err
-		}
-		v, verr := s.staffView(c)
-		if verr != nil {
-			return verr
-		}
-		v.FlashError, v.NewEmail, v.NewName, v.NewRole = sentence(fault.Message(err)), c.FormValue("email"), c.FormValue("name"), c.FormValue("role")
-		return render(c, statusForCode(fault.CodeOf(err)), views.StaffPage(v))
-	}
-	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=added"))
-}
-
 func (s *Server) staffRevokeTokens(c echo.Context) error {
 	if _, err := s.core.Accounts.RevokeStaffTokens(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor()); err != nil {
 		return err
@@ -251,20 +271,31 @@ func (s *Server) staffRevokeTokens(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=tokens"))
 }
 
-func (s *Server) staffRole(c echo.Context) error {
-	if err := s.core.Accounts.SetRole(c.Request().Context(), c.Param("id"), models.StaffRole(c.FormValue("role")), currentStaff(c).staff.Actor()); err != nil {
-		return err
+// agentLimits is POST /staff/agents/:name/limits: an agent's own limits.
+func (s *Server) agentLimits(c echo.Context) error {
+	num := func(field string) (int, error) {
+		v := strings.TrimSpace(c.FormValue(field))
+		if v == "" {
+			return 0, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, fault.Errorf(fault.Invalid, "%s is not a whole number", strings.ReplaceAll(field, "_", " "))
+		}
+		return n, nil
 	}
-	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=role"))
-}
-
-func (s *Server) staffDisabled(c echo.Context) error {
-	disabled := strings.EqualFold(c.FormValue("disabled"), "true")
-	if err := s.core.Accounts.SetDisabled(c.Request().Context(), c.Param("id"), disabled, currentStaff(c).staff.Actor()); err != nil {
-		return err
+	var l models.AgentLimits
+	var err error
+	if l.CallsPerSecond, err = num("calls_per_second"); err == nil {
+		if l.CallBurst, err = num("call_burst"); err == nil {
+			l.MaxWaiting, err = num("max_waiting")
+		}
 	}
-	if disabled {
-		return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=disabled"))
+	if err == nil {
+		err = s.core.Accounts.SetAgentLimits(c.Request().Context(), c.Param("id"), l, currentStaff(c).staff.Actor())
 	}
-	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=enabled"))
+	if err != nil {
+		return s.staffFail(c, err, nil)
+	}
+	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=limits"))
 }

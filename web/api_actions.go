@@ -45,6 +45,8 @@ type approvalJSON struct {
 	CreatedAt time.Time       `json:"created_at"`
 	// Seen is what the person was shown before deciding (absent: nothing).
 	Seen []models.ReviewFact `json:"seen,omitempty"`
+	// Passkey: the verdict is signed with the person's passkey.
+	Passkey bool `json:"passkey"`
 }
 
 type actionJSON struct {
@@ -84,7 +86,7 @@ func toActionJSON(c *models.ToolCall, approvals []models.Approval, disabled map[
 	for _, a := range approvals {
 		out.Approvals = append(out.Approvals, approvalJSON{StaffID: a.StaffID, StaffName: a.StaffName, Role: string(a.StaffRole), Verdict: a.Verdict,
 			Note: a.Note, Args: json.RawMessage(a.Args), Edited: a.Edited, Counts: gate.Counts(a, c.ArgsHash, disabled), CreatedAt: a.CreatedAt,
-			Seen: models.DecodeFacts(a.Seen)})
+			Seen: models.DecodeFacts(a.Seen), Passkey: a.Passkey != ""})
 	}
 	return out
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/views"
+
 	"github.com/countersign/countersign/agent/telemetry"
 	"go.opentelemetry.io/otel/propagation"
 
@@ -73,6 +75,15 @@ type agentCallJSON struct {
 	CreatedAt  time.Time       `json:"created_at"`
 	DecidedAt  *time.Time      `json:"decided_at,omitempty"`
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	// Replay: this answers the same intent asked again; the call is the
+	// one a person decided before, not a new one.
+	Replay bool `json:"replay,omitempty"`
+	// Receipt is where the call's signed receipt is, once it is final.
+	Receipt string `json:"receipt,omitempty"`
+	// Told is what became of the call in words, as MCP clients and
+	// Countersign's own model are told it (gate.TellOutcome); absent for a
+	// call that succeeded (its result says it).
+	Told string `json:"told,omitempty"`
 }
 
 func agentCallView(c *models.ToolCall, session string) agentCallJSON {
@@ -84,6 +95,10 @@ func agentCallView(c *models.ToolCall, session string) agentCallJSON {
 	if c.Result != "" {
 		out.Result = json.RawMessage(c.Result)
 	}
+	if c.Status.Final() {
+		out.Receipt = views.Reverse(views.PathAPICallReceipt, c.ID)
+	}
+	out.Told = gate.TellOutcome(c).Words
 	return out
 }
 
@@ -178,8 +193,10 @@ func (s *Server) callCreate(c echo.Context) error {
 			return s.sameKeyAgain(c, prior, req)
 		}
 	}
+	// A key not seen before says the agent means this action, even when
+	// the same one was decided before: a new intent.
 	asked, err := s.core.Outside.Ask(ctx, gate.OutsideCall{Agent: ag, Session: req.Session, CustomerID: req.CustomerID, Context: req.Context,
-		Tool: req.Tool, Args: req.Args, Key: agentKey})
+		Tool: req.Tool, Args: req.Args, Key: agentKey, NewIntent: agentKey != ""})
 	if err != nil {
 		if agentKey != "" { // the same key at the same moment: the first one won
 			if prior, perr := s.core.Store.CallByAgentKey(ctx, agentKey); perr == nil {
@@ -193,18 +210,20 @@ func (s *Server) callCreate(c echo.Context) error {
 		return err
 	}
 	if asked.Joined {
-		// The same call of this agent, asked before (perhaps in another
-		// session) and still waiting or not yet handed over: that call, as
-		// over MCP, never a second action.
+		// The same intent of this agent, asked before (perhaps in another
+		// session) and still waiting or decided within the intent window:
+		// that call, as over MCP, never a second action.
 		s.handedOver(ctx, call)
-		return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(call, asked.Session)})
+		view := agentCallView(call, asked.Session)
+		view.Replay = asked.Replay()
+		return c.JSON(http.StatusOK, map[string]any{"call": view})
 	}
 	return c.JSON(http.StatusCreated, map[string]any{"call": agentCallView(call, asked.Session)})
 }
 
-// handedOver records that the agent now has the outcome of a call that
-// waited for a person. Best effort: not recorded, the next identical
-// request gets the outcome once more, which is harmless.
+// handedOver records when the agent was first handed the outcome of a
+// call that waited for a person, for the record. Best effort: it decides
+// nothing.
 func (s *Server) handedOver(ctx context.Context, call *models.ToolCall) {
 	if err := s.core.Outside.HandedOver(ctx, call); err != nil {
 		s.cfg.Log.Warn("could not record that an agent was handed an outcome", "call_id", call.ID, "err", err)

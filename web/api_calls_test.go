@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/web"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // gateAPIApp serves the default policy over a business's own tools: a read
@@ -293,7 +295,8 @@ func TestToolSecretsReachNoPage(t *testing.T) {
 	b := a.signIn("ada@x.test")
 	call, _ := a.store.ToolCall(ctx, id)
 	for _, path := range []string{"/queue", "/actions/" + id, "/actions/" + read["id"].(string), "/tools", "/policy", "/audit", "/runs",
-		"/runs/" + call.RunID, "/audit/export.jsonl", "/audit/export.csv", "/audit/chain.jsonl", "/staff"} {
+		"/runs/" + call.RunID, "/audit/export.jsonl", "/audit/export.csv", "/audit/chain.jsonl", "/staff",
+		"/calls/" + read["id"].(string) + "/evidence", "/calls/" + read["id"].(string) + "/receipt", "/audit/export.evidence"} {
 		res, page := b.get(path)
 		if res.StatusCode != 200 {
 			t.Fatalf("%s: %d", path, res.StatusCode)
@@ -312,8 +315,8 @@ func TestToolSecretsReachNoPage(t *testing.T) {
 
 // The gate API joins the same call as MCP does: the same write of an agent
 // for the same customer, asked again from another session while it waits,
-// is that call (200, its own session); once the agent was handed the
-// outcome, asking again is a new call.
+// is that call (200, its own session); once decided, asking again is that
+// outcome, a replay, and a new Idempotency-Key asks for a second action.
 func TestGateAPIJoinsTheSameCall(t *testing.T) {
 	a, refunds := gateAPIApp(t)
 	ctx := context.Background()
@@ -339,7 +342,41 @@ func TestGateAPIJoinsTheSameCall(t *testing.T) {
 	if c := callOf(t, a.do("GET", "/api/v1/calls/"+id+"?wait=10s", key, "")); c["status"] != "succeeded" {
 		t.Fatalf("the outcome: %v", c)
 	}
-	if r := ask("conv-2"); r.Status != 201 || callOf(t, r)["id"] == id || refunds.Load() != 1 {
+	if r := ask("conv-2"); r.Status != 200 || callOf(t, r)["id"] != id || callOf(t, r)["replay"] != true || refunds.Load() != 1 {
 		t.Fatalf("after the outcome was handed over: %d %s (%d refunds)", r.Status, r.Raw, refunds.Load())
+	}
+	body := `{"tool":"refund_order","args":{"order_id":"A5","amount":900},"session":"conv-2","customer_id":"cus_5"}`
+	if r := a.doWith("POST", "/api/v1/calls", key, body, "Idempotency-Key", "second-refund"); r.Status != 201 || callOf(t, r)["id"] == id {
+		t.Fatalf("a new Idempotency-Key after the outcome: %d %s", r.Status, r.Raw)
+	}
+}
+
+// Both doors say an outcome in the same words: the gate API's `told` is
+// what an MCP client reads for the same call.
+func TestBothDoorsTellAnOutcomeAlike(t *testing.T) {
+	a, _ := gateAPIApp(t)
+	ctx := context.Background()
+	key, _, _ := a.accounts.AddAgent(ctx, "bot", models.Actor{ID: "test"})
+	a.accounts.AddStaff(ctx, "ann@x.test", "Ann", models.Approver, password, models.Actor{ID: "test"})
+	tok, _ := a.accounts.CreateAPIToken(ctx, "ann@x.test", models.Actor{})
+	call := callOf(t, a.do("POST", "/api/v1/calls", key, `{"tool":"refund_order","args":{"order_id":"A8","amount":30},"session":"s1"}`))
+	if !strings.HasPrefix(fmt.Sprint(call["told"]), "Waiting for a person to decide (call "+call["id"].(string)) {
+		t.Fatalf("told while it waits: %v", call["told"])
+	}
+	if r := a.do("POST", "/api/v1/actions/"+call["id"].(string)+"/reject", tok, `{"reason":"not ours to refund"}`); r.Status != 200 {
+		t.Fatalf("reject: %d %s", r.Status, r.Raw)
+	}
+	told := callOf(t, a.do("GET", "/api/v1/calls/"+call["id"].(string), key, ""))["told"]
+	if told != "Rejected by a person: not ours to refund" {
+		t.Fatalf("told after the rejection: %v", told)
+	}
+	cs, err := mcpClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A8", "amount": 30}})
+	if err != nil || !res.IsError || textOf(res) != told {
+		t.Fatalf("the MCP client read %q, the gate API said %q (%v)", textOf(res), told, err)
 	}
 }

@@ -31,6 +31,8 @@ func decodeJSON(c echo.Context, v any) error {
 	var he *echo.HTTPError
 	switch {
 	case err == nil:
+	case errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge && agentCall(c):
+		return &echo.HTTPError{Code: http.StatusRequestEntityTooLarge, Message: "the body is over the limit of " + AgentBodyLimit + "B (a call's arguments are at most 1 MiB)"}
 	case errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge:
 		return &echo.HTTPError{Code: http.StatusRequestEntityTooLarge, Message: "the body is over the limit of " + BodyLimit + "B"}
 	case errors.As(err, &big):
@@ -93,6 +95,9 @@ type callJSON struct {
 	Args     json.RawMessage `json:"args"`
 	Status   string          `json:"status"`
 	Decision *decisionJSON   `json:"decision"`
+	// Receipt is the call's signed receipt (a JWS) once it is final and
+	// signed: the run keeps, with each tool call, the proof of how it ended.
+	Receipt string `json:"receipt,omitempty"`
 }
 
 type decisionJSON struct {
@@ -133,10 +138,14 @@ func toTurnJSON(t *models.Turn, calls []models.ToolCall) turnJSON {
 	return out
 }
 
-func toRunJSON(r *models.Run, turns []models.Turn, calls []models.ToolCall) runJSON {
+func toRunJSON(r *models.Run, turns []models.Turn, calls []models.ToolCall, receipts map[string]string) runJSON {
 	out := runJSON{ID: r.ID, Status: string(r.Status), CustomerID: r.CustomerID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Turns: []turnJSON{}}
 	for i := range turns {
-		out.Turns = append(out.Turns, toTurnJSON(&turns[i], calls))
+		t := toTurnJSON(&turns[i], calls)
+		for j := range t.ToolCalls {
+			t.ToolCalls[j].Receipt = receipts[t.ToolCalls[j].ID]
+		}
+		out.Turns = append(out.Turns, t)
 	}
 	return out
 }

@@ -103,7 +103,15 @@ func (s *Server) runView(ctx context.Context, id string) (runJSON, error) {
 	if err != nil {
 		return runJSON{}, err
 	}
-	return toRunJSON(run, turns, calls), nil
+	ids := make([]string, 0, len(calls))
+	for _, c := range calls {
+		ids = append(ids, c.ID)
+	}
+	receipts, err := s.core.Store.ReceiptsOf(ctx, ids)
+	if err != nil {
+		return runJSON{}, err
+	}
+	return toRunJSON(run, turns, calls, receipts), nil
 }
 
 // runGet reads a run: GET /api/v1/runs/:id.

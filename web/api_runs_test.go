@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -25,6 +26,7 @@ import (
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
 )
@@ -39,6 +41,7 @@ type app struct {
 	accounts *accounts.Service
 	srv      *httptest.Server
 	server   *web.Server
+	core     *core.Core
 }
 
 func newApp(t *testing.T) *app { return newAppWith(t, nil) }
@@ -93,13 +96,22 @@ type appConfig struct {
 	Log           *slog.Logger
 	ExecutionWait time.Duration
 	Outbox        *outbox.Outbox
-	Web           web.Config
+	// SignWithPasskey: admins sign versions and staff changes with passkeys.
+	SignWithPasskey bool
+	// AuditKey signs checkpoints into Checkpoints, and receipts.
+	AuditKey    ed25519.PrivateKey
+	Checkpoints string
+	Web         web.Config
+	// ToolSet is the tools file the tools came from (its MCP servers'
+	// prompts and resources pass through /mcp).
+	ToolSet *httptool.Set
 }
 
 func startApp(t *testing.T, cfg appConfig, tls bool) *app {
 	t.Helper()
 	co, err := core.New(core.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, Model: cfg.Model, Business: cfg.Business,
-		Log: cfg.Log, ExecutionWait: cfg.ExecutionWait, Outbox: cfg.Outbox})
+		Log: cfg.Log, ExecutionWait: cfg.ExecutionWait, Outbox: cfg.Outbox, SignWithPasskey: cfg.SignWithPasskey,
+		AuditKey: cfg.AuditKey, Checkpoints: cfg.Checkpoints, ToolSet: cfg.ToolSet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +134,7 @@ func startApp(t *testing.T, cfg appConfig, tls bool) *app {
 		co.Close()
 		cfg.Store.Close()
 	})
-	return &app{t: t, store: cfg.Store, gate: co.Gate, runner: co.Runner, accounts: co.Accounts, srv: srv, server: site}
+	return &app{t: t, store: cfg.Store, gate: co.Gate, runner: co.Runner, accounts: co.Accounts, srv: srv, server: site, core: co}
 }
 
 // demoCustomers are the demo shop's customers, as /demo offers them.
@@ -229,6 +241,17 @@ func TestCreateRunWithCustomerTokenAndReply(t *testing.T) {
 	id, rt := run["id"].(string), r.Body["run_token"].(string)
 	if g := a.do("GET", "/api/v1/runs/"+id, rt, ""); g.Status != 200 || runStatus(g) != "waiting" {
 		t.Fatalf("get: %d %s", g.Status, g.Raw)
+	}
+	// The run keeps, with the tool call, its signed receipt once signed
+	// (within the signer's gathering moment).
+	var receipt string
+	for deadline := time.Now().Add(10 * time.Second); receipt == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		g := a.do("GET", "/api/v1/runs/"+id, rt, "")
+		c := g.Body["run"].(map[string]any)["turns"].([]any)[1].(map[string]any)["tool_calls"].([]any)[0].(map[string]any)
+		receipt, _ = c["receipt"].(string)
+	}
+	if strings.Count(receipt, ".") != 2 {
+		t.Fatalf("the run's tool call has no receipt: %q", receipt)
 	}
 	m := a.do("POST", "/api/v1/runs/"+id+"/messages", rt, `{"text":"what are my orders?"}`)
 	if m.Status != 200 || !strings.Contains(lastTurn(m, "assistant"), "You have 3 orders") {

@@ -301,6 +301,10 @@ func (s *Server) auditChainExport(c echo.Context) error {
 }
 
 // auditExport streams the filtered set as CSV or JSON Lines.
+// MaxEvidenceExport bounds the bundles one export carries: narrow the
+// filter for more.
+const MaxEvidenceExport = 500
+
 func (s *Server) auditExport(c echo.Context) error {
 	_, q, err := auditFilter(c.QueryParams())
 	if err != nil {
@@ -339,8 +343,34 @@ func (s *Server) auditExport(c echo.Context) error {
 		err = s.core.Store.EachAuditCall(c.Request().Context(), q, func(r *models.AuditRow) error {
 			return enc.Encode(toExport(r))
 		})
+	case "evidence":
+		var ids []string
+		err = s.core.Store.EachAuditCall(c.Request().Context(), q, func(r *models.AuditRow) error {
+			if models.CallStatus(r.Status).Final() && len(ids) < MaxEvidenceExport {
+				ids = append(ids, r.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		w.Header().Set(echo.HeaderContentType, "application/x-ndjson")
+		w.Header().Set(echo.HeaderContentDisposition, `attachment; filename="`+name+`-evidence.jsonl"`)
+		w.WriteHeader(http.StatusOK)
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		for _, id := range ids {
+			b, berr := s.core.Evidence(c.Request().Context(), id)
+			if berr != nil {
+				err = berr
+				break
+			}
+			if err = enc.Encode(b); err != nil {
+				break
+			}
+		}
 	default:
-		return fault.Errorf(fault.NotFound, "export as csv or jsonl")
+		return fault.Errorf(fault.NotFound, "export as csv, jsonl or evidence")
 	}
 	if err != nil {
 		s.cfg.Log.Error("audit export stopped", "err", err)

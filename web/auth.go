@@ -190,22 +190,25 @@ func (s *Server) loginPage(c echo.Context) error {
 	if currentStaff(c) != nil {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
-	return render(c, http.StatusOK, views.Login(views.LoginView{Next: c.QueryParam("next")}))
+	return render(c, http.StatusOK, views.Login(s.loginView(c.QueryParam("next"), "")))
 }
 
 func (s *Server) login(c echo.Context) error {
 	// No session yet, so no CSRF token: refuse cross-site posts by origin.
 	// "Origin: null" comes from sandboxed frames and data: pages, which
 	// have no business signing anyone in.
-	if o := c.Request().Header.Get("Origin"); o != "" {
-		if u, err := url.Parse(o); o == "null" || err != nil || u.Host != s.publicHost(c.Request()) {
-			return fault.Errorf(fault.Forbidden, "sign in from Countersign's own page")
-		}
+	if err := s.sameOrigin(c); err != nil {
+		return err
 	}
 	email := strings.TrimSpace(c.FormValue("email"))
 	next := c.FormValue("next")
 	fail := func(status int, msg string) error {
-		return render(c, status, views.Login(views.LoginView{Email: email, Next: next, Error: msg}))
+		v := s.loginView(next, msg)
+		v.Email = email
+		return render(c, status, views.Login(v))
+	}
+	if s.cfg.NoPasswordSignIn {
+		return fail(http.StatusForbidden, "Password sign-in is off here: sign in through your company's identity provider.")
 	}
 	if len(email) > maxEmailLength {
 		email = ""
@@ -220,16 +223,26 @@ func (s *Server) login(c echo.Context) error {
 	if err != nil {
 		return fail(statusForCode(fault.CodeOf(err)), fault.Message(err))
 	}
-	// A new session id at every sign-in: a planted cookie never becomes valid.
-	if ck, err := c.Cookie(s.sessionCookieName(c.Request())); err == nil && ck.Value != "" {
-		_ = s.core.Store.DeleteSession(c.Request().Context(), models.HashToken(ck.Value), "system")
+	if err := s.signIn(c, st); err != nil {
+		return err
 	}
-	cookie, err := s.core.Accounts.StartSession(c.Request().Context(), st)
+	return c.Redirect(http.StatusSeeOther, safeNext(next))
+}
+
+// signIn starts a session for a person who proved who they are (a
+// password, a passkey, the company's provider, an enrollment link). A new
+// session id at every sign-in: a planted cookie never becomes valid.
+func (s *Server) signIn(c echo.Context, st *models.Staff) error {
+	ctx := c.Request().Context()
+	if ck, err := c.Cookie(s.sessionCookieName(c.Request())); err == nil && ck.Value != "" {
+		_ = s.core.Store.DeleteSession(ctx, models.HashToken(ck.Value), "system")
+	}
+	cookie, err := s.core.Accounts.StartSession(ctx, st)
 	if err != nil {
 		return err
 	}
 	s.setSessionCookie(c, cookie, int(s.core.Accounts.AbsoluteTimeout.Seconds()))
-	return c.Redirect(http.StatusSeeOther, safeNext(next))
+	return nil
 }
 
 func (s *Server) setSessionCookie(c echo.Context, value string, maxAge int) {

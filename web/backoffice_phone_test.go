@@ -92,6 +92,26 @@ func TestBrowserBackOfficeOnAPhone(t *testing.T) {
 		fits(p)
 		screenshot(t, ctx, "phone-admin-"+strings.ReplaceAll(p[1:], "/", "-"))
 	}
+	// A proposal whose tests fail says so in a box that wraps its words
+	// instead of scrolling them sideways.
+	failing := "rules:\n  - name: " + strings.Repeat("a-rule-name-far-too-long-for-a-phone-", 3) + "\n    tool: no_such_tool_" + strings.Repeat("x", 80) + "\n    decision: allow\n"
+	if err := chromedp.Do(ctx, chromedp.Navigate(a.srv.URL+"/policy"), chromedp.WaitVisible(chromedp.CSS(`main`))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById('propose').open = true`)); err != nil {
+		t.Fatal(err)
+	}
+	err = chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`#propose-yaml`), failing),
+		chromedp.Submit(chromedp.CSS(`#propose-yaml`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=propose-error]`)),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sideways, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const e = document.querySelector('[data-testid=propose-error] pre'); return e.scrollWidth > e.clientWidth + 1; })()`)); err != nil || sideways {
+		t.Errorf("the proposal's error box scrolls sideways on a phone (%v)", err)
+	}
 	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('header.top nav a')].filter(e => { const r = e.getBoundingClientRect(); return r.width === 0 || r.left < 0 || r.right > screen.width + 1; }).map(e => e.textContent.trim())`))
 	if err != nil || len(hidden) > 0 {
 		t.Errorf("menu entries out of view on a phone: %v %v", hidden, err)

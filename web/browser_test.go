@@ -224,10 +224,7 @@ func TestBrowserQueueIsLiveAndEditApproveReachesTheAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flash, _ := chromedp.Run(ann, chromedp.Text(chromedp.CSS(`[data-testid=flash]`)))
-	if !strings.Contains(flash, "Approved") {
-		t.Fatalf("flash %q", flash)
-	}
+	pageSays(t, ann, `[data-testid=flash]`, "Approved")
 	screenshot(t, ann, "action-approved")
 
 	// Ben's open page says it was decided, without a reload.
@@ -266,10 +263,7 @@ func TestBrowserQueueIsLiveAndEditApproveReachesTheAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	who, _ := chromedp.Run(ann, chromedp.Text(chromedp.CSS(`[data-testid=decided-by]`)))
-	if !strings.Contains(who, "Ann Approver (approve)") {
-		t.Fatalf("decided by %q", who)
-	}
+	pageSays(t, ann, `[data-testid=decided-by]`, "Ann Approver (approve)")
 	screenshot(t, ann, "audit")
 	for _, p := range []string{"/runs", "/runs/" + action.RunID, "/policy", "/tools"} {
 		if err := chromedp.Do(ann, chromedp.Navigate(a.srv.URL+p), chromedp.WaitVisible(chromedp.CSS(`main`))); err == nil {

@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,10 +39,7 @@ func TestBrowserSupervisorGivesAndRevokesAGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flash, _ := chromedp.Run(sue, chromedp.Text(chromedp.CSS(`[data-testid=flash]`)))
-	if !strings.Contains(flash, "Standing grant given") || !strings.Contains(flash, "up to 2 calls, up to $300.00 in all") {
-		t.Fatalf("flash %q", flash)
-	}
+	pageSays(t, sue, `[data-testid=flash]`, "Standing grant given", "up to 2 calls, up to $300.00 in all")
 	grants, err := a.store.Grants(context.Background(), time.Hour, 10)
 	if err != nil || len(grants) != 1 || !grants[0].ExpiresAt.Equal(grants[0].CreatedAt.Add(8*time.Hour)) {
 		t.Fatalf("grants: %+v %v", grants, err)
@@ -60,10 +56,7 @@ func TestBrowserSupervisorGivesAndRevokesAGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, _ := chromedp.Run(sue, chromedp.Text(row))
-	if !strings.Contains(text, "1 of 2 calls used, $120.00 of $300.00 used") || !strings.Contains(text, "left") {
-		t.Fatalf("the grant's row: %q", text)
-	}
+	pageSays(t, sue, `tr[data-grant="`+id+`"]`, "1 of 2 calls used, $120.00 of $300.00 used", "left")
 	screenshot(t, sue, "policy-grants")
 	if _, err := chromedp.Run(sue, chromedp.Evaluate[bool](`window.confirm = function () { return true; }; true`)); err != nil {
 		t.Fatal(err)

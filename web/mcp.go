@@ -1,7 +1,10 @@
 package web
 
 import (
+	"context"
 	"net/http"
+	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,6 +42,7 @@ type mcpEndpoint struct {
 type agentServer struct {
 	agent  *models.Agent
 	tools  *tools.Registry // the tools it offers
+	more   mcpgate.Offered // and the MCP servers' prompts and resources
 	server *mcp.Server
 }
 
@@ -50,6 +54,7 @@ func (ep *mcpEndpoint) server(ag *models.Agent) *mcp.Server {
 	s, ok := ep.servers[ag.ID]
 	if !ok {
 		s = agentServer{agent: ag, tools: reg, server: ep.gw.Server(ag)}
+		s.more = ep.gw.OfferMore(s.server, nil)
 		ep.servers[ag.ID] = s
 	} else if s.tools != reg {
 		ep.gw.Offer(s.server, ag, s.tools, reg)
@@ -59,8 +64,9 @@ func (ep *mcpEndpoint) server(ag *models.Agent) *mcp.Server {
 	return s.server
 }
 
-// toolsChanged offers the tools now in force on every agent's server: the
-// SDK tells each connected client that the list changed.
+// toolsChanged offers the tools now in force, and what the MCP servers
+// offer besides, on every agent's server: the SDK tells each connected
+// client that a list changed.
 func (ep *mcpEndpoint) toolsChanged() {
 	reg := ep.gw.Outside.Gate.Tools()
 	ep.mu.Lock()
@@ -69,17 +75,33 @@ func (ep *mcpEndpoint) toolsChanged() {
 		if s.tools != reg {
 			ep.gw.Offer(s.server, s.agent, s.tools, reg)
 			s.tools = reg
-			ep.servers[id] = s
 		}
+		s.more = ep.gw.OfferMore(s.server, s.more)
+		ep.servers[id] = s
+	}
+}
+
+// resourceUpdated tells the clients subscribed to a resource of an MCP
+// server that it changed.
+func (ep *mcpEndpoint) resourceUpdated(uri string) {
+	ep.mu.Lock()
+	var servers []*mcp.Server
+	for _, s := range ep.servers {
+		servers = append(servers, s.server)
+	}
+	ep.mu.Unlock()
+	for _, s := range servers {
+		_ = s.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
 	}
 }
 
 func newMCPEndpoint(s *Server) *mcpEndpoint {
-	ep := &mcpEndpoint{gw: &mcpgate.Gateway{Outside: s.core.Outside, Wait: s.cfg.MCPWait},
+	ep := &mcpEndpoint{gw: &mcpgate.Gateway{Outside: s.core.Outside, Wait: s.cfg.MCPWait, Receipt: s.receiptJWS, Servers: s.core.Servers},
 		by: map[string]*mcp.StreamableHTTPHandler{}, stateless: map[string]*mcp.StreamableHTTPHandler{}, servers: map[string]agentServer{}}
 	if s.changes != nil {
 		s.changes.OnToolsChanged(ep.toolsChanged)
 	}
+	s.core.OnResourceUpdated(ep.resourceUpdated)
 	return ep
 }
 
@@ -95,6 +117,9 @@ func (s *Server) serveMCP(c echo.Context) error {
 	ag := currentAgent(c)
 	ep := s.mcp
 	r := c.Request()
+	if err := s.mcpOrigin(r); err != nil {
+		return err
+	}
 	modern := r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get("Mcp-Protocol-Version") >= ModernMCP
 	ep.mu.Lock()
 	handlers, opts := ep.by, &mcp.StreamableHTTPOptions{SessionTimeout: s.cfg.MCPSessionIdle}
@@ -110,6 +135,11 @@ func (s *Server) serveMCP(c echo.Context) error {
 	if r.Method == http.MethodPost && !s.agentAllowed(ag) {
 		return s.agentTooFast(ag)
 	}
+	if r.Method == http.MethodPost {
+		if ok, err := mcpBody(c); !ok {
+			return err
+		}
+	}
 	if r.Method == http.MethodPost && !modern && r.Header.Get("Mcp-Session-Id") == "" {
 		if n := ep.sessions(ag); n >= s.cfg.MaxMCPSessionsPerAgent {
 			return fault.Errorf(fault.RateLimited, "this agent key has %d MCP sessions open, the most it may; close some (DELETE /mcp) or reuse one (an idle session ends after %s)",
@@ -123,6 +153,29 @@ func (s *Server) serveMCP(c echo.Context) error {
 		h.ServeHTTP(c.Response(), c.Request())
 		return nil
 	})
+}
+
+// mcpOrigin refuses a request a web page of another origin sent (the MCP
+// transport's rule against DNS rebinding and cross-site use, on every
+// method): an Origin header that is not this server's own nor one of
+// --mcp-origins, or a browser's Sec-Fetch-Site saying cross-site. MCP
+// clients that are not browsers send neither.
+func (s *Server) mcpOrigin(r *http.Request) error {
+	refused := fault.Errorf(fault.Forbidden, "/mcp does not serve web pages of another origin")
+	o := r.Header.Get("Origin")
+	if slices.Contains(s.cfg.MCPOrigins, o) {
+		return nil // a web page the operator allows
+	}
+	if o != "" {
+		u, err := url.Parse(o)
+		if o == "null" || err != nil || u.Host != s.publicHost(r) {
+			return refused
+		}
+	}
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return refused
+	}
+	return nil
 }
 
 // sessions is how many MCP sessions the agent has open on this instance.

@@ -27,13 +27,16 @@ func TestTheSameWriteFromAnotherSessionJoinsTheAction(t *testing.T) {
 	key, _, _ := a.accounts.AddAgent(ctx, "desk", models.Actor{ID: "test"})
 	a.accounts.AddStaff(ctx, "ann@x.test", "Ann", models.Approver, password, models.Actor{ID: "test"})
 	tok, _ := a.accounts.CreateAPIToken(ctx, "ann@x.test", models.Actor{})
-	ask := func() (string, error) {
+	askWith := func(meta mcp.Meta) (*mcp.CallToolResult, error) {
 		cs, err := mcpClient(t, a.srv.URL, key)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		defer cs.Close()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A1", "amount": 900}})
+		return cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A1", "amount": 900}, Meta: meta})
+	}
+	ask := func() (string, error) {
+		res, err := askWith(nil)
 		if err != nil {
 			return "", err
 		}
@@ -101,10 +104,19 @@ func TestTheSameWriteFromAnotherSessionJoinsTheAction(t *testing.T) {
 	if refunds.Load() != 1 || len(waiting()) != 0 {
 		t.Fatalf("after the outcome: %d refunds, %v waiting", refunds.Load(), waiting())
 	}
-	// Handed over: the same write asked now is a new call.
-	again, err := ask()
-	if ids2 := waiting(); err != nil || len(ids2) != 1 || ids2[0] == ids[0] || !strings.Contains(again, ids2[0]) {
-		t.Fatalf("a new ask after the outcome was handed over: %q %v %v", again, ids2, err)
+	// Handed over or not, the same write asked again is that outcome,
+	// marked as a replay, within the intent window.
+	replay, err := askWith(nil)
+	if err != nil || !strings.Contains(textOf(replay), "rf_1") || len(waiting()) != 0 {
+		t.Fatalf("the same write asked after its outcome was handed over: %v %v %v", replay, err, waiting())
+	}
+	if r, _ := replay.Meta["countersign/replay"].(map[string]any); r["call"] != ids[0] || r["status"] != "succeeded" {
+		t.Fatalf("the replay is not marked as one: %v", replay.Meta)
+	}
+	// An agent that means a second identical refund says so.
+	again, err := askWith(mcp.Meta{"countersign/new-intent": true})
+	if ids2 := waiting(); err != nil || len(ids2) != 1 || ids2[0] == ids[0] || !strings.Contains(textOf(again), ids2[0]) {
+		t.Fatalf("a new intent after the outcome: %v %v %v", again, ids2, err)
 	}
 	if refunds.Load() != 1 {
 		t.Fatalf("%d refunds, want 1", refunds.Load())
@@ -154,5 +166,59 @@ func TestTheSameWriteOnTwoInstancesIsOneAction(t *testing.T) {
 	n, err := storeA.CountPendingActions(ctx, models.ActionFilter{})
 	if err != nil || n != 1 {
 		t.Fatalf("%d actions wait after the same write was asked 8 times on two instances (%v)", n, err)
+	}
+}
+
+// A client of the stateless 2026-07-28 revision that gave up while its
+// call was held (its own deadline): a person approves, and the same call
+// asked by a new client is that outcome, marked as a replay with its
+// receipt; one action, one refund.
+func TestAStatelessClientThatGaveUpGetsTheOutcome(t *testing.T) {
+	set, refunds := gateAPITools(t)
+	a := mcpApp(t, set, nil, 30*time.Second)
+	ctx := context.Background()
+	key, _, _ := a.accounts.AddAgent(ctx, "modern", models.Actor{ID: "test"})
+	a.accounts.AddStaff(ctx, "ann@x.test", "Ann", models.Approver, password, models.Actor{ID: "test"})
+	staffTok, _ := a.accounts.CreateAPIToken(ctx, "ann@x.test", models.Actor{})
+	refund := &mcp.CallToolParams{Name: "refund_order", Arguments: map[string]any{"order_id": "A9", "amount": 300}}
+
+	cs, err := mcpClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 800*time.Millisecond)
+	if _, err := cs.CallTool(short, refund); err == nil {
+		t.Fatal("the call was not held")
+	}
+	cancel()
+	cs.Close()
+	pending, err := a.store.PendingActions(ctx, models.ActionFilter{})
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("%d actions wait: %v", len(pending), err)
+	}
+	if r := a.do("POST", "/api/v1/actions/"+pending[0].ID+"/approve", staffTok, `{}`); r.Status != 200 {
+		t.Fatalf("approve: %d %s", r.Status, r.Raw)
+	}
+	time.Sleep(200 * time.Millisecond) // nobody's request is open for it
+	late, err := mcpClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	res, err := late.CallTool(ctx, refund)
+	if err != nil || res.IsError || !strings.Contains(textOf(res), "rf_1") {
+		t.Fatalf("the late asker: %v %v", res, err)
+	}
+	if r, _ := res.Meta["countersign/replay"].(map[string]any); r["call"] != pending[0].ID {
+		t.Fatalf("not marked as a replay: %v", res.Meta)
+	}
+	if jws, _ := res.Meta["countersign/receipt"].(string); strings.Count(jws, ".") != 2 {
+		t.Fatalf("no receipt: %v", res.Meta)
+	}
+	if n := refunds.Load(); n != 1 {
+		t.Fatalf("%d refunds", n)
+	}
+	if now, _ := a.store.PendingActions(ctx, models.ActionFilter{}); len(now) != 0 {
+		t.Fatalf("asking again made a second action: %v", now)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
 )
@@ -230,5 +231,113 @@ func TestMCPStatelessRevisionOverHTTP(t *testing.T) {
 	r, _ = cs.CallTool(ctx, params)
 	if r.IsError || !strings.Contains(textOf(r), "rf_1") || refunds.Load() != 1 {
 		t.Fatalf("after approval: %s (backend saw %d)", textOf(r), refunds.Load())
+	}
+}
+
+// /mcp refuses what a web page of another origin sends (DNS rebinding,
+// cross-site use), on every method; a request from its own origin, or with
+// no Origin (MCP clients that are not browsers), is served.
+func TestMCPRefusesOtherOrigins(t *testing.T) {
+	set, _ := gateAPITools(t)
+	pol, err := policy.LoadPolicy(policy.DefaultPolicyYAML, "test", set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startApp(t, appConfig{Store: openStore(t), Tools: set, Policy: pol, Log: discardLog(),
+		Web: web.Config{MCPWait: 300 * time.Millisecond, MCPOrigins: []string{"http://localhost:6274"}}}, false)
+	key, _, _ := a.accounts.AddAgent(context.Background(), "desktop", models.Actor{ID: "test"})
+	post := func(headers map[string]string) int {
+		req, _ := http.NewRequest("POST", a.srv.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for name, h := range map[string]map[string]string{
+		"another origin":     {"Origin": "http://evil.example"},
+		"a null origin":      {"Origin": "null"},
+		"a cross-site fetch": {"Sec-Fetch-Site": "cross-site"},
+	} {
+		if code := post(h); code != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", name, code)
+		}
+	}
+	for name, h := range map[string]map[string]string{
+		"no origin":      {},
+		"its origin":     {"Origin": a.srv.URL},
+		"a named origin": {"Origin": "http://localhost:6274", "Sec-Fetch-Site": "cross-site"},
+	} {
+		if code := post(h); code != http.StatusOK {
+			t.Errorf("%s: %d, want 200", name, code)
+		}
+	}
+}
+
+// A call's arguments may be as large as MCP servers commonly take (1 MiB),
+// through /mcp and the gate API alike; past that the answer says the limit.
+func TestLargeArgumentsPassThrough(t *testing.T) {
+	set, _ := gateAPITools(t)
+	a := mcpApp(t, set, nil, 300*time.Millisecond)
+	ctx := context.Background()
+	key, _, _ := a.accounts.AddAgent(ctx, "big", models.Actor{ID: "test"})
+	cs, err := mcpClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	long := strings.Repeat("x", 200<<10)
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": long}})
+	if err != nil || r.IsError || !strings.Contains(textOf(r), long) {
+		t.Fatalf("200 KiB of arguments over MCP: %v %.200s", err, textOf(r))
+	}
+	body := `{"tool":"escalate_to_human","args":{"why":"` + strings.Repeat("y", 600<<10) + `"},"session":"s1"}`
+	if res := a.do("POST", "/api/v1/calls", key, body); res.Status != 201 || callOf(t, res)["status"] != "allowed" {
+		t.Fatalf("600 KiB of arguments over the gate API: %d %.300s", res.Status, res.Raw)
+	}
+	body = `{"tool":"escalate_to_human","args":{"why":"` + strings.Repeat("y", 3<<20) + `"},"session":"s1"}`
+	if res := a.do("POST", "/api/v1/calls", key, body); res.Status != 413 || !strings.Contains(res.Raw, "at most 1 MiB") {
+		t.Fatalf("3 MiB: %d %.300s", res.Status, res.Raw)
+	}
+}
+
+// A call over the body limit of /mcp is answered as a tool error naming
+// the limit, not an HTTP error the SDKs throw; the session goes on, and a
+// call over the arguments' limit but under the body's is refused the same
+// way by the gate. Both session and stateless clients.
+func TestMCPOversizedCallsAreToolErrors(t *testing.T) {
+	set, _ := gateAPITools(t)
+	a := mcpApp(t, set, nil, 300*time.Millisecond)
+	ctx := context.Background()
+	key, _, _ := a.accounts.AddAgent(ctx, "desktop", models.Actor{ID: "test"})
+	for _, version := range []string{"2025-11-25", ""} {
+		cs, err := mcpClientOf(t, a.srv.URL, key, version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			size int
+			want string
+		}{
+			{3 << 20, "over Countersign's limit of 2097152 bytes for one MCP message"},
+			{(1 << 20) + 100, "over the limit of 1048576 bytes"},
+		} {
+			r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": strings.Repeat("A", tc.size)}})
+			if err != nil || !r.IsError || !strings.Contains(textOf(r), tc.want) {
+				t.Fatalf("%s, %d bytes: %v %+v", version, tc.size, err, r)
+			}
+		}
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": "A1"}})
+		if err != nil || r.IsError {
+			t.Fatalf("%s: after the big calls: %v %+v", version, err, r)
+		}
+		cs.Close()
 	}
 }

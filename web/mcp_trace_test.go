@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 )
 
@@ -68,5 +69,50 @@ func TestMCPMetaTraceparentContinuesTheTrace(t *testing.T) {
 		if s.Name() == "execute_tool lookup_order" && s.Parent().IsValid() {
 			t.Fatalf("a broken traceparent made a parent: %v", s.Parent())
 		}
+	}
+}
+
+// The server samples its own spans: a caller's traceparent saying "not
+// sampled" (flags 00) still joins the gate's spans to its trace, and does
+// not silence them. A tool name an agent made up is not a span's name.
+func TestTheServerSamplesItsOwnSpansAndNamesThemItself(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans), sdktrace.WithSampler(telemetry.Sampler()))
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() {
+		otel.SetTracerProvider(noop.NewTracerProvider())
+		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
+	})
+	a, _ := gateAPIApp(t)
+	ctx := context.Background()
+	key, _, _ := a.accounts.AddAgent(ctx, "bot", models.Actor{ID: "test"})
+	const traceID, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	r := a.doWith("POST", "/api/v1/calls", key, `{"tool":"lookup_order","args":{"order_id":"A1"},"session":"s1"}`,
+		"traceparent", "00-"+traceID+"-"+parent+"-00")
+	if r.Status != 201 {
+		t.Fatalf("call: %d %s", r.Status, r.Raw)
+	}
+	var tool sdktrace.ReadOnlySpan
+	for _, s := range spans.Ended() {
+		if s.Name() == "execute_tool lookup_order" {
+			tool = s
+		}
+	}
+	if tool == nil || !tool.SpanContext().IsSampled() || tool.SpanContext().TraceID().String() != traceID {
+		t.Fatalf("a caller's flags 00 silenced the gate's span, or it left the caller's trace: %+v", tool)
+	}
+	for i := 0; i < 5; i++ {
+		a.do("POST", "/api/v1/calls", key, `{"tool":"made_up_`+string(rune('a'+i))+`","args":{},"session":"s1"}`)
+	}
+	names := map[string]bool{}
+	for _, s := range spans.Ended() {
+		names[s.Name()] = true
+		if strings.Contains(s.Name(), "made_up") {
+			t.Fatalf("an agent's made-up tool name became a span name: %q", s.Name())
+		}
+	}
+	if !names["execute_tool (unknown tool)"] {
+		t.Fatalf("no span for the unknown tools: %v", names)
 	}
 }

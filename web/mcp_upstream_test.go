@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -172,6 +173,17 @@ func TestMCPGatewayInFrontOfTheFilesystemServer(t *testing.T) {
 	if r.IsError || !strings.HasPrefix(textOf(r), "A person changed the arguments before approving this call: content from \"draft with a typo\" to \"final text\".") ||
 		!strings.Contains(textOf(r), "Successfully wrote") {
 		t.Fatalf("after the edit the agent must read what the person changed, then the server's answer: %s", textOf(r))
+	}
+	// Clients that read only structured content learn it from _meta.
+	if ch, _ := r.Meta["countersign/changed"].(map[string]any); ch == nil || !strings.Contains(fmt.Sprint(ch["note"]), "content from") ||
+		fmt.Sprint(ch["ran"].(map[string]any)["content"]) != "final text" || fmt.Sprint(ch["asked"].(map[string]any)["content"]) != "draft with a typo" {
+		t.Fatalf("the change is not in _meta: %v", r.Meta)
+	}
+	// The filesystem server's output schema forbids other keys: its
+	// structured content comes as it sent it (the TypeScript client
+	// checks it against the schema).
+	if sc, _ := r.StructuredContent.(map[string]any); len(sc) != 1 || !strings.Contains(fmt.Sprint(sc["content"]), "Successfully wrote") {
+		t.Fatalf("structured content after an edit: %v", r.StructuredContent)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "edited.txt")); string(b) != "final text" {
 		t.Fatalf("edited file %q", b)
@@ -469,5 +481,68 @@ func TestMCPGatewayPassesTheServersAnswersOnUnchanged(t *testing.T) {
 			t.Errorf("%s through Countersign:\n%s\n%s\nstraight:\n%s\n%s", c.tool, asJSON(got.Content), asJSON(got.StructuredContent),
 				asJSON(want.Content), asJSON(want.StructuredContent))
 		}
+	}
+}
+
+// With prefix: false a client calls the filesystem server's tools through
+// Countersign by the names it would use straight: the same list of names,
+// a read answered, a write held for a person.
+func TestMCPGatewayUnprefixedOffersTheServersOwnNames(t *testing.T) {
+	script := filesystemServer(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("line one\n"), 0o600)
+	ctx := context.Background()
+	direct, err := mcp.NewClient(&mcp.Implementation{Name: "direct", Version: "1"}, nil).Connect(ctx,
+		&mcp.CommandTransport{Command: exec.Command("node", script, dir)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	var want []string
+	for tool, err := range direct.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, tool.Name)
+	}
+	set, err := httptool.Load([]byte("mcp_servers:\n  - name: fs\n    command: node\n    args: [\""+script+"\", \""+dir+"\"]\n    prefix: false\n"),
+		"tools.yaml", httptool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	reg, err := tools.NewRegistry(set.Tools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := mcpApp(t, reg, nil, 200*time.Millisecond)
+	key, _, _ := a.accounts.AddAgent(ctx, "bot", models.Actor{ID: "test"})
+	cs, err := mcpClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var got []string
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, tool.Name)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if len(want) < 5 || !slices.Equal(got, want) {
+		t.Fatalf("through Countersign %v, direct %v", got, want)
+	}
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_text_file", Arguments: map[string]any{"path": filepath.Join(dir, "notes.txt")}})
+	if err != nil || r.IsError || !strings.Contains(textOf(r), "line one") {
+		t.Fatalf("read: %v %+v", err, r)
+	}
+	r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": filepath.Join(dir, "new.txt"), "content": "x"}})
+	if err != nil || !strings.Contains(textOf(r), "Waiting for a person") {
+		t.Fatalf("write was not held: %v %+v", err, r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new.txt")); err == nil {
+		t.Fatal("the held write ran")
 	}
 }

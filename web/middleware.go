@@ -2,6 +2,7 @@ package web
 
 import (
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -26,9 +27,13 @@ func logRequests(log *slog.Logger) echo.MiddlewareFunc {
 			case status >= 400:
 				level = slog.LevelWarn
 			}
+			path := c.Request().URL.Path
+			if strings.HasPrefix(c.Path(), "/enroll/") {
+				path = strings.Replace(c.Path(), ":token", "(link)", 1) // the path holds the link's secret
+			}
 			log.Log(c.Request().Context(), level, "request",
 				"request_id", c.Response().Header().Get(echo.HeaderXRequestID),
-				"method", c.Request().Method, "path", c.Request().URL.Path, "route", c.Path(),
+				"method", c.Request().Method, "path", path, "route", c.Path(),
 				"status", status, "duration_ms", time.Since(start).Milliseconds(), "bytes", c.Response().Size)
 			return nil
 		}

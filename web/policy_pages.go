@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/pmezard/go-difflib/difflib"
 
+	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/models"
@@ -125,7 +126,7 @@ func (s *Server) versionView(c echo.Context) (views.VersionPageView, error) {
 	if err != nil {
 		return views.VersionPageView{}, err
 	}
-	v := views.VersionPageView{Version: versionRow(pv), YAML: pv.YAML, PeopleNeeded: pv.PeopleNeeded, SinglePerson: pv.PeopleNeeded == 1,
+	v := views.VersionPageView{PasskeyURL: s.versionPasskeyURL(pv.ID), Version: versionRow(pv), YAML: pv.YAML, PeopleNeeded: pv.PeopleNeeded, SinglePerson: pv.PeopleNeeded == 1,
 		ReplayDigest: pv.ReplayDigest, Reason: pv.Reason, EndedBy: models.ActorName(pv.EndedBy)}
 	for _, t := range pv.Tests.Results {
 		v.Tests = append(v.Tests, views.PolicyTestView{Name: t.Name, Passed: t.Passed, Problem: t.Problem})
@@ -141,7 +142,7 @@ func (s *Server) versionView(c echo.Context) (views.VersionPageView, error) {
 	}
 	for _, sg := range pv.Signatures {
 		seen[sg.StaffID] = true
-		v.Signatures = append(v.Signatures, views.SignatureRow{Name: sg.Name, Note: sg.Note, At: clock(sg.At)})
+		v.Signatures = append(v.Signatures, views.SignatureRow{Name: sg.Name, Note: sg.Note, At: clock(sg.At), PersonURL: personURL(sg.StaffID)})
 	}
 	v.SignedBy = len(seen)
 	if pv.InForceAt != nil {
@@ -199,8 +200,11 @@ func (s *Server) policyVersionDecide(approve bool) echo.HandlerFunc {
 		var v *versions.Version
 		done := "rejected"
 		if approve {
-			v, err = s.core.Versions.Approve(c.Request().Context(), id, versions.Approval{By: by, Note: c.FormValue("note"),
-				ReplayDigest: c.FormValue("replay_digest")})
+			var sig *models.PasskeySignature
+			if sig, err = s.signature(c, s.versionDecision); err == nil {
+				v, err = s.core.Versions.Approve(c.Request().Context(), id, versions.Approval{By: by, Note: c.FormValue("note"),
+					ReplayDigest: c.FormValue("replay_digest"), Passkey: sig})
+			}
 			done = "approved"
 			if err == nil && v.Status == models.PolicyInForce {
 				done = "in_force"
@@ -303,6 +307,10 @@ func (s *Server) insightsPage(c echo.Context) error {
 			Under3s: fmt.Sprintf("%d (%s)", a.Under3s, fmtShare(a.ShareUnder3s)), Median: fmtSeconds(a.MedianS),
 			RubberStamp: a.Decisions >= 10 && a.ShareUnder3s >= 0.5})
 	}
+	for _, p := range rep.Vouched {
+		v.Vouched = append(v.Vouched, views.VouchedRow{Proposer: p.ProposerName, ProposerURL: personURL(p.ProposerID), Proposed: p.ProposedName,
+			ProposedURL: personURL(p.ProposedID), Together: p.Together, Examples: p.Examples})
+	}
 	for _, sg := range rep.Suggestions {
 		row := views.SuggestionRow{ID: sg.ID, Text: sg.Text, Warning: sg.Warning, TestsFail: sg.TestsFail, YAML: sg.YAML, Calls: sg.Evidence.CallsTotal}
 		row.Examples = sg.Evidence.Calls[:min(5, len(sg.Evidence.Calls))]
@@ -347,4 +355,26 @@ func (s *Server) suggestionAdopt(c echo.Context) error {
 		return c.Redirect(http.StatusSeeOther, views.WithQuery(views.Reverse(views.PathPolicyVersion, strconv.FormatInt(v.ID, 10)), "done=proposed"))
 	}
 	return fault.Errorf(fault.NotFound, "that suggestion is no longer made: the history or the policy changed since")
+}
+
+// versionDecision is what approving a policy version signs: its text's
+// hash.
+func (s *Server) versionDecision(c echo.Context) (accounts.Decision, error) {
+	id, err := versions.ParseID(c.Param("id"))
+	if err != nil {
+		return accounts.Decision{}, err
+	}
+	v, err := s.core.Versions.Get(c.Request().Context(), id)
+	if err != nil {
+		return accounts.Decision{}, err
+	}
+	return accounts.Decision{CallID: models.PolicySubject(id), ArgsHash: v.Hash, Verdict: "approve",
+		Summary: "put policy version " + strconv.FormatInt(id, 10) + " in force"}, nil
+}
+
+func (s *Server) versionPasskeyURL(id int64) string {
+	if !s.core.Accounts.SignWithPasskey {
+		return ""
+	}
+	return views.Reverse(views.PathPolicyVersionPasskey, strconv.FormatInt(id, 10))
 }

@@ -147,6 +147,40 @@ func (s *Server) ruleDescription(rule string) string {
 	return ""
 }
 
+// heldUnder is what the rule that held a call says of itself, in the
+// policy version that held it, and, when another version is in force now,
+// a word that says so: a waiting action shows the words it was held by,
+// not a later version's.
+func (s *Server) heldUnder(ctx context.Context, call *models.ToolCall) (description, note string) {
+	now := s.core.Gate.Policy().Version()
+	if call.PolicyVersion == "" || call.PolicyVersion == now {
+		return s.ruleDescription(call.Rule), ""
+	}
+	note = "Held under policy version " + tools.Truncate(call.PolicyVersion, 12) + ", since replaced by " + tools.Truncate(now, 12) + "."
+	if p := s.policyOf(ctx, call.PolicyVersion); p != nil {
+		return p.Describe(call.Rule), note + " Its rule is shown as that version words it."
+	}
+	return "", note + " That version's text is not kept here, so its rule's words cannot be shown."
+}
+
+// policyOf is a kept policy version, loaded against the tools in force
+// (nil when it is not kept or no longer loads); versions never change, so
+// each is loaded once.
+func (s *Server) policyOf(ctx context.Context, hash string) *policy.FilePolicy {
+	if p, ok := s.oldPolicies.Load(hash); ok {
+		fp, _ := p.(*policy.FilePolicy)
+		return fp
+	}
+	var fp *policy.FilePolicy
+	if v, err := s.core.Store.PolicyVersionByHash(ctx, hash); err == nil {
+		if p, err := policy.LoadPolicy([]byte(v.YAML), "version "+tools.Truncate(hash, 12), s.core.Gate.Tools()); err == nil {
+			fp = p
+		}
+	}
+	s.oldPolicies.Store(hash, fp)
+	return fp
+}
+
 // callSummary is summary for a recorded call: one whose arguments were
 // refused (an invalid call keeps none) is named by its tool and why, not as
 // a phrase with its blanks unfilled.

@@ -21,6 +21,10 @@ func (s *Server) routes() {
 	e.GET(views.PathLogin, s.loginPage)
 	e.POST(views.PathLogin, s.login)
 	e.POST(views.PathLogout, s.logout, s.checkCSRF)
+	if s.sso != nil {
+		e.GET(views.PathLoginOIDC, s.ssoStart)
+		e.GET(views.PathLoginOIDCCallback, s.ssoCallback)
+	}
 
 	// Route-level middleware, not groups: a group on "" would also catch
 	// every unknown path.
@@ -64,6 +68,25 @@ func (s *Server) routes() {
 	e.POST(views.PathStaffDisabled, s.staffDisabled, admins...)
 	e.POST(views.PathStaffRevokeTokens, s.staffRevokeTokens, admins...)
 	e.POST(views.PathStaffSlack, s.staffSlack, admins...)
+	e.POST(views.PathStaffReset, s.staffReset, admins...)
+	e.POST(views.PathStaffGroups, s.staffGroups, admins...)
+	e.POST(views.PathAgentLimits, s.agentLimits, admins...)
+	e.POST(views.PathStaffChangeApprove, s.staffChangeDecide(true), admins...)
+	e.POST(views.PathStaffChangeReject, s.staffChangeDecide(false), admins...)
+	e.GET(views.PathPerson, s.personPage, staff...)
+	e.GET(views.PathAccount, s.accountPage, staff...)
+	e.POST(views.PathAccountPasskeyBegin, s.passkeyRegisterBegin, staff...)
+	e.POST(views.PathAccountPasskeys, s.passkeyRegister, staff...)
+	e.POST(views.PathAccountPasskeyRemove, s.passkeyRemove, staff...)
+	e.POST(views.PathLoginPasskeyBegin, s.loginPasskeyBegin)
+	e.POST(views.PathLoginPasskey, s.loginPasskey)
+	e.POST(views.PathActionPasskey, s.beginSigning(s.actionDecision), deciders...)
+	e.POST(views.PathStaffChangePasskey, s.beginSigning(s.changeDecision), admins...)
+	e.POST(views.PathPolicyVersionPasskey, s.beginSigning(s.versionDecision), append(admins, s.versionsKept)...)
+	e.GET(views.PathEnroll, s.enrollPage)
+	e.POST(views.PathEnroll, s.enroll)
+	e.POST(views.PathEnrollPasskeyBegin, s.enrollPasskeyBegin)
+	e.POST(views.PathEnrollPasskey, s.enrollPasskey)
 
 	e.GET(views.PathWidget, s.widgetJS)
 	e.GET(views.PathDemo, s.demoPage)
@@ -89,6 +112,10 @@ func (s *Server) routes() {
 	e.POST(views.PathAPIPolicyVersionApprove, s.apiApproveVersion, s.requireStaffToken)
 	e.POST(views.PathAPIPolicyVersionReject, s.apiRejectVersion, s.requireStaffToken)
 	e.GET(views.PathAPIInsights, s.apiInsights, s.requireStaffToken)
+	e.GET(views.PathAPIStaffChanges, s.apiStaffChanges, s.requireStaffToken)
+	e.POST(views.PathAPIStaffChanges, s.apiStaffChangePropose, s.requireStaffToken)            // accounts asks for an admin
+	e.POST(views.PathAPIStaffChangeApprove, s.apiStaffChangeDecide(true), s.requireStaffToken) // and not the proposer
+	e.POST(views.PathAPIStaffChangeReject, s.apiStaffChangeDecide(false), s.requireStaffToken)
 	e.Any(views.PathMCP, s.serveMCP, s.requireMCPAgent)
 	// OAuth for /mcp (web/oauth): the authorization server and its
 	// metadata; the consent is the back office's, an admin's.
@@ -105,5 +132,10 @@ func (s *Server) routes() {
 	e.POST(views.PathAPICalls, s.callCreate, s.requireAgentKey)
 	e.GET(views.PathAPICall, s.callGet, s.requireAgentKey)
 	e.POST(views.PathAPICallResult, s.callResult, s.requireAgentKey)
+	e.GET(views.PathAPICallReceipt, s.apiReceipt, s.requireCallReader)
+	e.GET(views.PathAPICallEvidence, s.apiEvidence, s.requireCallReader)
+	e.GET(views.PathAPIReceiptKeys, s.receiptKeys) // public keys, for anyone
+	e.GET(views.PathCallReceipt, s.callReceipt, staff...)
+	e.GET(views.PathCallEvidence, s.callEvidence, staff...)
 	e.POST(views.PathSlackInteractions, s.slackInteraction) // Slack's signature instead of a session
 }

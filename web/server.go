@@ -25,6 +25,9 @@ type Config struct {
 	Customers *CustomerVerifier
 	// WidgetOrigins may embed the chat frame (frame-ancestors).
 	WidgetOrigins []string
+	// MCPOrigins are web pages' origins (scheme://host) allowed to call
+	// /mcp from a browser, beside the server's own.
+	MCPOrigins []string
 	// DemoSecret signs demo customer tokens for /demo, and is never the
 	// shop's customer secret; empty: no demo page. Customers must accept
 	// it for the demo customers (CustomerVerifier.AcceptDemo).
@@ -40,6 +43,11 @@ type Config struct {
 	// PublicURL is the address clients reach this server at (--public-url):
 	// the OAuth issuer and /mcp's resource; "": from each request.
 	PublicURL string
+	// SSO signs staff in with the company's OpenID Provider (nil: none).
+	SSO *SSOConfig
+	// NoPasswordSignIn turns password sign-in off (--password-sign-in
+	// off): staff sign in through SSO; the host's CLI stays for break-glass.
+	NoPasswordSignIn bool
 	// OAuthDocuments fetches OAuth clients' metadata documents (nil: public
 	// addresses only; tests give one trusting their own server).
 	OAuthDocuments *http.Client
@@ -123,6 +131,23 @@ func lastForwarded(v string) string {
 // BodyLimit caps every request body but a proposed policy's.
 const BodyLimit = "64K"
 
+// AgentBodyLimit caps the body of an agent's call (the gate API's POST
+// /api/v1/calls; /mcp has MCPBodyLimit): its arguments may be up to tools.MaxArgsBytes, in
+// an envelope, escaped.
+const AgentBodyLimit = "2M"
+
+// agentCall is a request of an agent's call. /mcp caps its own body
+// (mcpBody), to answer in MCP's words.
+func agentCall(c echo.Context) bool {
+	r := c.Request()
+	return r.Method == http.MethodPost && r.URL.Path == views.PathAPICalls
+}
+
+// mcpPost is a POST to /mcp.
+func mcpPost(c echo.Context) bool {
+	return c.Request().Method == http.MethodPost && c.Request().URL.Path == views.PathMCP
+}
+
 // PolicyBodyLimit caps a proposed policy's request: the policy is at most
 // 256 KiB (versions.MaxYAML), as JSON or a form, with its note.
 const PolicyBodyLimit = "600K"
@@ -140,8 +165,13 @@ type Server struct {
 	// core is what the handlers serve: the gate, the run loop, the
 	// accounts, the outbox, the policy versions, the store.
 	core *core.Core
+	// oldPolicies are policy versions no longer in force, loaded to word
+	// what held a call (heldUnder), by hash.
+	oldPolicies sync.Map
 	// changes is what the pages hear on the core's bus.
 	changes *Changes
+	// sso is the company's identity provider (nil: none).
+	sso *sso
 	// Sign-in attempts per client address, and per address and account.
 	loginIP, loginAccount *limiter
 	// Messages per client address and per conversation (chat and runs API).
@@ -222,6 +252,9 @@ func New(c *core.Core, cfg Config) *Server {
 	if cfg.Customers == nil {
 		cfg.Customers = NewCustomerVerifier("")
 	}
+	if cfg.SSO != nil && cfg.SSO.GroupsClaim == "" {
+		cfg.SSO.GroupsClaim = "groups"
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = echo.ExtractIPDirect()
@@ -251,10 +284,14 @@ func New(c *core.Core, cfg Config) *Server {
 	e.Use(middleware.RequestID())
 	e.Use(logRequests(cfg.Log))
 	e.Use(middleware.Recover())
-	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: BodyLimit, Skipper: policyUpload}))
+	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: BodyLimit, Skipper: func(c echo.Context) bool { return policyUpload(c) || agentCall(c) || mcpPost(c) }}))
+	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: AgentBodyLimit, Skipper: func(c echo.Context) bool { return !agentCall(c) }}))
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: PolicyBodyLimit, Skipper: func(c echo.Context) bool { return !policyUpload(c) }}))
 	e.Use(securityHeaders)
 	e.Use(s.loadStaff)
+	if cfg.SSO != nil {
+		s.sso = &sso{cfg: cfg.SSO}
+	}
 	s.routes()
 	return s
 }
@@ -279,6 +316,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 			msg = "the body is over the limit of " + BodyLimit + "B"
 			if policyUpload(c) {
 				msg = "the body is over the limit of " + PolicyBodyLimit + "B (a policy is at most 256 KiB)"
+			}
+			if agentCall(c) {
+				msg = "the body is over the limit of " + AgentBodyLimit + "B (a call's arguments are at most 1 MiB)"
 			}
 		}
 	} else {

@@ -1,18 +1,19 @@
 // The OpenAI Agents JS SDK (@openai/agents, pinned) as a user runs it: an
 // Agent whose tools come from Countersign's /mcp (its streamable HTTP MCP
 // server class), driven by an OpenAI-compatible model at MODEL_URL (a
-// scripted one in the tests): node openai-agent.mjs MCP_URL AGENT_KEY MODEL_URL
+// scripted one in the tests): node openai-agent.mjs MCP_URL AGENT_KEY MODEL_URL [TIMEOUT_MS]
 // prints {"final": the agent's last answer, "outputs": [tool outputs]}.
+// TIMEOUT_MS is the MCP server class's request timeout (default 120000).
 import { Agent, MCPServerStreamableHttp, OpenAIChatCompletionsModel, run, setTracingDisabled } from "@openai/agents";
 import OpenAI from "openai";
 
-const [mcpURL, key, modelURL] = process.argv.slice(2);
+const [mcpURL, key, modelURL, timeoutMS] = process.argv.slice(2);
 setTracingDisabled(true);
 const server = new MCPServerStreamableHttp({
   url: mcpURL,
   name: "countersign",
   requestInit: { headers: { Authorization: `Bearer ${key}` } },
-  timeout: 120000,
+  timeout: Number(timeoutMS || 120000),
 });
 try {
   await server.connect();

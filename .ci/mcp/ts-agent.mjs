@@ -42,7 +42,7 @@ async function once() {
         options.onprogress = (p) => out.progress.push(p);
         options.resetTimeoutOnProgress = true;
       }
-      out.result = await client.callTool({ name: spec.call.name, arguments: spec.call.arguments || {} }, undefined, options);
+      out.result = await client.callTool({ name: spec.call.name, arguments: spec.call.arguments || {}, ...(spec.call._meta ? { _meta: spec.call._meta } : {}) }, undefined, options);
     }
   } finally {
     await client.close().catch(() => {});

@@ -36,6 +36,11 @@ type Service struct {
 	// hashing lets a few password hashes run at once: each argon2id costs
 	// 64 MiB, so a flood of sign-ins waits here instead of taking memory.
 	hashing chan struct{}
+	// Mailer sends enrollment links (nil: the host prints them).
+	Mailer Mailer
+	// SignWithPasskey asks every approval of a staff change for the
+	// admin's passkey signature (--sign-with-passkey).
+	SignWithPasskey bool
 }
 
 // MaxConcurrentHashes is how many password hashes run at once.
@@ -58,7 +63,10 @@ func (a *Service) hashSlot(ctx context.Context) (release func(), err error) {
 	}
 }
 
-// AddStaff creates an account with an argon2id password hash.
+// AddStaff creates an account with an argon2id password hash, on the host
+// (countersign user add, the demo's seed): the first admins, and
+// break-glass. The account is marked as made there, and every admin is
+// told (agent/outbox). In the back office accounts are proposed (Propose).
 func (a *Service) AddStaff(ctx context.Context, email, name string, role models.StaffRole, password string, by models.Actor) (*models.Staff, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
 	// Every problem at once, so a form is fixed in one go.
@@ -88,7 +96,11 @@ func (a *Service) AddStaff(ctx context.Context, email, name string, role models.
 	if err != nil {
 		return nil, fault.Wrap(err, "could not hash the password")
 	}
-	st := &models.Staff{ID: models.NewID("stf"), Email: email, Name: tools.Truncate(name, 200), Role: role, PasswordHash: hash}
+	origin := models.OriginHost
+	if by.ID == "demo" {
+		origin = models.OriginDemo
+	}
+	st := &models.Staff{ID: models.NewID("stf"), Email: email, Name: tools.Truncate(name, 200), Role: role, PasswordHash: hash, Origin: origin}
 	if err := a.store.CreateStaff(ctx, st, by.String()); err != nil {
 		if errors.Is(err, models.ErrEmailTaken) {
 			return nil, fault.Errorf(fault.Conflict, "%s already has an account", email)
@@ -103,7 +115,7 @@ func (a *Service) AddStaff(ctx context.Context, email, name string, role models.
 func (a *Service) Authenticate(ctx context.Context, email, password string) (*models.Staff, error) {
 	st, err := a.store.StaffByEmail(ctx, email)
 	hash := a.dummyHash
-	if err == nil {
+	if err == nil && st.PasswordHash != "" {
 		hash = st.PasswordHash
 	}
 	release, serr := a.hashSlot(ctx)
@@ -112,7 +124,7 @@ func (a *Service) Authenticate(ctx context.Context, email, password string) (*mo
 	}
 	ok, herr := argon2id.ComparePasswordAndHash(password, hash)
 	release()
-	if err != nil || herr != nil || !ok {
+	if err != nil || herr != nil || !ok || st.PasswordHash == "" {
 		return nil, fault.Errorf(fault.Unauthorized, "wrong email or password")
 	}
 	if st.Disabled {
@@ -234,28 +246,17 @@ func (a *Service) StaffForToken(ctx context.Context, token string) (*models.Staf
 	return st, nil
 }
 
-// SetRole changes an account's role; its sessions end.
-func (a *Service) SetRole(ctx context.Context, staffID string, role models.StaffRole, by models.Actor) error {
-	if by.Role != models.Admin {
-		return fault.Errorf(fault.Forbidden, "only an admin can change roles")
-	}
-	if !role.Valid() {
-		return fault.Errorf(fault.Invalid, "role %q: use approver, supervisor, auditor or admin", role)
-	}
-	if staffID == by.ID && role != models.Admin {
-		return fault.Errorf(fault.Invalid, "you cannot take the admin role from yourself")
-	}
-	r := role
-	return a.update(ctx, staffID, &r, nil, by)
-}
-
-// SetDisabled disables or re-enables an account; disabling ends its sessions
-// and API tokens at once.
+// SetDisabled disables an account at once: its sessions, API tokens and
+// enrollment links end, and approvals it gave to actions still waiting stop
+// counting. Enabling it again is a staff change (Propose).
 func (a *Service) SetDisabled(ctx context.Context, staffID string, disabled bool, by models.Actor) error {
 	if by.Role != models.Admin {
 		return fault.Errorf(fault.Forbidden, "only an admin can disable accounts")
 	}
-	if staffID == by.ID && disabled {
+	if !disabled {
+		return fault.Errorf(fault.Forbidden, "enabling an account is countersigned: propose it, and another admin approves")
+	}
+	if staffID == by.ID {
 		return fault.Errorf(fault.Invalid, "you cannot disable your own account")
 	}
 	return a.update(ctx, staffID, nil, &disabled, by)

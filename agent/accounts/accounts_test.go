@@ -103,3 +103,32 @@ func TestKeysAreNotRefusedWhileTheDatabaseIsAway(t *testing.T) {
 		t.Fatalf("session while the database is away: %v", err)
 	}
 }
+
+// The single sign-on group mapping is the deployment's: the first
+// instance's flags keep it; an instance whose flags disagree does not
+// start; one without flags uses the mapping kept.
+func TestGroupMappingIsTheDeployments(t *testing.T) {
+	ctx := context.Background()
+	svc := accounts.New(openStore(t))
+	if err := svc.SettleGroups(ctx, nil, "h1"); err == nil {
+		t.Fatal("no mapping anywhere was accepted")
+	}
+	first := []accounts.GroupRole{{Group: "cs-admins", Role: models.Admin}, {Group: "support", Role: models.Approver}}
+	if err := svc.SettleGroups(ctx, first, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.SettleGroups(ctx, first, "h2"); err != nil {
+		t.Fatalf("the same flags: %v", err)
+	}
+	other := []accounts.GroupRole{{Group: "everyone", Role: models.Admin}}
+	if err := svc.SettleGroups(ctx, other, "h3"); err == nil {
+		t.Fatal("an instance's own mapping was accepted")
+	}
+	if err := svc.SettleGroups(ctx, nil, "h4"); err != nil {
+		t.Fatalf("no flags with a mapping kept: %v", err)
+	}
+	got, err := svc.Groups(ctx)
+	if err != nil || accounts.FormatGroups(got) != "cs-admins=admin\nsupport=approver" {
+		t.Fatalf("kept: %v %v", got, err)
+	}
+}

@@ -64,3 +64,25 @@ func (a *Service) RevokeAgent(ctx context.Context, name string, by models.Actor)
 	}
 	return cancelled, nil
 }
+
+// MaxAgentLimit bounds each of an agent's own limits.
+const MaxAgentLimit = 100_000
+
+// SetAgentLimits gives an agent limits of its own (0: the instance's), an
+// admin's act, audited.
+func (a *Service) SetAgentLimits(ctx context.Context, name string, l models.AgentLimits, by models.Actor) error {
+	if by.Role != models.Admin {
+		return fault.Errorf(fault.Forbidden, "only an admin can set an agent's limits")
+	}
+	for _, n := range []int{l.CallsPerSecond, l.CallBurst, l.MaxWaiting} {
+		if n < 0 || n > MaxAgentLimit {
+			return fault.Errorf(fault.Invalid, "an agent's limits are numbers from 0 (the instance's) to %d", MaxAgentLimit)
+		}
+	}
+	if err := a.store.SetAgentLimits(ctx, name, l, by); errors.Is(err, models.ErrNotFound) {
+		return fault.Errorf(fault.NotFound, "there is no agent named %s that is not revoked", name)
+	} else if err != nil {
+		return fault.Wrap(err, "could not set the limits")
+	}
+	return nil
+}

@@ -42,6 +42,8 @@ type Env struct {
 	Model *Swappable
 	Notes *Notes
 	Clock *Clock
+	// Core is what they are wired in (receipts, evidence).
+	Core *core.Core
 	// Executions counts runs of each tool, through a wrapper registry.
 	Executions map[string]*atomic.Int64
 }
@@ -95,7 +97,7 @@ func New(t testing.TB, options ...func(*core.Config)) *Env {
 		t.Fatal(err)
 	}
 	co.Bus.Listen(e.Notes)
-	e.Gate, e.Run = co.Gate, co.Runner
+	e.Gate, e.Run, e.Core = co.Gate, co.Runner, co
 	t.Cleanup(co.Close)
 	return e
 }

@@ -275,3 +275,27 @@ func VerifyAnchors(ctx context.Context, store *storage.Store, dir string, pub ed
 	rep.OK = true
 	return rep, nil
 }
+
+// FirstAtOrAfter is the earliest checkpoint in dir that names event seq or
+// a later one: the nearest signed statement that vouches for it (nil when
+// none does yet).
+func FirstAtOrAfter(dir string, seq int64) (*Checkpoint, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	names, err := filepath.Glob(filepath.Join(dir, "checkpoint-*.json"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names) // by sequence: the names carry it zero-padded
+	for _, name := range names {
+		c, err := readCheckpoint(name)
+		if err != nil {
+			return nil, err
+		}
+		if c.Seq >= seq {
+			return &c, nil
+		}
+	}
+	return nil, nil
+}

@@ -105,6 +105,7 @@ var CallEventKinds = []models.EventKind{
 	models.EventActionEdited, models.EventActionApprovalAdded, models.EventActionApproved, models.EventActionRejected, models.EventActionExpired, models.EventActionCancelled,
 	models.EventActionOverdue, models.EventActionReminder, models.EventActionRequirementsRaised,
 	models.EventCallExecuting, models.EventCallSucceeded, models.EventCallFailed, models.EventCallUnknown, models.EventCallReconciled,
+	models.EventCallInvalidated,
 }
 
 // replay reads a call's events in order. The kinds and payloads are those
@@ -149,6 +150,8 @@ func replay(events []models.AuditEvent) (expected, string) {
 			exp.status, exp.resultHash = p.Status, p.ResultHash
 		case models.EventCallUnknown:
 			exp.status = models.CallUnknown
+		case models.EventCallInvalidated:
+			exp.status = models.CallInvalidated
 		case models.EventCallReconciled:
 			exp.status, exp.resultHash = p.Status, ""
 		default:

@@ -173,6 +173,27 @@ func TestVerifyPassesOnEveryKindTheProductWritesAndNamesEveryProblem(t *testing.
 	if n, err := g.ExpireOverdueActions(ctx); err != nil || n != 1 {
 		t.Fatalf("expire: %d %v", n, err)
 	}
+	// Approved by one person and caught before it ran (as a crash leaves
+	// it), while the policy in force asks two: invalidated, never run.
+	inv := call("pay", `{"to":"acct_5","amount":5}`)
+	must(store.Write(ctx, func(tx *storage.Tx) error {
+		c, err := tx.ToolCall(inv)
+		if err != nil {
+			return err
+		}
+		if err := tx.CreateApproval(&models.Approval{ToolCallID: inv, StaffID: ann.ID, StaffName: ann.Name, StaffRole: ann.Role, Verdict: "approve",
+			Args: c.Args, ArgsHash: c.ArgsHash}); err != nil {
+			return err
+		}
+		if err := tx.ChangeCallStatus(models.CallChange{ID: inv, From: []models.CallStatus{models.CallPending}, To: models.CallApproved}); err != nil {
+			return err
+		}
+		return tx.Audit(models.Event{Actor: ann.String(), Kind: models.EventActionApproved, Subject: inv,
+			Payload: models.ActionApprovalPayload{ArgsHash: c.ArgsHash, Approvals: 1, Required: 1}})
+	}))
+	if out, err := g.ExecuteApproved(ctx, inv); err != nil || out.Status != models.CallInvalidated {
+		t.Fatalf("an approval the policy no longer accepts: %+v %v", out, err)
+	}
 
 	seen := map[models.EventKind]bool{}
 	must(store.EachAuditEvent(ctx, func(e *models.AuditEvent) error {
@@ -196,7 +217,7 @@ func TestVerifyPassesOnEveryKindTheProductWritesAndNamesEveryProblem(t *testing.
 		t.Fatalf("chain: %+v %v", chain, err)
 	}
 	recs, err := audit.VerifyRecords(ctx, store)
-	if err != nil || !recs.OK || recs.Calls != 12 {
+	if err != nil || !recs.OK || recs.Calls != 13 {
 		t.Fatalf("records of an untouched database: %+v %v", recs, err)
 	}
 

@@ -151,6 +151,15 @@ func (b *Bus) ToolsChanged() {
 	b.tell(notice{Tools: true})
 }
 
+// OffersChanged tells the listeners here that what the tools file's MCP
+// servers offer besides tools may have changed (each instance has its own
+// connections: nothing is told to the others). They are told on a
+// goroutine of their own: the teller may hold the reload's lock, which
+// they may need.
+func (b *Bus) OffersChanged() {
+	go b.each(func(l agent.Notifier) { l.ToolsChanged() })
+}
+
 // PolicyChanged tells the other instances that the policy version in
 // force changed.
 func (b *Bus) PolicyChanged() { b.tell(notice{Policy: true}) }

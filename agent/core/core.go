@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/agent/accounts"
@@ -19,6 +20,7 @@ import (
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/agent/receipts"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/agent/versions"
@@ -42,6 +44,9 @@ type Config struct {
 	Log          *slog.Logger
 	// ExecutionWait is how long an approval waits for its call (0: 10 s).
 	ExecutionWait time.Duration
+	// IntentWindow is how long after a person decided a call the same
+	// intent asked again is answered with it (gate.Config.IntentWindow).
+	IntentWindow time.Duration
 	// SystemPrompt is what every run's model is told first ("": the
 	// default, runloop.DefaultSystemPrompt).
 	SystemPrompt string
@@ -62,6 +67,9 @@ type Config struct {
 	// customer, agent and agent session (0s: the gate's defaults).
 	Limits           gate.Limits
 	SinglePersonShop bool
+	// SignWithPasskey asks every approval of a policy version or a staff
+	// change for the admin's passkey signature.
+	SignWithPasskey bool
 	// Shadow is a policy tried beside the one in force (nil: none).
 	Shadow policy.Policy
 	// Sources are the files Tools and Policy were read from, read again
@@ -85,6 +93,8 @@ type Core struct {
 	Accounts *accounts.Service
 	Outbox   *outbox.Outbox
 	Versions *versions.Service
+	// Receipts signs a receipt for every call that reaches a final status.
+	Receipts *receipts.Signer
 	// Outside gates the calls of agents Countersign does not run, for the
 	// gate API and MCP alike.
 	Outside *gate.Outside
@@ -112,6 +122,11 @@ type Core struct {
 	// set in force (intools.go).
 	reloading sync.Mutex
 	toolSet   *httptool.Set
+	// serving is toolSet, read without waiting for a reload.
+	serving atomic.Pointer[httptool.Set]
+	// updates are told of a changed resource of an MCP server.
+	updatesMu sync.Mutex
+	updates   []func(uri string)
 }
 
 type namedJob struct {
@@ -134,17 +149,24 @@ func New(cfg Config) (*Core, error) {
 	if ob == nil {
 		ob, _ = outbox.New(cfg.Store, outbox.Config{Log: log}) // the zero config is valid
 	}
-	ob.Attach(g.Tools, bus.ActionChanged)
+	ob.Attach(g.Tools, bus.ActionChanged, g.AsksPasskey)
 	vs, err := versions.New(versions.Config{Store: cfg.Store, Gate: g, Log: log, People: cfg.PolicyPeople,
-		SinglePerson: cfg.SinglePersonShop, Host: Hostname(), Announce: bus.PolicyChanged})
+		SinglePerson: cfg.SinglePersonShop, Host: Hostname(), Announce: bus.PolicyChanged, SignWithPasskey: cfg.SignWithPasskey})
 	if err != nil {
 		return nil, err
 	}
-	c := &Core{Gate: g, Runner: runner, Accounts: accounts.New(cfg.Store), Outbox: ob, Versions: vs, Bus: bus, Store: cfg.Store,
+	rs, err := receipts.New(context.Background(), cfg.Store, cfg.AuditKey, log)
+	if err != nil {
+		return nil, err
+	}
+	c := &Core{Gate: g, Runner: runner, Accounts: accounts.New(cfg.Store), Outbox: ob, Versions: vs, Receipts: rs, Bus: bus, Store: cfg.Store,
 		Outside: &gate.Outside{Gate: g, Store: cfg.Store, Changed: bus.WatchAction},
 		log:     log, cfg: cfg, stop: func() {}, policy: cfg.Policy, origin: cfg.PolicyOrigin}
+	c.Accounts.Mailer = ob // enrollment links go by email when it reaches people
+	c.Accounts.SignWithPasskey = cfg.SignWithPasskey
 	bus.repin, bus.resync = g.Repin, c.resync
 	c.toolSet = cfg.ToolSet
+	c.serving.Store(cfg.ToolSet)
 	c.watchTools(cfg.ToolSet)
 	if cfg.Store.Shared() {
 		c.alive = models.InstanceAlive
@@ -159,7 +181,7 @@ func New(cfg Config) (*Core, error) {
 func gateAndRunner(cfg Config, log *slog.Logger, bus *Bus) (*gate.Gate, *runloop.Runner) {
 	runs := &settledRuns{}
 	gc := gate.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, ToolsVersion: cfg.ToolsVersion,
-		Log: log, Business: cfg.Business, Runs: runs, ExecutionWait: cfg.ExecutionWait, Metrics: cfg.Metrics}
+		Log: log, Business: cfg.Business, Runs: runs, ExecutionWait: cfg.ExecutionWait, IntentWindow: cfg.IntentWindow, Metrics: cfg.Metrics}
 	rc := runloop.Config{Store: cfg.Store, Model: cfg.Model, Log: log, SystemPrompt: cfg.SystemPrompt}
 	gc.Notifier, rc.Notifier = bus, bus
 	g := gate.New(gc)
@@ -216,6 +238,7 @@ func (c *Core) Start(ctx context.Context) (Started, error) {
 	ctx, c.stop = context.WithCancel(ctx)
 	c.job(ctx, "outbox", func(ctx context.Context) { c.Outbox.Run(ctx, time.Second) })
 	c.job(ctx, "sweep", c.sweep)
+	c.job(ctx, "receipts", c.Receipts.Run) // first what a crash left unsigned
 	if c.cfg.AuditKey != nil {
 		c.job(ctx, "audit checkpoints", c.checkpoints)
 	}
@@ -316,6 +339,7 @@ func (c *Core) beat(ctx context.Context) {
 			c.log.Error("recovering another instance's calls failed", "err", err)
 		case rerun+unknown > 0:
 			c.log.Warn("took over the calls of an instance that stopped", "rerun", rerun, "unknown", unknown)
+			c.Receipts.Kick() // what it ended before it stopped may be unsigned
 		}
 	}
 }
@@ -342,4 +366,14 @@ func (c *Core) Close() {
 func Hostname() string {
 	h, _ := os.Hostname()
 	return h
+}
+
+// Evidence is a final call's evidence bundle, anchored at the nearest
+// checkpoint this deployment wrote.
+func (c *Core) Evidence(ctx context.Context, callID string) (*receipts.Bundle, error) {
+	var pub ed25519.PublicKey
+	if c.cfg.AuditKey != nil {
+		pub = c.cfg.AuditKey.Public().(ed25519.PublicKey)
+	}
+	return c.Receipts.Evidence(ctx, callID, c.cfg.Checkpoints, pub)
 }

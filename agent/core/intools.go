@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
+	"github.com/countersign/countersign/tools/upstream"
 )
 
 // Reload reads the tools file and the policy file again. The tools are put
@@ -108,6 +110,9 @@ func (c *Core) toolsChanged(set *httptool.Set) {
 	if err != nil {
 		c.log.Error("an MCP server changed its tools; the tools in force stay as they were", "err", err)
 	}
+	// Its prompts or resources may have changed instead: those who
+	// offer them look again.
+	c.Bus.OffersChanged()
 }
 
 // putInForce loads the policy version in force against the tools and hands
@@ -136,8 +141,10 @@ func (c *Core) putInForce(ctx context.Context, registry *tools.Registry, toolsVe
 	if set != c.toolSet {
 		old := c.toolSet
 		c.toolSet = set
+		c.serving.Store(set)
 		c.watchTools(set)
 		old.Close() // the old connections end
+		c.Bus.OffersChanged()
 	}
 	return nil
 }
@@ -146,6 +153,31 @@ func (c *Core) putInForce(ctx context.Context, registry *tools.Registry, toolsVe
 func (c *Core) watchTools(set *httptool.Set) {
 	if set != nil {
 		set.Watch(func() { c.toolsChanged(set) })
+		set.WatchUpdates(c.resourceUpdated)
+	}
+}
+
+// Servers are the MCP servers of the tools file in force: what they offer
+// besides tools (prompts, resources, completions) passes through to agents
+// over MCP.
+func (c *Core) Servers() []*upstream.Server {
+	return c.serving.Load().Servers()
+}
+
+// OnResourceUpdated adds f to those told that a resource of an MCP server
+// of the tools file changed (one a client subscribed to).
+func (c *Core) OnResourceUpdated(f func(uri string)) {
+	c.updatesMu.Lock()
+	c.updates = append(c.updates, f)
+	c.updatesMu.Unlock()
+}
+
+func (c *Core) resourceUpdated(uri string) {
+	c.updatesMu.Lock()
+	fs := slices.Clone(c.updates)
+	c.updatesMu.Unlock()
+	for _, f := range fs {
+		f(uri)
 	}
 }
 
@@ -162,5 +194,6 @@ func (c *Core) closeTools() {
 	c.reloading.Lock()
 	c.toolSet.Close()
 	c.toolSet = nil
+	c.serving.Store(nil)
 	c.reloading.Unlock()
 }

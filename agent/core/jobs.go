@@ -38,6 +38,19 @@ func (c *Core) sweep(ctx context.Context) {
 		} else if n > 0 {
 			c.log.Info("expired overdue actions", "count", n)
 		}
+		c.tellHostAccounts(ctx)
+	}
+}
+
+// tellHostAccounts tells every admin of the accounts made on the host
+// (countersign user add) since the last sweep: nobody countersigned them.
+func (c *Core) tellHostAccounts(ctx context.Context) {
+	n, err := c.Store.TellHostAccounts(ctx, c.Outbox.TellHostAccount)
+	if err != nil && ctx.Err() == nil {
+		c.log.Error("telling admins of accounts made on the host failed", "err", err)
+	} else if n > 0 {
+		c.Outbox.Kick()
+		c.log.Warn("accounts were made on the host; every admin is told", "count", n)
 	}
 }
 

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -30,6 +31,11 @@ type ApproveRequest struct {
 	// ReviewID names what the approver was shown (models.Review): the
 	// approval keeps those facts. "" when they were shown none.
 	ReviewID string
+	// Passkey is the approver's passkey signature over this approval,
+	// already checked against their passkey (web, agent/accounts); the
+	// transaction checks it is over these arguments. Required when the
+	// action's rule asks for one (passkey: true).
+	Passkey *models.PasskeySignature
 }
 
 // ApproveResult says what an approval did.
@@ -110,6 +116,8 @@ type approval struct {
 	// decided by the policy as editDecision.
 	edit         *tools.Normalized
 	editDecision policy.Decision
+	// policyVersion is the policy in force as the person approves.
+	policyVersion string
 }
 
 // approvable reads the action and says why the actor cannot approve it, if
@@ -140,7 +148,31 @@ func (g *Gate) approvable(ctx context.Context, actionID string, actor models.Act
 				current.Tool, tools.Truncate(err.Error(), 300))
 		}
 	}
-	return &approval{actionID: actionID, actor: actor, req: req, note: note, current: current, tool: tool}, nil
+	if req.Passkey == nil && g.AsksPasskey(current.Rule) {
+		return nil, models.ErrPasskeyNeeded
+	}
+	return &approval{actionID: actionID, actor: actor, req: req, note: note, current: current, tool: tool, policyVersion: g.Policy().Version()}, nil
+}
+
+// AsksPasskey reports whether the policy in force asks for passkey
+// signatures on the decisions of this rule.
+func (g *Gate) AsksPasskey(rule string) bool {
+	fp, ok := g.Policy().(*policy.FilePolicy)
+	return ok && fp.AsksPasskey(rule)
+}
+
+// passkeyOver checks that a passkey signature is over this decision of
+// this call as it stands in the transaction, and returns it to keep.
+func passkeyOver(sig *models.PasskeySignature, call *models.ToolCall, tool *tools.Tool, verdict string) (string, error) {
+	if sig == nil {
+		return "", nil
+	}
+	if sig.CallID != call.ID || sig.Verdict != verdict || sig.ArgsHash != call.ArgsHash ||
+		sig.SummaryDigest != models.SummaryDigest(tool.Summarize(call.Args)) {
+		return "", fault.Errorf(fault.Conflict, "your passkey signed other arguments than the action has now (someone edited it meanwhile): open it again and sign what it says now")
+	}
+	body, err := json.Marshal(sig)
+	return string(body), err
 }
 
 // approveInTx records the approval in the unit of work: the action must
@@ -215,9 +247,13 @@ func castVote(tx *storage.Tx, call *models.ToolCall, a *approval, required int, 
 	if err != nil {
 		return 0, false, err
 	}
+	signed, err := passkeyOver(a.req.Passkey, call, a.tool, "approve")
+	if err != nil {
+		return 0, false, err
+	}
 	err = tx.CreateApproval(&models.Approval{ToolCallID: call.ID, StaffID: a.actor.ID, StaffName: a.actor.Name,
 		StaffRole: a.actor.Role, Verdict: "approve", Note: a.note, Args: call.Args, ArgsHash: call.ArgsHash,
-		Edited: a.edit != nil, Seen: seen, Settles: met})
+		Edited: a.edit != nil, Seen: seen, Settles: met, Passkey: signed, ToolHash: a.tool.DefinitionHash(), PolicyVersion: a.policyVersion})
 	return count, met, err
 }
 
@@ -287,7 +323,21 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 		return g.cannotRun(ctx, call, fmt.Sprintf("the tool %s changed after this call was approved and its arguments no longer fit it (%s)",
 			call.Tool, tools.Truncate(err.Error(), 300)))
 	}
-	err = g.store.Write(ctx, func(tx *storage.Tx) error {
+	approvals, err := g.store.Approvals(ctx, call.ID)
+	if err != nil {
+		return Outcome{}, g.lookupError(err, callID)
+	}
+	need := g.approvedUnder(ctx, call, tool, approvals)
+	why := ""
+	err = g.store.Write(ctx, func(tx *storage.Tx) (err error) {
+		// What its approvers signed under still holds, checked in the
+		// transaction that claims it: nothing runs otherwise.
+		if why, err = stillMet(tx, call, need); err != nil {
+			return err
+		}
+		if why != "" {
+			return invalidateInTx(tx, call, why)
+		}
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallApproved}, To: models.CallExecuting}); err != nil {
 			return err
 		}
@@ -297,36 +347,31 @@ func (g *Gate) ExecuteApproved(ctx context.Context, callID string) (Outcome, err
 	if err != nil {
 		return Outcome{}, g.writeError(err, callID)
 	}
+	if why != "" {
+		g.log.Warn("approved call invalidated", "call_id", call.ID, "tool", call.Tool, "why", why)
+		g.settled(ctx, call.ID)
+		d := policy.Decision{Verdict: policy.Verdict(call.Decision), Rule: call.Rule, Reason: call.Reason, PolicyVersion: call.PolicyVersion}
+		return Outcome{CallID: call.ID, Status: models.CallInvalidated, Decision: d, Error: invalidatedText(why)}, nil
+	}
 	out, err := g.execute(ctx, call, g.customerName(ctx, call.RunID), tool, norm)
 	g.notify.ActionChanged(callID)
 	g.settled(ctx, callID)
 	return out, err
 }
 
-// cannotRun fails an approved call that can no longer run as approved (its
-// tool is gone, or changed so that the approved arguments no longer fit),
-// with the reason, instead of leaving it approved for ever: nothing ran,
-// and the model and the approvers are told why.
+// cannotRun invalidates an approved call that can no longer run as
+// approved (its tool is gone, or changed so that the approved arguments no
+// longer fit), with the reason, instead of leaving it approved for ever:
+// nothing ran, and the model and the approvers are told why.
 func (g *Gate) cannotRun(ctx context.Context, call *models.ToolCall, why string) (Outcome, error) {
-	msg := why + "; nothing was run"
-	payload, err := models.EncodePayload(models.CallEndedPayload{RunID: call.RunID, Tool: call.Tool, Status: models.CallFailed, Error: msg})
-	if err != nil {
-		return Outcome{}, fault.Wrap(err, "could not record why the call cannot run")
-	}
-	err = g.store.Write(ctx, func(tx *storage.Tx) error {
-		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallApproved}, To: models.CallFailed,
-			Error: msg}); err != nil {
-			return err
-		}
-		return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventCallFailed, Subject: call.ID, Payload: payload})
-	})
+	err := g.store.Write(ctx, func(tx *storage.Tx) error { return invalidateInTx(tx, call, why) })
 	if err != nil {
 		return Outcome{}, g.writeError(err, call.ID)
 	}
 	g.log.Warn("approved call cannot run", "call_id", call.ID, "tool", call.Tool, "why", why)
 	g.settled(ctx, call.ID)
 	d := policy.Decision{Verdict: policy.Verdict(call.Decision), Rule: call.Rule, Reason: call.Reason, PolicyVersion: call.PolicyVersion}
-	return Outcome{CallID: call.ID, Status: models.CallFailed, Decision: d, Error: msg}, nil
+	return Outcome{CallID: call.ID, Status: models.CallInvalidated, Decision: d, Error: invalidatedText(why)}, nil
 }
 
 // settled tells the watchers that a call which waited for a person reached

@@ -31,34 +31,40 @@ func BenchmarkGateCall(b *testing.B) {
 			e := newEnv(b)
 			run := e.NewRun("cus_alice", "Alice")
 			req := gate.CallRequest{RunID: run, CustomerID: "cus_alice", Tool: "get_order_status", Args: []byte(`{"order_id":"A1002"}`)}
-			ctx := context.Background()
 			b.ReportAllocs()
 			before := e.Store.WriterStats()
 			b.ResetTimer()
-			start := time.Now()
-			if bc.callers == 1 {
-				for i := 0; i < b.N; i++ {
-					if out, err := e.Gate.Call(ctx, req); err != nil || out.Status != "succeeded" {
-						b.Fatal(out, err)
-					}
-				}
-			} else {
-				procs := runtime.GOMAXPROCS(0) // RunParallel starts parallelism x GOMAXPROCS goroutines
-				b.SetParallelism((bc.callers + procs - 1) / procs)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						if out, err := e.Gate.Call(ctx, req); err != nil || out.Status != "succeeded" {
-							b.Error(out, err)
-							return
-						}
-					}
-				})
-			}
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+			callAllowedRead(b, e.Gate, req, bc.callers)
 			after := e.Store.WriterStats()
 			b.ReportMetric(float64(after.Units-before.Units)/float64(after.Commits-before.Commits), "units/commit")
 		})
 	}
+}
+
+// callAllowedRead makes b.N gate calls of an allowed read, from one caller
+// or from that many at once, and reports calls/s.
+func callAllowedRead(b *testing.B, g *gate.Gate, req gate.CallRequest, callers int) {
+	ctx := context.Background()
+	start := time.Now()
+	if callers == 1 {
+		for i := 0; i < b.N; i++ {
+			if out, err := g.Call(ctx, req); err != nil || out.Status != "succeeded" {
+				b.Fatal(out, err)
+			}
+		}
+	} else {
+		procs := runtime.GOMAXPROCS(0) // RunParallel starts parallelism x GOMAXPROCS goroutines
+		b.SetParallelism((callers + procs - 1) / procs)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if out, err := g.Call(ctx, req); err != nil || out.Status != "succeeded" {
+					b.Error(out, err)
+					return
+				}
+			}
+		})
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
 }
 
 // BenchmarkPlainSQLCall writes the same rows as an allowed gate call, by hand

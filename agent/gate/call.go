@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/telemetry"
@@ -201,8 +202,8 @@ func (g *Gate) decideAgain(ctx context.Context, tx *storage.Tx, c *gateCall) err
 	if err != nil {
 		return fault.Wrap(err, "the policy could not decide")
 	}
-	if again.Verdict == policy.NeedsApproval && req.JoinSame && req.AgentID != "" {
-		if err := joinSame(tx, c); err != nil {
+	if again.Verdict == policy.NeedsApproval && req.JoinSame && !req.NewIntent && req.AgentID != "" {
+		if err := joinSame(tx, c, g.intentWindow); err != nil {
 			return err
 		}
 	}
@@ -226,11 +227,11 @@ func (g *Gate) decideAgain(ctx context.Context, tx *storage.Tx, c *gateCall) err
 // as one of its calls already waiting is that call (a *joined). It is
 // looked for with the agent's calls taken one at a time, so two asking at
 // once find each other.
-func joinSame(tx *storage.Tx, c *gateCall) error {
+func joinSame(tx *storage.Tx, c *gateCall, window time.Duration) error {
 	if err := tx.Serialize("agent:" + c.req.AgentID); err != nil {
 		return err
 	}
-	same, err := tx.SameAgentCall(c.req.AgentID, c.req.CustomerID, c.tool.Name, string(c.norm.JSON), c.norm.Hash)
+	same, err := tx.SameAgentCall(c.req.AgentID, c.req.CustomerID, c.tool.Name, string(c.norm.JSON), c.norm.Hash, window)
 	if err == nil {
 		return &joined{call: same}
 	}

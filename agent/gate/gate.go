@@ -30,6 +30,8 @@ type Gate struct {
 	// putting serializes putting tools or a policy in force (Reload,
 	// PutInForce, Repin): none puts back what another just replaced.
 	putting sync.Mutex
+	// intentWindow: Config.IntentWindow (0: off).
+	intentWindow time.Duration
 	// reloading serializes PutInForce: its audit, swap and redeciding
 	// happen as one, one reload after another.
 	reloading sync.Mutex
@@ -95,12 +97,26 @@ type Config struct {
 	// ExecutionWait is how long an approval waits for the call it runs
 	// (Gate.ExecutionWait); 0: 10 s.
 	ExecutionWait time.Duration
+	// IntentWindow is how long after a call a person decided ended the
+	// same intent asked again is answered with it (CallRequest.JoinSame);
+	// 0: models.IntentWindow; NoIntentWindow: only while it waits or runs.
+	IntentWindow time.Duration
 }
+
+// NoIntentWindow turns the intent window off (serve --intent-window 0): the
+// same intent joins a call only while it waits or runs.
+const NoIntentWindow time.Duration = -1
 
 // New builds a gate with the tools and the policy in force.
 func New(cfg Config) *Gate {
 	g := &Gate{store: cfg.Store, log: cfg.Log, notify: cfg.Notifier, business: cfg.Business, runs: cfg.Runs, metrics: cfg.Metrics,
-		ExecutionWait: cfg.ExecutionWait, keep: newKeeper()}
+		ExecutionWait: cfg.ExecutionWait, intentWindow: cfg.IntentWindow, keep: newKeeper()}
+	switch {
+	case g.intentWindow == 0:
+		g.intentWindow = models.IntentWindow
+	case g.intentWindow < 0:
+		g.intentWindow = 0
+	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -252,10 +268,13 @@ type CallRequest struct {
 	// its own waiting limit applies.
 	AgentID string
 	// JoinSame: a call of this agent that needs a person, while the same
-	// call (tool, arguments, customer) of the agent waits or has an
-	// outcome it was never handed, is that call, from any session, process
-	// or instance (Outcome.Joined), never a second action.
+	// call (tool, arguments, customer) of the agent waits, or within the
+	// intent window after a person decided it, is that call, from any
+	// session, process or instance (Outcome.Joined), never a second action.
 	JoinSame bool
+	// NewIntent: the agent means a second identical action (a new
+	// Idempotency-Key, _meta["countersign/new-intent"]): nothing is joined.
+	NewIntent bool
 }
 
 // Outcome is what became of a call.

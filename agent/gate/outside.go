@@ -13,10 +13,11 @@ import (
 
 // Outside is how agents that Countersign does not run have their calls
 // gated, over the gate API and over MCP alike: each call is recorded in its
-// session's run; the same call asked again while it waits (or before its
-// outcome was handed over) is that call, never a second action; a caller
-// may wait for the outcome; and once it has it, the next identical request
-// is a new call.
+// session's run; the same intent asked again while it waits, or within the
+// intent window after a person decided it, is that call, never a second
+// action, whether or not the first request was there to receive the
+// outcome; a caller may wait for the outcome; an agent that means a second
+// identical action says so (OutsideCall.NewIntent).
 type Outside struct {
 	Gate  *Gate
 	Store *storage.Store
@@ -42,6 +43,9 @@ type OutsideCall struct {
 	Args    []byte // JSON; empty is {}
 	// Key is the agent's Idempotency-Key, prefixed with its id ("" none).
 	Key string
+	// NewIntent: the agent means a second identical action (a new
+	// Idempotency-Key, _meta["countersign/new-intent"]).
+	NewIntent bool
 }
 
 // Asked is the call an Ask made or joined.
@@ -54,10 +58,14 @@ type Asked struct {
 	// Session is the session of the call's run: the one asked for, or, for
 	// a joined call, the session it was first asked in.
 	Session string
-	// Joined: the same call, asked before and still waiting or not yet
-	// handed over, rather than a new one.
+	// Joined: the same call, asked before and still waiting or decided
+	// within the intent window, rather than a new one.
 	Joined bool
 }
+
+// Replay reports whether the answer is a call a person decided before,
+// replayed: it ended already (Joined, and no longer under way).
+func (a Asked) Replay() bool { return a.Joined && a.Call != nil && !a.Call.Status.UnderWay() }
 
 type viaKey struct{}
 
@@ -92,7 +100,7 @@ func (o *Outside) Ask(ctx context.Context, req OutsideCall) (Asked, error) {
 		actor = tools.Truncate(actor+" ("+via, 198) + ")" // the audit's actor holds 200
 	}
 	out, err := o.Gate.Call(ctx, CallRequest{RunID: run.ID, CustomerID: req.CustomerID, Channel: run.Channel, Tool: req.Tool, Args: args,
-		Actor: actor, AgentID: req.Agent.ID, AgentKey: req.Key, Context: req.Context, JoinSame: true})
+		Actor: actor, AgentID: req.Agent.ID, AgentKey: req.Key, Context: req.Context, JoinSame: true, NewIntent: req.NewIntent})
 	if err != nil {
 		return Asked{}, err
 	}
@@ -202,9 +210,10 @@ func (o *Outside) Wait(ctx context.Context, call *models.ToolCall, d time.Durati
 	}
 }
 
-// HandedOver records that the agent now has the outcome of a call that
-// waited for a person: its next identical request is a new call. A call
-// decided at once never waited, so it is never joined and needs nothing.
+// HandedOver records when the agent was first handed the outcome of a call
+// that waited for a person, for the people reading the record. It decides
+// nothing: the same intent asked again is that call within the intent
+// window, handed over or not.
 func (o *Outside) HandedOver(ctx context.Context, call *models.ToolCall) error {
 	if call.Decision != models.DecidedNeedsApproval || o.Waiting(call) || call.DeliveredAt != nil {
 		return nil

@@ -11,7 +11,9 @@ import (
 
 // The one service behind the gate API and MCP: the same write asked again
 // from another session joins the waiting action; a waiter learns the
-// outcome; once handed over, the same request is a new call.
+// outcome; once decided, the same intent gets that outcome, marked as a
+// replay, handed over or not, for the intent window; an agent that means a
+// second identical action says so.
 func TestOutsideCallsJoinWaitAndHandOver(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -60,19 +62,37 @@ func TestOutsideCallsJoinWaitAndHandOver(t *testing.T) {
 		t.Fatalf("after approval the waiter got %s (%d ticks)", got.Status, ticks)
 	}
 
-	// Not yet handed over: the same request gets that outcome, not a new call.
+	// Nobody may have received it: the same request gets that outcome, a
+	// replay, not a new call. Having been handed it changes nothing.
 	third, err := out.Ask(ctx, refund)
-	if err != nil || !third.Joined || third.Call.ID != first.Call.ID || third.Call.Status != models.CallSucceeded {
-		t.Fatalf("an outcome nobody received was not handed to the next identical request: %+v %v", third, err)
+	if err != nil || !third.Joined || !third.Replay() || third.Call.ID != first.Call.ID || third.Call.Status != models.CallSucceeded {
+		t.Fatalf("an outcome was not handed to the next identical request: %+v %v", third, err)
 	}
 	if err := out.HandedOver(ctx, third.Call); err != nil {
 		t.Fatal(err)
 	}
+	e.Clock.Advance(23 * time.Hour)
 	fourth, err := out.Ask(ctx, refund)
-	if err != nil || fourth.Joined || fourth.Outcome.CallID == first.Call.ID {
-		t.Fatalf("after the outcome was handed over the same request is a new call: %+v %v", fourth, err)
+	if err != nil || !fourth.Replay() || fourth.Call.ID != first.Call.ID {
+		t.Fatalf("the same intent within the window, after the outcome was handed over: %+v %v", fourth, err)
 	}
 	if n := e.Executions["issue_refund"].Load(); n != 1 {
 		t.Fatalf("the refund ran %d times", n)
+	}
+	// An agent that means a second identical action says so.
+	meant := refund
+	meant.NewIntent = true
+	fifth, err := out.Ask(ctx, meant)
+	if err != nil || fifth.Joined || fifth.Outcome.CallID == first.Call.ID || fifth.Outcome.Status != models.CallPending {
+		t.Fatalf("a new intent: %+v %v", fifth, err)
+	}
+	if err := e.Gate.Reject(ctx, fifth.Outcome.CallID, approver1, "once is enough"); err != nil {
+		t.Fatal(err)
+	}
+	// Past the window, asking again asks anew.
+	e.Clock.Advance(25 * time.Hour)
+	sixth, err := out.Ask(ctx, refund)
+	if err != nil || sixth.Joined || sixth.Outcome.CallID == first.Call.ID || sixth.Outcome.CallID == fifth.Outcome.CallID {
+		t.Fatalf("past the intent window the same request is a new call: %+v %v", sixth, err)
 	}
 }

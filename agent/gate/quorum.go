@@ -57,3 +57,15 @@ func AddVote(prior []Vote, next Vote, required int, role models.StaffRole) (coun
 	}
 	return count, count >= required && qualified, nil
 }
+
+// Met reports whether votes meet a requirement of `required` distinct
+// people (at least one), at least one of them holding role (empty: any).
+func Met(votes []Vote, required int, role models.StaffRole) bool {
+	seen := map[string]bool{}
+	qualified := false
+	for _, v := range votes {
+		seen[v.StaffID] = true
+		qualified = qualified || v.Role.AtLeast(role)
+	}
+	return len(seen) >= max(required, 1) && qualified
+}

@@ -23,6 +23,15 @@ func (g *Gate) Reject(ctx context.Context, actionID string, actor models.Actor, 
 // RejectSeen is Reject by someone who was shown the review reviewID
 // (models.Review): the rejection keeps those facts.
 func (g *Gate) RejectSeen(ctx context.Context, actionID string, actor models.Actor, reason, reviewID string) error {
+	return g.RejectSigned(ctx, actionID, actor, reason, reviewID, nil)
+}
+
+// RejectSigned is RejectSeen with the person's passkey signature over the
+// rejection (web checked it against their passkey; the transaction checks
+// it is over this call and these arguments). A rejection stops an action,
+// so one without a signature is still taken where the rule asks for one
+// (the API, Slack); the back office signs it when the rule asks.
+func (g *Gate) RejectSigned(ctx context.Context, actionID string, actor models.Actor, reason, reviewID string, sig *models.PasskeySignature) error {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
 		return fault.Errorf(fault.Invalid, "a reason is required to reject: it is what the customer's assistant is told")
@@ -57,8 +66,19 @@ func (g *Gate) RejectSeen(ctx context.Context, actionID string, actor models.Act
 		if err != nil {
 			return err
 		}
+		signed := ""
+		if sig != nil {
+			tool, ok := g.Tools().Get(call.Tool)
+			if !ok {
+				return fault.Errorf(fault.Conflict, "the tool %s is no longer offered", call.Tool)
+			}
+			if signed, err = passkeyOver(sig, call, tool, "reject"); err != nil {
+				return err
+			}
+		}
 		if err := tx.CreateApproval(&models.Approval{ToolCallID: call.ID, StaffID: actor.ID, StaffName: actor.Name,
-			StaffRole: actor.Role, Verdict: "reject", Note: reason, Args: call.Args, ArgsHash: call.ArgsHash, Seen: seen, Settles: true}); err != nil {
+			StaffRole: actor.Role, Verdict: "reject", Note: reason, Args: call.Args, ArgsHash: call.ArgsHash, Seen: seen, Settles: true,
+			Passkey: signed, ToolHash: g.definitionOf(call), PolicyVersion: g.Policy().Version()}); err != nil {
 			return err
 		}
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallRejected,

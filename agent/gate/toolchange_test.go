@@ -129,7 +129,7 @@ func TestAChangedToolNeverLeavesACallStuck(t *testing.T) {
 		t.Fatalf("recovery past a call that cannot run: rerun %d unknown %d %v", rerun, unknown, err)
 	}
 	c, _ := store.ToolCall(ctx, third)
-	if c.Status != models.CallFailed || !strings.Contains(c.Error, "no longer fit") || !strings.Contains(c.Error, "nothing was run") {
+	if c.Status != models.CallInvalidated || !strings.Contains(c.Error, "no longer fit") || !strings.Contains(c.Error, "nothing was done") {
 		t.Fatalf("the approved call that cannot run: %s %q", c.Status, c.Error)
 	}
 

@@ -125,6 +125,9 @@ type Report struct {
 	Rules       []Rule       `json:"rules"`
 	Approvers   []Approver   `json:"approvers"`
 	Suggestions []Suggestion `json:"suggestions"`
+	// Vouched are pairs of co-signers one of whom was made able to sign on
+	// the other's proposal.
+	Vouched []Vouched `json:"vouched"`
 }
 
 func secs(x float64) *float64 {
@@ -150,6 +153,9 @@ func Read(ctx context.Context, store *storage.Store, reg *tools.Registry, p poli
 		return Report{}, err
 	}
 	rep := Report{Since: q.Since.UTC(), Rules: []Rule{}, Approvers: []Approver{}, Suggestions: []Suggestion{}}
+	if rep.Vouched, err = VouchedPairs(ctx, store, q.Since); err != nil {
+		return Report{}, err
+	}
 	for _, r := range rules {
 		rep.Rules = append(rep.Rules, Rule{Rule: r.Rule, Tool: r.Tool, Band: r.Band, Calls: r.Calls, Allowed: r.Allowed, Denied: r.Denied,
 			Held: r.Held, Approved: r.Approved, Edited: r.Edited, Rejected: r.Rejected, Expired: r.Expired, Cancelled: r.Cancelled,

@@ -123,6 +123,13 @@ func TestEmailReachesThoseWhoMayDecide(t *testing.T) {
 	if err := e.store.UpdateStaff(context.Background(), gone.ID, nil, &disabled, "test"); err != nil {
 		t.Fatal(err)
 	}
+	e.deliver() // disabling an account is told to every admin
+	if got := strings.Join(box.to(), " "); got != "ada@shop.example" || box.msgs[0].msg.Header.Get("Subject") != "Staff change: disabling gone@shop.example" {
+		t.Fatalf("disabling mailed to %q: %q", got, box.msgs[0].msg.Header.Get("Subject"))
+	}
+	box.mu.Lock()
+	box.msgs = nil
+	box.mu.Unlock()
 	small := e.refund("cus_alice", "Alice", `{"order_id":"A1001","amount":100}`)
 	e.deliver()
 	if got := strings.Join(box.to(), " "); got != "ada@shop.example ann@shop.example sue@shop.example" {

@@ -21,10 +21,11 @@ const (
 	TypeActionReminder EventType = "action.reminder"
 	TypeCallFinished   EventType = "call.finished"
 	TypeRunFailed      EventType = "run.failed"
+	TypeStaffChanged   EventType = "staff.changed"
 )
 
 // EventTypes are the types of webhook events, every one.
-var EventTypes = []EventType{TypeActionPending, TypeActionDecided, TypeActionOverdue, TypeActionReminder, TypeCallFinished, TypeRunFailed}
+var EventTypes = []EventType{TypeActionPending, TypeActionDecided, TypeActionOverdue, TypeActionReminder, TypeCallFinished, TypeRunFailed, TypeStaffChanged}
 
 // TypeNames is EventTypes as words, separated by sep.
 func TypeNames(sep string) string {
@@ -52,6 +53,7 @@ type Event struct {
 	Action    *ActionData `json:"action,omitempty"`
 	Call      *CallData   `json:"call,omitempty"`
 	Run       *RunData    `json:"run,omitempty"`
+	Staff     *StaffData  `json:"staff,omitempty"`
 }
 
 // ActionData is a call that needs (or needed) a person.
@@ -107,7 +109,7 @@ func (o *Outbox) Record(tx *storage.Tx, ev models.Event) error {
 		return o.tell(tx, ev, TypeActionOverdue)
 	case models.EventActionReminder:
 		return o.tell(tx, ev, TypeActionReminder)
-	case models.EventCallSucceeded, models.EventCallFailed, models.EventCallUnknown:
+	case models.EventCallSucceeded, models.EventCallFailed, models.EventCallUnknown, models.EventCallInvalidated:
 		if !o.webhooksHear(TypeCallFinished) {
 			// Only webhooks hear of every call; people hear how an action ended.
 			decision, err := tx.CallDecision(ev.Subject)
@@ -116,6 +118,8 @@ func (o *Outbox) Record(tx *storage.Tx, ev models.Event) error {
 			}
 		}
 		return o.tell(tx, ev, TypeCallFinished)
+	case models.EventStaffUpdated, models.EventStaffChangeProposed, models.EventStaffChangeDone, models.EventStaffChangeRejected:
+		return o.tellStaff(tx, ev)
 	case models.EventRunStatus:
 		if p, ok := ev.Payload.(models.RunStatusChanged); ok && p.To == models.RunFailed {
 			return o.runFailed(tx, ev)
@@ -166,11 +170,12 @@ type notice struct {
 	summary  string
 	link     string
 	approved int
+	passkey  bool // the rule asks for a passkey signature
 }
 
 func (o *Outbox) notice(tx *storage.Tx, ev models.Event, kind EventType, call *models.ToolCall, customer string, approvals int) notice {
 	return notice{kind: kind, at: tx.Now(), actor: ev.Actor, call: call, customer: customer, summary: o.summarize(call),
-		link: o.cfg.Link(call.ID), approved: approvals}
+		link: o.cfg.Link(call.ID), approved: approvals, passkey: o.asksPasskey != nil && o.asksPasskey(call.Rule)}
 }
 
 // summarize says what a call asks for in its tool's words (the tool's name
@@ -224,6 +229,8 @@ func (o *Outbox) queueWebhooks(tx *storage.Tx, ev Event) error {
 		subject = ev.Call.ID
 	case ev.Run != nil:
 		subject = ev.Run.ID
+	case ev.Staff != nil:
+		subject = cmpOr(ev.Staff.Change, ev.Staff.AccountID)
 	}
 	for _, u := range o.cfg.Webhooks {
 		if err := tx.Enqueue(&models.Delivery{Channel: channelWebhook, Target: redactURL(u), Event: string(ev.Type),

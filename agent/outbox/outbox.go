@@ -56,6 +56,9 @@ type Config struct {
 	Changed func(callID string)
 	// Link is the back-office address of an action.
 	Link func(callID string) string
+	// Base is the back office's public address (--public-url), for links
+	// to other pages ("": paths alone).
+	Base string
 	// Tools is the registry in force, to say what a call asks for.
 	Tools  func() *tools.Registry
 	Client *http.Client // nil: a client with a 10 s timeout
@@ -81,6 +84,9 @@ type Outbox struct {
 	cfg   Config
 	smtp  *smtpTarget
 	kick  chan struct{}
+	// asksPasskey says whether a rule's decisions are signed with a
+	// passkey: Slack then offers no Approve button (Attach).
+	asksPasskey func(rule string) bool
 }
 
 // New checks the configuration and builds the outbox. Install it on the
@@ -321,7 +327,8 @@ func actorName(actor string) string {
 // Attach tells the outbox where the tools in force and the queue's news are
 // (core.New does, before Run): what a call asks for is said with the
 // tools' phrases, and an action marked overdue reaches the queue pages.
-func (o *Outbox) Attach(registry func() *tools.Registry, changed func(callID string)) {
+func (o *Outbox) Attach(registry func() *tools.Registry, changed func(callID string), asksPasskey func(rule string) bool) {
+	o.asksPasskey = asksPasskey
 	if o.cfg.Tools == nil {
 		o.cfg.Tools = registry
 	}

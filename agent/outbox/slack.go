@@ -69,12 +69,15 @@ type ActionView struct {
 	Role                                      string
 	By                                        string // who decided, or the latest step
 	Outcome                                   string
+	// Passkey: the rule asks for a passkey signature, which Slack cannot
+	// give: the message offers the back office instead of Approve.
+	Passkey bool
 }
 
 func (n notice) view() ActionView {
 	c := n.call
 	v := ActionView{ID: c.ID, Summary: n.summary, Customer: n.customer, Rule: c.Rule, Reason: c.Reason, Link: n.link,
-		Status: c.Status, Approvals: n.approved, Required: max(c.RequiredApprovals, 1), Role: string(c.RequiredRole)}
+		Status: c.Status, Approvals: n.approved, Required: max(c.RequiredApprovals, 1), Role: string(c.RequiredRole), Passkey: n.passkey}
 	if n.kind != TypeActionPending {
 		v.By = actorName(n.actor)
 	}
@@ -108,6 +111,8 @@ func outcomeWords(s models.CallStatus, by string) string {
 		return "approved, but it failed"
 	case models.CallUnknown:
 		return "approved; whether it went through is unknown, a supervisor must check"
+	case models.CallInvalidated:
+		return "approved, but not run: what was approved changed before it ran"
 	case models.CallRejected:
 		return "rejected by " + by
 	case models.CallExpired:
@@ -161,7 +166,12 @@ func ActionBlocks(v ActionView, buttons bool) slack.Blocks {
 	} else if v.By != "" && v.Approvals > 0 {
 		blocks = append(blocks, slack.NewContextBlock("countersign_status", md(escapeSlack(fmt.Sprintf("Approved by %s (%d of %d)", v.By, v.Approvals, v.Required)))))
 	}
-	if buttons {
+	if buttons && v.Passkey {
+		blocks = append(blocks, slack.NewContextBlock("countersign_passkey", md("This rule asks for your passkey: decide it in the back office.")))
+		open := slack.NewButtonBlockElement(SlackOpen, v.ID, plain("Open to sign with your passkey"))
+		open.URL, open.Style = v.Link, slack.StylePrimary
+		blocks = append(blocks, slack.NewActionBlock("countersign_actions", open))
+	} else if buttons {
 		reason := slack.NewInputBlock(SlackReasonBlock, plain("Reason (needed to reject)"), nil,
 			slack.NewPlainTextInputBlockElement(plain("Why not?"), SlackReasonInput))
 		reason.Optional = true
@@ -269,6 +279,6 @@ func (o *Outbox) View(ctx context.Context, callID, by string) (ActionView, error
 		return ActionView{}, err
 	}
 	n := notice{kind: noticeView, actor: by, call: call, customer: customer, summary: o.summarize(call),
-		link: o.cfg.Link(call.ID), approved: approvals}
+		link: o.cfg.Link(call.ID), approved: approvals, passkey: o.asksPasskey != nil && o.asksPasskey(call.Rule)}
 	return n.view(), nil
 }

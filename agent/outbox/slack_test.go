@@ -111,3 +111,20 @@ func TestSlackMessageIsPostedAndUpdated(t *testing.T) {
 		t.Fatalf("a bad token: %+v", ds)
 	}
 }
+
+// An action whose rule asks for a passkey has no Approve or Reject button
+// in Slack, which cannot sign: the message opens the back office.
+func TestSlackOffersTheBackOfficeForPasskeyActions(t *testing.T) {
+	v := outbox.ActionView{ID: "call_x", Summary: "Refund $900.00 on order A1002", Link: "https://cs.example/actions/call_x",
+		Status: models.CallPending, Required: 1, Passkey: true}
+	body, _ := json.Marshal(outbox.ActionBlocks(v, true))
+	if strings.Contains(string(body), outbox.SlackApprove) || strings.Contains(string(body), outbox.SlackReject) ||
+		!strings.Contains(string(body), "Open to sign with your passkey") || !strings.Contains(string(body), v.Link) {
+		t.Fatalf("blocks: %s", body)
+	}
+	v.Passkey = false
+	body, _ = json.Marshal(outbox.ActionBlocks(v, true))
+	if !strings.Contains(string(body), outbox.SlackApprove) {
+		t.Fatalf("an ordinary action lost its buttons: %s", body)
+	}
+}

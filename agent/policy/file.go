@@ -46,6 +46,9 @@ type outcomeSpec struct {
 	Approvals int    `yaml:"approvals"`
 	Role      string `yaml:"role"`
 	Expires   string `yaml:"expires"`
+	// Passkey: every approval, rejection and edit of these actions is
+	// signed with the person's passkey, over what they were shown.
+	Passkey bool `yaml:"passkey"`
 }
 
 type ruleSpec struct {
@@ -246,8 +249,8 @@ func compileOutcome(os outcomeSpec) (*outcome, error) {
 	if !o.verdict.valid() {
 		return nil, fmt.Errorf("decision %q must be allow, needs_approval or deny", os.Decision)
 	}
-	if o.verdict != NeedsApproval && (os.Approvals != 0 || os.Role != "" || os.Expires != "") {
-		return nil, fmt.Errorf("approvals, role and expires only apply to needs_approval")
+	if o.verdict != NeedsApproval && (os.Approvals != 0 || os.Role != "" || os.Expires != "" || os.Passkey) {
+		return nil, fmt.Errorf("approvals, role, expires and passkey only apply to needs_approval")
 	}
 	if o.verdict == NeedsApproval {
 		if o.approvals == 0 {
@@ -433,6 +436,7 @@ func (a *activation) loadRun() any {
 type RuleInfo struct {
 	Name, Description, Tool, Risk, When, Decision, Reason, Role, Expires string
 	Approvals                                                            int
+	Passkey                                                              bool // its decisions are signed with a passkey
 	// WhenWords is When in words (ConditionWords), "" when it cannot be;
 	// ReasonWords the reason with its placeholders in words.
 	WhenWords, ReasonWords string
@@ -449,12 +453,26 @@ func (p *FilePolicy) Rules() (rules, defaults []RuleInfo) {
 		words, _ := ConditionWords(sp.When)
 		rules = append(rules, RuleInfo{Name: sp.Name, Description: sp.Description, Tool: sp.Tool, Risk: sp.Risk, When: sp.When, WhenWords: words,
 			ReasonWords: ReasonWords(sp.Outcome.Reason),
-			Decision:    sp.Outcome.Decision, Reason: sp.Outcome.Reason, Role: sp.Outcome.Role, Expires: sp.Outcome.Expires, Approvals: approvals})
+			Decision:    sp.Outcome.Decision, Reason: sp.Outcome.Reason, Role: sp.Outcome.Role, Expires: sp.Outcome.Expires, Approvals: approvals, Passkey: sp.Outcome.Passkey})
 	}
 	for _, risk := range []tools.Risk{tools.RiskRead, tools.RiskLowWrite, tools.RiskHighWrite} {
 		sp := p.defSpecs[risk]
 		defaults = append(defaults, RuleInfo{Name: "default:" + string(risk), Risk: string(risk), Decision: sp.Decision, Reason: sp.Reason,
-			ReasonWords: ReasonWords(sp.Reason), Role: sp.Role, Expires: sp.Expires, Approvals: max(sp.Approvals, 1)})
+			ReasonWords: ReasonWords(sp.Reason), Role: sp.Role, Expires: sp.Expires, Approvals: max(sp.Approvals, 1), Passkey: sp.Passkey})
 	}
 	return rules, defaults
+}
+
+// AsksPasskey reports whether the rule of this name (or "default:<risk>")
+// asks for a passkey signature on its decisions.
+func (p *FilePolicy) AsksPasskey(rule string) bool {
+	for _, r := range p.rules {
+		if r.spec.Name == rule {
+			return r.spec.Outcome.Passkey
+		}
+	}
+	if risk, ok := strings.CutPrefix(rule, "default:"); ok {
+		return p.defSpecs[tools.Risk(risk)].Passkey
+	}
+	return false
 }

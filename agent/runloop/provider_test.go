@@ -141,7 +141,7 @@ func TestOpenAIProviderThroughTheGate(t *testing.T) {
 		t.Fatalf("roles %v", roles)
 	}
 	rejected := last[4].(map[string]any)
-	if rejected["tool_call_id"] != "call_b" || !strings.Contains(rejected["content"].(string), "Rejected by a team member: needs photos first. Do not retry this call") {
+	if rejected["tool_call_id"] != "call_b" || !strings.Contains(rejected["content"].(string), "Rejected by a person: needs photos first. Do not retry this call") {
 		t.Fatalf("rejection message %v", rejected)
 	}
 	if e.lastText(run, "assistant") != "Your refund is being reviewed." {
@@ -168,7 +168,7 @@ func TestOpenAIGarbageArgumentsBecomeAnInvalidCall(t *testing.T) {
 		t.Fatalf("calls %+v", calls)
 	}
 	last := fake.requests[1]["messages"].([]any)
-	if got := last[len(last)-1].(map[string]any)["content"].(string); !strings.Contains(got, "Error: the call was invalid") {
+	if got := last[len(last)-1].(map[string]any)["content"].(string); !strings.Contains(got, "The call was invalid: ") {
 		t.Fatalf("model was told %q", got)
 	}
 }

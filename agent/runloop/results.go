@@ -3,37 +3,28 @@ package runloop
 import (
 	"strings"
 
+	"github.com/countersign/countersign/agent/gate"
+
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 )
 
 // ToolResultText is what the model is told about a call that reached its
-// end. Each outcome reads differently, and the ones that must not be tried
-// again say so plainly.
+// end: the gate's words for the outcome (gate.TellOutcome, what outside
+// agents are told too) with its advice; a result as the tool gave it, and
+// what a person changed before approving.
 func ToolResultText(c *models.ToolCall) string {
-	switch c.Status {
-	case models.CallSucceeded:
+	if c.Status == models.CallSucceeded {
 		if c.OriginalArgs != "" {
 			return c.Result + "\nA team member changed the arguments before approving: asked " + c.OriginalArgs + ", ran " + c.Args +
 				". Tell the customer what was changed."
 		}
 		return c.Result
-	case models.CallFailed:
-		return "Error: the tool failed: " + c.Error + ". Tell the customer what happened."
-	case models.CallInvalid:
-		return "Error: the call was invalid: " + c.Error + ". Fix the arguments and call again only if the customer still wants this."
-	case models.CallDenied:
-		return "Denied by policy: " + c.Reason + ". Do not retry this call; tell the customer it cannot be done."
-	case models.CallRejected:
-		return "Rejected by a team member: " + strings.TrimPrefix(c.Error, "rejected by staff: ") + ". Do not retry this call; tell the customer, with this reason."
-	case models.CallExpired:
-		return "Expired: no team member decided in time, so nothing was done. Do not retry this call unless the customer asks again."
-	case models.CallCancelled:
-		return "Cancelled: " + strings.TrimPrefix(c.Error, "cancelled: ") + ". Nothing was done. Do not retry this call."
-	case models.CallUnknown:
-		return "Unknown outcome: the system stopped while this call was running. A team member will check what happened. Do not retry this call."
 	}
-	return "Still waiting for a decision on this call."
+	if c.Status.UnderWay() {
+		return "Still waiting for a decision on this call."
+	}
+	return gate.TellOutcome(c).Said()
 }
 
 // callFinished reports whether a call has reached an end.

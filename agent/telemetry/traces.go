@@ -67,11 +67,7 @@ func StartTracing(ctx context.Context, endpoint, version string) (func(context.C
 	}
 	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
 	if os.Getenv("OTEL_TRACES_SAMPLER") == "" {
-		// The server samples its own spans: a caller's traceparent joins
-		// them to its trace, but its "not sampled" flag does not silence
-		// the gate (OTEL_TRACES_SAMPLER chooses otherwise).
-		tpOpts = append(tpOpts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample(),
-			sdktrace.WithRemoteParentNotSampled(sdktrace.AlwaysSample()))))
+		tpOpts = append(tpOpts, sdktrace.WithSampler(Sampler()))
 	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)
 	otel.SetTracerProvider(tp)
@@ -125,6 +121,15 @@ func Resume(ctx context.Context, traceparent string) context.Context {
 		return ctx
 	}
 	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
+}
+
+// Sampler is the server's choice for its own spans (unless
+// OTEL_TRACES_SAMPLER chooses otherwise): every one is sampled. A caller's
+// traceparent joins them to its trace, but its "not sampled" flag does not
+// silence the gate, whose record of a call is the operator's, not the
+// caller's, to keep.
+func Sampler() sdktrace.Sampler {
+	return sdktrace.ParentBased(sdktrace.AlwaysSample(), sdktrace.WithRemoteParentNotSampled(sdktrace.AlwaysSample()))
 }
 
 // ToolSpan starts the span of one gate call, named as the GenAI semantic

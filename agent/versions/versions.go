@@ -53,6 +53,9 @@ type Config struct {
 	// Announce tells the other instances that the version in force
 	// changed (the core's bus; nil: nobody else to tell).
 	Announce func()
+	// SignWithPasskey asks every approval of a version for the admin's
+	// passkey signature (--sign-with-passkey).
+	SignWithPasskey bool
 }
 
 // Service proposes, countersigns and follows policy versions.
@@ -321,6 +324,9 @@ type Approval struct {
 	// ReplayDigest, when given, must be the version's: the replay the
 	// approver was shown is the one approved.
 	ReplayDigest string
+	// Passkey is the admin's passkey signature over this approval, checked
+	// against their passkey (web); required with SignWithPasskey.
+	Passkey *models.PasskeySignature
 }
 
 // Approve signs a proposed version. The author cannot (unless the shop is
@@ -368,7 +374,11 @@ func (s *Service) Approve(ctx context.Context, id int64, a Approval) (*Version, 
 		if cur != nil && cur.ID != v.BaseID {
 			return fault.Errorf(fault.Conflict, "policy version %d went in force after version %d was proposed over version %d: propose it again over the version in force", cur.ID, id, v.BaseID)
 		}
-		if err := tx.SignPolicyVersion(&models.PolicySignature{VersionID: id, StaffID: a.By.ID, StaffName: a.By.Name, Note: a.Note}); errors.Is(err, models.ErrConflict) {
+		signed, err := models.SignedOver(a.Passkey, s.cfg.SignWithPasskey, models.PolicySubject(id), v.Hash)
+		if err != nil {
+			return err
+		}
+		if err := tx.SignPolicyVersion(&models.PolicySignature{VersionID: id, StaffID: a.By.ID, StaffName: a.By.Name, Note: a.Note, Passkey: signed}); errors.Is(err, models.ErrConflict) {
 			return fault.Errorf(fault.Conflict, "you approved policy version %d already", id)
 		} else if err != nil {
 			return err

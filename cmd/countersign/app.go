@@ -77,6 +77,9 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 			return nil, fmt.Errorf("%s is a number from 1 to 1000000 (0: the default)", name)
 		}
 	}
+	if (cfg.IntentWindow < 0 && cfg.IntentWindow != gate.NoIntentWindow) || cfg.IntentWindow > 90*24*time.Hour {
+		return nil, usageError(fmt.Sprintf("--intent-window %s: from 0 (off) to 2160h (90 days)", cfg.IntentWindow))
+	}
 	if cfg.MCPHold != 0 && (cfg.MCPHold < time.Second || cfg.MCPHold > 10*time.Minute) {
 		return nil, usageError(fmt.Sprintf("--mcp-hold %s: hold a waiting call between 1s and 10m", cfg.MCPHold))
 	}
@@ -129,6 +132,13 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		return fail(err)
 	}
 	a.gate, a.runner, a.accounts = a.core.Gate, a.core.Runner, a.core.Accounts
+	if wcfg.SSO != nil {
+		// The group mapping is the deployment's, kept in the database.
+		if err := a.core.Accounts.SettleGroups(ctx, wcfg.SSO.Groups, core.Hostname()); err != nil {
+			a.core.Close()
+			return fail(err)
+		}
+	}
 	a.site = web.New(a.core, wcfg)
 	if err := a.startCore(ctx); err != nil {
 		return fail(err)
@@ -184,7 +194,10 @@ func (a *App) seedDemoStaff(ctx context.Context) error {
 }
 
 // parseOrigins reads --widget-origins: "https://shop.example, https://www.shop.example".
-func parseOrigins(list string) ([]string, error) {
+func parseOrigins(list string) ([]string, error) { return parseOriginsOf("--widget-origins", list) }
+
+// parseOriginsOf reads a flag's comma-separated origins.
+func parseOriginsOf(flag, list string) ([]string, error) {
 	var out []string
 	for _, o := range strings.Split(list, ",") {
 		o = strings.TrimSpace(o)
@@ -193,7 +206,7 @@ func parseOrigins(list string) ([]string, error) {
 		}
 		u, err := url.Parse(o)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-			return nil, fmt.Errorf("--widget-origins: %q is not an origin such as https://shop.example", o)
+			return nil, fmt.Errorf("%s: %q is not an origin such as https://shop.example", flag, o)
 		}
 		out = append(out, u.Scheme+"://"+u.Host)
 	}
@@ -342,15 +355,21 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.CustomerTokenIssuer, "customer-token-issuer", "", "when set, customer tokens must carry this iss")
 	fs.StringVar(&cfg.CustomerTokenAudience, "customer-token-audience", "", "when set, customer tokens must carry this aud")
 	fs.StringVar(&cfg.WidgetOrigins, "widget-origins", "", "origins allowed to embed the chat widget, comma separated")
+	fs.StringVar(&cfg.MCPOrigins, "mcp-origins", "", "origins of web pages allowed to call /mcp from a browser, comma separated (others get 403; clients that are not browsers send no Origin)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM, chain included); renewals are picked up without a restart")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "the certificate's private key (PEM)")
 	cfg.anchorFlags(fs)
 	fs.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", time.Hour, "how often to write an audit checkpoint (when the chain has grown)")
+	fs.DurationVar(&cfg.IntentWindow, "intent-window", models.IntentWindow, "how long after a person decided a call the same call asked again by the same agent is answered with that outcome instead of becoming a second action (0: off)")
 	fs.DurationVar(&cfg.MCPHold, "mcp-hold", mcpgate.DefaultWait, "how long /mcp and the stdio bridge hold a call that waits for a person before answering that it waits (1s to 10m)")
 	fs.BoolVar(&cfg.TrustProxy, "trust-proxy", false, "behind a reverse proxy: take the client address, scheme and host from X-Forwarded-For/-Proto/-Host (only if the proxy sets them)")
 	cfg.reachFlags(fs)
+	cfg.signInFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if cfg.IntentWindow == 0 {
+		cfg.IntentWindow = gate.NoIntentWindow // said on the command line: off
 	}
 	tuneGC(os.Getenv)
 	app, err := NewApp(ctx, *cfg, stdout, stderr)

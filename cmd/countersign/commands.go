@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/agent/audit"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/agent/receipts"
 	"github.com/countersign/countersign/models/fault"
 
 	"github.com/countersign/countersign/models"
@@ -217,6 +218,31 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 				anchors.Checkpoints, anchors.Latest.Seq, anchors.Latest.At.Format(time.RFC3339))
 		}
 	}
+	keys, err := audit.VerifyPasskeys(ctx, store)
+	if err != nil {
+		return err
+	}
+	if len(keys.Failures) > 0 {
+		failed = true
+		fmt.Fprintf(stdout, "passkey signatures FAIL: %d of %d\n", len(keys.Failures), keys.Signed)
+		printProblems(stdout, keys.Failures, 0)
+	} else if keys.Signed > 0 {
+		fmt.Fprintf(stdout, "passkey signatures check out: %d verdicts\n", keys.Signed)
+	}
+	signed, err := receipts.VerifyStored(ctx, store)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(signed.Failures) > 0:
+		failed = true
+		fmt.Fprintf(stdout, "receipts FAIL: %d of %d\n", len(signed.Failures)+signed.MoreFailures, signed.Receipts)
+		printProblems(stdout, signed.Failures, signed.MoreFailures)
+	case signed.Missing > 0:
+		fmt.Fprintf(stdout, "receipts check out: %d; %d final calls are not signed yet (a server signs them when it starts)\n", signed.Receipts, signed.Missing)
+	case signed.Receipts > 0:
+		fmt.Fprintf(stdout, "receipts check out: %d, every final call signed\n", signed.Receipts)
+	}
 	records, err := audit.VerifyRecords(ctx, store)
 	if err != nil {
 		return err
@@ -359,11 +385,39 @@ func cmdUserAdd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return err
 	}
 	defer store.Close()
-	st, err := accounts.New(store).AddStaff(ctx, *email, *name, models.StaffRole(*role), password, models.Actor{ID: "cli", Name: "command line"})
+	st, err := accounts.New(store).AddStaff(ctx, *email, *name, models.StaffRole(*role), password, accounts.HostActor)
 	if err != nil {
 		return errors.New(fault.Message(err))
 	}
-	fmt.Fprintf(stdout, "created %s (%s) with the %s role\n", st.Email, st.Name, st.Role)
+	fmt.Fprintf(stdout, "created %s (%s) with the %s role, marked as made on the host; every admin is told\n", st.Email, st.Name, st.Role)
+	return nil
+}
+
+// cmdUserEnrollLink prints a one-time enrollment link for an account: the
+// way a new account, or a reset one, reaches its owner when the deployment
+// sends no email. Whoever runs it holds the database anyway; it is audited
+// as done on the host, and the account's earlier links stop working.
+func cmdUserEnrollLink(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cfg := newFlagSet("user enroll-link", stderr)
+	email := fs.String("email", "", "the account whose owner sets a password")
+	public := fs.String("public-url", "http://127.0.0.1:8080", "the address people open Countersign at")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *email == "" {
+		return usageError("user enroll-link needs --email")
+	}
+	store, err := openExisting(cfg.DB)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	path, expires, err := accounts.New(store).EnrollLink(ctx, *email)
+	if err != nil {
+		return errors.New(fault.Message(err))
+	}
+	fmt.Fprintf(stdout, "%s%s\n", strings.TrimRight(*public, "/"), path)
+	fmt.Fprintf(stderr, "works once, until %s; give it to %s alone\n", expires.UTC().Format("2006-01-02 15:04 UTC"), *email)
 	return nil
 }
 

@@ -45,6 +45,7 @@ type config struct {
 	CustomerTokenIssuer   string
 	CustomerTokenAudience string
 	WidgetOrigins         string
+	MCPOrigins            string
 	// Audit checkpoints: the signing key, where they go, how often, and the
 	// public key that verifies them.
 	AuditKey, AuditPublicKey, Checkpoints string
@@ -54,6 +55,10 @@ type config struct {
 	TrustProxy                             bool
 	// MCPHold is how long /mcp holds a call that waits for a person.
 	MCPHold time.Duration
+	// IntentWindow is how long the same intent asked again after a person
+	// decided it gets that outcome (0: the default; gate.NoIntentWindow:
+	// off, which --intent-window 0 says).
+	IntentWindow time.Duration
 	// Agents' limits (0: the defaults): calls a second and burst per
 	// agent key; calls waiting for a person per agent, per agent session,
 	// per conversation and per customer.
@@ -66,6 +71,8 @@ type config struct {
 	MetricsAddr, OTLPEndpoint string
 	// Reach: webhooks, Slack, email, escalation (reach.go).
 	Reach reachConfig
+	// SignIn is how staff sign in (signin.go).
+	SignIn signInConfig
 }
 
 // newFlagSet is a command's flags, --db among them.

@@ -323,4 +323,16 @@ tests:
 	if out, code := runCmd(t, "audit", "verify", "--db", dsn); code != 0 || !strings.Contains(out, "intact") {
 		t.Fatalf("audit verify after the kill: %d %s", code, out)
 	}
+	// What A ended and did not sign before the kill, B signs (its sweep
+	// looks at every call once it took over A's): every final call has one
+	// receipt, and each checks out.
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(time.Second) {
+		out, code := runCmd(t, "audit", "verify", "--db", dsn)
+		if code == 0 && strings.Contains(out, "every final call signed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("receipts after the kill: %d %s", code, out)
+		}
+	}
 }

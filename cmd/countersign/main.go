@@ -43,9 +43,9 @@ Usage:
   countersign serve [--addr 127.0.0.1:8080] [--db countersign.db] [--policy FILE] [--tools FILE] [--demo]
                     [--model offline|openai|anthropic] [--model-name M] [--model-base-url URL]
                     [--model-api-key KEY] [--model-timeout 60s] [--customer-secret S [--customer-secret-previous S]]
-                    [--widget-origins O1,O2] [--trust-proxy] [--tls-cert FILE --tls-key FILE]
+                    [--widget-origins O1,O2] [--mcp-origins O1,O2] [--trust-proxy] [--tls-cert FILE --tls-key FILE]
                     [--demo-page] [--customer-token-max-age 24h] [--customer-token-issuer I] [--customer-token-audience A]
-                    [--audit-key FILE --checkpoints DIR [--checkpoint-every 1h]] [--mcp-hold 50s]
+                    [--audit-key FILE --checkpoints DIR [--checkpoint-every 1h]] [--mcp-hold 50s] [--intent-window 24h]
                     [--system-prompt FILE] [--shadow-policy FILE] [--log-level info]
                     [--policy-from-file] [--policy-people N] [--single-person-shop]
                     agents: [--agent-calls-per-second 20] [--agent-call-burst 100] [--agent-max-waiting 50]
@@ -54,7 +54,12 @@ Usage:
                     reaching people: [--public-url URL] [--webhook URL]... [--webhook-events "E E"] [--webhook-secret S]
                     [--slack-webhook URL] [--slack-token T --slack-channel C] [--slack-signing-secret S]
                     [--slack-api-url URL] [--smtp-url URL --mail-from ADDR] [--escalate-after 15m] [--remind-before 5m]
+                    staff sign-in: [--oidc-issuer URL --oidc-client-id ID --oidc-client-secret S --oidc-group GROUP=ROLE...]
+                    [--oidc-groups-claim groups] [--oidc-name NAME] [--password-sign-in on|off] [--sign-with-passkey]
   countersign user add --email E --role approver|supervisor|auditor|admin [--name N] [--db ...]   (password on stdin)
+                                   the first admins and break-glass: marked "made on the host", every admin is told
+  countersign user enroll-link --email E [--public-url URL] [--db ...]
+                                   prints a one-time link for that person to set their password (72 hours)
   countersign token create --email E [--db ...]      (prints a new staff API token)
   countersign token revoke [--db ...]                (the token on stdin)
   countersign agent add --name NAME [--calls-per-second N] [--call-burst N] [--max-waiting N] [--db ...]
@@ -71,6 +76,8 @@ Usage:
   countersign audit verify [--db ...] [--checkpoints DIR --audit-public-key FILE]
   countersign audit checkpoint --audit-key FILE --checkpoints DIR [--db ...]
   countersign audit keygen --out FILE                (an Ed25519 key for checkpoints, FILE.pub beside it)
+  countersign evidence verify [--keys JWKS] FILE     (checks a call's evidence bundle offline; exit 1 names each failure)
+  countersign receipts rotate-key [--db ...]         (a new key signs receipts; the old ones stay published)
   countersign backup --to FILE [--db ...]            (a consistent copy, safe while serve runs)
   countersign version                                (the release, commit and build of this binary)
 
@@ -98,10 +105,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return usageError("policy takes a command: test, replay or people")
 	case "user":
-		if len(args) < 2 || args[1] != "add" {
-			return usageError("user takes one command: add")
+		switch {
+		case len(args) >= 2 && args[1] == "add":
+			return cmdUserAdd(ctx, args[2:], stdin, stdout, stderr)
+		case len(args) >= 2 && args[1] == "enroll-link":
+			return cmdUserEnrollLink(ctx, args[2:], stdout, stderr)
 		}
-		return cmdUserAdd(ctx, args[2:], stdin, stdout, stderr)
+		return usageError("user takes a command: add or enroll-link")
 	case "token":
 		switch {
 		case len(args) >= 2 && args[1] == "create":
@@ -134,6 +144,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return cmdAuditKeygen(ctx, args[2:], stdout, stderr)
 		}
 		return usageError("audit takes a command: verify, checkpoint or keygen")
+	case "evidence":
+		if len(args) >= 2 && args[1] == "verify" {
+			return cmdEvidenceVerify(ctx, args[2:], stdout, stderr)
+		}
+		return usageError("evidence takes a command: verify")
+	case "receipts":
+		if len(args) >= 2 && args[1] == "rotate-key" {
+			return cmdReceiptsRotate(ctx, args[2:], stdout, stderr)
+		}
+		return usageError("receipts takes a command: rotate-key")
 	case "backup":
 		return cmdBackup(ctx, args[1:], stdout, stderr)
 	case "version", "--version":

@@ -15,6 +15,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/countersign/countersign/cmd/countersign/internal/stdiolines"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web/mcpgate"
 )
@@ -39,7 +40,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	go b.keep(ctx)
 	defer b.close()
-	return b.local.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	out := stdiolines.NewWriter(stdout)
+	return b.local.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdiolines.Guard(stdin, out)), Writer: nopWriteCloser{out}})
 }
 
 // bridge is the stdio side (local, the client's server) over a session with
@@ -185,7 +187,16 @@ func (b *bridge) call(ctx context.Context, name string, req *mcp.CallToolRequest
 	if s, ok := req.Params.GetMeta()[mcpgate.MetaSession].(string); ok && s != "" {
 		conversation = s
 	}
-	params := &mcp.CallToolParams{Name: name, Arguments: req.Params.Arguments, Meta: mcp.Meta{mcpgate.MetaSession: conversation}}
+	// The client's own _meta goes on as it came (a trace, a new intent),
+	// with the conversation named.
+	meta := mcp.Meta{}
+	for k, v := range req.Params.GetMeta() {
+		if k != "progressToken" {
+			meta[k] = v
+		}
+	}
+	meta[mcpgate.MetaSession] = conversation
+	params := &mcp.CallToolParams{Name: name, Arguments: req.Params.Arguments, Meta: meta}
 	if tok, ok := progressToken(req.Params.GetProgressToken()); ok {
 		params.SetProgressToken(tok)
 		key := progressKey(tok)

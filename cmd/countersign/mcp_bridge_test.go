@@ -320,3 +320,102 @@ func mcpClientOf(t *testing.T, app *App, key string) *mcp.ClientSession {
 	}
 	return cs
 }
+
+// A client's mistake gets a JSON-RPC error from the bridge, not the bridge
+// gone: a line that is not JSON, `{}`, a batch; the bridge then answers
+// the next message as before, and an id of any JSON type comes back as
+// sent.
+func TestTheBridgeAnswersMalformedLines(t *testing.T) {
+	dir := t.TempDir()
+	toolsFile := filepath.Join(dir, "tools.yaml")
+	os.WriteFile(toolsFile, []byte(`tools:
+  - name: look
+    risk: read
+    http: {method: GET, url: "http://127.0.0.1:9/look"}
+`), 0o600)
+	db := storetest.DSN(t)
+	app := serveAppLogging(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile}, io.Discard, io.Discard)
+	key, _ := runCmd(t, "agent", "add", "--name", "desk", "--db", db)
+	toBridge, clientOut := io.Pipe()
+	clientIn, fromBridge := io.Pipe()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	bridged := make(chan error, 1)
+	go func() {
+		bridged <- run(ctx, []string{"mcp", "--url", "http://" + app.Addr(), "--agent-key", strings.TrimSpace(key)}, toBridge, fromBridge, io.Discard)
+		fromBridge.Close()
+	}()
+	lines := bufio.NewScanner(clientIn)
+	reply := func(send string) map[string]any {
+		t.Helper()
+		if _, err := io.WriteString(clientOut, send+"\n"); err != nil {
+			t.Fatalf("the bridge stopped reading after an earlier line: %v", err)
+		}
+		done := make(chan map[string]any, 1)
+		go func() {
+			var m map[string]any
+			if lines.Scan() {
+				_ = json.Unmarshal(lines.Bytes(), &m)
+			}
+			done <- m
+		}()
+		select {
+		case m := <-done:
+			return m
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no answer to %s", send)
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		send string
+		code float64
+		id   any
+	}{
+		{`this is not json`, -32700, nil},
+		{`{}`, -32600, nil},
+		{`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, -32600, nil},
+		{`{"jsonrpc":"1.0","id":"a","method":"ping"}`, -32600, "a"},
+		{`{"jsonrpc":"1.0","id":{"b": [1.50]},"method":"ping"}`, -32600, map[string]any{"b": []any{1.5}}},
+	} {
+		m := reply(c.send)
+		e, _ := m["error"].(map[string]any)
+		if e == nil || e["code"] != c.code || fmt.Sprint(m["id"]) != fmt.Sprint(c.id) {
+			t.Errorf("%s: answered %v; want error %v with id %v", c.send, m, c.code, c.id)
+		}
+	}
+	init := reply(`{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if init["id"] != 7.0 || init["result"] == nil {
+		t.Fatalf("after the bad lines, initialize: %v", init)
+	}
+	if _, err := io.WriteString(clientOut, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	// Ids of any JSON type come back as the client wrote them.
+	for _, id := range []string{`1.5`, `true`, `{"b":[1,"x"]}`, `18446744073709551616`, `-0.0`, `"s"`, `12`} {
+		sent := `{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`
+		if _, err := io.WriteString(clientOut, sent+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan string, 1)
+		go func() {
+			if lines.Scan() {
+				got <- lines.Text()
+			}
+		}()
+		select {
+		case line := <-got:
+			var m map[string]json.RawMessage
+			if json.Unmarshal([]byte(line), &m) != nil || string(m["id"]) != id || m["result"] == nil {
+				t.Errorf("%s answered %s", sent, line)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no answer to %s", sent)
+		}
+	}
+	select {
+	case err := <-bridged:
+		t.Fatalf("the bridge stopped: %v", err)
+	default:
+	}
+}

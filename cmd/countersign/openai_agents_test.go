@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,7 +75,18 @@ func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // class), driven by a scripted OpenAI-compatible model, asks Countersign
 // for a payment: it waits for a person, the agent asks again as told, a
 // person approves, and the agent reads the approved result; paid once.
-func TestTheOpenAIAgentsSDKThroughAPendingWrite(t *testing.T) {
+// agentsSDK is what the OpenAI Agents SDK's tests stand on (agentsSDKSetup): the
+// script (skipped without its package, but not in CI), a server holding a
+// waiting call for hold with the pay tool, an agent key and an approver's
+// token, the scripted model and how many payments the backend made.
+type agentsSDK struct {
+	script, base, key, staffTok, modelURL string
+	model                                 *scriptedModel
+	paid                                  *atomic.Int32
+}
+
+func agentsSDKSetup(t *testing.T, hold time.Duration) agentsSDK {
+	t.Helper()
 	script := nodeScript(t, "openai-agent.mjs")
 	if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules/@openai/agents")); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -85,11 +97,16 @@ func TestTheOpenAIAgentsSDKThroughAPendingWrite(t *testing.T) {
 	toolsFile, paid := payTools(t)
 	model := &scriptedModel{}
 	modelServer := httptest.NewServer(model)
-	defer modelServer.Close()
+	t.Cleanup(modelServer.Close)
 	db := storetest.DSN(t)
-	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile, MCPHold: 2 * time.Second}, io.Discard)
-	base := "http://" + app.Addr()
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile, MCPHold: hold}, io.Discard)
 	key, staffTok := agentAndApprover(t, db, "billing")
+	return agentsSDK{script: script, base: "http://" + app.Addr(), key: key, staffTok: staffTok, modelURL: modelServer.URL + "/v1", model: model, paid: paid}
+}
+
+func TestTheOpenAIAgentsSDKThroughAPendingWrite(t *testing.T) {
+	sdk := agentsSDKSetup(t, 2*time.Second)
+	script, base, key, staffTok, model, paid := sdk.script, sdk.base, sdk.key, sdk.staffTok, sdk.model, sdk.paid
 
 	type answer struct {
 		Final   string `json:"final"`
@@ -98,7 +115,7 @@ func TestTheOpenAIAgentsSDKThroughAPendingWrite(t *testing.T) {
 	}
 	answered := make(chan answer, 1)
 	go func() {
-		out, err := exec.Command("node", script, base+"/mcp", key, modelServer.URL+"/v1").Output()
+		out, err := exec.Command("node", script, base+"/mcp", key, sdk.modelURL).Output()
 		var a answer
 		if jerr := json.Unmarshal(out, &a); jerr != nil {
 			a.Error = fmt.Sprintf("%v %v: %s", err, jerr, out)
@@ -156,5 +173,65 @@ func TestTheOpenAIAgentsSDKThroughAPendingWrite(t *testing.T) {
 	_, pending := apiDo(t, "GET", base+"/api/v1/actions?status=pending", staffTok, "")
 	if actions, _ := pending["actions"].([]any); len(actions) != 0 {
 		t.Fatalf("left waiting: %v", actions)
+	}
+}
+
+// The OpenAI Agents JS SDK with its own request timeout shorter than the
+// hold (`timeout: 4000` against --mcp-hold 30s): its first request is gone
+// before a person decides; the model asks again, a person approves, and
+// the agent reads the approved result, not a second pending payment; paid
+// once.
+func TestTheOpenAIAgentsSDKThatGivesUpGetsTheOutcome(t *testing.T) {
+	sdk := agentsSDKSetup(t, 30*time.Second)
+	script, base, key, staffTok, model, paid := sdk.script, sdk.base, sdk.key, sdk.staffTok, sdk.model, sdk.paid
+	type answer struct {
+		Final string `json:"final"`
+		Error string `json:"error"`
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		out, err := exec.Command("node", script, base+"/mcp", key, sdk.modelURL, "4000").Output()
+		var a answer
+		if jerr := json.Unmarshal(out, &a); jerr != nil {
+			a.Error = fmt.Sprintf("%v %v: %s", err, jerr, out)
+		}
+		answered <- a
+	}()
+	// The agent's first request times out (it hears an error), and it asks again.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		model.mu.Lock()
+		gaveUp := len(model.saw) > 0
+		model.mu.Unlock()
+		if gaveUp {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent's request never timed out")
+		}
+	}
+	_, pending := apiDo(t, "GET", base+"/api/v1/actions?status=pending", staffTok, "")
+	actions, _ := pending["actions"].([]any)
+	if len(actions) != 1 {
+		t.Fatalf("%d actions wait, want 1: %v", len(actions), pending)
+	}
+	id := actions[0].(map[string]any)["id"].(string)
+	if status, out := apiDo(t, "POST", base+"/api/v1/actions/"+id+"/approve", staffTok, `{}`); status != 200 {
+		t.Fatalf("approve: %d %v", status, out)
+	}
+	var a answer
+	select {
+	case a = <-answered:
+	case <-time.After(120 * time.Second):
+		t.Fatal("the agent did not finish")
+	}
+	if a.Error != "" || a.Final != "Invoice 1 is paid." {
+		t.Fatalf("the agent: %+v (the model saw %v)", a, model.saw)
+	}
+	if n := paid.Load(); n != 1 {
+		t.Fatalf("paid %d times", n)
+	}
+	_, pending = apiDo(t, "GET", base+"/api/v1/actions?status=pending", staffTok, "")
+	if actions, _ := pending["actions"].([]any); len(actions) != 0 {
+		t.Fatalf("a second payment waits: %v", actions)
 	}
 }

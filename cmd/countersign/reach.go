@@ -78,5 +78,5 @@ func (cfg *config) outboxConfig() (outbox.Config, error) {
 		SlackWebhook: r.SlackWebhook, SlackToken: r.SlackToken, SlackChannel: r.SlackChannel, SlackAPIURL: r.SlackAPIURL,
 		SMTPURL: r.SMTPURL, MailFrom: r.MailFrom,
 		EscalateAfter: never(r.EscalateAfter), RemindBefore: never(r.RemindBefore),
-		Link: func(id string) string { return public + views.Reverse(views.PathAction, id) }}, nil
+		Link: func(id string) string { return public + views.Reverse(views.PathAction, id) }, Base: public}, nil
 }

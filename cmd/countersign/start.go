@@ -75,6 +75,10 @@ func (a *App) configs(in core.InForce) (core.Config, web.Config, error) {
 		}
 		grantSeed = []byte(seed)
 	}
+	mcpOrigins, err := parseOriginsOf("--mcp-origins", cfg.MCPOrigins)
+	if err != nil {
+		return core.Config{}, web.Config{}, err
+	}
 	origins, err := parseOrigins(cfg.WidgetOrigins)
 	if err != nil {
 		return core.Config{}, web.Config{}, err
@@ -93,6 +97,10 @@ func (a *App) configs(in core.InForce) (core.Config, web.Config, error) {
 		return core.Config{}, web.Config{}, err
 	}
 	reach.Log, reach.Metrics = log, a.metrics
+	ssoCfg, noPasswords, err := cfg.ssoConfig(reach.Base)
+	if err != nil {
+		return core.Config{}, web.Config{}, err
+	}
 	ob, err := outbox.New(a.store, reach)
 	if err != nil {
 		return core.Config{}, web.Config{}, err
@@ -101,11 +109,12 @@ func (a *App) configs(in core.InForce) (core.Config, web.Config, error) {
 			Sources: sources(cfg, a.store), ToolSet: in.Set,
 			Business: business, Log: log, Outbox: ob, SystemPrompt: prompt, Metrics: a.metrics,
 			PolicyOrigin: versions.Origin{File: cfg.Policy, FileRules: cfg.PolicyFromFile}, PolicyPeople: cfg.PolicyPeople,
-			SinglePersonShop: cfg.SinglePersonShop, Limits: gate.Limits{MaxPendingPerRun: cfg.RunMaxWaiting, MaxPendingPerCustomer: cfg.CustomerMaxWaiting,
+			SinglePersonShop: cfg.SinglePersonShop, IntentWindow: cfg.IntentWindow, SignWithPasskey: cfg.SignIn.SignWithPasskey, Limits: gate.Limits{MaxPendingPerRun: cfg.RunMaxWaiting, MaxPendingPerCustomer: cfg.CustomerMaxWaiting,
 				MaxPendingPerAgent: cfg.AgentMaxWaiting, MaxPendingPerSession: cfg.SessionMaxWaiting}},
-		web.Config{Log: log, Customers: customers, ChatGrantSeed: grantSeed, WidgetOrigins: origins,
+		web.Config{Log: log, Customers: customers, ChatGrantSeed: grantSeed, WidgetOrigins: origins, MCPOrigins: mcpOrigins,
 			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, PublicURL: cfg.Reach.PublicURL, Upstreams: a.upstreams,
-			SlackSigningSecret: cfg.Reach.SlackSigning, MCPWait: cfg.MCPHold, AgentCallsPerSecond: cfg.AgentCallsPerSecond, AgentCallBurst: cfg.AgentCallBurst}, nil
+			SlackSigningSecret: cfg.Reach.SlackSigning, MCPWait: cfg.MCPHold, AgentCallsPerSecond: cfg.AgentCallsPerSecond, AgentCallBurst: cfg.AgentCallBurst,
+			SSO: ssoCfg, NoPasswordSignIn: noPasswords}, nil
 }
 
 // customerVerifier checks the tokens shops sign. /demo signs tokens with a

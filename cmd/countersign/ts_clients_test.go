@@ -70,7 +70,14 @@ func (o tsOut) text() string {
 // with spec, in its own process.
 func tsAgent(t *testing.T, spec map[string]any) tsOut {
 	t.Helper()
-	script := nodeScript(t, "ts-agent.mjs")
+	return tsAgentOf(t, "ts-agent.mjs", spec)
+}
+
+// tsAgentOf runs one of .ci/mcp's client scripts (ts-agent.mjs on the SDK
+// v1, ts-agent-v2.mjs on v2) with spec.
+func tsAgentOf(t *testing.T, name string, spec map[string]any) tsOut {
+	t.Helper()
+	script := nodeScript(t, name)
 	raw, _ := json.Marshal(spec)
 	var stderr bytes.Buffer
 	cmd := exec.Command("node", script, string(raw))
@@ -91,8 +98,10 @@ func asJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
 // gives straight; a write asked with onprogress (a numeric token) hears
 // progress while it is held; asked again by a new client process, over
 // either transport, it is the same action; approved, the next asking gets
-// the result, and the file is written once. Asked once more after that, it
-// is a new call: writing the same file twice on purpose still works.
+// the result, and the file is written once. Asked once more after that,
+// by a new process, it is that outcome again, marked as a replay, and
+// nothing is written; asked with _meta["countersign/new-intent"], it is a
+// new action: writing the same file twice on purpose still works.
 func TestTheTypeScriptClientThroughHTTPAndStdio(t *testing.T) {
 	fsScript, _ := filepath.Abs("../../.ci/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
 	nodeScript(t, "ts-agent.mjs")
@@ -225,16 +234,28 @@ func TestTheTypeScriptClientThroughHTTPAndStdio(t *testing.T) {
 	}
 	done := tsAgent(t, overHTTP(map[string]any{"call": write}))
 	if done.Result["isError"] == true || !strings.Contains(done.text(), "Successfully wrote") {
-		t.Fatalf("after approval: %+v", done)
+		c, _ := app.store.ToolCall(context.Background(), id)
+		t.Fatalf("after approval: %+v (the approved call: %s %q)", done, c.Status, c.Error)
 	}
 	if b, _ := os.ReadFile(target); string(b) != "written once\n" {
 		t.Fatalf("the file holds %q", b)
 	}
-	// Handed over: the same write once more is a new action.
-	tsAgent(t, overStdio(map[string]any{"call": write}))
+	// Handed over: the same write once more is that outcome, replayed.
+	replayed := tsAgent(t, overStdio(map[string]any{"call": write}))
+	meta, _ := replayed.Result["_meta"].(map[string]any)
+	if r, _ := meta["countersign/replay"].(map[string]any); r["call"] != id || !strings.Contains(replayed.text(), "Successfully wrote") {
+		t.Fatalf("the same write asked after its outcome was handed over: %+v", replayed)
+	}
+	_, pending = apiDo(t, "GET", base+"/api/v1/actions?status=pending", staffTok, "")
+	if actions, _ := pending["actions"].([]any); len(actions) != 0 {
+		t.Fatalf("a replay made an action: %v", pending)
+	}
+	// Meant twice: a new action.
+	twice := map[string]any{"name": write["name"], "arguments": write["arguments"], "_meta": map[string]any{"countersign/new-intent": true}}
+	tsAgent(t, overStdio(map[string]any{"call": twice}))
 	_, pending = apiDo(t, "GET", base+"/api/v1/actions?status=pending", staffTok, "")
 	if actions, _ := pending["actions"].([]any); len(actions) != 1 || actions[0].(map[string]any)["id"] == id {
-		t.Fatalf("the same write asked after its outcome was handed over: %v", pending)
+		t.Fatalf("the same write meant twice: %v", pending)
 	}
 }
 

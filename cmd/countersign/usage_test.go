@@ -12,7 +12,8 @@ import (
 
 // commands are every command that takes flags, as the usage names them.
 var commands = []string{"serve", "user add", "token create", "token revoke", "agent add", "agent list",
-	"agent revoke", "agent limits", "policy people", "mcp", "policy test", "policy replay", "audit verify", "audit checkpoint", "audit keygen", "backup"}
+	"agent revoke", "agent limits", "policy people", "mcp", "policy test", "policy replay", "audit verify", "audit checkpoint", "audit keygen", "evidence verify",
+	"receipts rotate-key", "backup"}
 
 // flagsOf is the flags a command takes, as its -h lists them.
 func flagsOf(t *testing.T, command string) []string {
@@ -92,7 +93,7 @@ func TestUsageAndReadmeListEveryFlag(t *testing.T) {
 		t.Fatal("README has no Commands block")
 	}
 	commandsBlock := string(m[1])
-	if !strings.Contains(string(readme), "Every command that reads the database (all but `mcp` and `policy test`) takes\n`--db`") {
+	if !strings.Contains(string(readme), "Every command that reads the database (all but `mcp`, `policy test` and `evidence verify`) takes\n`--db`") {
 		t.Fatal("README no longer says that every command takes --db")
 	}
 	for _, c := range commands {

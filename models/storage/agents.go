@@ -162,24 +162,34 @@ func (s *Store) RevokedAgents(ctx context.Context, ids []string) ([]string, erro
 // the same tool, arguments (normalized JSON and hash; a call a person
 // edited is found by the arguments the agent sent) and customer, from any
 // of its sessions: one that waits for a person or is about to run or runs,
-// or one whose outcome came lately and was never handed to the agent.
-func (tx *Tx) SameAgentCall(agentID, customerID, tool, args, argsHash string) (*models.ToolCall, error) {
-	return sameAgentCall(tx.db, tx.now, agentID, customerID, tool, args, argsHash)
+// or one a person decided that ended within window (0: none such).
+func (tx *Tx) SameAgentCall(agentID, customerID, tool, args, argsHash string, window time.Duration) (*models.ToolCall, error) {
+	return sameAgentCall(tx.db, tx.now, agentID, customerID, tool, args, argsHash, window)
 }
 
-// openCallStatuses are the calls a person may yet decide, or that run.
-var openCallStatuses = models.CallStatusesWhere(models.CallStatus.Open)
+// openCallStatuses are the calls a person may yet decide, or that run;
+// replayedStatuses those whose outcome answers the same intent again.
+var (
+	openCallStatuses = models.CallStatusesWhere(models.CallStatus.Open)
+	replayedStatuses = models.CallStatusesWhere(models.CallStatus.Replayed)
+)
 
-func sameAgentCall(db *gorm.DB, now time.Time, agentID, customerID, tool, args, argsHash string) (*models.ToolCall, error) {
+func sameAgentCall(db *gorm.DB, now time.Time, agentID, customerID, tool, args, argsHash string, window time.Duration) (*models.ToolCall, error) {
 	var rows []models.ToolCall
 	runs := db.Session(&gorm.Session{NewDB: true}).Model(&models.Run{}).Select("id").Where("agent_id = ?", agentID)
 	now = now.UTC()
-	recent := now.Add(-models.SameOutcomeWindow)
-	err := db.Model(&models.ToolCall{}).Where("tool = ? AND created_at >= ?", tool, now.Add(-models.SameCallWindow)).
-		Where("decision = ? AND customer_id = ? AND run_id IN (?)", models.DecidedNeedsApproval, customerID, runs).
-		Where("status IN ? OR (delivered_at IS NULL AND (finished_at >= ? OR decided_at >= ?))",
-			openCallStatuses, recent, recent).
-		Find(&rows).Error
+	since := now.Add(-window)
+	q := db.Model(&models.ToolCall{}).Where("tool = ? AND created_at >= ?", tool, now.Add(-models.SameCallWindow-window)).
+		Where("decision = ? AND customer_id = ? AND run_id IN (?)", models.DecidedNeedsApproval, customerID, runs)
+	if window > 0 {
+		// Whether the outcome reached the agent is not guessed: the same
+		// intent gets the same outcome for the window after it ended.
+		q = q.Where("status IN ? OR (status IN ? AND (finished_at >= ? OR (finished_at IS NULL AND decided_at >= ?)))",
+			openCallStatuses, replayedStatuses, since, since)
+	} else {
+		q = q.Where("status IN ?", openCallStatuses)
+	}
+	err := q.Find(&rows).Error
 	if err != nil {
 		return nil, err
 	}
@@ -197,8 +207,9 @@ func sameAgentCall(db *gorm.DB, now time.Time, agentID, customerID, tool, args, 
 	return found, nil
 }
 
-// MarkDelivered records that the agent was handed a call's outcome: its
-// next identical request is a new call.
+// MarkDelivered records when the agent was first handed a call's outcome
+// (for people reading the record; the same intent asked again is still
+// that call, within the intent window).
 func (s *Store) MarkDelivered(ctx context.Context, callID string) error {
 	return s.Write(ctx, func(tx *Tx) error {
 		_, err := tx.exec(`UPDATE tool_calls SET delivered_at = ? WHERE id = ? AND delivered_at IS NULL`, tx.now, callID)

@@ -37,7 +37,7 @@ func (tx *Tx) CreateToolCall(c *models.ToolCall) error {
 	if err != nil {
 		return fmt.Errorf("record tool call: %w", err)
 	}
-	tx.entered(c.Status)
+	tx.entered(c.ID, c.Status)
 	return nil
 }
 
@@ -93,7 +93,7 @@ func (tx *Tx) ChangeCallStatus(ch models.CallChange) error {
 	if err := tx.changeOne(ch.ID, q.String(), args...); err != nil {
 		return err
 	}
-	tx.entered(ch.To)
+	tx.entered(ch.ID, ch.To)
 	return nil
 }
 
@@ -109,7 +109,7 @@ func (tx *Tx) FinishCall(id string, status models.CallStatus, result, errForMode
 		WHERE id = ? AND status = ?`, status, result, errForModel, errDetail, tx.now, tx.now, id, models.CallExecuting); err != nil {
 		return err
 	}
-	tx.entered(status)
+	tx.entered(id, status)
 	return nil
 }
 

@@ -40,8 +40,9 @@ type Store struct {
 	dsn  string // PostgreSQL's URL, for the connection that listens
 	// self is this process among the servers sharing the database
 	// (instances.go): the owner of the calls it runs.
-	self   string
-	outbox atomic.Pointer[outboxHolder] // SetOutbox
+	self     string
+	outbox   atomic.Pointer[outboxHolder]   // SetOutbox
+	finished atomic.Pointer[func([]string)] // SetFinished
 	// watcher hears what the writer committed (Observe).
 	watcher atomic.Pointer[observerBox]
 	// Now is the clock used for record timestamps; tests replace it.

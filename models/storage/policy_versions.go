@@ -222,3 +222,16 @@ func (s *Store) SetPolicyPeople(ctx context.Context, n int, host string) error {
 			Payload: models.PolicyPeopleSetPayload{From: from, To: n, Host: host, How: "countersign policy people on the host"}})
 	})
 }
+
+// PolicyVersionByHash is the newest version with that text's hash (what a
+// call records as its policy version), whatever its status.
+func (s *Store) PolicyVersionByHash(ctx context.Context, hash string) (*models.PolicyVersion, error) {
+	var vs []models.PolicyVersion
+	if err := s.db.WithContext(ctx).Where("hash = ?", hash).Order("id DESC").Limit(1).Find(&vs).Error; err != nil {
+		return nil, err
+	}
+	if len(vs) == 0 {
+		return nil, models.ErrNotFound
+	}
+	return &vs[0], nil
+}

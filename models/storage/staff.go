@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -36,21 +35,7 @@ func disabledStaff(db *gorm.DB, ids []string) (map[string]bool, error) {
 
 // CreateStaff adds an account.
 func (s *Store) CreateStaff(ctx context.Context, st *models.Staff, actor string) error {
-	st.Email = strings.ToLower(strings.TrimSpace(st.Email))
-	return s.Write(ctx, func(tx *Tx) error {
-		var n int64
-		if err := tx.db.Model(&models.Staff{}).Where("email = ?", st.Email).Count(&n).Error; err != nil {
-			return err
-		}
-		if n > 0 {
-			return models.ErrEmailTaken
-		}
-		st.CreatedAt, st.UpdatedAt = tx.now, tx.now
-		if err := tx.db.Create(st).Error; err != nil {
-			return fmt.Errorf("create staff: %w", err)
-		}
-		return tx.Audit(models.Event{Actor: actor, Kind: models.EventStaffCreated, Subject: st.ID, Payload: models.StaffCreatedPayload{Email: st.Email, Name: st.Name, Role: st.Role}})
-	})
+	return s.Write(ctx, func(tx *Tx) error { return tx.CreateStaff(st, actor, "") })
 }
 
 // StaffByEmail finds an account by email.
@@ -78,43 +63,9 @@ func (s *Store) AllStaff(ctx context.Context) ([]models.Staff, error) {
 	return out, err
 }
 
-// UpdateStaff changes an account's role or disabled flag. Disabling ends its
-// sessions and tokens at once, in the same transaction.
+// UpdateStaff changes an account's role or disabled flag (Tx.UpdateStaff).
 func (s *Store) UpdateStaff(ctx context.Context, id string, role *models.StaffRole, disabled *bool, actor string) error {
-	return s.Write(ctx, func(tx *Tx) error {
-		var st models.Staff
-		if err := tx.db.Take(&st, "id = ?", id).Error; err != nil {
-			return notFound(err)
-		}
-		set := map[string]any{"updated_at": tx.now}
-		var payload models.StaffUpdatedPayload
-		if role != nil && *role != st.Role {
-			set["role"] = *role
-			payload.Role = &models.FromTo[models.StaffRole]{From: st.Role, To: *role}
-		}
-		if disabled != nil && *disabled != st.Disabled {
-			set["disabled"] = *disabled
-			payload.Disabled = disabled
-		}
-		if payload == (models.StaffUpdatedPayload{}) {
-			return nil
-		}
-		if err := tx.db.Model(&models.Staff{}).Where("id = ?", id).Updates(set).Error; err != nil {
-			return err
-		}
-		if payload.Role != nil || (disabled != nil && *disabled) {
-			// A new role or a disabled account: every open session starts over.
-			if err := tx.db.Where("staff_id = ?", id).Delete(&models.Session{}).Error; err != nil {
-				return err
-			}
-		}
-		if disabled != nil && *disabled {
-			if err := tx.db.Where("staff_id = ?", id).Delete(&models.APIToken{}).Error; err != nil {
-				return err
-			}
-		}
-		return tx.Audit(models.Event{Actor: actor, Kind: models.EventStaffUpdated, Subject: id, Payload: payload})
-	})
+	return s.Write(ctx, func(tx *Tx) error { return tx.UpdateStaff(id, role, disabled, actor) })
 }
 
 // CreateSession stores a new session (its id already hashed).

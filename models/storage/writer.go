@@ -30,6 +30,9 @@ type Tx struct {
 	// (AfterCommit), moved the statuses calls entered (for the Observer).
 	after []func()
 	moved []models.CallStatus
+	// finals are the calls that reached a final status in this unit: once
+	// committed, the store's Finished hook hears of them (receipts).
+	finals []string
 }
 
 // AfterCommit asks for fn to be called once this unit of work is committed,
@@ -38,7 +41,12 @@ type Tx struct {
 func (tx *Tx) AfterCommit(fn func()) { tx.after = append(tx.after, fn) }
 
 // entered notes that a call entered a status in this unit.
-func (tx *Tx) entered(status models.CallStatus) { tx.moved = append(tx.moved, status) }
+func (tx *Tx) entered(id string, status models.CallStatus) {
+	tx.moved = append(tx.moved, status)
+	if status.Final() {
+		tx.finals = append(tx.finals, id)
+	}
+}
 
 func (tx *Tx) dialect() dialect { return tx.d }
 
@@ -452,13 +460,13 @@ func (tx *Tx) inSavepoint(fn func(*Tx) error) (unitErr, batchErr error) {
 	if _, err := tx.exec("SAVEPOINT unit"); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
-	saved, after, moved := tx.chain, len(tx.after), len(tx.moved)
+	saved, after, moved, finals := tx.chain, len(tx.after), len(tx.moved), len(tx.finals)
 	if err := callUnit(fn, tx); err != nil {
 		if retryable(err) {
 			return nil, err // the whole batch again
 		}
 		unitErr = err
-		tx.chain, tx.after, tx.moved = saved, tx.after[:after], tx.moved[:moved]
+		tx.chain, tx.after, tx.moved, tx.finals = saved, tx.after[:after], tx.moved[:moved], tx.finals[:finals]
 		if _, rbErr := tx.exec("ROLLBACK TO SAVEPOINT unit"); rbErr != nil {
 			return unitErr, fmt.Errorf("roll back unit: %w", rbErr)
 		}
@@ -482,6 +490,9 @@ func (w *writer) committed(tx *Tx, ran int, took time.Duration) {
 	}
 	for _, fn := range tx.after {
 		fn()
+	}
+	if fn := w.store.finished.Load(); fn != nil && len(tx.finals) > 0 {
+		(*fn)(append([]string(nil), tx.finals...))
 	}
 }
 

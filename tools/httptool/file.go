@@ -85,16 +85,31 @@ type Set struct {
 	// digest is the SHA-256 of the bytes the set was loaded from.
 	digest [sha256.Size]byte
 
-	mu    sync.Mutex
-	watch func()
+	mu      sync.Mutex
+	watch   func()
+	updated func(uri string)
+	// loaded: Load is done. Before, a server's tool with the name of
+	// another tool makes the file refused; after, it is skipped and said.
+	loaded bool
 }
 
 // Tools are the file's tools now: its own, then each MCP server's as that
 // server last listed them (kept while it is down: they answer so).
 func (s *Set) Tools() []*tools.Tool {
 	out := slices.Clone(s.fixed)
+	seen := map[string]bool{}
+	for _, t := range out {
+		seen[t.Name] = true
+	}
 	for _, u := range s.upstreams {
-		out = append(out, u.Tools()...)
+		for _, t := range u.Tools() {
+			// Two servers that took up one name at the same moment: the
+			// first in the file keeps it (the other's next list skips it).
+			if !seen[t.Name] {
+				seen[t.Name] = true
+				out = append(out, t)
+			}
+		}
 	}
 	return out
 }
@@ -105,6 +120,34 @@ func (s *Set) Watch(f func()) {
 	s.mu.Lock()
 	s.watch = f
 	s.mu.Unlock()
+}
+
+// WatchUpdates sets what is told (on a goroutine of its own) that a
+// resource a client subscribed to changed on one of the file's MCP servers.
+func (s *Set) WatchUpdates(f func(uri string)) {
+	s.mu.Lock()
+	s.updated = f
+	s.mu.Unlock()
+}
+
+func (s *Set) resourceUpdated(uri string) {
+	s.mu.Lock()
+	f := s.updated
+	s.mu.Unlock()
+	if f != nil {
+		f(uri)
+	}
+}
+
+// Servers are the file's MCP servers, in the file's order: what they offer
+// besides tools passes through to agents over MCP (web/mcpgate).
+func (s *Set) Servers() []*upstream.Server {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.upstreams)
 }
 
 func (s *Set) changed() {
@@ -209,12 +252,14 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 			return nil, fmt.Errorf("%s: the name %q is used by an earlier MCP server", at("name"), ms.Name)
 		}
 		servers[ms.Name] = true
-		u, err := upstream.New(ms, set.upstreamConfig(o, at))
+		u, err := upstream.New(ms, set.upstreamConfig(o, at, len(set.upstreams)))
 		if err != nil {
 			set.Close()
 			return nil, err
 		}
+		set.mu.Lock()
 		set.upstreams = append(set.upstreams, u)
+		set.mu.Unlock()
 		for _, t := range u.Tools() {
 			if seen[t.Name] {
 				set.Close()
@@ -222,20 +267,73 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 			}
 		}
 	}
+	// Two servers offering the same name (prefix: false, or a server
+	// named so that "<a>__<b>" meets another's own name): refused, both
+	// named.
+	offers := map[string]string{}
+	for i, u := range set.upstreams {
+		for _, t := range u.Tools() {
+			if other, ok := offers[t.Name]; ok {
+				set.Close()
+				return nil, fmt.Errorf("%s: the MCP servers %s and %s both offer a tool named %s (give one prefix: true, the default)",
+					at(fmt.Sprintf("$.mcp_servers[%d].name", i)), other, spec.MCPServers[i].Name, t.Name)
+			}
+			offers[t.Name] = spec.MCPServers[i].Name
+		}
+	}
+	prompts := map[string]string{}
+	for i, u := range set.upstreams {
+		for _, p := range u.Offers().Prompts {
+			if other, ok := prompts[p.Name]; ok {
+				set.Close()
+				return nil, fmt.Errorf("%s: the MCP servers %s and %s both offer a prompt named %s (give one prefix: true, the default, or prompts: false)",
+					at(fmt.Sprintf("$.mcp_servers[%d].name", i)), other, spec.MCPServers[i].Name, p.Name)
+			}
+			prompts[p.Name] = spec.MCPServers[i].Name
+		}
+	}
+	set.mu.Lock()
+	set.loaded = true
+	set.mu.Unlock()
 	for _, u := range set.upstreams {
 		go u.Keep()
 	}
 	return set, nil
 }
 
+func (set *Set) isLoaded() bool {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	return set.loaded
+}
+
+// offeredByAnother says whether an MCP server of the file other than the
+// i-th offers a tool named name now.
+func (set *Set) offeredByAnother(i int, name string) bool {
+	set.mu.Lock()
+	ups := set.upstreams
+	set.mu.Unlock()
+	for j, u := range ups {
+		if j == i {
+			continue
+		}
+		for _, t := range u.Tools() {
+			if t.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // upstreamConfig is what an MCP server of the file needs of it.
-func (set *Set) upstreamConfig(o Options, at func(string) string) upstream.Config {
+func (set *Set) upstreamConfig(o Options, at func(string) string, i int) upstream.Config {
 	taken := map[string]bool{}
 	for _, t := range set.fixed {
 		taken[t.Name] = true
 	}
-	return upstream.Config{Reconnect: o.Reconnect, At: at, Changed: set.changed,
-		Taken:  func(name string) bool { return taken[name] },
+	return upstream.Config{Reconnect: o.Reconnect, At: at, Changed: set.changed, Updated: set.resourceUpdated,
+		Taken:  func(name string) bool { return set.isLoaded() && (taken[name] || set.offeredByAnother(i, name)) },
 		Env:    func(s string) (string, error) { return set.env(s, o) },
 		Redact: set.Redact, RedactJSON: set.secrets.json}
 }

@@ -110,9 +110,9 @@ func (sh shop) orderFacts(ctx context.Context, call tools.Call, orderID string) 
 	return []tools.Fact{
 		{Label: "Order", Value: fmt.Sprintf("%s: %s", o.ID, o.Items)},
 		{Label: "Status", Value: o.Status},
-		{Label: "Total", Value: o.TotalCents.String()},
-		{Label: "Refunded so far", Value: o.RefundedCents.String()},
-		{Label: "Left to refund", Value: (o.TotalCents - o.RefundedCents).String()},
+		{Label: "Total", Value: o.TotalCents.String(), Key: true},
+		{Label: "Refunded so far", Value: o.RefundedCents.String(), Key: true},
+		{Label: "Left to refund", Value: (o.TotalCents - o.RefundedCents).String(), Key: true},
 		{Label: "Ships to", Value: o.ShippingAddress},
 	}, nil
 }

@@ -91,6 +91,9 @@ func (u *Server) proxy(t *mcp.Tool) (*tools.Tool, error) {
 	ms := u.spec
 	safe := safeToolName(t.Name)
 	name := ms.Name + "__" + safe
+	if !ms.Prefixed() {
+		name = t.Name
+	}
 	risk, source := tools.RiskHighWrite, "not marked read-only or non-destructive"
 	if a := t.Annotations; a != nil {
 		switch {
@@ -127,7 +130,7 @@ func (u *Server) proxy(t *mcp.Tool) (*tools.Tool, error) {
 		return u.call(ctx, upstreamName, u.riskNow(name, risk), args)
 	}
 	tool, err := tools.FromSpec(tools.Spec{Name: name, Description: t.Description, Risk: risk, Idempotent: idempotent,
-		Schema: schema, Run: run})
+		Schema: schema, Run: run, MCPName: !ms.Prefixed()})
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +138,7 @@ func (u *Server) proxy(t *mcp.Tool) (*tools.Tool, error) {
 	tool.Upstream = ms.Name
 	tool.TrustListing = ms.TrustAnnotations
 	if listing, err := json.Marshal(t); err == nil {
-		tool.Listing = json.RawMessage(u.cfg.RedactJSON(listing))
+		tool.SetListing(json.RawMessage(u.cfg.RedactJSON(listing)))
 	}
 	return tool, nil
 }

@@ -43,7 +43,20 @@ type Spec struct {
 	// count at once (accepted as the tools file's), instead of being held
 	// at high_write until an admin accepts them on /tools.
 	TrustAnnotations bool `yaml:"trust_annotations"`
+	// Prefix: false offers the server's tools under their own names
+	// instead of "<name>__<tool>" (a drop-in gateway). Unset is true.
+	Prefix *bool `yaml:"prefix"`
+	// Prompts, Resources and Completions: false keeps the server's
+	// prompts, its resources (and templates and subscriptions) or its
+	// completions from the agents; unset passes them through.
+	Prompts     *bool `yaml:"prompts"`
+	Resources   *bool `yaml:"resources"`
+	Completions *bool `yaml:"completions"`
 }
+
+// Prefixed says whether the server's tools are offered as
+// "<name>__<tool>".
+func (s Spec) Prefixed() bool { return s.Prefix == nil || *s.Prefix }
 
 // ToolOverride is what the tools file says of one of the server's tools.
 type ToolOverride struct {
@@ -78,6 +91,9 @@ type Config struct {
 	// Changed is told (on a goroutine of the server's) when its tools
 	// changed.
 	Changed func()
+	// Updated is told (on a goroutine of the server's) that a resource a
+	// client subscribed to changed (its URI).
+	Updated func(uri string)
 	// At says where in the file a key of the entry is, for errors.
 	At func(key string) string
 }
@@ -102,6 +118,10 @@ type Server struct {
 	tools   []*tools.Tool
 	shape   string // what the tools look like, to see a change
 	st      tools.UpstreamStatus
+
+	offers        Offers          // besides tools (offers.go)
+	offersSkipped []string        // what of them could not be listed
+	subs          map[string]bool // resources subscribed to, again on reconnecting
 }
 
 // New reads an MCP server's entry and connects to it once. A server that
@@ -168,7 +188,14 @@ func (u *Server) connect() error {
 	client := mcp.NewClient(&mcp.Implementation{Name: "countersign", Version: "1"}, &mcp.ClientOptions{
 		// Listing again waits for an answer: not on the goroutine
 		// that reads the answers.
-		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { go u.relist(req.Session) },
+		ToolListChangedHandler:     func(_ context.Context, req *mcp.ToolListChangedRequest) { go u.relist(req.Session) },
+		PromptListChangedHandler:   func(_ context.Context, req *mcp.PromptListChangedRequest) { go u.relistOffers(req.Session) },
+		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) { go u.relistOffers(req.Session) },
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			if u.cfg.Updated != nil && req.Params != nil {
+				go u.cfg.Updated(req.Params.URI)
+			}
+		},
 	})
 	session, err := client.Connect(ctx, u.transport(), nil)
 	if err != nil {
@@ -179,6 +206,16 @@ func (u *Server) connect() error {
 		_ = session.Close()
 		return err
 	}
+	offers, offersSkipped := u.listOffers(ctx, session)
+	u.mu.Lock()
+	subs := make([]string, 0, len(u.subs))
+	for uri := range u.subs {
+		subs = append(subs, uri)
+	}
+	u.mu.Unlock()
+	for _, uri := range subs { // what clients subscribed to before it went away
+		_ = session.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+	}
 	u.mu.Lock()
 	if u.ctx.Err() != nil {
 		u.mu.Unlock()
@@ -187,6 +224,10 @@ func (u *Server) connect() error {
 	}
 	u.session = session
 	changed := u.use(list, skipped)
+	if offers.Shape() != u.offers.Shape() {
+		changed = true
+	}
+	u.offers, u.offersSkipped = offers, offersSkipped
 	u.st.Connected, u.st.Since, u.st.Error = true, time.Now(), ""
 	u.mu.Unlock()
 	if changed {
@@ -329,7 +370,13 @@ func (u *Server) Status() tools.UpstreamStatus {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	st := u.st
-	st.Skipped = slices.Clone(u.st.Skipped)
+	st.Skipped = append(slices.Clone(u.st.Skipped), u.offersSkipped...)
+	o := u.offers
+	if u.session == nil {
+		o = Offers{Off: o.Off}
+	}
+	st.Prompts, st.Resources, st.Templates, st.Completions = len(o.Prompts), len(o.Resources), len(o.Templates), o.Completions
+	st.Off = slices.Clone(o.Off)
 	return st
 }
 

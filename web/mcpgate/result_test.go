@@ -81,3 +81,31 @@ func TestResultSaysWhoActed(t *testing.T) {
 		}
 	}
 }
+
+// A change a person made is told in _meta, and in the structured content
+// beside the upstream's keys when the output schema allows other keys; a
+// closed output schema keeps the structured content as the upstream sent
+// it (clients validate it).
+func TestAChangeIsToldWhereTheClientReads(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		listing string
+		inside  bool
+	}{
+		{`{"name":"w"}`, true},
+		{`{"name":"w","outputSchema":{"type":"object"}}`, true},
+		{`{"name":"w","outputSchema":{"type":"object","additionalProperties":false}}`, false},
+		{`{"name":"w","outputSchema":{"type":"object","unevaluatedProperties":false}}`, false},
+	} {
+		tool := &tools.Tool{Name: "w", Upstream: "up"}
+		tool.SetListing(json.RawMessage(tc.listing))
+		sent := `{"content":[{"type":"text","text":"ok"}],"structuredContent":{"bytes":12}}`
+		r := result(&models.ToolCall{ID: "c", Status: models.CallSucceeded, Result: sent}, tool, "A person changed it.")
+		tellChange(r, tool, map[string]any{"note": "A person changed it."})
+		sc := r.StructuredContent.(map[string]any)
+		_, in := sc[MetaChanged]
+		if in != tc.inside || sc["bytes"] != 12.0 || r.GetMeta()[MetaChanged] == nil || !strings.HasPrefix(textOf(r), "A person changed it.") {
+			t.Errorf("%s: structured %v, meta %v, text %q", tc.listing, sc, r.GetMeta(), textOf(r))
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/upstream"
 )
 
 // DefaultWait is how long a call that needs a person is held before the
@@ -36,12 +37,21 @@ type Gateway struct {
 	Outside *gate.Outside
 	// Wait is how long a call that needs a person is held (0: DefaultWait).
 	Wait time.Duration
+	// Receipt is a final call's signed receipt (nil: results carry none).
+	Receipt func(ctx context.Context, callID string) (string, error)
+	// Servers are the tools file's MCP servers, whose prompts, resources
+	// and completions pass through (offers.go); nil: none.
+	Servers func() []*upstream.Server
+
+	subs subscriptions
 }
 
 // Server is the MCP server one agent sees: every tool in force that
 // Countersign runs itself (decision-only tools are for the gate API).
 func (gw *Gateway) Server(ag *models.Agent) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, nil)
+	s := mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, &mcp.ServerOptions{
+		CompletionHandler: gw.complete, SubscribeHandler: gw.subscribe, UnsubscribeHandler: gw.unsubscribe,
+	})
 	gw.Offer(s, ag, nil, gw.Outside.Gate.Tools())
 	return s
 }
@@ -110,24 +120,69 @@ func sameShape(a, b *tools.Tool) bool {
 
 func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	ctx = telemetry.Continue(ctx, traceOf(req))
-	// The same call asked again, from this session or another, another
+	// The same intent asked again, from this session or another, another
 	// process or instance, after a restart (a client that gave up waiting,
-	// or reconnected), is that call (Outside.Ask joins it).
+	// or reconnected), while it waits or within the intent window after a
+	// person decided it, is that call (Outside.Ask joins it), unless the
+	// request says it means a new one.
+	newIntent, _ := req.Params.GetMeta()[MetaNewIntent].(bool)
 	asked, err := gw.Outside.Ask(ctx, gate.OutsideCall{Agent: ag, Session: session(req), Tool: tool.Name,
-		Args: []byte(req.Params.Arguments), Context: callContext(req)})
+		Args: []byte(req.Params.Arguments), Context: callContext(req), NewIntent: newIntent})
 	if err != nil {
 		return nil, err
 	}
 	call := gw.hold(ctx, req, asked.Brief())
-	// Handed over: the agent's next identical request is a new call. (A
-	// client that went away before this is answered by the next.) Best
-	// effort: not recorded, the next identical request gets the outcome
-	// once more, which is harmless.
+	// For the record only: the same intent asked again is this call
+	// within the window whether or not this answer reaches the client.
 	if ctx.Err() == nil {
 		_ = gw.Outside.HandedOver(ctx, call)
 	}
-	return result(call, tool, gw.changedNote(ctx, call)), nil
+	note := gw.changedNote(ctx, call)
+	r := result(call, tool, note)
+	meta := r.GetMeta()
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	if note != "" {
+		// Said in _meta too, for clients that read structured content
+		// only (the upstream's structured content is left as it sent it).
+		tellChange(r, tool, map[string]any{"note": note, "asked": json.RawMessage(call.OriginalArgs), "ran": json.RawMessage(call.Args)})
+		meta = r.GetMeta()
+	}
+	if call.Status.Final() && gw.Receipt != nil {
+		// Countersign's own words: the signed receipt of what it decided
+		// and how the call ended.
+		if jws, err := gw.Receipt(ctx, call.ID); err == nil {
+			meta[MetaReceipt] = jws
+			r.SetMeta(meta)
+		}
+	}
+	if asked.Replay() {
+		replay := map[string]any{"call": call.ID, "status": string(call.Status)}
+		if call.FinishedAt != nil {
+			replay["finished_at"] = call.FinishedAt.UTC().Format(time.RFC3339Nano)
+		}
+		meta[MetaReplay] = replay
+		r.SetMeta(meta)
+	}
+	return r, nil
 }
+
+// MetaNewIntent is the _meta key under which a request says it means a
+// second identical action (true): the same intent decided before is not
+// replayed.
+const MetaNewIntent = "countersign/new-intent"
+
+// MetaChanged is the _meta key of a result whose arguments a person
+// changed before approving: the note, and the arguments asked and run.
+const MetaChanged = "countersign/changed"
+
+// MetaReceipt is the _meta key of a final call's signed receipt (a JWS).
+const MetaReceipt = "countersign/receipt"
+
+// MetaReplay is the _meta key of a result that replays a call a person
+// decided before: its id, status and when it ended.
+const MetaReplay = "countersign/replay"
 
 // MetaSession is the _meta key under which a request may name the
 // conversation it belongs to: calls are tied to a run by it, else by the
@@ -238,6 +293,38 @@ func (gw *Gateway) changedNote(ctx context.Context, c *models.ToolCall) string {
 	return note + " What follows is the result of the call as approved."
 }
 
+// tellChange puts what a person changed in the result's _meta and, for
+// clients that read nothing but the structured content (Mastra), beside
+// the upstream's keys in it (none removed), unless the tool's output schema
+// forbids other keys: clients check structured content against it, so
+// there it is in _meta and the text only.
+func tellChange(r *mcp.CallToolResult, tool *tools.Tool, changed map[string]any) {
+	meta := r.GetMeta()
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta[MetaChanged] = changed
+	r.SetMeta(meta)
+	if sc, ok := r.StructuredContent.(map[string]any); ok && !closedOutput(tool) {
+		sc[MetaChanged] = changed
+	}
+}
+
+// closedOutput says whether a tool's output schema forbids keys it does
+// not name (additionalProperties: false, or unevaluatedProperties: false).
+func closedOutput(t *tools.Tool) bool {
+	if t == nil || len(t.Listing) == 0 {
+		return false
+	}
+	var l struct {
+		OutputSchema map[string]json.RawMessage `json:"outputSchema"`
+	}
+	if json.Unmarshal(t.Listing, &l) != nil {
+		return true // unreadable: leave it as it came
+	}
+	return string(l.OutputSchema["additionalProperties"]) == "false" || string(l.OutputSchema["unevaluatedProperties"]) == "false"
+}
+
 func hasOutputSchema(t *tools.Tool) bool {
 	if t == nil || len(t.Listing) == 0 {
 		return false
@@ -257,41 +344,27 @@ func result(c *models.ToolCall, tool *tools.Tool, changed string) *mcp.CallToolR
 	text := func(s string, isErr bool) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}, IsError: isErr}
 	}
+	told := gate.TellOutcome(c)
 	if c.Status.Open() {
 		// A tool with an output schema must answer with structured content
 		// unless it answers an error (clients check), so its "not yet" is one.
-		return text(fmt.Sprintf("Waiting for a person to decide (call %s, %s). Nothing has been done yet unless it says executing. "+
-			"Call this tool again with the same arguments to get the outcome; that never makes a second request.", c.ID, c.Status), hasOutputSchema(tool))
+		return text(told.Said(), hasOutputSchema(tool))
 	}
-	switch c.Status {
-	case models.CallSucceeded:
-		var r *mcp.CallToolResult
-		if up := (&mcp.CallToolResult{}); tool.Upstream != "" && json.Unmarshal([]byte(c.Result), up) == nil && up.Content != nil {
-			r = up
-		} else {
-			r = text(c.Result, false)
-			var structured map[string]any
-			if json.Unmarshal([]byte(c.Result), &structured) == nil {
-				r.StructuredContent = structured
-			}
-		}
-		if changed != "" {
-			r.Content = append([]mcp.Content{&mcp.TextContent{Text: changed}}, r.Content...)
-		}
-		return r
-	case models.CallDenied:
-		if strings.HasPrefix(c.Rule, "limit:") {
-			return text("Not run: "+c.Reason, true) // a limit, not the policy
-		}
-		return text("Denied by policy: "+c.Reason, true)
-	case models.CallRejected:
-		return text("Rejected by a person: "+c.Error, true)
-	case models.CallExpired:
-		return text("Expired: nobody decided in time; nothing was done.", true)
-	case models.CallCancelled:
-		return text("Cancelled: "+c.Error, true)
-	case models.CallUnknown:
-		return text("Outcome unknown: "+c.Error, true)
+	if c.Status != models.CallSucceeded {
+		return text(told.Words, told.Failed)
 	}
-	return text(c.Error, true) // invalid, failed
+	var r *mcp.CallToolResult
+	if up := (&mcp.CallToolResult{}); tool.Upstream != "" && json.Unmarshal([]byte(c.Result), up) == nil && up.Content != nil {
+		r = up
+	} else {
+		r = text(c.Result, false)
+		var structured map[string]any
+		if json.Unmarshal([]byte(c.Result), &structured) == nil {
+			r.StructuredContent = structured
+		}
+	}
+	if changed != "" {
+		r.Content = append([]mcp.Content{&mcp.TextContent{Text: changed}}, r.Content...)
+	}
+	return r
 }

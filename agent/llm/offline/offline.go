@@ -240,6 +240,8 @@ func describeResult(r *llm.ToolResult) string {
 		return fmt.Sprintf("%s was withdrawn, so nothing was done.", capitalize(requestNoun(r)))
 	case models.CallUnknown:
 		return fmt.Sprintf("I'm not sure whether %s went through; a team member will check and get back to you.", requestNoun(r))
+	case models.CallInvalidated:
+		return fmt.Sprintf("%s was approved, but something changed before it could run, so nothing was done. You can ask again if you still need it.", capitalize(requestNoun(r)))
 	case models.CallInvalid:
 		if strings.Contains(r.Error, "signed-in customer") {
 			return "Please sign in to the shop first; then I can look after your orders here."

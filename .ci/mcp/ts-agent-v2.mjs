@@ -1,0 +1,24 @@
+// An MCP client on the TypeScript SDK v2 (@modelcontextprotocol/client,
+// pinned), for the gateway's tests: node ts-agent-v2.mjs '{"http": URL,
+// "key": KEY, "call": {"name", "arguments", "_meta"}, "timeout": MS}' (or
+// "stdio": COMMAND, "args", "env" for a process over stdio) makes one call
+// and prints {"result", "error"} as JSON.
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
+
+const spec = JSON.parse(process.argv[2]);
+const out = {};
+const client = new Client({ name: "ts-agent-v2", version: "1.0.0" });
+try {
+  await client.connect(spec.http
+    ? new StreamableHTTPClientTransport(new URL(spec.http), { requestInit: { headers: { Authorization: `Bearer ${spec.key}` } } })
+    : new StdioClientTransport({ command: spec.stdio, args: spec.args || [], env: { ...process.env, ...(spec.env || {}) }, stderr: "ignore" }));
+  const options = spec.timeout ? { timeout: spec.timeout } : undefined;
+  out.result = await client.callTool({ name: spec.call.name, arguments: spec.call.arguments || {}, ...(spec.call._meta ? { _meta: spec.call._meta } : {}) }, options);
+} catch (err) {
+  out.error = String(err && err.message ? err.message : err);
+  process.exitCode = 1;
+} finally {
+  await client.close().catch(() => {});
+}
+console.log(JSON.stringify(out));

@@ -1,0 +1,204 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/countersign/countersign/models"
+)
+
+// SetFinished makes fn hear, once each unit of work commits, the calls
+// that reached a final status in it (nil: nobody). It runs on the writer's
+// goroutine: it must be quick and must not write.
+func (s *Store) SetFinished(fn func(callIDs []string)) {
+	if fn == nil {
+		s.finished.Store(nil)
+		return
+	}
+	s.finished.Store(&fn)
+}
+
+// Receipt reads a call's signed receipt (models.ErrNotFound: none yet).
+func (s *Store) Receipt(ctx context.Context, callID string) (*models.Receipt, error) {
+	var r models.Receipt
+	err := s.db.WithContext(ctx).Take(&r, "call_id = ?", callID).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, models.ErrNotFound
+	}
+	return &r, err
+}
+
+// SaveReceipts stores receipts; a call that has one already keeps it (the
+// first written is the receipt).
+func (s *Store) SaveReceipts(ctx context.Context, rs []models.Receipt) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	return s.Write(ctx, func(tx *Tx) error {
+		for i := range rs {
+			rs[i].CreatedAt = tx.now
+		}
+		return tx.db.Clauses(clause.OnConflict{DoNothing: true}).Create(&rs).Error
+	})
+}
+
+// CallsWithoutReceipt lists up to limit calls in a final status that have
+// no receipt, made since a time (zero: any), oldest first.
+func (s *Store) CallsWithoutReceipt(ctx context.Context, since time.Time, limit int) ([]string, error) {
+	var ids []string
+	q := s.db.WithContext(ctx).Table("tool_calls AS c").Select("c.id").
+		Joins("LEFT JOIN receipts r ON r.call_id = c.id").
+		Where("r.call_id IS NULL AND c.status IN ?", models.CallStatusesWhere(models.CallStatus.Final))
+	if !since.IsZero() {
+		q = q.Where("c.created_at >= ?", since.UTC())
+	}
+	err := q.Order("c.created_at, c.id").Limit(limit).Pluck("c.id", &ids).Error
+	if err != nil {
+		return nil, fmt.Errorf("calls without a receipt: %w", err)
+	}
+	return ids, nil
+}
+
+// ReceiptKeys lists every key that has signed receipts, oldest first.
+func (s *Store) ReceiptKeys(ctx context.Context) ([]models.ReceiptKey, error) {
+	var keys []models.ReceiptKey
+	err := s.db.WithContext(ctx).Order("created_at, id").Find(&keys).Error
+	return keys, err
+}
+
+// AddReceiptKey stores a key (kept as it is when its id is there).
+func (s *Store) AddReceiptKey(ctx context.Context, k models.ReceiptKey) error {
+	return s.Write(ctx, func(tx *Tx) error {
+		k.CreatedAt = tx.now
+		return tx.db.Clauses(clause.OnConflict{DoNothing: true}).Create(&k).Error
+	})
+}
+
+// AuditEventsBetween reads the events from seq from to seq to, both
+// included, in order.
+func (s *Store) AuditEventsBetween(ctx context.Context, from, to int64) ([]models.AuditEvent, error) {
+	var out []models.AuditEvent
+	err := s.db.WithContext(ctx).Where("seq >= ? AND seq <= ?", from, to).Order("seq").Find(&out).Error
+	return out, err
+}
+
+// HaveReceipts says which of these calls have a receipt.
+func (s *Store) HaveReceipts(ctx context.Context, callIDs []string) (map[string]bool, error) {
+	var ids []string
+	err := s.db.WithContext(ctx).Model(&models.Receipt{}).Where("call_id IN ?", callIDs).Pluck("call_id", &ids).Error
+	have := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		have[id] = true
+	}
+	return have, err
+}
+
+// ReceiptRecords reads what the receipts of these calls are made of, a
+// batch at a time, and only that (the signer runs beside the gate: few
+// columns, no ORM): the calls, their audit events in order (without their
+// payloads), and, for the calls a person decided, the verdicts in order.
+func (s *Store) ReceiptRecords(ctx context.Context, callIDs []string) (calls []models.ToolCall, events map[string][]models.AuditEvent, approvals map[string][]models.Approval, err error) {
+	db := s.db.WithContext(ctx)
+	rows, err := db.Raw(`SELECT id, run_id, customer_id, tool, args_hash, status, decision, rule, policy_version, required_approvals,
+		required_role, error, result, created_at, decided_at, finished_at, tool_hash FROM tool_calls WHERE id IN ?`, callIDs).Rows()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read the calls: %w", err)
+	}
+	for rows.Next() {
+		var c models.ToolCall
+		var decided, finished sql.NullTime
+		if err = rows.Scan(&c.ID, &c.RunID, &c.CustomerID, &c.Tool, &c.ArgsHash, &c.Status, &c.Decision, &c.Rule, &c.PolicyVersion,
+			&c.RequiredApprovals, &c.RequiredRole, &c.Error, &c.Result, &c.CreatedAt, &decided, &finished, &c.ToolHash); err != nil {
+			rows.Close()
+			return nil, nil, nil, fmt.Errorf("read the calls: %w", err)
+		}
+		if decided.Valid {
+			c.DecidedAt = &decided.Time
+		}
+		if finished.Valid {
+			c.FinishedAt = &finished.Time
+		}
+		calls = append(calls, c)
+	}
+	rows.Close()
+	if err = rows.Err(); err != nil {
+		return nil, nil, nil, fmt.Errorf("read the calls: %w", err)
+	}
+	rows, err = db.Raw(`SELECT seq, at, actor, kind, subject, hash FROM audit_events WHERE subject IN ? ORDER BY seq`, callIDs).Rows()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read their audit events: %w", err)
+	}
+	events = make(map[string][]models.AuditEvent, len(callIDs))
+	for rows.Next() {
+		var e models.AuditEvent
+		if err = rows.Scan(&e.Seq, &e.At, &e.Actor, &e.Kind, &e.Subject, &e.Hash); err != nil {
+			rows.Close()
+			return nil, nil, nil, fmt.Errorf("read their audit events: %w", err)
+		}
+		events[e.Subject] = append(events[e.Subject], e)
+	}
+	rows.Close()
+	if err = rows.Err(); err != nil {
+		return nil, nil, nil, fmt.Errorf("read their audit events: %w", err)
+	}
+	var decidedIDs []string
+	for _, c := range calls {
+		if c.Decision == models.DecidedNeedsApproval {
+			decidedIDs = append(decidedIDs, c.ID)
+		}
+	}
+	approvals = map[string][]models.Approval{}
+	if len(decidedIDs) > 0 {
+		var as []models.Approval
+		if err = db.Where("tool_call_id IN ?", decidedIDs).Order("id").Find(&as).Error; err != nil {
+			return nil, nil, nil, fmt.Errorf("read their verdicts: %w", err)
+		}
+		for _, a := range as {
+			approvals[a.ToolCallID] = append(approvals[a.ToolCallID], a)
+		}
+	}
+	return calls, events, approvals, nil
+}
+
+// ReceiptsOf is the receipts (JWS) of those of these calls that have one.
+func (s *Store) ReceiptsOf(ctx context.Context, callIDs []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(callIDs) == 0 {
+		return out, nil
+	}
+	var rs []models.Receipt
+	if err := s.db.WithContext(ctx).Where("call_id IN ?", callIDs).Find(&rs).Error; err != nil {
+		return nil, err
+	}
+	for _, r := range rs {
+		out[r.CallID] = r.JWS
+	}
+	return out, nil
+}
+
+// EachReceipt hands the kept receipts to fn a page at a time, by call id.
+func (s *Store) EachReceipt(ctx context.Context, page int, fn func([]models.Receipt) error) error {
+	after := ""
+	for {
+		var rs []models.Receipt
+		if err := s.db.WithContext(ctx).Where("call_id > ?", after).Order("call_id").Limit(page).Find(&rs).Error; err != nil {
+			return fmt.Errorf("read the receipts: %w", err)
+		}
+		if len(rs) == 0 {
+			return nil
+		}
+		if err := fn(rs); err != nil {
+			return err
+		}
+		if len(rs) < page {
+			return nil
+		}
+		after = rs[len(rs)-1].CallID
+	}
+}

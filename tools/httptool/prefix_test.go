@@ -1,0 +1,127 @@
+package httptool_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/httptool"
+)
+
+// mcpServerOffering is an MCP server over HTTP offering read tools of
+// these names, each answering its own name.
+func mcpServerOffering(t *testing.T, names ...string) (*mcp.Server, string) {
+	t.Helper()
+	up := mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, nil)
+	for _, n := range names {
+		addNamed(up, n)
+	}
+	return up, httptestServer(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+}
+
+func addNamed(up *mcp.Server, name string) {
+	mcp.AddTool(up, &mcp.Tool{Name: name, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, map[string]any, error) {
+			return nil, map[string]any{"answered_by": name}, nil
+		})
+}
+
+func names(ts []*tools.Tool) []string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// prefix: false offers a server's tools under the names the server gives
+// them, any name MCP allows, and a call by that name reaches that tool.
+func TestUnprefixedServerKeepsItsToolNames(t *testing.T) {
+	_, crm := mcpServerOffering(t, "Find-Contact", "notes.add", "test_simple_text")
+	_, fs := mcpServerOffering(t, "read_file")
+	set := loadFile(t, "mcp_servers:\n  - name: crm\n    url: "+crm+"\n    prefix: false\n  - name: fs\n    url: "+fs+"\n", nil)
+	if got := names(set.Tools()); !slices.Equal(got, []string{"Find-Contact", "fs__read_file", "notes.add", "test_simple_text"}) {
+		t.Fatalf("offered as %v", got)
+	}
+	if _, err := tools.NewRegistry(set.Tools()...); err != nil {
+		t.Fatalf("the registry refused the names: %v", err)
+	}
+	for _, n := range []string{"Find-Contact", "notes.add"} {
+		out, err := run(t, set, n, `{}`)
+		if raw, _ := json.Marshal(out); err != nil || !strings.Contains(string(raw), `"answered_by":"`+n+`"`) {
+			t.Fatalf("%s: %s %v", n, raw, err)
+		}
+	}
+}
+
+// Two servers that would offer one name, or a server and a tool of the
+// file, make the file refused at load, both named.
+func TestTheSameNameFromTwoServersIsRefusedAtLoad(t *testing.T) {
+	_, a := mcpServerOffering(t, "search")
+	_, b := mcpServerOffering(t, "search", "other")
+	for _, tc := range []struct{ file, want string }{
+		{"mcp_servers:\n  - name: a\n    url: " + a + "\n    prefix: false\n  - name: b\n    url: " + b + "\n    prefix: false\n",
+			"line 5: the MCP servers a and b both offer a tool named search"},
+		// a prefixed name meeting another server's own
+		{"mcp_servers:\n  - name: a\n    url: " + a + "\n  - name: b\n    url: " + b + "\n    prefix: false\n", ""},
+		{"tools:\n  - name: search\n    risk: read\nmcp_servers:\n  - name: a\n    url: " + a + "\n    prefix: false\n",
+			"the MCP tool search has the name of another tool"},
+	} {
+		set, err := httptool.Load([]byte(tc.file), "tools.yaml", httptool.Options{Env: env(nil)})
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("a__search beside search was refused: %v", err)
+			} else {
+				set.Close()
+			}
+			continue
+		}
+		if err == nil {
+			set.Close()
+			t.Errorf("loaded:\n%s", tc.file)
+		} else if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("refused with %q, want %q", err, tc.want)
+		}
+	}
+}
+
+// A server whose new list takes up a name another server offers does not
+// get it: the tool is left out of the later server, and its status says
+// why.
+func TestANameTakenLaterIsLeftOutAndSaid(t *testing.T) {
+	_, a := mcpServerOffering(t, "search")
+	bServer, b := mcpServerOffering(t, "other")
+	set := loadFile(t, "mcp_servers:\n  - name: a\n    url: "+a+"\n    prefix: false\n  - name: b\n    url: "+b+"\n    prefix: false\n", nil)
+	changed := make(chan struct{}, 4)
+	set.Watch(func() { changed <- struct{}{} })
+	addNamed(bServer, "search")
+	addNamed(bServer, "fresh")
+	deadline := time.After(20 * time.Second)
+	for !slices.Contains(names(set.Tools()), "fresh") {
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("b's new list never came: %v", names(set.Tools()))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if got := names(set.Tools()); !slices.Equal(got, []string{"fresh", "other", "search"}) {
+		t.Fatalf("tools %v", got)
+	}
+	out, err := run(t, set, "search", `{}`)
+	if raw, _ := json.Marshal(out); err != nil || !strings.Contains(string(raw), `"answered_by":"search"`) {
+		t.Fatalf("search: %s %v", raw, err)
+	}
+	st := set.Upstreams()
+	if len(st) != 2 || len(st[1].Skipped) != 1 || !strings.Contains(st[1].Skipped[0], "search: search is the name of another tool") {
+		t.Fatalf("b's status: %+v", st)
+	}
+}

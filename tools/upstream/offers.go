@@ -1,0 +1,257 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// What a server offers besides tools, passed through to the agents that
+// reach Countersign over MCP as the server listed it: its prompts, its
+// resources and resource templates (read, subscribed), and completions.
+// Countersign gates tool calls only; these are reads the tools file may
+// turn off per server (prompts: false, resources: false,
+// completions: false).
+
+// Offers is what a server offers besides tools, as it last listed them and
+// as the tools file lets through.
+type Offers struct {
+	Server string
+	// Prompts are named as Countersign offers them ("<server>__<name>"
+	// unless prefix: false); resources keep their URIs.
+	Prompts     []*mcp.Prompt
+	Resources   []*mcp.Resource
+	Templates   []*mcp.ResourceTemplate
+	Completions bool
+	// Off names what the tools file turned off.
+	Off []string
+}
+
+// Shape is what the offers look like, to see a change.
+func (o Offers) Shape() string {
+	b, _ := json.Marshal(o)
+	return string(b)
+}
+
+func allowed(b *bool) bool { return b == nil || *b }
+
+// offered is the name a prompt is offered under.
+func (u *Server) offered(name string) string {
+	if u.spec.Prefixed() {
+		return u.spec.Name + "__" + name
+	}
+	return name
+}
+
+// listOffers asks the server for what it offers besides tools, as far as
+// it says it has any and the file lets it through. A list that fails is
+// left empty and said (Skipped): the tools still count.
+func (u *Server) listOffers(ctx context.Context, s *mcp.ClientSession) (o Offers, skipped []string) {
+	o.Server = u.spec.Name
+	var caps *mcp.ServerCapabilities
+	if init := s.InitializeResult(); init != nil {
+		caps = init.Capabilities
+	}
+	if caps == nil {
+		caps = &mcp.ServerCapabilities{}
+	}
+	spec := u.spec
+	for _, off := range []struct {
+		what string
+		on   *bool
+	}{{"prompts", spec.Prompts}, {"resources", spec.Resources}, {"completions", spec.Completions}} {
+		if !allowed(off.on) {
+			o.Off = append(o.Off, off.what)
+		}
+	}
+	failed := func(what string, err error) {
+		skipped = append(skipped, fmt.Sprintf("%s: could not be listed: %s", what, u.cfg.Redact(err.Error())))
+	}
+	if caps.Prompts != nil && allowed(spec.Prompts) {
+		for p, err := range s.Prompts(ctx, nil) {
+			if err != nil {
+				failed("prompts", err)
+				o.Prompts = nil
+				break
+			}
+			p = redacted(u, p)
+			p.Name = u.offered(p.Name)
+			o.Prompts = append(o.Prompts, p)
+		}
+	}
+	if caps.Resources != nil && allowed(spec.Resources) {
+		for r, err := range s.Resources(ctx, nil) {
+			if err != nil {
+				failed("resources", err)
+				o.Resources = nil
+				break
+			}
+			o.Resources = append(o.Resources, redacted(u, r))
+		}
+		for t, err := range s.ResourceTemplates(ctx, nil) {
+			if err != nil {
+				failed("resource templates", err)
+				o.Templates = nil
+				break
+			}
+			o.Templates = append(o.Templates, redacted(u, t))
+		}
+	}
+	o.Completions = caps.Completions != nil && allowed(spec.Completions)
+	sort.Slice(o.Prompts, func(i, j int) bool { return o.Prompts[i].Name < o.Prompts[j].Name })
+	return o, skipped
+}
+
+// redacted is v with the tools file's secrets hidden.
+func redacted[T any](u *Server, v *T) *T {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	out := new(T)
+	if json.Unmarshal(u.cfg.RedactJSON(b), out) != nil {
+		return v
+	}
+	return out
+}
+
+// Offers is what the server offers besides tools, as it last listed them
+// (empty while it cannot be reached).
+func (u *Server) Offers() Offers {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.session == nil {
+		return Offers{Server: u.spec.Name, Off: u.offers.Off}
+	}
+	return u.offers
+}
+
+// relistOffers takes up a prompt or resource list the server says has
+// changed.
+func (u *Server) relistOffers(s *mcp.ClientSession) {
+	ctx, cancel := context.WithTimeout(u.ctx, ConnectTimeout)
+	defer cancel()
+	o, skipped := u.listOffers(ctx, s)
+	u.mu.Lock()
+	if u.session != s {
+		u.mu.Unlock()
+		return
+	}
+	changed := o.Shape() != u.offers.Shape()
+	u.offers, u.offersSkipped = o, skipped
+	u.mu.Unlock()
+	if changed {
+		u.cfg.Changed()
+	}
+}
+
+// forward is the session in use, or an error that says the server is not
+// answering.
+func (u *Server) forward() (*mcp.ClientSession, error) {
+	u.mu.Lock()
+	s, st := u.session, u.st
+	u.mu.Unlock()
+	if s == nil {
+		return nil, fmt.Errorf("the %s MCP server is not answering (down since %s); Countersign keeps trying to reconnect",
+			u.spec.Name, st.Since.UTC().Format("15:04:05 MST"))
+	}
+	return s, nil
+}
+
+// answer is what the server answered, its secrets hidden: a JSON-RPC
+// error keeps its code and data, as the server sent them.
+func answer[T any](u *Server, res *T, err error) (*T, error) {
+	if err != nil {
+		var wire *jsonrpc.Error
+		if errors.As(err, &wire) {
+			return nil, &jsonrpc.Error{Code: wire.Code, Message: u.cfg.Redact(wire.Message), Data: u.cfg.RedactJSON(wire.Data)}
+		}
+		return nil, fmt.Errorf("the %s MCP server did not answer: %s", u.spec.Name, u.cfg.Redact(err.Error()))
+	}
+	return redacted(u, res), nil
+}
+
+// upstreamPrompt is the server's own name for a prompt Countersign offers.
+func (u *Server) upstreamPrompt(name string) string {
+	if u.spec.Prefixed() {
+		return strings.TrimPrefix(name, u.spec.Name+"__")
+	}
+	return name
+}
+
+// GetPrompt gets a prompt from the server (p.Name as Countersign offers it).
+func (u *Server) GetPrompt(ctx context.Context, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	s, err := u.forward()
+	if err != nil {
+		return nil, err
+	}
+	q := *p
+	q.Name = u.upstreamPrompt(p.Name)
+	res, err := s.GetPrompt(ctx, &q)
+	return answer(u, res, err)
+}
+
+// ReadResource reads a resource of the server.
+func (u *Server) ReadResource(ctx context.Context, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	s, err := u.forward()
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.ReadResource(ctx, p)
+	return answer(u, res, err)
+}
+
+// Complete asks the server to complete a prompt's or a resource
+// template's argument (a prompt named as Countersign offers it).
+func (u *Server) Complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	s, err := u.forward()
+	if err != nil {
+		return nil, err
+	}
+	q := *p
+	if p.Ref != nil && p.Ref.Type == "ref/prompt" {
+		ref := *p.Ref
+		ref.Name = u.upstreamPrompt(ref.Name)
+		q.Ref = &ref
+	}
+	res, err := s.Complete(ctx, &q)
+	return answer(u, res, err)
+}
+
+// Subscribe asks the server for updates of a resource (told through
+// Config.Updated).
+func (u *Server) Subscribe(ctx context.Context, uri string) error {
+	s, err := u.forward()
+	if err != nil {
+		return err
+	}
+	_, err = answer(u, &struct{}{}, s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}))
+	if err == nil {
+		u.mu.Lock()
+		if u.subs == nil {
+			u.subs = map[string]bool{}
+		}
+		u.subs[uri] = true
+		u.mu.Unlock()
+	}
+	return err
+}
+
+// Unsubscribe stops the updates of a resource.
+func (u *Server) Unsubscribe(ctx context.Context, uri string) error {
+	s, err := u.forward()
+	if err != nil {
+		return err
+	}
+	u.mu.Lock()
+	delete(u.subs, uri)
+	u.mu.Unlock()
+	_, err = answer(u, &struct{}{}, s.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}))
+	return err
+}
