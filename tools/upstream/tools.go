@@ -50,7 +50,16 @@ func (u *Server) call(ctx context.Context, name string, risk tools.Risk, args ma
 		return nil, tools.Refuse("the %s MCP server is not answering (down since %s: %s); Countersign keeps trying to reconnect; nothing was changed",
 			server, st.Since.UTC().Format("15:04:05 MST"), tools.Truncate(st.Error, 200))
 	}
-	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	// What the server says and asks during the call goes to the client
+	// that asked for it, if it is waiting (relay.go).
+	relay := relayOf(ctx)
+	id := u.begin(relay)
+	defer u.end(id)
+	params := &mcp.CallToolParams{Name: name, Arguments: args}
+	if relay != nil && relay.Token != nil {
+		params.SetProgressToken(id)
+	}
+	res, err := s.CallTool(ctx, params)
 	if err != nil {
 		select { // is it still there? (found out apart from this call)
 		case u.check <- struct{}{}:

@@ -65,6 +65,10 @@ type ToolOverride struct {
 
 var serverName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,30}$`)
 
+// UpstreamProtocol is the MCP revision Countersign asks its upstreams to
+// speak.
+const UpstreamProtocol = "2025-11-25"
+
 // ConnectTimeout bounds connecting to an upstream MCP server and listing
 // its tools.
 var ConnectTimeout = 30 * time.Second
@@ -119,9 +123,12 @@ type Server struct {
 	shape   string // what the tools look like, to see a change
 	st      tools.UpstreamStatus
 
-	offers        Offers          // besides tools (offers.go)
-	offersSkipped []string        // what of them could not be listed
-	subs          map[string]bool // resources subscribed to, again on reconnecting
+	offers        Offers              // besides tools (offers.go)
+	offersSkipped []string            // what of them could not be listed
+	subs          map[string]bool     // resources subscribed to, again on reconnecting
+	calls         map[string]*Relay   // in flight, by the progress token sent (relay.go)
+	watched       bool                // over HTTP: what comes on a call's stream is that call's
+	asked         map[string][]*Relay // the upstream's requests on calls' streams, not yet handled
 }
 
 // New reads an MCP server's entry and connects to it once. A server that
@@ -160,9 +167,10 @@ func New(ms Spec, cfg Config) (*Server, error) {
 				return nil, fmt.Errorf("%s: %v", at("headers"), err)
 			}
 		}
-		u.via = cfg.Redact(url)
+		u.via, u.watched = cfg.Redact(url), true
 		u.transport = func() mcp.Transport {
-			return &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: withHeaders{headers}, CheckRedirect: tools.SameOriginOnly}}
+			return &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{
+				Transport: watching{u, withHeaders{headers}}, CheckRedirect: tools.SameOriginOnly}}
 		}
 	default:
 		return nil, fmt.Errorf("%s: an MCP server has either command (stdio) or url (streamable HTTP)", at("name"))
@@ -185,7 +193,7 @@ func New(ms Spec, cfg Config) (*Server, error) {
 func (u *Server) connect() error {
 	ctx, cancel := context.WithTimeout(u.ctx, ConnectTimeout)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "countersign", Version: "1"}, &mcp.ClientOptions{
+	opts := &mcp.ClientOptions{
 		// Listing again waits for an answer: not on the goroutine
 		// that reads the answers.
 		ToolListChangedHandler:     func(_ context.Context, req *mcp.ToolListChangedRequest) { go u.relist(req.Session) },
@@ -196,10 +204,25 @@ func (u *Server) connect() error {
 				go u.cfg.Updated(req.Params.URI)
 			}
 		},
-	})
-	session, err := client.Connect(ctx, u.transport(), nil)
+	}
+	u.relayHandlers(opts) // relay.go
+	client := mcp.NewClient(&mcp.Implementation{Name: "countersign", Version: "1"}, opts)
+	client.AddReceivingMiddleware(u.relayRoots)
+	// 2025-11-25: the upstream may then ask the client (sampling,
+	// elicitation, roots) and report progress and log messages during a
+	// call, all of which reach the call's client (relay.go). (At 2026-07-28
+	// it could ask only through input-required results, which Countersign
+	// does not pass on yet.)
+	session, err := client.Connect(ctx, u.transport(), &mcp.ClientSessionOptions{ProtocolVersion: UpstreamProtocol})
 	if err != nil {
 		return fmt.Errorf("connect: %s", u.cfg.Redact(err.Error()))
+	}
+	//lint:ignore SA1019 deprecated in 2026-07-28, in use by 2025-11-25 servers
+	if ir := session.InitializeResult(); ir != nil && ir.Capabilities != nil && ir.Capabilities.Logging != nil {
+		// Every level: each client's own level (logging/setLevel with
+		// Countersign) decides what reaches it.
+		//lint:ignore SA1019 deprecated in 2026-07-28, in use by 2025-11-25 servers
+		_ = session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"})
 	}
 	list, skipped, err := u.list(ctx, session)
 	if err != nil {

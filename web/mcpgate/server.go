@@ -120,6 +120,9 @@ func sameShape(a, b *tools.Tool) bool {
 
 func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	ctx = telemetry.Continue(ctx, traceOf(req))
+	// An upstream's progress, log messages and requests to the client
+	// during a call that runs now reach this client.
+	ctx = upstream.WithRelay(ctx, &upstream.Relay{Session: req.Session, Ctx: ctx, Token: req.Params.GetProgressToken()})
 	// The same intent asked again, from this session or another, another
 	// process or instance, after a restart (a client that gave up waiting,
 	// or reconnected), while it waits or within the intent window after a

@@ -1,0 +1,328 @@
+//lint:file-ignore SA1019 sampling, elicitation, roots and logging are deprecated in MCP 2026-07-28 but in use: a drop-in gateway passes them on
+
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Relay is the MCP client a call came from, while its request is open:
+// what the upstream says during the call (progress, log messages) and asks
+// of the client (sampling, elicitation, its roots) goes to it, on the
+// client's own request.
+type Relay struct {
+	// Session is the client's session with Countersign.
+	Session *mcp.ServerSession
+	// Ctx is the client's request: what is sent with it goes on that
+	// request's stream.
+	Ctx context.Context
+	// Token is the progress token the client sent (nil: it asked for no
+	// progress).
+	Token any
+}
+
+type relayKey struct{}
+
+// WithRelay says that calls made with ctx were asked by r's client.
+func WithRelay(ctx context.Context, r *Relay) context.Context {
+	return context.WithValue(ctx, relayKey{}, r)
+}
+
+func relayOf(ctx context.Context) *Relay {
+	r, _ := ctx.Value(relayKey{}).(*Relay)
+	return r
+}
+
+var callSeq atomic.Uint64
+
+// begin counts a call in flight on the server (its relay may be nil: a
+// call run after a person approved it, with no client waiting on it) and
+// returns the progress token Countersign sends the upstream for it.
+func (u *Server) begin(r *Relay) string {
+	id := "countersign-" + strconv.FormatUint(callSeq.Add(1), 10)
+	u.mu.Lock()
+	if u.calls == nil {
+		u.calls = map[string]*Relay{}
+	}
+	u.calls[id] = r
+	u.mu.Unlock()
+	return id
+}
+
+func (u *Server) end(id string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	r := u.calls[id]
+	delete(u.calls, id)
+	if r == nil {
+		return
+	}
+	for key, rs := range u.asked { // asked on its stream, never handled
+		if rs = slices.DeleteFunc(rs, func(x *Relay) bool { return x == r }); len(rs) == 0 {
+			delete(u.asked, key)
+		} else {
+			u.asked[key] = rs
+		}
+	}
+}
+
+// relayFor is the client a request of the upstream is for. One made as
+// part of a call's answer (a 2026 input-required round trip) carries the
+// call's own context. Over HTTP, one sent on a call's own stream was noted
+// as that call's when it came (watchedBody). Over stdio nothing says which
+// call a request belongs to: it is the client of the one call in flight,
+// or nobody's when several are, never a guess that could hand one agent's
+// data to another.
+func (u *Server) relayFor(ctx context.Context, method string, params any) *Relay {
+	if r := relayOf(ctx); r != nil {
+		return r
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.watched {
+		key := askedKey(method, params)
+		if rs := u.asked[key]; len(rs) > 0 {
+			u.asked[key] = rs[1:]
+			if len(rs) == 1 {
+				delete(u.asked, key)
+			}
+			return rs[0]
+		}
+		return nil
+	}
+	if len(u.calls) != 1 {
+		return nil
+	}
+	for _, r := range u.calls {
+		return r
+	}
+	return nil
+}
+
+// askedKey is a request of the upstream's as its method and parameters.
+func askedKey(method string, params any) string {
+	b, _ := json.Marshal(params)
+	if string(b) == "null" {
+		b = []byte("{}")
+	}
+	return method + " " + string(b)
+}
+
+// errNoClient answers an upstream's request that no waiting client can
+// take.
+func (u *Server) errNoClient(what string) error {
+	return fmt.Errorf("countersign: no client to ask for %s: the request came outside a call whose client is waiting, or while several calls of its clients were in flight", what)
+}
+
+// clientCaps is what the relay's client declared it can do (nil: it did
+// not initialize, a stateless request).
+func clientCaps(r *Relay) *mcp.ClientCapabilities {
+	if p := r.Session.InitializeParams(); p != nil {
+		return p.Capabilities
+	}
+	return nil
+}
+
+// relayHandlers are the client options that pass what an upstream says and
+// asks during a call to the call's client.
+func (u *Server) relayHandlers(opts *mcp.ClientOptions) {
+	opts.ProgressNotificationHandler = func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		if !u.watched { // over HTTP, passed on as it came (watchedBody)
+			u.progress(req.Params)
+		}
+	}
+	opts.LoggingMessageHandler = func(ctx context.Context, req *mcp.LoggingMessageRequest) {
+		if u.watched {
+			return
+		}
+		if r := u.relayFor(ctx, "", nil); r != nil {
+			_ = r.Session.Log(r.Ctx, redacted(u, req.Params)) // at the level the client set
+		}
+	}
+	opts.CreateMessageWithToolsHandler = func(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+		r := u.relayFor(ctx, "sampling/createMessage", req.Params)
+		if r == nil {
+			return nil, u.errNoClient("sampling")
+		}
+		caps := clientCaps(r)
+		if caps == nil || caps.Sampling == nil {
+			return nil, errors.New("countersign: the client this call came from does not support sampling")
+		}
+		if len(req.Params.Tools) > 0 && caps.Sampling.Tools == nil {
+			return nil, errors.New("countersign: the client this call came from does not support sampling with tools")
+		}
+		return r.Session.CreateMessageWithTools(r.Ctx, redacted(u, req.Params))
+	}
+	opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		r := u.relayFor(ctx, "elicitation/create", req.Params)
+		if r == nil {
+			return nil, u.errNoClient("elicitation")
+		}
+		return r.Session.Elicit(r.Ctx, redacted(u, req.Params)) // refused there if the client cannot
+	}
+	// What Countersign can pass on: sampling with tools, both elicitation
+	// modes, roots (a change of a client's roots is not passed on).
+	opts.Capabilities = &mcp.ClientCapabilities{
+		RootsV2:     &mcp.RootCapabilities{},
+		Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
+	}
+}
+
+// progress passes an upstream's progress on a call to its client, under
+// the client's own token.
+func (u *Server) progress(p *mcp.ProgressNotificationParams) {
+	tok, _ := p.ProgressToken.(string)
+	u.mu.Lock()
+	r := u.calls[tok]
+	u.mu.Unlock()
+	if r == nil || r.Token == nil {
+		return
+	}
+	q := redacted(u, p)
+	q.ProgressToken = r.Token
+	_ = r.Session.NotifyProgress(r.Ctx, q)
+}
+
+// relayRoots answers an upstream's roots/list with the roots of the call's
+// client.
+func (u *Server) relayRoots(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "roots/list" {
+			return next(ctx, method, req)
+		}
+		r := u.relayFor(ctx, method, req.GetParams())
+		if r == nil {
+			return nil, u.errNoClient("its roots")
+		}
+		if caps := clientCaps(r); caps == nil || caps.RootsV2 == nil {
+			return nil, errors.New("countersign: the client this call came from does not support roots")
+		}
+		p, _ := req.GetParams().(*mcp.ListRootsParams)
+		return r.Session.ListRoots(r.Ctx, p)
+	}
+}
+
+// watchedBody is an HTTP upstream's answer to a call as it streams: the
+// progress and log messages on it reach the call's client in the order the
+// upstream sent them, before the call's result (the SDK hands its client
+// notifications on a goroutine of their own, after the result at times),
+// and its requests to the client are noted as this call's (relayFor).
+type watchedBody struct {
+	io.ReadCloser
+	u           *Server
+	relay       *Relay
+	line, event []byte
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	rest := p[:n]
+	for len(rest) > 0 {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			if len(b.line)+len(rest) <= maxWatchedLine {
+				b.line = append(b.line, rest...)
+			}
+			break
+		}
+		b.line = append(b.line, rest[:i]...)
+		rest = rest[i+1:]
+		line := bytes.TrimSuffix(b.line, []byte("\r"))
+		switch {
+		case len(line) == 0:
+			b.dispatch()
+		case bytes.HasPrefix(line, []byte("data:")):
+			if len(b.event) > 0 {
+				b.event = append(b.event, '\n')
+			}
+			b.event = append(b.event, bytes.TrimPrefix(line[5:], []byte(" "))...)
+		}
+		b.line = b.line[:0]
+	}
+	return n, err
+}
+
+// maxWatchedLine bounds what is kept of one line of a stream to look at:
+// a longer one (a big result) is not a notification to pass on.
+const maxWatchedLine = 1 << 20
+
+func (b *watchedBody) dispatch() {
+	data := b.event
+	b.event = b.event[:0]
+	if len(data) == 0 || len(data) > maxWatchedLine {
+		return
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(data, &m) != nil || m.Method == "" {
+		return
+	}
+	u, r := b.u, b.relay
+	switch {
+	case m.ID == nil && m.Method == "notifications/progress":
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(m.Params, &p) == nil {
+			u.progress(&p)
+		}
+	case m.ID == nil && m.Method == "notifications/message":
+		var p mcp.LoggingMessageParams
+		if json.Unmarshal(m.Params, &p) == nil {
+			_ = r.Session.Log(r.Ctx, redacted(u, &p)) // at the level the client set
+		}
+	case m.ID != nil:
+		var params any
+		switch m.Method {
+		case "sampling/createMessage":
+			params = &mcp.CreateMessageWithToolsParams{}
+		case "elicitation/create":
+			params = &mcp.ElicitParams{}
+		case "roots/list":
+			params = &mcp.ListRootsParams{}
+		default:
+			return
+		}
+		if len(m.Params) > 0 && json.Unmarshal(m.Params, params) != nil {
+			return
+		}
+		key := askedKey(m.Method, params)
+		u.mu.Lock()
+		if u.asked == nil {
+			u.asked = map[string][]*Relay{}
+		}
+		u.asked[key] = append(u.asked[key], r)
+		u.mu.Unlock()
+	}
+}
+
+// watching is an HTTP upstream's transport: a call's answer that streams
+// is read through watchedBody when the call's client waits on it.
+type watching struct {
+	u    *Server
+	next http.RoundTripper
+}
+
+func (w watching) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := w.next.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	if r := relayOf(req.Context()); r != nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = &watchedBody{ReadCloser: resp.Body, u: w.u, relay: r}
+	}
+	return resp, nil
+}
