@@ -18,9 +18,14 @@ import (
 	"golang.org/x/text/message"
 )
 
-// MaxArgsBytes is the largest argument document a tool call may carry.
-// A file written, a document sent: 1 MiB, what MCP servers commonly take.
-const MaxArgsBytes = 1 << 20
+// DefaultMaxArgsBytes is the largest argument document a tool call may
+// carry unless the operator says otherwise (--max-args): a file written, a
+// document sent; 1 MiB, what MCP servers commonly take.
+const DefaultMaxArgsBytes = 1 << 20
+
+// MaxArgsBytes is the largest argument document a tool call may carry: set
+// once, at start, before anything is served (--max-args).
+var MaxArgsBytes = DefaultMaxArgsBytes
 
 // Normalized is a validated argument set: decoded into the tool's input type
 // and re-encoded canonically (sorted keys, defaults applied, nothing unknown).

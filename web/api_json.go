@@ -32,7 +32,7 @@ func decodeJSON(c echo.Context, v any) error {
 	switch {
 	case err == nil:
 	case errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge && agentCall(c):
-		return &echo.HTTPError{Code: http.StatusRequestEntityTooLarge, Message: "the body is over the limit of " + AgentBodyLimit + "B (a call's arguments are at most 1 MiB)"}
+		return &echo.HTTPError{Code: http.StatusRequestEntityTooLarge, Message: tooBigForAgent()}
 	case errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge:
 		return &echo.HTTPError{Code: http.StatusRequestEntityTooLarge, Message: "the body is over the limit of " + BodyLimit + "B"}
 	case errors.As(err, &big):

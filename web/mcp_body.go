@@ -12,32 +12,29 @@ import (
 	"github.com/countersign/countersign/tools"
 )
 
-// MCPBodyLimit caps the body of one POST to /mcp: a call's arguments may
-// be up to tools.MaxArgsBytes (1 MiB), escaped in a JSON-RPC envelope.
-const MCPBodyLimit = 2 << 20
-
-// mcpBody reads a POST's body for /mcp. Over MCPBodyLimit, the client is
+// mcpBody reads a POST's body for /mcp. Over AgentBodyLimit, the client is
 // answered here, in MCP's words instead of an HTTP error the SDKs throw
 // (and that ends a bridge's session): a tools/call gets a tool error
 // result naming the limit, anything else a JSON-RPC error; false then.
 func mcpBody(c echo.Context) (bool, error) {
 	r := c.Request()
-	body, err := io.ReadAll(io.LimitReader(r.Body, MCPBodyLimit+1))
+	limit := AgentBodyLimit()
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return false, err
 	}
-	if len(body) <= MCPBodyLimit {
+	if int64(len(body)) <= limit {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		return true, nil
 	}
-	size := "more than 2 MiB"
+	size := fmt.Sprintf("more than %d bytes", limit)
 	if r.ContentLength > 0 {
 		size = fmt.Sprintf("%d bytes", r.ContentLength)
 	}
 	id, method := envelopeStart(body)
 	words := fmt.Sprintf("The request is %s, over Countersign's limit of %d bytes for one MCP message (a call's arguments are at most %d bytes): nothing was done. Send smaller arguments, or split the work into several calls.",
-		size, MCPBodyLimit, tools.MaxArgsBytes)
+		size, limit, tools.MaxArgsBytes)
 	reply := map[string]any{"jsonrpc": "2.0", "id": id}
 	if method == "tools/call" {
 		reply["result"] = map[string]any{"content": []any{map[string]any{"type": "text", "text": words}}, "isError": true}

@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -303,7 +304,7 @@ func TestLargeArgumentsPassThrough(t *testing.T) {
 		t.Fatalf("600 KiB of arguments over the gate API: %d %.300s", res.Status, res.Raw)
 	}
 	body = `{"tool":"escalate_to_human","args":{"why":"` + strings.Repeat("y", 3<<20) + `"},"session":"s1"}`
-	if res := a.do("POST", "/api/v1/calls", key, body); res.Status != 413 || !strings.Contains(res.Raw, "at most 1 MiB") {
+	if res := a.do("POST", "/api/v1/calls", key, body); res.Status != 413 || !strings.Contains(res.Raw, "at most 1048576 bytes") {
 		t.Fatalf("3 MiB: %d %.300s", res.Status, res.Raw)
 	}
 }
@@ -326,7 +327,7 @@ func TestMCPOversizedCallsAreToolErrors(t *testing.T) {
 			size int
 			want string
 		}{
-			{3 << 20, "over Countersign's limit of 2097152 bytes for one MCP message"},
+			{3 << 20, fmt.Sprintf("over Countersign's limit of %d bytes for one MCP message", web.AgentBodyLimit())},
 			{(1 << 20) + 100, "over the limit of 1048576 bytes"},
 		} {
 			r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": strings.Repeat("A", tc.size)}})

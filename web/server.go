@@ -132,9 +132,15 @@ func lastForwarded(v string) string {
 const BodyLimit = "64K"
 
 // AgentBodyLimit caps the body of an agent's call (the gate API's POST
-// /api/v1/calls; /mcp has MCPBodyLimit): its arguments may be up to tools.MaxArgsBytes, in
-// an envelope, escaped.
-const AgentBodyLimit = "2M"
+// /api/v1/calls and a POST to /mcp): its arguments may be up to
+// tools.MaxArgsBytes, escaped (each byte at most twice over in what SDKs
+// send), in an envelope.
+func AgentBodyLimit() int64 { return 2*int64(tools.MaxArgsBytes) + 64<<10 }
+
+// tooBigForAgent says what an agent's call over AgentBodyLimit is told.
+func tooBigForAgent() string {
+	return fmt.Sprintf("the body is over the limit of %d bytes (a call's arguments are at most %d bytes)", AgentBodyLimit(), tools.MaxArgsBytes)
+}
 
 // agentCall is a request of an agent's call. /mcp caps its own body
 // (mcpBody), to answer in MCP's words.
@@ -285,7 +291,7 @@ func New(c *core.Core, cfg Config) *Server {
 	e.Use(logRequests(cfg.Log))
 	e.Use(middleware.Recover())
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: BodyLimit, Skipper: func(c echo.Context) bool { return policyUpload(c) || agentCall(c) || mcpPost(c) }}))
-	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: AgentBodyLimit, Skipper: func(c echo.Context) bool { return !agentCall(c) }}))
+	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: fmt.Sprint(AgentBodyLimit()), Skipper: func(c echo.Context) bool { return !agentCall(c) }}))
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: PolicyBodyLimit, Skipper: func(c echo.Context) bool { return !policyUpload(c) }}))
 	e.Use(securityHeaders)
 	e.Use(s.loadStaff)
@@ -318,7 +324,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 				msg = "the body is over the limit of " + PolicyBodyLimit + "B (a policy is at most 256 KiB)"
 			}
 			if agentCall(c) {
-				msg = "the body is over the limit of " + AgentBodyLimit + "B (a call's arguments are at most 1 MiB)"
+				msg = tooBigForAgent()
 			}
 		}
 	} else {

@@ -26,6 +26,7 @@ import (
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
 	"github.com/countersign/countersign/web/mcpgate"
@@ -79,6 +80,12 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	}
 	if (cfg.IntentWindow < 0 && cfg.IntentWindow != gate.NoIntentWindow) || cfg.IntentWindow > 90*24*time.Hour {
 		return nil, usageError(fmt.Sprintf("--intent-window %s: from 0 (off) to 2160h (90 days)", cfg.IntentWindow))
+	}
+	if cfg.MaxArgs != 0 && (cfg.MaxArgs < 64<<10 || cfg.MaxArgs > 64<<20) {
+		return nil, usageError(fmt.Sprintf("--max-args %d: a call's arguments may be from 65536 (64 KiB) to 67108864 (64 MiB) bytes", cfg.MaxArgs))
+	}
+	if cfg.MaxArgs != 0 {
+		tools.MaxArgsBytes = cfg.MaxArgs // before anything is served
 	}
 	if cfg.MCPHold != 0 && (cfg.MCPHold < time.Second || cfg.MCPHold > 10*time.Minute) {
 		return nil, usageError(fmt.Sprintf("--mcp-hold %s: hold a waiting call between 1s and 10m", cfg.MCPHold))
@@ -361,6 +368,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.anchorFlags(fs)
 	fs.DurationVar(&cfg.CheckpointEvery, "checkpoint-every", time.Hour, "how often to write an audit checkpoint (when the chain has grown)")
 	fs.DurationVar(&cfg.IntentWindow, "intent-window", models.IntentWindow, "how long after a person decided a call the same call asked again by the same agent is answered with that outcome instead of becoming a second action (0: off)")
+	fs.IntVar(&cfg.MaxArgs, "max-args", tools.DefaultMaxArgsBytes, "the largest arguments a tool call may carry, in bytes (64 KiB to 64 MiB), over the gate API and /mcp")
 	fs.DurationVar(&cfg.MCPHold, "mcp-hold", mcpgate.DefaultWait, "how long /mcp and the stdio bridge hold a call that waits for a person before answering that it waits (1s to 10m)")
 	fs.BoolVar(&cfg.TrustProxy, "trust-proxy", false, "behind a reverse proxy: take the client address, scheme and host from X-Forwarded-For/-Proto/-Host (only if the proxy sets them)")
 	cfg.reachFlags(fs)

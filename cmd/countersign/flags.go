@@ -53,6 +53,8 @@ type config struct {
 	// The HTTP server's timeouts; zero takes the defaults (tests shorten them).
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	TrustProxy                             bool
+	// MaxArgs is the largest arguments a tool call may carry, in bytes.
+	MaxArgs int
 	// MCPHold is how long /mcp holds a call that waits for a person.
 	MCPHold time.Duration
 	// IntentWindow is how long the same intent asked again after a person

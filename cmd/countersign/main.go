@@ -45,7 +45,7 @@ Usage:
                     [--model-api-key KEY] [--model-timeout 60s] [--customer-secret S [--customer-secret-previous S]]
                     [--widget-origins O1,O2] [--mcp-origins O1,O2] [--trust-proxy] [--tls-cert FILE --tls-key FILE]
                     [--demo-page] [--customer-token-max-age 24h] [--customer-token-issuer I] [--customer-token-audience A]
-                    [--audit-key FILE --checkpoints DIR [--checkpoint-every 1h]] [--mcp-hold 50s] [--intent-window 24h]
+                    [--audit-key FILE --checkpoints DIR [--checkpoint-every 1h]] [--mcp-hold 50s] [--max-args 1048576] [--intent-window 24h]
                     [--system-prompt FILE] [--shadow-policy FILE] [--log-level info]
                     [--policy-from-file] [--policy-people N] [--single-person-shop]
                     agents: [--agent-calls-per-second 20] [--agent-call-burst 100] [--agent-max-waiting 50]
