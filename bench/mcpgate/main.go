@@ -8,10 +8,16 @@
 // alternated, sequential. BENCHMARKS.md.
 //
 //	make mcp-servers && go run ./bench/mcpgate -n 2000
+//
+// With -text-bytes or -media-bytes the read is of a big file instead: a
+// text of that many bytes (read_text_file) or an image (read_media_file,
+// its bytes base64 in an image block), to see what a big result costs.
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"flag"
 	"fmt"
 	"log"
@@ -50,6 +56,8 @@ func (k bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func main() {
 	n := flag.Int("n", 2000, "reads of each kind")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the run here")
+	textBytes := flag.Int("text-bytes", 0, "read a text file of this many bytes instead of one line")
+	mediaBytes := flag.Int("media-bytes", 0, "read an image of this many bytes instead of a text")
 	flag.Parse()
 	if *profile != "" {
 		f, err := os.Create(*profile)
@@ -62,13 +70,13 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*n); err != nil {
+	if err := run(*n, *textBytes, *mediaBytes); err != nil {
 		pprof.StopCPUProfile()
 		log.Fatal(err)
 	}
 }
 
-func run(n int) error {
+func run(n, textBytes, mediaBytes int) error {
 	ctx := context.Background()
 	script, _ := filepath.Abs(".ci/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
 	if _, err := os.Stat(script); err != nil {
@@ -79,8 +87,16 @@ func run(n int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	file := filepath.Join(dir, "a.txt")
-	if err := os.WriteFile(file, []byte("a line to read"), 0o600); err != nil {
+	file, tool, content := filepath.Join(dir, "a.txt"), "read_text_file", []byte("a line to read")
+	switch {
+	case mediaBytes > 0:
+		file, tool, content = filepath.Join(dir, "a.png"), "read_media_file", make([]byte, mediaBytes)
+		rand.Read(content)
+	case textBytes > 0:
+		line := []byte("a line of text to read, with <, > & \"quotes\"\n")
+		content = bytes.Repeat(line, textBytes/len(line)+1)[:textBytes]
+	}
+	if err := os.WriteFile(file, content, 0o600); err != nil {
 		return err
 	}
 	// Straight to the upstream.
@@ -138,10 +154,10 @@ func run(n int) error {
 	defer stop()
 	defer proxied.Close()
 	kinds := []kind{
-		{"straight to the upstream (stdio)", direct, "read_text_file"},
-		{"through supergateway (records nothing)", proxied, "read_text_file"},
-		{"through Countersign's /mcp, 2026-07-28", gated, "fs__read_text_file"},
-		{"through Countersign's /mcp, 2025 session", session, "fs__read_text_file"},
+		{"straight to the upstream (stdio)", direct, tool},
+		{"through supergateway (records nothing)", proxied, tool},
+		{"through Countersign's /mcp, 2026-07-28", gated, "fs__" + tool},
+		{"through Countersign's /mcp, 2025 session", session, "fs__" + tool},
 	}
 	return compare(ctx, n, file, kinds)
 }
@@ -172,7 +188,7 @@ func compare(ctx context.Context, n int, file string, kinds []kind) error {
 		}
 		return err
 	}
-	for i := 0; i < 100; i++ {
+	for i := 0; i < min(100, n); i++ {
 		for _, k := range kinds {
 			if err := call(k.cs, k.tool); err != nil {
 				return err
