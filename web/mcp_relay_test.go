@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,16 @@ import (
 // call, reports progress, logs, and asks its client for a sampled message,
 // a form and its roots; "hold" waits until release is closed.
 func deskServer(t *testing.T, release chan struct{}) string {
+	return offersServer(t, deskMCP(func(ctx context.Context) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}), "desk-token")
+}
+
+// deskMCP is the desk server; its "hold" tool returns when hold does.
+func deskMCP(hold func(context.Context)) *mcp.Server {
 	up := mcp.NewServer(&mcp.Implementation{Name: "desk", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
 	read := &mcp.ToolAnnotations{ReadOnlyHint: true}
 	up.AddTool(&mcp.Tool{Name: "ask", Description: "Asks the client", InputSchema: map[string]any{"type": "object"}, Annotations: read},
@@ -59,13 +70,28 @@ func deskServer(t *testing.T, release chan struct{}) string {
 		})
 	up.AddTool(&mcp.Tool{Name: "hold", Description: "Waits", InputSchema: map[string]any{"type": "object"}, Annotations: read},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
+			hold(ctx)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil
 		})
-	return offersServer(t, up, "desk-token")
+	return up
+}
+
+// deskOverStdio serves the desk server on stdin and stdout when this test
+// binary is started as one (TestMain): its "hold" takes two seconds.
+func deskOverStdio() bool {
+	if os.Getenv("COUNTERSIGN_TEST_DESK_STDIO") == "" {
+		return false
+	}
+	up := deskMCP(func(ctx context.Context) {
+		select {
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+		}
+	})
+	if err := up.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	return true
 }
 
 // relayClient is an agent speaking MCP 2025-11-25 to Countersign, with or
@@ -217,4 +243,72 @@ func TestMCPGatewayRelaysWhatTheUpstreamSaysAndAsksDuringACall(t *testing.T) {
 		t.Errorf("the other agent was sent the first agent's log messages: %+v", held.logs)
 	}
 	held.mu.Unlock()
+}
+
+// Over stdio nothing says which call an upstream's request belongs to: it
+// reaches the agent whose call is the only one in flight to that server,
+// and while another agent's call is in flight it is refused to the server
+// rather than handed to either agent.
+func TestMCPGatewayRelaysOverStdioOnlyWhileOneCallIsInFlight(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := httptool.Load([]byte(`mcp_servers:
+  - name: desk
+    command: "`+self+`"
+    args: ["-test.run=^$"]
+    env: {COUNTERSIGN_TEST_DESK_STDIO: "1"}
+    prefix: false
+`), "tools.yaml", httptool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	reg, _ := tools.NewRegistry(set.Tools()...)
+	if _, ok := reg.Get("ask"); !ok {
+		t.Fatalf("the stdio desk server's tools were not listed: %v", set.Tools())
+	}
+	a := mcpApp(t, reg, nil, 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key, _, _ := a.accounts.AddAgent(ctx, "bot", models.Actor{ID: "test"})
+	other, _, _ := a.accounts.AddAgent(ctx, "other", models.Actor{ID: "test"})
+
+	alone := newRelayClient(t, a.srv.URL, key, "agent", true)
+	if err := alone.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	params := &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{}}
+	params.SetProgressToken(7)
+	r, err := alone.cs.CallTool(ctx, params)
+	if err != nil || r.IsError {
+		t.Fatalf("ask: %v %+v", err, r)
+	}
+	if got := textOf(r); !strings.Contains(got, "sampled: the agent's model read") || !strings.Contains(got, "elicited: accept Bea") || !strings.Contains(got, "root: file:///srv/shop") {
+		t.Errorf("alone over stdio: %s", got)
+	}
+	alone.mu.Lock()
+	if len(alone.progress) != 3 || alone.progress[0].ProgressToken != float64(7) || len(alone.logs) != 3 {
+		t.Errorf("alone over stdio: progress %+v, logs %+v", alone.progress, alone.logs)
+	}
+	alone.mu.Unlock()
+
+	held := newRelayClient(t, a.srv.URL, other, "other", true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := held.cs.CallTool(ctx, &mcp.CallToolParams{Name: "hold", Arguments: map[string]any{}})
+		done <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // the hold reaches the server
+	r, err = alone.cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"again": true}})
+	if err != nil || r.IsError {
+		t.Fatalf("ask beside a held call: %v %+v", err, r)
+	}
+	if got := textOf(r); !strings.Contains(got, "no client to ask for sampling") || strings.Contains(got, "model read") {
+		t.Errorf("beside another agent's call over stdio: %s", got)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
