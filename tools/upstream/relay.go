@@ -5,15 +5,14 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -45,13 +44,11 @@ func relayOf(ctx context.Context) *Relay {
 	return r
 }
 
-var callSeq atomic.Uint64
-
 // begin counts a call in flight on the server (its relay may be nil: a
 // call run after a person approved it, with no client waiting on it) and
 // returns the progress token Countersign sends the upstream for it.
 func (u *Server) begin(r *Relay) string {
-	id := "countersign-" + strconv.FormatUint(callSeq.Add(1), 10)
+	id := "countersign-" + rand.Text() // not to be guessed by another call's server
 	u.mu.Lock()
 	if u.calls == nil {
 		u.calls = map[string]*Relay{}
@@ -140,7 +137,7 @@ func clientCaps(r *Relay) *mcp.ClientCapabilities {
 func (u *Server) relayHandlers(opts *mcp.ClientOptions) {
 	opts.ProgressNotificationHandler = func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 		if !u.watched { // over HTTP, passed on as it came (watchedBody)
-			u.progress(req.Params)
+			u.progress(req.Params, nil)
 		}
 	}
 	opts.LoggingMessageHandler = func(ctx context.Context, req *mcp.LoggingMessageRequest) {
@@ -181,13 +178,14 @@ func (u *Server) relayHandlers(opts *mcp.ClientOptions) {
 }
 
 // progress passes an upstream's progress on a call to its client, under
-// the client's own token.
-func (u *Server) progress(p *mcp.ProgressNotificationParams) {
+// the client's own token; on is the call whose stream it came on (nil:
+// none known, stdio).
+func (u *Server) progress(p *mcp.ProgressNotificationParams, on *Relay) {
 	tok, _ := p.ProgressToken.(string)
 	u.mu.Lock()
 	r := u.calls[tok]
 	u.mu.Unlock()
-	if r == nil || r.Token == nil {
+	if r == nil || r.Token == nil || (on != nil && on != r) {
 		return
 	}
 	q := redacted(u, p)
@@ -277,7 +275,7 @@ func (b *watchedBody) dispatch() {
 	case m.ID == nil && m.Method == "notifications/progress":
 		var p mcp.ProgressNotificationParams
 		if json.Unmarshal(m.Params, &p) == nil {
-			u.progress(&p)
+			u.progress(&p, r)
 		}
 	case m.ID == nil && m.Method == "notifications/message":
 		var p mcp.LoggingMessageParams
