@@ -24,4 +24,7 @@ type UpstreamStatus struct {
 	Prompts, Resources, Templates int
 	Completions                   bool
 	Off                           []string
+	// OverHTTP: reached over streamable HTTP (else stdio), which says how
+	// its messages during a call find the call's agent.
+	OverHTTP bool
 }

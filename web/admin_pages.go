@@ -132,7 +132,7 @@ func (s *Server) toolsView(c echo.Context) views.ToolsView {
 	if s.cfg.Upstreams != nil {
 		for _, u := range s.cfg.Upstreams() {
 			v.Upstreams = append(v.Upstreams, views.UpstreamRow{Name: u.Name, Via: u.Via, Connected: u.Connected, Since: clock(u.Since),
-				Error: u.Error, Tools: u.Tools, Skipped: u.Skipped, Beside: besideTools(u), Off: strings.Join(u.Off, ", ")})
+				Error: u.Error, Tools: u.Tools, Skipped: u.Skipped, Beside: besideTools(u), Off: strings.Join(u.Off, ", "), Relay: relayWords(u)})
 		}
 	}
 	return v
@@ -298,4 +298,14 @@ func (s *Server) agentLimits(c echo.Context) error {
 		return s.staffFail(c, err, nil)
 	}
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=limits"))
+}
+
+// relayWords says where what an MCP server says and asks during a call
+// goes (tools/upstream/relay.go).
+func relayWords(u tools.UpstreamStatus) string {
+	const said = "During an allowed call, its progress, log messages and requests to the client (sampling, elicitation, roots) go to the agent that made the call"
+	if u.OverHTTP {
+		return said + " (known by the call's own stream)."
+	}
+	return said + ", and only while no other call to it is in flight (over stdio nothing says which call a request belongs to)."
 }

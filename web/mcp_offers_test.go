@@ -190,7 +190,8 @@ func TestMCPGatewayPassesThroughPromptsResourcesAndCompletions(t *testing.T) {
 	a.staff(models.Admin, "ada@x.test", "Ada")
 	_, page := a.signIn("ada@x.test").get("/tools")
 	for _, want := range []string{"not gated (reads): 2 prompts, 1 resource, 1 resource template, completions.",
-		"Turned off in the tools file: prompts, resources, completions."} {
+		"Turned off in the tools file: prompts, resources, completions.",
+		"requests to the client (sampling, elicitation, roots) go to the agent that made the call", "(known by the call"} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("/tools does not say %q:\n%s", want, page)
 		}

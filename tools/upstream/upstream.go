@@ -400,6 +400,7 @@ func (u *Server) Status() tools.UpstreamStatus {
 	}
 	st.Prompts, st.Resources, st.Templates, st.Completions = len(o.Prompts), len(o.Resources), len(o.Templates), o.Completions
 	st.Off = slices.Clone(o.Off)
+	st.OverHTTP = u.watched
 	return st
 }
 
