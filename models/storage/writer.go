@@ -1,14 +1,12 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,15 +130,6 @@ func (s *Store) WriterStats() WriterStats {
 	return WriterStats{Commits: s.writer.commits.Load(), Units: s.writer.units.Load()}
 }
 
-type rawStatement struct {
-	query    string
-	args     []any
-	named    []driver.NamedValue
-	query1   bool           // a query returning at most one row
-	row      []driver.Value // its values
-	affected int64
-}
-
 // maxPrepared bounds the statement cache.
 const maxPrepared = 200
 
@@ -165,110 +154,6 @@ func newWriter(s *Store, db *sql.DB, maxBatch int) (*writer, error) {
 	w.rawRun = w.runRaw
 	go w.loop()
 	return w, nil
-}
-
-// exec runs one statement on the writer's driver connection, inside the
-// transaction database/sql has open on that same connection.
-func (w *writer) exec(query string, args []any) (int64, error) {
-	w.cur.query, w.cur.args, w.cur.query1 = query, args, false
-	err := w.conn.Raw(w.rawRun)
-	n := w.cur.affected
-	w.cur.args, w.cur.affected = nil, 0
-	return n, err
-}
-
-func (w *writer) queryRow(query string, args []any) ([]driver.Value, error) {
-	w.cur.query, w.cur.args, w.cur.query1 = query, args, true
-	err := w.conn.Raw(w.rawRun)
-	row := w.cur.row
-	w.cur.args, w.cur.row = nil, nil
-	if err != nil {
-		return nil, err
-	}
-	if row == nil {
-		return nil, sql.ErrNoRows
-	}
-	return row, nil
-}
-
-func (w *writer) runRaw(dc any) error {
-	ctx := context.Background()
-	st, cached := w.stmts[w.cur.query]
-	if !cached {
-		var err error
-		st, err = dc.(driver.ConnPrepareContext).PrepareContext(ctx, w.store.d.rebind(w.cur.query))
-		if err != nil {
-			return err
-		}
-		if len(w.stmts) < maxPrepared {
-			w.stmts[w.cur.query] = st
-		} else {
-			defer st.Close()
-		}
-	}
-	named := w.cur.named[:0]
-	for i, a := range w.cur.args {
-		v, err := driverValue(a)
-		if err != nil {
-			return fmt.Errorf("argument %d: %w", i+1, err)
-		}
-		named = append(named, driver.NamedValue{Ordinal: i + 1, Value: v})
-	}
-	w.cur.named = named
-	defer clear(named) // let go of the values
-	if !w.cur.query1 {
-		res, err := st.(driver.StmtExecContext).ExecContext(ctx, named)
-		if err != nil {
-			return err
-		}
-		w.cur.affected, err = res.RowsAffected()
-		return err
-	}
-	rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, named)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	row := make([]driver.Value, len(rows.Columns()))
-	switch err := rows.Next(row); {
-	case err == io.EOF:
-		return nil
-	case err != nil:
-		return err
-	}
-	for i, v := range row {
-		if b, ok := v.([]byte); ok { // the driver may reuse its buffer
-			row[i] = bytes.Clone(b)
-		}
-	}
-	w.cur.row = row
-	return nil
-}
-
-// driverValue converts an argument the way database/sql would.
-func driverValue(v any) (driver.Value, error) {
-	switch x := v.(type) {
-	case nil, string, int64, float64, bool, []byte, time.Time:
-		return x, nil
-	case int:
-		return int64(x), nil
-	case *time.Time:
-		if x == nil {
-			return nil, nil
-		}
-		return *x, nil
-	}
-	return driver.DefaultParameterConverter.ConvertValue(v)
-}
-
-func (w *writer) closeStatements() {
-	w.conn.Raw(func(any) error {
-		for _, st := range w.stmts {
-			st.Close()
-		}
-		return nil
-	})
-	w.conn.Close()
 }
 
 // Write runs fn in a write transaction and returns once that transaction has
