@@ -219,48 +219,7 @@ type Server struct {
 // agents) are the core's to start and stop (Core.Job), so New comes
 // before Core.Start.
 func New(c *core.Core, cfg Config) *Server {
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.AuditSearchTimeout == 0 {
-		cfg.AuditSearchTimeout = 15 * time.Second
-	}
-	if cfg.MaxStreams == 0 {
-		cfg.MaxStreams = MaxStreams
-	}
-	if cfg.MaxStreamsPerAddress == 0 {
-		cfg.MaxStreamsPerAddress = MaxStreamsPerAddress
-	}
-	if cfg.ReplyWait == 0 {
-		cfg.ReplyWait = 20 * time.Second
-	}
-	if cfg.MaxHeld == 0 {
-		cfg.MaxHeld = MaxHeld
-	}
-	if cfg.MaxHeldPerAgent == 0 {
-		cfg.MaxHeldPerAgent = MaxHeldPerAgent
-	}
-	if cfg.MaxMCPSessionsPerAgent == 0 {
-		cfg.MaxMCPSessionsPerAgent = MaxMCPSessionsPerAgent
-	}
-	if cfg.MCPSessionIdle == 0 {
-		cfg.MCPSessionIdle = MCPSessionIdle
-	}
-	if cfg.RevokedCheckEvery == 0 {
-		cfg.RevokedCheckEvery = RevokedCheckEvery
-	}
-	if cfg.AgentCallsPerSecond == 0 {
-		cfg.AgentCallsPerSecond = AgentCallsPerSecond
-	}
-	if cfg.AgentCallBurst == 0 {
-		cfg.AgentCallBurst = AgentCallBurst
-	}
-	if cfg.Customers == nil {
-		cfg.Customers = NewCustomerVerifier("")
-	}
-	if cfg.SSO != nil && cfg.SSO.GroupsClaim == "" {
-		cfg.SSO.GroupsClaim = "groups"
-	}
+	cfg.defaults()
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = echo.ExtractIPDirect()
@@ -300,6 +259,52 @@ func New(c *core.Core, cfg Config) *Server {
 	}
 	s.routes()
 	return s
+}
+
+// defaults fills what the configuration leaves zero.
+func (c *Config) defaults() {
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.AuditSearchTimeout == 0 {
+		c.AuditSearchTimeout = 15 * time.Second
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = MaxStreams
+	}
+	if c.MaxStreamsPerAddress == 0 {
+		c.MaxStreamsPerAddress = MaxStreamsPerAddress
+	}
+	if c.ReplyWait == 0 {
+		c.ReplyWait = 20 * time.Second
+	}
+	if c.MaxHeld == 0 {
+		c.MaxHeld = MaxHeld
+	}
+	if c.MaxHeldPerAgent == 0 {
+		c.MaxHeldPerAgent = MaxHeldPerAgent
+	}
+	if c.MaxMCPSessionsPerAgent == 0 {
+		c.MaxMCPSessionsPerAgent = MaxMCPSessionsPerAgent
+	}
+	if c.MCPSessionIdle == 0 {
+		c.MCPSessionIdle = MCPSessionIdle
+	}
+	if c.RevokedCheckEvery == 0 {
+		c.RevokedCheckEvery = RevokedCheckEvery
+	}
+	if c.AgentCallsPerSecond == 0 {
+		c.AgentCallsPerSecond = AgentCallsPerSecond
+	}
+	if c.AgentCallBurst == 0 {
+		c.AgentCallBurst = AgentCallBurst
+	}
+	if c.Customers == nil {
+		c.Customers = NewCustomerVerifier("")
+	}
+	if c.SSO != nil && c.SSO.GroupsClaim == "" {
+		c.SSO.GroupsClaim = "groups"
+	}
 }
 
 // Handler returns the server's http.Handler.

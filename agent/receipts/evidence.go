@@ -162,7 +162,16 @@ func Check(b *Bundle, pinned *jose.JSONWebKeySet) (models.ReceiptPayload, []stri
 			fail("links: the call has event %d after the one its receipt names (%d)", own[len(own)-1].Seq, p.Audit.Seq)
 		}
 	}
-	// The anchor.
+	checkAnchor(b, byseq, fail)
+	if err == nil {
+		checkPasskeys(b, p, fail)
+	}
+	return p, problems
+}
+
+// checkAnchor checks the bundle's checkpoint: signed by its key, at the
+// event the links end with.
+func checkAnchor(b *Bundle, byseq map[int64]models.AuditEvent, fail func(string, ...any)) {
 	if b.Checkpoint != nil {
 		pub, err := base64.RawURLEncoding.DecodeString(b.CheckpointKey)
 		switch {
@@ -177,27 +186,28 @@ func Check(b *Bundle, pinned *jose.JSONWebKeySet) (models.ReceiptPayload, []stri
 			fail("checkpoint: names event %d with hash %s; the links have %s", b.Checkpoint.Seq, short(b.Checkpoint.Hash), short(e.Hash))
 		}
 	}
-	// The passkey signatures, with the credentials' public keys.
-	if err == nil {
-		creds := map[string]models.Passkey{}
-		for _, k := range b.Passkeys {
-			creds[k.ID] = k
+}
+
+// checkPasskeys checks the approvers' passkey signatures in the receipt
+// with the credentials' public keys the bundle carries.
+func checkPasskeys(b *Bundle, p models.ReceiptPayload, fail func(string, ...any)) {
+	creds := map[string]models.Passkey{}
+	for _, k := range b.Passkeys {
+		creds[k.ID] = k
+	}
+	for _, a := range p.Envelope.Approvals {
+		if a.Passkey == nil {
+			continue
 		}
-		for _, a := range p.Envelope.Approvals {
-			if a.Passkey == nil {
-				continue
-			}
-			k, ok := creds[a.Passkey.CredentialID]
-			if !ok {
-				fail("passkey of %s: the bundle does not carry credential %s", a.Name, short(a.Passkey.CredentialID))
-				continue
-			}
-			if err := accounts.CheckSignature(*a.Passkey, k, p.Call, a.ArgsDigest, a.Verdict); err != nil {
-				fail("passkey of %s: %v", a.Name, err)
-			}
+		k, ok := creds[a.Passkey.CredentialID]
+		if !ok {
+			fail("passkey of %s: the bundle does not carry credential %s", a.Name, short(a.Passkey.CredentialID))
+			continue
+		}
+		if err := accounts.CheckSignature(*a.Passkey, k, p.Call, a.ArgsDigest, a.Verdict); err != nil {
+			fail("passkey of %s: %v", a.Name, err)
 		}
 	}
-	return p, problems
 }
 
 func short(s string) string {

@@ -87,16 +87,8 @@ func run(n, textBytes, mediaBytes int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	file, tool, content := filepath.Join(dir, "a.txt"), "read_text_file", []byte("a line to read")
-	switch {
-	case mediaBytes > 0:
-		file, tool, content = filepath.Join(dir, "a.png"), "read_media_file", make([]byte, mediaBytes)
-		rand.Read(content)
-	case textBytes > 0:
-		line := []byte("a line of text to read, with <, > & \"quotes\"\n")
-		content = bytes.Repeat(line, textBytes/len(line)+1)[:textBytes]
-	}
-	if err := os.WriteFile(file, content, 0o600); err != nil {
+	file, tool, err := fileToRead(dir, textBytes, mediaBytes)
+	if err != nil {
 		return err
 	}
 	// Straight to the upstream.
@@ -160,6 +152,21 @@ func run(n, textBytes, mediaBytes int) error {
 		{"through Countersign's /mcp, 2025 session", session, "fs__" + tool},
 	}
 	return compare(ctx, n, file, kinds)
+}
+
+// fileToRead writes the file the reads are of, and says which tool reads
+// it: one line of text, a big text, or an image of random bytes.
+func fileToRead(dir string, textBytes, mediaBytes int) (file, tool string, err error) {
+	file, tool, content := filepath.Join(dir, "a.txt"), "read_text_file", []byte("a line to read")
+	switch {
+	case mediaBytes > 0:
+		file, tool, content = filepath.Join(dir, "a.png"), "read_media_file", make([]byte, mediaBytes)
+		rand.Read(content)
+	case textBytes > 0:
+		line := []byte("a line of text to read, with <, > & \"quotes\"\n")
+		content = bytes.Repeat(line, textBytes/len(line)+1)[:textBytes]
+	}
+	return file, tool, os.WriteFile(file, content, 0o600)
 }
 
 func freePort() (int, error) {

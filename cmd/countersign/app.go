@@ -63,32 +63,15 @@ type App struct {
 // shop when asked, and recovers calls a previous process left running:
 // each step in turn, undoing those before it when one fails.
 func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cmp.Or(cfg.LogLevel, "info"))); err != nil {
-		return nil, usageError(fmt.Sprintf("--log-level %q: choose debug, info, warn or error", cfg.LogLevel))
+	log, err := newLog(cfg, stderr)
+	if err != nil {
+		return nil, err
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	// Libraries that log to slog's default (the OAuth provider) log as
-	// the server does.
-	slog.SetDefault(log)
-	for name, n := range map[string]int{"--agent-calls-per-second": cfg.AgentCallsPerSecond, "--agent-call-burst": cfg.AgentCallBurst,
-		"--agent-max-waiting": cfg.AgentMaxWaiting, "--session-max-waiting": cfg.SessionMaxWaiting,
-		"--conversation-max-waiting": cfg.RunMaxWaiting, "--customer-max-waiting": cfg.CustomerMaxWaiting} {
-		if n < 0 || n > 1_000_000 {
-			return nil, fmt.Errorf("%s is a number from 1 to 1000000 (0: the default)", name)
-		}
-	}
-	if (cfg.IntentWindow < 0 && cfg.IntentWindow != gate.NoIntentWindow) || cfg.IntentWindow > 90*24*time.Hour {
-		return nil, usageError(fmt.Sprintf("--intent-window %s: from 0 (off) to 2160h (90 days)", cfg.IntentWindow))
-	}
-	if cfg.MaxArgs != 0 && (cfg.MaxArgs < 64<<10 || cfg.MaxArgs > 64<<20) {
-		return nil, usageError(fmt.Sprintf("--max-args %d: a call's arguments may be from 65536 (64 KiB) to 67108864 (64 MiB) bytes", cfg.MaxArgs))
+	if err := checkLimits(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.MaxArgs != 0 {
 		tools.MaxArgsBytes = cfg.MaxArgs // before anything is served
-	}
-	if cfg.MCPHold != 0 && (cfg.MCPHold < time.Second || cfg.MCPHold > 10*time.Minute) {
-		return nil, usageError(fmt.Sprintf("--mcp-hold %s: hold a waiting call between 1s and 10m", cfg.MCPHold))
 	}
 	store, err := storage.Open(cfg.DB, storage.Options{Demo: cfg.Demo})
 	if err != nil {
@@ -155,6 +138,39 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		return fail(err)
 	}
 	return a, nil
+}
+
+// newLog is the server's JSON log at --log-level. Libraries that log to
+// slog's default (the OAuth provider) log as the server does.
+func newLog(cfg config, stderr io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cmp.Or(cfg.LogLevel, "info"))); err != nil {
+		return nil, usageError(fmt.Sprintf("--log-level %q: choose debug, info, warn or error", cfg.LogLevel))
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+	return log, nil
+}
+
+// checkLimits refuses a limit out of its range, naming the flag.
+func checkLimits(cfg config) error {
+	for name, n := range map[string]int{"--agent-calls-per-second": cfg.AgentCallsPerSecond, "--agent-call-burst": cfg.AgentCallBurst,
+		"--agent-max-waiting": cfg.AgentMaxWaiting, "--session-max-waiting": cfg.SessionMaxWaiting,
+		"--conversation-max-waiting": cfg.RunMaxWaiting, "--customer-max-waiting": cfg.CustomerMaxWaiting} {
+		if n < 0 || n > 1_000_000 {
+			return fmt.Errorf("%s is a number from 1 to 1000000 (0: the default)", name)
+		}
+	}
+	if (cfg.IntentWindow < 0 && cfg.IntentWindow != gate.NoIntentWindow) || cfg.IntentWindow > 90*24*time.Hour {
+		return usageError(fmt.Sprintf("--intent-window %s: from 0 (off) to 2160h (90 days)", cfg.IntentWindow))
+	}
+	if cfg.MaxArgs != 0 && (cfg.MaxArgs < 64<<10 || cfg.MaxArgs > 64<<20) {
+		return usageError(fmt.Sprintf("--max-args %d: a call's arguments may be from 65536 (64 KiB) to 67108864 (64 MiB) bytes", cfg.MaxArgs))
+	}
+	if cfg.MCPHold != 0 && (cfg.MCPHold < time.Second || cfg.MCPHold > 10*time.Minute) {
+		return usageError(fmt.Sprintf("--mcp-hold %s: hold a waiting call between 1s and 10m", cfg.MCPHold))
+	}
+	return nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {

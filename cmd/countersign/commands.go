@@ -199,50 +199,17 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "audit chain intact: %d events\n", rep.Events)
 	}
 	if pub != nil {
-		anchors, err := audit.VerifyAnchors(ctx, store, cfg.Checkpoints, pub, rep.Events)
+		bad, err := printAnchors(ctx, stdout, store, cfg.Checkpoints, pub, rep.Events)
 		if err != nil {
 			return err
 		}
-		switch {
-		case !anchors.OK && anchors.BadSeq > 0:
-			failed = true
-			fmt.Fprintf(stdout, "audit chain BROKEN at sequence %d: %s\n", anchors.BadSeq, anchors.Problem)
-		case !anchors.OK:
-			failed = true
-			fmt.Fprintf(stdout, "audit checkpoints UNUSABLE: %s\n", anchors.Problem)
-		case anchors.Checkpoints == 0:
-			failed = true
-			fmt.Fprintf(stdout, "audit checkpoints MISSING: %s holds none, so nothing outside the database vouches for the chain\n", cfg.Checkpoints)
-		default:
-			fmt.Fprintf(stdout, "audit chain holds all %d checkpoints (the newest: event %d, taken %s)\n",
-				anchors.Checkpoints, anchors.Latest.Seq, anchors.Latest.At.Format(time.RFC3339))
-		}
+		failed = failed || bad
 	}
-	keys, err := audit.VerifyPasskeys(ctx, store)
+	bad, err := printSignatures(ctx, stdout, store)
 	if err != nil {
 		return err
 	}
-	if len(keys.Failures) > 0 {
-		failed = true
-		fmt.Fprintf(stdout, "passkey signatures FAIL: %d of %d\n", len(keys.Failures), keys.Signed)
-		printProblems(stdout, keys.Failures, 0)
-	} else if keys.Signed > 0 {
-		fmt.Fprintf(stdout, "passkey signatures check out: %d verdicts\n", keys.Signed)
-	}
-	signed, err := receipts.VerifyStored(ctx, store)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(signed.Failures) > 0:
-		failed = true
-		fmt.Fprintf(stdout, "receipts FAIL: %d of %d\n", len(signed.Failures)+signed.MoreFailures, signed.Receipts)
-		printProblems(stdout, signed.Failures, signed.MoreFailures)
-	case signed.Missing > 0:
-		fmt.Fprintf(stdout, "receipts check out: %d; %d final calls are not signed yet (a server signs them when it starts)\n", signed.Receipts, signed.Missing)
-	case signed.Receipts > 0:
-		fmt.Fprintf(stdout, "receipts check out: %d, every final call signed\n", signed.Receipts)
-	}
+	failed = failed || bad
 	records, err := audit.VerifyRecords(ctx, store)
 	if err != nil {
 		return err
@@ -258,6 +225,61 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	fmt.Fprintf(stdout, "records agree with the audit chain: %d calls, %d verdicts\n", records.Calls, records.Approvals)
 	return nil
+}
+
+// printAnchors says whether the chain holds the signed checkpoints in dir;
+// true when it does not.
+func printAnchors(ctx context.Context, stdout io.Writer, store *storage.Store, dir string, pub ed25519.PublicKey, events int64) (failed bool, err error) {
+	anchors, err := audit.VerifyAnchors(ctx, store, dir, pub, events)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case !anchors.OK && anchors.BadSeq > 0:
+		failed = true
+		fmt.Fprintf(stdout, "audit chain BROKEN at sequence %d: %s\n", anchors.BadSeq, anchors.Problem)
+	case !anchors.OK:
+		failed = true
+		fmt.Fprintf(stdout, "audit checkpoints UNUSABLE: %s\n", anchors.Problem)
+	case anchors.Checkpoints == 0:
+		failed = true
+		fmt.Fprintf(stdout, "audit checkpoints MISSING: %s holds none, so nothing outside the database vouches for the chain\n", dir)
+	default:
+		fmt.Fprintf(stdout, "audit chain holds all %d checkpoints (the newest: event %d, taken %s)\n",
+			anchors.Checkpoints, anchors.Latest.Seq, anchors.Latest.At.Format(time.RFC3339))
+	}
+	return failed, nil
+}
+
+// printSignatures says whether the passkey signatures and the receipts
+// kept check out; true when one does not.
+func printSignatures(ctx context.Context, stdout io.Writer, store *storage.Store) (failed bool, err error) {
+	keys, err := audit.VerifyPasskeys(ctx, store)
+	if err != nil {
+		return false, err
+	}
+	if len(keys.Failures) > 0 {
+		failed = true
+		fmt.Fprintf(stdout, "passkey signatures FAIL: %d of %d\n", len(keys.Failures), keys.Signed)
+		printProblems(stdout, keys.Failures, 0)
+	} else if keys.Signed > 0 {
+		fmt.Fprintf(stdout, "passkey signatures check out: %d verdicts\n", keys.Signed)
+	}
+	signed, err := receipts.VerifyStored(ctx, store)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case len(signed.Failures) > 0:
+		failed = true
+		fmt.Fprintf(stdout, "receipts FAIL: %d of %d\n", len(signed.Failures)+signed.MoreFailures, signed.Receipts)
+		printProblems(stdout, signed.Failures, signed.MoreFailures)
+	case signed.Missing > 0:
+		fmt.Fprintf(stdout, "receipts check out: %d; %d final calls are not signed yet (a server signs them when it starts)\n", signed.Receipts, signed.Missing)
+	case signed.Receipts > 0:
+		fmt.Fprintf(stdout, "receipts check out: %d, every final call signed\n", signed.Receipts)
+	}
+	return failed, nil
 }
 
 // printProblems lists problems a verification found, one a line, and how

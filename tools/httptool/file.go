@@ -193,21 +193,7 @@ func (s *Set) Redact(text string) string { return s.secrets.text(text) }
 // Load reads a tools file. Every problem is refused with the file, the line
 // and why: unknown keys, a bad schema, a missing variable, a name used twice.
 func Load(data []byte, source string, o Options) (*Set, error) {
-	if o.Env == nil {
-		o.Env = os.LookupEnv
-	}
-	if o.Client == nil {
-		o.Client = &http.Client{}
-	}
-	if o.Retries == 0 {
-		o.Retries = 2
-	}
-	if o.Backoff == 0 {
-		o.Backoff = 200 * time.Millisecond
-	}
-	if o.Reconnect == 0 {
-		o.Reconnect = time.Second
-	}
+	o.defaults()
 	var spec fileSpec
 	if err := yaml.UnmarshalWithOptions(data, &spec, yaml.Strict()); err != nil {
 		return nil, fmt.Errorf("tools %s: %s", source, yaml.FormatError(err, false, true))
@@ -267,6 +253,41 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 			}
 		}
 	}
+	if err := set.sameNames(spec, at); err != nil {
+		set.Close()
+		return nil, err
+	}
+	set.mu.Lock()
+	set.loaded = true
+	set.mu.Unlock()
+	for _, u := range set.upstreams {
+		go u.Keep()
+	}
+	return set, nil
+}
+
+// defaults fills what the options leave zero.
+func (o *Options) defaults() {
+	if o.Env == nil {
+		o.Env = os.LookupEnv
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{}
+	}
+	if o.Retries == 0 {
+		o.Retries = 2
+	}
+	if o.Backoff == 0 {
+		o.Backoff = 200 * time.Millisecond
+	}
+	if o.Reconnect == 0 {
+		o.Reconnect = time.Second
+	}
+}
+
+// sameNames refuses two MCP servers that would offer the same tool or
+// prompt name.
+func (set *Set) sameNames(spec fileSpec, at func(string) string) error {
 	// Two servers offering the same name (prefix: false, or a server
 	// named so that "<a>__<b>" meets another's own name): refused, both
 	// named.
@@ -274,8 +295,7 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 	for i, u := range set.upstreams {
 		for _, t := range u.Tools() {
 			if other, ok := offers[t.Name]; ok {
-				set.Close()
-				return nil, fmt.Errorf("%s: the MCP servers %s and %s both offer a tool named %s (give one prefix: true, the default)",
+				return fmt.Errorf("%s: the MCP servers %s and %s both offer a tool named %s (give one prefix: true, the default)",
 					at(fmt.Sprintf("$.mcp_servers[%d].name", i)), other, spec.MCPServers[i].Name, t.Name)
 			}
 			offers[t.Name] = spec.MCPServers[i].Name
@@ -285,20 +305,13 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 	for i, u := range set.upstreams {
 		for _, p := range u.Offers().Prompts {
 			if other, ok := prompts[p.Name]; ok {
-				set.Close()
-				return nil, fmt.Errorf("%s: the MCP servers %s and %s both offer a prompt named %s (give one prefix: true, the default, or prompts: false)",
+				return fmt.Errorf("%s: the MCP servers %s and %s both offer a prompt named %s (give one prefix: true, the default, or prompts: false)",
 					at(fmt.Sprintf("$.mcp_servers[%d].name", i)), other, spec.MCPServers[i].Name, p.Name)
 			}
 			prompts[p.Name] = spec.MCPServers[i].Name
 		}
 	}
-	set.mu.Lock()
-	set.loaded = true
-	set.mu.Unlock()
-	for _, u := range set.upstreams {
-		go u.Keep()
-	}
-	return set, nil
+	return nil
 }
 
 func (set *Set) isLoaded() bool {
