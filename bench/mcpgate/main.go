@@ -2,7 +2,7 @@
 // (read_text_file of the official filesystem server, from .ci/mcp) straight
 // to the upstream over stdio, against the same read through a plain MCP
 // proxy that records nothing (supergateway, stdio to streamable HTTP, from
-// .ci/mcp) and through Countersign's /mcp (agent key, gate, record, forward
+// .ci/mcp; and mcp-proxy, the same) and through Countersign's /mcp (agent key, gate, record, forward
 // once) with the 2026-07-28 revision (stateless, what the Go SDK's client
 // speaks by default) and with a 2025 session; same Go SDK client code,
 // alternated, sequential. BENCHMARKS.md.
@@ -138,16 +138,15 @@ func run(n, textBytes, mediaBytes int) error {
 		return err
 	}
 	defer session.Close()
-	// A plain proxy: supergateway, stdio to streamable HTTP, one child.
-	proxied, stop, err := supergateway(script, dir, connect)
+	plain, stop, err := plainProxies(script, dir, connect)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	defer proxied.Close()
 	kinds := []kind{
 		{"straight to the upstream (stdio)", direct, tool},
-		{"through supergateway (records nothing)", proxied, tool},
+		{"through supergateway (records nothing)", plain[0], tool},
+		{"through mcp-proxy (records nothing)", plain[1], tool},
 		{"through Countersign's /mcp, 2026-07-28", gated, "fs__" + tool},
 		{"through Countersign's /mcp, 2025 session", session, "fs__" + tool},
 	}
@@ -226,19 +225,53 @@ func compare(ctx context.Context, n int, file string, kinds []kind) error {
 	return nil
 }
 
-// supergateway starts a plain proxy (stdio to streamable HTTP, one child)
-// in front of the same upstream and connects to it.
-func supergateway(script, dir string, connect func(url, version string, rt http.RoundTripper) (*mcp.ClientSession, error)) (*mcp.ClientSession, func(), error) {
+// plainProxies starts supergateway and mcp-proxy (stdio to streamable
+// HTTP, one child each) in front of the same upstream, connected.
+func plainProxies(script, dir string, connect func(url, version string, rt http.RoundTripper) (*mcp.ClientSession, error)) ([]*mcp.ClientSession, func(), error) {
+	var stops []func()
+	stop := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	var out []*mcp.ClientSession
+	for _, p := range []struct {
+		name string
+		args func(int) []string
+	}{
+		{"supergateway", func(port int) []string {
+			return []string{".ci/mcp/node_modules/supergateway/dist/index.js", "--stdio", fmt.Sprintf("node %q %q", script, dir),
+				"--outputTransport", "streamableHttp", "--stateful", "--port", strconv.Itoa(port), "--logLevel", "none"}
+		}},
+		{"mcp-proxy", func(port int) []string {
+			return []string{".ci/mcp/node_modules/mcp-proxy/dist/bin/mcp-proxy.mjs", "--port", strconv.Itoa(port), "--host", "127.0.0.1",
+				"--server", "stream", "--", "node", script, dir}
+		}},
+	} {
+		cs, end, err := plainProxy(p.name, p.args, connect)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		stops = append(stops, end, func() { cs.Close() })
+		out = append(out, cs)
+	}
+	return out, stop, nil
+}
+
+// plainProxy starts a plain proxy (stdio to streamable HTTP, one child,
+// node with the arguments args gives for a port) in front of the same
+// upstream and connects to it.
+func plainProxy(name string, args func(port int) []string, connect func(url, version string, rt http.RoundTripper) (*mcp.ClientSession, error)) (*mcp.ClientSession, func(), error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, nil, err
 	}
-	sg := exec.Command("node", ".ci/mcp/node_modules/supergateway/dist/index.js", "--stdio", fmt.Sprintf("node %q %q", script, dir),
-		"--outputTransport", "streamableHttp", "--stateful", "--port", strconv.Itoa(port), "--logLevel", "none")
-	if err := sg.Start(); err != nil {
+	px := exec.Command("node", args(port)...)
+	if err := px.Start(); err != nil {
 		return nil, nil, err
 	}
-	stop := func() { sg.Process.Kill(); sg.Wait() }
+	stop := func() { px.Process.Kill(); px.Wait() }
 	var proxied *mcp.ClientSession
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		if proxied, err = connect(fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "2025-11-25", http.DefaultTransport); err == nil {
@@ -246,7 +279,7 @@ func supergateway(script, dir string, connect func(url, version string, rt http.
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return nil, nil, fmt.Errorf("supergateway: %w", err)
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	return proxied, stop, nil
