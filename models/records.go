@@ -190,41 +190,6 @@ type AuditHead struct {
 	Hash string `gorm:"size:64"`
 }
 
-// Customer is a demo-shop customer.
-type Customer struct {
-	ID        string `gorm:"primaryKey;size:64"`
-	Name      string `gorm:"size:200"`
-	Email     string `gorm:"size:200"`
-	CreatedAt time.Time
-}
-
-// Order is a demo-shop order. Money is kept in cents.
-type Order struct {
-	ID              string    `gorm:"primaryKey;size:32"`
-	CustomerID      string    `gorm:"size:64;index;not null"`
-	Customer        *Customer `gorm:"constraint:OnDelete:RESTRICT"`
-	Status          string    `gorm:"size:16"`
-	TotalCents      Cents
-	RefundedCents   Cents
-	ShippingAddress string `gorm:"size:300"`
-	Items           string `gorm:"size:500"`
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-}
-
-// Refund is money sent back on an order. The idempotency key makes a retried
-// tool execution find the refund it already made instead of paying twice.
-type Refund struct {
-	ID             string `gorm:"primaryKey;size:40"`
-	OrderID        string `gorm:"size:32;index;not null"`
-	Order          *Order `gorm:"constraint:OnDelete:RESTRICT"`
-	CustomerID     string `gorm:"size:64;index:idx_refunds_customer_created,priority:1"`
-	AmountCents    Cents
-	Reason         string    `gorm:"size:500"`
-	IdempotencyKey string    `gorm:"size:80;uniqueIndex"`
-	CreatedAt      time.Time `gorm:"index:idx_refunds_customer_created,priority:2"`
-}
-
 // Agent is an outside agent allowed to ask the gate (POST /api/v1/calls)
 // with its key. The key itself is never stored.
 type Agent struct {

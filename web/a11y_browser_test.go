@@ -12,8 +12,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/countersign/countersign/agent/gate"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 //go:embed testdata/axe/axe.min.js

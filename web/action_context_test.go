@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 // The approver reads what is asked in words, what to know about the order,

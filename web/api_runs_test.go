@@ -18,16 +18,16 @@ import (
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/llm"
-	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/runloop"
+	"github.com/countersign/countersign/demo/offline"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
-	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
 )
 
@@ -56,7 +56,7 @@ func newAppWith(t *testing.T, configure func(*web.Config)) *app {
 func newAppServer(t *testing.T, configure func(*web.Config), tls bool) *app {
 	t.Helper()
 	store := openStore(t)
-	if _, err := store.SeedDemoShop(context.Background()); err != nil {
+	if _, err := shop.On(store).Seed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return demoAppOn(t, store, configure, tls)

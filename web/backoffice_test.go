@@ -15,6 +15,7 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/runloop"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/web"
@@ -256,7 +257,7 @@ func TestDoubleApproveThroughTwoSessions(t *testing.T) {
 	if ok != 1 || conflict != 1 {
 		t.Fatalf("results %.300q", results)
 	}
-	refunds, _ := a.store.OrderRefunds(context.Background(), "A1002")
+	refunds, _ := shop.On(a.store).OrderRefunds(context.Background(), "A1002")
 	if len(refunds) != 1 {
 		t.Fatalf("%d refunds", len(refunds))
 	}
@@ -487,7 +488,7 @@ func TestSessionsEndAfterIdleAndAbsoluteTimeouts(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Now().UTC()
 	store.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	if _, err := store.SeedDemoShop(context.Background()); err != nil {
+	if _, err := shop.On(store).Seed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	a := demoAppOn(t, store, nil, false)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 )
 
@@ -257,7 +258,7 @@ func TestBrowserQueueIsLiveAndEditApproveReachesTheAudit(t *testing.T) {
 	if err := chromedp.Do(sam, chromedp.WaitNotPresent(row)); err != nil {
 		t.Fatalf("the action stayed in the second queue: %v", err)
 	}
-	if refunds, _ := a.store.OrderRefunds(context.Background(), "A1002"); len(refunds) != 1 || refunds[0].AmountCents != 45000 {
+	if refunds, _ := shop.On(a.store).OrderRefunds(context.Background(), "A1002"); len(refunds) != 1 || refunds[0].AmountCents != 45000 {
 		t.Fatalf("refunds %+v", refunds)
 	}
 

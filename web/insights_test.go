@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent/gate"
-	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/demo/offline"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/web"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent/gate"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/models/storage/storetest"
@@ -23,14 +24,14 @@ func twoInstances(t *testing.T) (*storage.Store, *storage.Store) {
 	t.Helper()
 	dsn := storetest.DSN(t)
 	open := func() *storage.Store {
-		s, err := storage.Open(dsn, storage.Options{Demo: true})
+		s, err := storage.Open(dsn, storage.Options{Own: shop.Schema})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
 	a, b := open(), open()
-	if _, err := a.SeedDemoShop(context.Background()); err != nil {
+	if _, err := shop.On(a).Seed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return a, b

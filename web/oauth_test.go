@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
 	"github.com/countersign/countersign/web/oauth"
@@ -292,7 +293,7 @@ func TestOAuthAccessTokensExpire(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Now().UTC()
 	store.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	if _, err := store.SeedDemoShop(context.Background()); err != nil {
+	if _, err := shop.On(store).Seed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	a := demoAppOn(t, store, nil, false)

@@ -15,15 +15,15 @@ import (
 
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/audit"
-	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/receipts"
 	"github.com/countersign/countersign/agent/runloop"
+	"github.com/countersign/countersign/demo/offline"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
 )
 
@@ -33,11 +33,11 @@ func passkeyApp(t *testing.T) (*app, string) { return passkeyAppWith(t, false) }
 func passkeyAppWith(t *testing.T, admins bool) (*app, string) {
 	t.Helper()
 	dsn := storetest.DSN(t)
-	store, err := storage.Open(dsn, storage.Options{Demo: true})
+	store, err := storage.Open(dsn, storage.Options{Own: shop.Schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.SeedDemoShop(context.Background()); err != nil {
+	if _, err := shop.On(store).Seed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	yaml := strings.Replace(string(shop.PolicyYAML), "    reason: \"Refund of {{ money(args.amount) }}\"\n    expires: 24h\n",

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 // On /policy an admin proposes a version by editing it; a syntax error is

@@ -11,9 +11,9 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/versions"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 // apiToken makes a staff member of a role and a staff API token for them.

@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/demo/offline"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/views"
 	"github.com/countersign/countersign/web"
 )
@@ -103,7 +103,7 @@ func slackApp(t *testing.T, w *slackWorld) *app {
 func outboxApp(t *testing.T, oc outbox.Config, wc web.Config) *app {
 	t.Helper()
 	store := openStore(t)
-	if _, err := store.SeedDemoShop(context.Background()); err != nil {
+	if _, err := shop.On(store).Seed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	reg, _ := tools.NewRegistry(shop.Tools(store)...)

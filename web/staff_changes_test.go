@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent/accounts"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 // noLink fails when a response to an admin carries an enrollment link or
@@ -237,7 +237,7 @@ func TestEnrollmentLinkWorksOnceAndExpires(t *testing.T) {
 	now := time.Now().UTC()
 	store := openStore(t)
 	store.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	if _, err := store.SeedDemoShop(context.Background()); err != nil {
+	if _, err := shop.On(store).Seed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	a := demoAppOn(t, store, nil, false)

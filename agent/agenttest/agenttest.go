@@ -17,11 +17,11 @@ import (
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/runloop"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 // Staff who decide in the tests, one of each role.
@@ -71,7 +71,7 @@ func New(t testing.TB, options ...func(*core.Config)) *Env {
 	store := storetest.Open(t)
 	clk := &Clock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
 	store.Now = clk.Now
-	if _, err := store.SeedDemoShop(context.Background()); err != nil {
+	if _, err := shop.On(store).Seed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	e := &Env{T: t, Store: store, Clock: clk, Executions: map[string]*atomic.Int64{}}
@@ -190,9 +190,9 @@ func (e *Env) Call(runID, customerID, tool, args string) gate.Outcome {
 }
 
 // Order reads a demo order (A… is Alice's, B… Bob's).
-func (e *Env) Order(id string) *models.Order {
+func (e *Env) Order(id string) *shop.Order {
 	e.T.Helper()
-	o, err := e.Store.CustomerOrder(context.Background(), strings.ToLower("cus_")+map[byte]string{'A': "alice", 'B': "bob"}[id[0]], id)
+	o, err := shop.On(e.Store).CustomerOrder(context.Background(), strings.ToLower("cus_")+map[byte]string{'A': "alice", 'B': "bob"}[id[0]], id)
 	if err != nil {
 		e.T.Fatal(err)
 	}

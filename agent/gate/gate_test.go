@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/models/storage"
@@ -208,7 +209,7 @@ rules:
 	if res, err := g.Approve(context.Background(), out.CallID, supervisor, gate.ApproveRequest{}); err != nil || !res.Final {
 		t.Fatalf("supervisor: %+v %v", res, err)
 	}
-	if o := e.Order("A1003"); o.Status != models.OrderCancelled || o.RefundedCents != 6000 {
+	if o := e.Order("A1003"); o.Status != shop.OrderCancelled || o.RefundedCents != 6000 {
 		t.Fatalf("order after cancel: %+v", o)
 	}
 }
@@ -475,7 +476,7 @@ func TestCancelWithdrawsAPendingAction(t *testing.T) {
 	if _, err := e.Gate.Approve(context.Background(), out.CallID, supervisor, gate.ApproveRequest{}); fault.CodeOf(err) != fault.Conflict {
 		t.Fatalf("approve after cancel: %v", err)
 	}
-	if e.Order("A1003").Status != models.OrderProcessing {
+	if e.Order("A1003").Status != shop.OrderProcessing {
 		t.Fatal("a cancelled action ran")
 	}
 }

@@ -7,11 +7,11 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 // Two instances on one database: what one is running is never taken by the
@@ -22,7 +22,7 @@ func TestRecoveryLeavesALiveInstancesCallsAlone(t *testing.T) {
 	ctx := context.Background()
 	a, _ := instanceOn(t, dsn)
 	b, gateB := instanceOn(t, dsn)
-	if _, err := a.SeedDemoShop(ctx); err != nil {
+	if _, err := shop.On(a).Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Beat(ctx, "a"); err != nil {
@@ -59,7 +59,7 @@ func TestRecoveryLeavesALiveInstancesCallsAlone(t *testing.T) {
 	if rerun, _, _ = gateB.RecoverInterrupted(ctx, models.InstanceAlive); rerun != 0 {
 		t.Fatal("recovered twice")
 	}
-	rs, _ := b.OrderRefunds(ctx, "A1001")
+	rs, _ := shop.On(b).OrderRefunds(ctx, "A1001")
 	if len(rs) != 1 {
 		t.Fatalf("%d refunds", len(rs))
 	}
@@ -76,7 +76,7 @@ func TestRecoveryLeavesALiveInstancesCallsAlone(t *testing.T) {
 // gate with the demo shop's tools and policy; both end with the test.
 func instanceOn(t testing.TB, dsn string) (*storage.Store, *gate.Gate) {
 	t.Helper()
-	s, err := storage.Open(dsn, storage.Options{Demo: true})
+	s, err := storage.Open(dsn, storage.Options{Own: shop.Schema})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/countersign/countersign/agent/gate"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/models/storage/storetest"
@@ -37,7 +38,7 @@ func BenchmarkGateCallTwoInstances(b *testing.B) {
 	for i := range 2 {
 		s, g := instanceOn(b, dsn)
 		if i == 0 {
-			if _, err := s.SeedDemoShop(context.Background()); err != nil {
+			if _, err := shop.On(s).Seed(context.Background()); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -77,7 +78,7 @@ func BenchmarkPlainPostgresCall(b *testing.B) {
 		b.Skip("needs " + storetest.Env)
 	}
 	dsn := storetest.DSN(b)
-	s, err := storage.Open(dsn, storage.Options{Demo: true})
+	s, err := storage.Open(dsn, storage.Options{Own: shop.Schema})
 	if err != nil {
 		b.Fatal(err)
 	}

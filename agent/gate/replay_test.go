@@ -9,8 +9,8 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 // Replaying the policy in force changes nothing; replaying a stricter one

@@ -1,6 +1,6 @@
 // Package llm holds the language models a run talks to: the Model
 // interface and its request and reply, and the OpenAI-compatible and
-// Anthropic adapters. The demo's scripted model is agent/llm/offline.
+// Anthropic adapters. The demo's scripted model is demo/offline.
 package llm
 
 import (

@@ -17,11 +17,11 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 // clock is a time the test moves.
@@ -57,7 +57,7 @@ func newEnv(t testing.TB, dsn string, cfg outbox.Config) *env {
 	if dsn == "" {
 		dsn = storetest.DSN(t)
 	}
-	store, err := storage.Open(dsn, storage.Options{Demo: true})
+	store, err := storage.Open(dsn, storage.Options{Own: shop.Schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func newEnv(t testing.TB, dsn string, cfg outbox.Config) *env {
 	clk := &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
 	store.Now = clk.Now
 	ctx := context.Background()
-	if _, err := store.SeedDemoShop(ctx); err != nil {
+	if _, err := shop.On(store).Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
 	reg, err := tools.NewRegistry(shop.Tools(store)...)

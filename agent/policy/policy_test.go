@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 func shopRegistry(t testing.TB) *tools.Registry {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/agent/llm/offline"
+	"github.com/countersign/countersign/demo/offline"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 )

@@ -24,7 +24,7 @@ const MaxMessageRunes = 4000
 
 // DefaultSystemPrompt tells a model how to behave as a support agent, for
 // any business: `serve --system-prompt FILE` gives it the business's own
-// words (the demo shop has its own, tools/shop.SystemPrompt).
+// words (the demo shop has its own, demo/shop.SystemPrompt).
 const DefaultSystemPrompt = `You are a support agent. Use the tools you are given to look things up and to act; never invent facts that a tool did not give you.
 Some tool calls need a team member's approval: if a tool result says a call was rejected, denied or expired, do not call it again; tell the person you help plainly, with the reason.
 Be brief and friendly.`

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent/gate"
-	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/runloop"
+	"github.com/countersign/countersign/demo/offline"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 )
 
@@ -57,11 +58,11 @@ func BenchmarkApprovalToResume(b *testing.B) {
 		mu.Unlock()
 	})
 	// One fresh order per approval, so that every refund succeeds.
-	orders := make([]models.Order, b.N)
+	orders := make([]shop.Order, b.N)
 	for i := range orders {
-		orders[i] = models.Order{ID: fmt.Sprintf("C%07d", i), CustomerID: "cus_bob", Status: models.OrderDelivered, TotalCents: 100000, Items: "Bench item"}
+		orders[i] = shop.Order{ID: fmt.Sprintf("C%07d", i), CustomerID: "cus_bob", Status: shop.OrderDelivered, TotalCents: 100000, Items: "Bench item"}
 	}
-	if err := e.Store.AddOrders(ctx, orders); err != nil {
+	if err := shop.On(e.Store).AddOrders(ctx, orders); err != nil {
 		b.Fatal(err)
 	}
 	lat := make([]time.Duration, 0, b.N)

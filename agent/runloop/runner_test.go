@@ -11,8 +11,8 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/llm"
-	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/runloop"
+	"github.com/countersign/countersign/demo/offline"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 )

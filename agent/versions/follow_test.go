@@ -7,9 +7,9 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/versions"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 // An instance that cannot read which version is in force when it starts

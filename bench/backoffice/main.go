@@ -32,13 +32,13 @@ import (
 
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
-	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
+	"github.com/countersign/countersign/demo/offline"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
 	"github.com/countersign/countersign/web/webtest"
 )
@@ -77,12 +77,12 @@ func run(nCalls, nPending, nClients int, dir, dsn string) error {
 	}
 	fmt.Printf("seeded %d decided calls and %d pending actions in %s (%.0f MB)\n", nCalls, nPending, time.Since(t0).Round(time.Second), dbSize(path)/1e6)
 
-	store, err := storage.Open(path, storage.Options{Demo: true})
+	store, err := storage.Open(path, storage.Options{Own: shop.Schema})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	if _, err := store.SeedDemoShop(ctx); err != nil {
+	if _, err := shop.On(store).Seed(ctx); err != nil {
 		return err
 	}
 	// The seed wrote past the store, so the audit search's index is behind

@@ -11,8 +11,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 //go:embed policy.rego

@@ -29,13 +29,13 @@ import (
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
-	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/bench/internal/measure"
+	"github.com/countersign/countersign/demo/offline"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
 	"github.com/countersign/countersign/web/webtest"
 )
@@ -112,19 +112,19 @@ func run(nStreams, nDecisions int) error {
 // openShop is the demo shop with one order per decision, so that every
 // approved refund succeeds.
 func openShop(ctx context.Context, path string, nDecisions int) (*storage.Store, error) {
-	store, err := storage.Open(path, storage.Options{Demo: true})
+	store, err := storage.Open(path, storage.Options{Own: shop.Schema})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := store.SeedDemoShop(ctx); err != nil {
+	if _, err := shop.On(store).Seed(ctx); err != nil {
 		store.Close()
 		return nil, err
 	}
-	var orders []models.Order
+	var orders []shop.Order
 	for i := 0; i < nDecisions; i++ {
-		orders = append(orders, models.Order{ID: fmt.Sprintf("W%06d", i), CustomerID: "cus_bob", Status: models.OrderDelivered, TotalCents: 100000, Items: "Bench"})
+		orders = append(orders, shop.Order{ID: fmt.Sprintf("W%06d", i), CustomerID: "cus_bob", Status: shop.OrderDelivered, TotalCents: 100000, Items: "Bench"})
 	}
-	if err := store.AddOrders(ctx, orders); err != nil {
+	if err := shop.On(store).AddOrders(ctx, orders); err != nil {
 		store.Close()
 		return nil, err
 	}

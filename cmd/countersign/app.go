@@ -24,10 +24,10 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/agent/telemetry"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 	"github.com/countersign/countersign/web"
 	"github.com/countersign/countersign/web/mcpgate"
 )
@@ -73,7 +73,11 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if cfg.MaxArgs != 0 {
 		tools.MaxArgsBytes = cfg.MaxArgs // before anything is served
 	}
-	store, err := storage.Open(cfg.DB, storage.Options{Demo: cfg.Demo})
+	var opts storage.Options
+	if cfg.Demo {
+		opts.Own = shop.Schema
+	}
+	store, err := storage.Open(cfg.DB, opts)
 	if err != nil {
 		return nil, err
 	}

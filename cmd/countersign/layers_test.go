@@ -83,14 +83,20 @@ func layerViolations(p goPackage) []string {
 	switch {
 	case ours(path, "bench"):
 		return nil // seeding programs write SQL directly, on purpose
-	case ours(path, "models/storage"):
+	case ours(path, "models/storage/storetest"):
+		// Each test's database is opened with the demo shop's tables.
 		refuse(p.Imports, "the store sits under everything of ours but the words", func(imp string) bool {
 			return ours(imp, "agent", "tools", "web", "views", "cmd")
 		})
 		return bad
+	case ours(path, "models/storage"):
+		refuse(p.Imports, "the store sits under everything of ours but the words", func(imp string) bool {
+			return ours(imp, "agent", "tools", "web", "views", "cmd", "demo")
+		})
+		return bad
 	case ours(path, "models"):
 		refuse(p.Deps, "the words import no store and nothing above them", func(imp string) bool {
-			return databaseDriver(imp) || ours(imp, "models/storage", "agent", "tools", "web", "views", "cmd")
+			return databaseDriver(imp) || ours(imp, "models/storage", "agent", "tools", "web", "views", "cmd", "demo")
 		})
 		return bad
 	}
@@ -101,19 +107,26 @@ func layerViolations(p goPackage) []string {
 			return (strings.HasPrefix(imp, module+"/") && !ours(imp, "models")) || ours(imp, "models/storage") ||
 				(strings.Contains(strings.Split(imp, "/")[0], ".") && !strings.HasPrefix(imp, module+"/") && !strings.HasPrefix(imp, "github.com/a-h/templ"))
 		})
-	case ours(path, "tools/shop"):
-		// The demo shop keeps its tables through the store (DESIGN.md).
-		refuse(p.Deps, "tools sit under the agent and the web", func(imp string) bool { return ours(imp, "agent", "web", "views", "cmd") })
+	case ours(path, "demo"):
+		// The demo is a business like any other: it gives tools, facts,
+		// a model, a policy and a prompt, and keeps its tables through the
+		// store's units of work (storage.Schema).
+		refuse(p.Imports, "the demo reaches Countersign only through what any business uses", func(imp string) bool {
+			return strings.HasPrefix(imp, module+"/") && !ours(imp, "demo", "models", "tools", "agent/llm")
+		})
 	case ours(path, "tools"):
 		refuse(p.Deps, "tools sit under the agent and the web and need only the words", func(imp string) bool {
-			return ours(imp, "agent", "web", "views", "cmd", "models/storage")
+			return ours(imp, "agent", "web", "views", "cmd", "models/storage", "demo")
 		})
+	case ours(path, "agent/agenttest"):
+		// The gate's and the run loop's tests run on the demo shop.
+		refuse(p.Deps, "the core knows no HTTP server, page or process", func(imp string) bool { return ours(imp, "web", "views", "cmd") })
 	case ours(path, "agent"):
-		refuse(p.Deps, "the core knows no HTTP server, page or process", func(imp string) bool {
-			return ours(imp, "web", "views", "cmd") || strings.HasPrefix(imp, "github.com/labstack/echo") || strings.HasPrefix(imp, "github.com/a-h/templ")
+		refuse(p.Deps, "the core knows no HTTP server, page or process, and no business", func(imp string) bool {
+			return ours(imp, "web", "views", "cmd", "demo") || strings.HasPrefix(imp, "github.com/labstack/echo") || strings.HasPrefix(imp, "github.com/a-h/templ")
 		})
 	case ours(path, "web"):
-		refuse(p.Deps, "the web layer is under the process", func(imp string) bool { return ours(imp, "cmd") })
+		refuse(p.Deps, "the web layer is under the process and knows no business", func(imp string) bool { return ours(imp, "cmd", "demo") })
 	}
 	return bad
 }
@@ -132,6 +145,12 @@ func TestLayerRulesRefuseWhatTheyMust(t *testing.T) {
 		{ImportPath: module + "/web", Imports: []string{"gorm.io/gorm"}},
 		{ImportPath: module + "/agent/gate", Imports: []string{"github.com/mattn/go-sqlite3"}},
 		{ImportPath: module + "/models/storage", Imports: []string{module + "/agent/gate"}},
+		{ImportPath: module + "/models/storage", Imports: []string{module + "/demo/shop"}},
+		{ImportPath: module + "/agent/gate", Deps: []string{module + "/demo/shop"}},
+		{ImportPath: module + "/web", Deps: []string{module + "/demo/offline"}},
+		{ImportPath: module + "/demo/shop", Imports: []string{module + "/agent/gate"}},
+		{ImportPath: module + "/demo/offline", Imports: []string{module + "/agent/runloop"}},
+		{ImportPath: module + "/demo/shop", Imports: []string{"gorm.io/gorm"}},
 	} {
 		if len(layerViolations(p)) == 0 {
 			t.Errorf("%s with %v passed", p.ImportPath, slices.Concat(p.Imports, p.Deps))

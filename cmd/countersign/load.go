@@ -9,11 +9,11 @@ import (
 
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/llm"
-	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/runloop"
+	"github.com/countersign/countersign/demo/offline"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 func newModel(cfg config) (llm.Model, error) {

@@ -24,9 +24,9 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/versions"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 func runCmdIn(t *testing.T, stdin string, args ...string) (string, int) {
@@ -201,11 +201,11 @@ func TestServeGivesTheGCMoreRoomUnlessGOGCIsSet(t *testing.T) {
 func TestBackupCommand(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "cs.db")
-	s, err := storage.Open(db, storage.Options{Demo: true})
+	s, err := storage.Open(db, storage.Options{Own: shop.Schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SeedDemoShop(context.Background()); err != nil {
+	if _, err := shop.On(s).Seed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -224,7 +224,7 @@ func TestBackupCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if orders, err := c.CustomerOrders(context.Background(), "cus_alice"); err != nil || len(orders) != 3 {
+	if orders, err := shop.On(c).CustomerOrders(context.Background(), "cus_alice"); err != nil || len(orders) != 3 {
 		t.Fatalf("the copy lacks the demo customer's orders: %d, %v", len(orders), err)
 	}
 	c.Close()

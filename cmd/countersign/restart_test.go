@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent/gate"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models/storage/storetest"
 
 	"github.com/countersign/countersign/models"
@@ -106,14 +107,14 @@ func lastAssistantText(run map[string]any) string {
 	return ""
 }
 
-func refunds(t *testing.T, db, order string) []models.Refund {
+func refunds(t *testing.T, db, order string) []shop.Refund {
 	t.Helper()
 	s, err := storage.Open(db, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rs, err := s.OrderRefunds(context.Background(), order)
+	rs, err := shop.On(s).OrderRefunds(context.Background(), order)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,11 +157,11 @@ func TestRestartContinuesARunCaughtBetweenSteps(t *testing.T) {
 	db := storetest.DSN(t)
 	// A run as a crash leaves it: the model asked for a refund, and the
 	// process died before the call reached the gate.
-	s, err := storage.Open(db, storage.Options{Demo: true})
+	s, err := storage.Open(db, storage.Options{Own: shop.Schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SeedDemoShop(context.Background()); err != nil {
+	if _, err := shop.On(s).Seed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	runID := models.NewID("run")

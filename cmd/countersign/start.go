@@ -11,12 +11,11 @@ import (
 
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
-	"github.com/countersign/countersign/agent/llm/offline"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/agent/versions"
-	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/tools/shop"
+	"github.com/countersign/countersign/demo/offline"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/web"
 )
 
@@ -37,7 +36,7 @@ func (a *App) loadInForce(ctx context.Context) (core.InForce, error) {
 		}
 	}
 	if a.cfg.Demo {
-		n, err := a.store.SeedDemoShop(ctx)
+		n, err := shop.On(a.store).Seed(ctx)
 		if err != nil {
 			return in, fmt.Errorf("seed demo data: %w", err)
 		}
@@ -132,7 +131,7 @@ func (a *App) customerVerifier(ctx context.Context) (v *web.CustomerVerifier, de
 			return nil, "", err
 		}
 		var ids []string
-		for _, c := range models.DemoCustomers {
+		for _, c := range shop.Customers() {
 			ids = append(ids, c.ID)
 		}
 		v.AcceptDemo(demoSecret, ids...)

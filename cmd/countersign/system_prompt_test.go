@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/agent/runloop"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models/storage/storetest"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 // The model of a run is told the neutral prompt by default, the demo

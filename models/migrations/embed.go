@@ -11,9 +11,3 @@ var SQLite embed.FS
 
 //go:embed postgres/*.sql
 var Postgres embed.FS
-
-// Demo is the demo shop's own migrations (demo/sqlite, demo/postgres),
-// applied only to a database opened for the demo.
-//
-//go:embed demo/sqlite/*.sql demo/postgres/*.sql
-var Demo embed.FS

@@ -18,7 +18,7 @@ import (
 func openStore(t testing.TB) (*storage.Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "countersign.db")
-	s, err := storage.Open(path, storage.Options{Demo: true})
+	s, err := storage.Open(path, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,25 +136,6 @@ func TestWriteAfterCloseIsRefused(t *testing.T) {
 	s.Close()
 	if err := s.Write(context.Background(), func(*storage.Tx) error { return nil }); !errors.Is(err, models.ErrClosed) {
 		t.Fatalf("got %v", err)
-	}
-}
-
-func TestSeedDemoShopIsIdempotent(t *testing.T) {
-	s, _ := openStore(t)
-	ctx := context.Background()
-	n, err := s.SeedDemoShop(ctx)
-	if err != nil || n != 6 {
-		t.Fatalf("first seed created %d: %v", n, err)
-	}
-	if n, err := s.SeedDemoShop(ctx); err != nil || n != 0 {
-		t.Fatalf("second seed created %d: %v", n, err)
-	}
-	o, err := s.CustomerOrder(ctx, "cus_bob", "B2001")
-	if err != nil || o.TotalCents != 150000 || o.Status != models.OrderDelivered {
-		t.Fatalf("B2001: %+v %v", o, err)
-	}
-	if _, err := s.CustomerOrder(ctx, "cus_bob", "A1001"); !errors.Is(err, models.ErrNotFound) {
-		t.Fatalf("Bob reached Alice's order: %v", err)
 	}
 }
 

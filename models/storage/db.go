@@ -35,9 +35,10 @@ type Store struct {
 	// pool is PostgreSQL's connection pool: reads and write transactions,
 	// each unit of work in a transaction of its own (postgres.go).
 	pool *sql.DB
-	// demo: opened for the demo shop (Options.Demo), whose tables it has.
-	demo bool
-	dsn  string // PostgreSQL's URL, for the connection that listens
+	// own names the business schema opened with the store (Options.Own):
+	// its tables are there ("" when none).
+	own string
+	dsn string // PostgreSQL's URL, for the connection that listens
 	// self is this process among the servers sharing the database
 	// (instances.go): the owner of the calls it runs.
 	self     string
@@ -53,9 +54,9 @@ type Store struct {
 type Options struct {
 	// MaxBatch caps how many Write calls share one transaction (default 256).
 	MaxBatch int
-	// Demo also makes the demo shop's tables (migrations/demo): a database
-	// opened without it has none.
-	Demo bool
+	// Own also makes a business's own tables (the demo shop's, demo/shop):
+	// a database opened without it has none.
+	Own *Schema
 }
 
 // ReportConns is how many connections people's heavy reads (insights)
@@ -85,10 +86,10 @@ func Open(path string, opts Options) (*Store, error) {
 		closePool(wdb)
 		return nil, fmt.Errorf("migrate database %s: %w", path, err)
 	}
-	if opts.Demo {
-		if err := migrateDemo(wdb); err != nil {
+	if opts.Own != nil {
+		if err := migrateOwn(wdb, opts.Own); err != nil {
 			closePool(wdb)
-			return nil, fmt.Errorf("set up the demo shop in %s: %w", path, err)
+			return nil, fmt.Errorf("set up %s's tables in %s: %w", opts.Own.Name, path, err)
 		}
 	}
 	indexed, err := keepTextIndex(wdb)
@@ -107,7 +108,7 @@ func Open(path string, opts Options) (*Store, error) {
 		closePool(wdb)
 		return nil, err
 	}
-	s := &Store{db: db, reports: reports, wdb: wdb, self: models.NewID("inst"), demo: opts.Demo, Now: func() time.Time { return time.Now().UTC() }}
+	s := &Store{db: db, reports: reports, wdb: wdb, self: models.NewID("inst"), own: opts.Own.name(), Now: func() time.Time { return time.Now().UTC() }}
 	conn, err := wdb.DB()
 	if err != nil {
 		return nil, err

@@ -28,22 +28,14 @@ const (
 // opened, such a database has its versions translated (renumber).
 const oldSQLiteVersionTable = "goose_db_version"
 
-// demoVersionTable keeps the versions of the demo shop's own migrations
-// (migrations/demo), apart from the product's.
-const demoVersionTable = "goose_demo_version"
-
-// migrateDemo makes the demo shop's tables in a SQLite database.
-func migrateDemo(db *gorm.DB) error {
+// migrateOwn makes a business's own tables in a SQLite database.
+func migrateOwn(db *gorm.DB, own *Schema) error {
 	pool, err := db.DB()
 	if err != nil {
 		return err
 	}
-	dir, err := fs.Sub(migrations.Demo, "demo/sqlite")
-	if err != nil {
-		return err
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, pool, dir, goose.WithDisableGlobalRegistry(true),
-		goose.WithTableName(demoVersionTable))
+	p, err := goose.NewProvider(goose.DialectSQLite3, pool, own.SQLite, goose.WithDisableGlobalRegistry(true),
+		goose.WithTableName(own.versionTable()))
 	if err != nil {
 		return err
 	}
@@ -179,7 +171,7 @@ func renumber(ctx context.Context, pool *sql.DB) error {
 	return tx.Commit()
 }
 
-// allRecords is every record with a table: the product's and the demo
-// shop's. The schema tests hold the migrations of both dialects to them.
+// allRecords is every record with a table (the demo shop's are its own,
+// demo/shop). The schema tests hold the migrations of both dialects to them.
 var allRecords = []any{&models.Run{}, &models.Turn{}, &models.ToolCall{}, &models.Approval{}, &models.AuditEvent{}, &models.AuditHead{},
-	&models.Customer{}, &models.Order{}, &models.Refund{}, &models.Staff{}, &models.Session{}, &models.APIToken{}, &models.Agent{}, &models.Instance{}, &models.ShadowDecision{}, &models.Delivery{}, &models.Grant{}, &models.ToolPin{}, &models.Review{}, &models.SharedSecret{}, &models.OAuthClient{}, &models.OAuthRecord{}, &models.PolicyVersion{}, &models.PolicySignature{}, &models.CallHour{}, &models.StaffChange{}, &models.StaffChangeSignature{}, &models.Enrollment{}, &models.Passkey{}, &models.Receipt{}, &models.ReceiptKey{}}
+	&models.Staff{}, &models.Session{}, &models.APIToken{}, &models.Agent{}, &models.Instance{}, &models.ShadowDecision{}, &models.Delivery{}, &models.Grant{}, &models.ToolPin{}, &models.Review{}, &models.SharedSecret{}, &models.OAuthClient{}, &models.OAuthRecord{}, &models.PolicyVersion{}, &models.PolicySignature{}, &models.CallHour{}, &models.StaffChange{}, &models.StaffChangeSignature{}, &models.Enrollment{}, &models.Passkey{}, &models.Receipt{}, &models.ReceiptKey{}}

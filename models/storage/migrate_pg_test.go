@@ -70,7 +70,7 @@ func TestPostgresMigrationsMatchTheRecords(t *testing.T) {
 	if server == "" {
 		t.Skip("needs PostgreSQL (COUNTERSIGN_TEST_POSTGRES)")
 	}
-	migrated, err := Open(pgDatabase(t, server), Options{Demo: true})
+	migrated, err := Open(pgDatabase(t, server), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,10 +55,10 @@ func openPostgres(dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("migrate database %s: %w", redactDSN(dsn), err)
 	}
-	if opts.Demo {
-		if err := migratePostgres(ctx, pool, migrations.Demo, "demo/postgres", demoVersionTable); err != nil {
+	if opts.Own != nil {
+		if err := migratePostgres(ctx, pool, opts.Own.Postgres, ".", opts.Own.versionTable()); err != nil {
 			pool.Close()
-			return nil, fmt.Errorf("set up the demo shop in %s: %w", redactDSN(dsn), err)
+			return nil, fmt.Errorf("set up %s's tables in %s: %w", opts.Own.Name, redactDSN(dsn), err)
 		}
 	}
 	// Two gorm handles on the one pool: reads, and the writer's (which
@@ -90,7 +90,7 @@ func openPostgres(dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	s := &Store{db: dbs[0], wdb: dbs[1], reports: reports, pool: pool, d: dialect{pg: true}, dsn: dsn, self: models.NewID("inst"), demo: opts.Demo,
+	s := &Store{db: dbs[0], wdb: dbs[1], reports: reports, pool: pool, d: dialect{pg: true}, dsn: dsn, self: models.NewID("inst"), own: opts.Own.name(),
 		Now: func() time.Time { return time.Now().UTC() }}
 	if s.writer, err = newWriter(s, pool, 0); err != nil {
 		pool.Close()

@@ -17,6 +17,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx"
 	_ "github.com/mattn/go-sqlite3"    // database/sql's "sqlite3"
 
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models/storage"
 )
 
@@ -59,7 +60,7 @@ func DSN(t testing.TB) string {
 // Open opens a new store for the test, closed after it.
 func Open(t testing.TB) *storage.Store {
 	t.Helper()
-	s, err := storage.Open(DSN(t), storage.Options{Demo: true})
+	s, err := storage.Open(DSN(t), storage.Options{Own: shop.Schema})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 -- The demo shop's tables: made only in a database that `serve --demo` sets
--- up (Store.SetUpDemo), never in one made without it. IF NOT EXISTS: a
+-- up (shop.Schema), never in one made without it. IF NOT EXISTS: a
 -- database made before the shop had migrations of its own has them.
 
 -- +goose Up

@@ -1,7 +1,7 @@
 // Package offline is the demo shop's own model: scripted, with no network
 // and no key, it turns plain requests about the demo's orders into calls of
 // the demo's tools and answers from their results. It belongs to the demo,
-// like tools/shop; Countersign reaches it only as an llm.Model.
+// like demo/shop; Countersign reaches it only as an llm.Model.
 package offline
 
 import (
@@ -13,9 +13,9 @@ import (
 	"strings"
 
 	"github.com/countersign/countersign/agent/llm"
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 // Model is a deterministic support agent for the demo shop. It needs no
@@ -213,13 +213,13 @@ func understand(text string) (string, *llm.Call) {
 
 func statusPhrase(status string) string {
 	switch status {
-	case models.OrderProcessing:
+	case shop.OrderProcessing:
 		return "is being prepared"
-	case models.OrderShipped:
+	case shop.OrderShipped:
 		return "is on its way"
-	case models.OrderDelivered:
+	case shop.OrderDelivered:
 		return "was delivered"
-	case models.OrderCancelled:
+	case shop.OrderCancelled:
 		return "was cancelled"
 	}
 	return "is " + status

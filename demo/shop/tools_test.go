@@ -6,18 +6,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
-	"github.com/countersign/countersign/tools/shop"
 )
 
 // shopAt is the demo shop's tools over a seeded store of the test's own.
 func shopAt(t *testing.T) (*storage.Store, *tools.Registry) {
 	t.Helper()
 	store := storetest.Open(t)
-	if _, err := store.SeedDemoShop(context.Background()); err != nil {
+	if _, err := shop.On(store).Seed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	reg, err := tools.NewRegistry(shop.Tools(store)...)
@@ -81,7 +81,7 @@ func TestRefundsAddUpInCentsAndRunOnce(t *testing.T) {
 	if out["order_refunded_total"] != "$1.20" || again["refund_id"] != out["refund_id"] || again["order_refunded_total"] != "$1.20" {
 		t.Fatalf("first %v, again %v", out, again)
 	}
-	refunds, err := store.OrderRefunds(context.Background(), "A1001")
+	refunds, err := shop.On(store).OrderRefunds(context.Background(), "A1001")
 	if err != nil || len(refunds) != 11 {
 		t.Fatalf("refunds: %d %v", len(refunds), err)
 	}
@@ -109,10 +109,10 @@ func TestShopToolsRefuseWhatTheyMustNotDo(t *testing.T) {
 			t.Errorf("%s by %q %s: %v (want it refused, saying %q)", c.tool, c.customer, c.args, err, c.want)
 		}
 	}
-	if refunds, _ := store.OrderRefunds(context.Background(), "A1002"); len(refunds) != 0 {
+	if refunds, _ := shop.On(store).OrderRefunds(context.Background(), "A1002"); len(refunds) != 0 {
 		t.Fatalf("a refused refund left %d refunds", len(refunds))
 	}
-	o, err := store.CustomerOrder(context.Background(), "cus_alice", "A1001")
+	o, err := shop.On(store).CustomerOrder(context.Background(), "cus_alice", "A1001")
 	if err != nil || o.ShippingAddress != "4 Mill Lane, York" {
 		t.Fatalf("another customer changed the address: %+v %v", o, err)
 	}

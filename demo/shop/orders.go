@@ -1,9 +1,43 @@
-package models
+package shop
 
 import (
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/models"
 )
+
+// Customer is one of the shop's customers.
+type Customer struct {
+	ID, Name, Email string
+	CreatedAt       time.Time
+}
+
+// Order is an order. Money is kept in cents.
+type Order struct {
+	ID              string
+	CustomerID      string
+	Status          string
+	TotalCents      models.Cents
+	RefundedCents   models.Cents
+	ShippingAddress string
+	Items           string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// Refund is money sent back on an order. The idempotency key makes a retried
+// tool execution find the refund it already made instead of paying twice.
+type Refund struct {
+	ID             string
+	OrderID        string
+	CustomerID     string
+	AmountCents    models.Cents
+	Reason         string
+	IdempotencyKey string
+	CreatedAt      time.Time
+}
 
 // Demo-shop order statuses.
 const (
@@ -17,13 +51,14 @@ const (
 // more than is left, cancel a shipped order); the message is for the model.
 var ErrRefused = errors.New("refused")
 
-// DemoCustomers and DemoOrders are the demo shop (README, "Start it").
+// customers and orders are the demo shop (README, "Start it"), seeded
+// by Store.Seed.
 var (
-	DemoCustomers = []Customer{
+	customers = []Customer{
 		{ID: "cus_alice", Name: "Alice", Email: "alice@example.com"},
 		{ID: "cus_bob", Name: "Bob", Email: "bob@example.com"},
 	}
-	DemoOrders = []Order{
+	orders = []Order{
 		{ID: "A1001", CustomerID: "cus_alice", Status: OrderShipped, TotalCents: 12000, Items: "Trail running shoes", ShippingAddress: "4 Mill Lane, York"},
 		{ID: "A1002", CustomerID: "cus_alice", Status: OrderDelivered, TotalCents: 95000, Items: "Espresso machine", ShippingAddress: "4 Mill Lane, York"},
 		{ID: "A1003", CustomerID: "cus_alice", Status: OrderProcessing, TotalCents: 6000, Items: "Coffee beans, 3 kg", ShippingAddress: "4 Mill Lane, York"},
@@ -31,8 +66,8 @@ var (
 	}
 )
 
-// ShopChange says who is changing the shop and under which idempotency key.
-type ShopChange struct {
+// Change says who is changing the shop and under which idempotency key.
+type Change struct {
 	CustomerID     string
 	OrderID        string
 	IdempotencyKey string
@@ -64,7 +99,7 @@ func (o *Order) CanCancel() error {
 
 // CanRefund says whether amountCents may be refunded on the order: never
 // more than is left, never on a cancelled order.
-func (o *Order) CanRefund(amountCents Cents) error {
+func (o *Order) CanRefund(amountCents models.Cents) error {
 	if o.Status == OrderCancelled {
 		return fmt.Errorf("%w: order %s was cancelled and has been refunded already", ErrRefused, o.ID)
 	}

@@ -1,8 +1,12 @@
-// Package shop is the demo shop: customers and orders in Countersign's own
-// database, the support tools an agent uses on them (every tool acts only on
-// the orders of the run's customer), the facts it tells a policy (Facts) and
-// its customers as /demo offers them (Customers). The core reaches it only
-// through those: tools in a registry, agent/gate.BusinessFacts, a config list.
+// Package shop is the demo shop, all of it but its model (demo/offline):
+// customers and orders in tables of its own in Countersign's database
+// (Schema, Store: written through the store's units of work, with the audit
+// chain), the support tools an agent uses on them (every tool acts only on
+// the orders of the run's customer), the facts it tells a policy (Facts),
+// its policy and prompt, and its customers as /demo offers them
+// (Customers). The core reaches it only through what any business gives
+// it: tools in a registry, agent/gate.BusinessFacts, a policy, a prompt, a
+// config list.
 package shop
 
 import (
@@ -55,38 +59,29 @@ type OrderView struct {
 	ShippingAddress string `json:"shipping_address"`
 }
 
-func view(o *models.Order) OrderView {
+func view(o *Order) OrderView {
 	return OrderView{OrderID: o.ID, Status: o.Status, Items: o.Items, Total: o.TotalCents.String(),
 		Refunded: o.RefundedCents.String(), ShippingAddress: o.ShippingAddress}
-}
-
-// Store is what the shop tools need from the database.
-type Store interface {
-	CustomerOrder(ctx context.Context, customerID, orderID string) (*models.Order, error)
-	CustomerOrders(ctx context.Context, customerID string) ([]models.Order, error)
-	UpdateShippingAddress(ctx context.Context, ch models.ShopChange, address string) (*models.Order, error)
-	CancelOrder(ctx context.Context, ch models.ShopChange, reason string) (*models.Order, *models.Refund, error)
-	RefundOrder(ctx context.Context, ch models.ShopChange, amountCents models.Cents, reason string) (*models.Order, *models.Refund, error)
 }
 
 var errNeedsCustomer = tools.Refuse("this needs a signed-in customer: ask the customer to sign in to the shop first")
 
 // Tools returns the demo shop's tools bound to a store.
-func Tools(st Store) []*tools.Tool {
-	sh := shop{st: st}
+func Tools(db *storage.Store) []*tools.Tool {
+	sh := shop{st: On(db)}
 	return []*tools.Tool{sh.getOrderStatus(), sh.listOrders(), sh.updateShippingAddress(), sh.cancelOrder(), sh.issueRefund()}
 }
 
 // shop is the tools' store, and what they share.
 type shop struct{ st Store }
 
-func change(call tools.Call, orderID string) models.ShopChange {
-	return models.ShopChange{CustomerID: call.CustomerID, OrderID: orderID,
+func change(call tools.Call, orderID string) Change {
+	return Change{CustomerID: call.CustomerID, OrderID: orderID,
 		IdempotencyKey: call.IdempotencyKey, Actor: "tool:" + call.ID}
 }
 
 // order finds the customer's order for a check, or says why not.
-func (sh shop) order(ctx context.Context, call tools.Call, orderID string) (*models.Order, error) {
+func (sh shop) order(ctx context.Context, call tools.Call, orderID string) (*Order, error) {
 	if call.CustomerID == "" {
 		return nil, errNeedsCustomer
 	}
@@ -283,8 +278,8 @@ func shopError(err error) error {
 	if err == nil || errors.As(err, &refusal) {
 		return err
 	}
-	if errors.Is(err, models.ErrRefused) {
-		return tools.Refuse("%s", strings.TrimPrefix(err.Error(), models.ErrRefused.Error()+": "))
+	if errors.Is(err, ErrRefused) {
+		return tools.Refuse("%s", strings.TrimPrefix(err.Error(), ErrRefused.Error()+": "))
 	}
 	return fmt.Errorf("shop: %w", err)
 }
@@ -296,31 +291,31 @@ type Facts struct{ Store *storage.Store }
 
 // CustomerFacts reads the customer's refunds of the last 24 hours.
 func (f Facts) CustomerFacts(ctx context.Context, customerID string) (map[string]any, error) {
-	cents, err := f.Store.RefundedSince(ctx, customerID, f.Store.Now().Add(-24*time.Hour))
+	cents, err := On(f.Store).RefundedSince(ctx, customerID, f.Store.Now().Add(-24*time.Hour))
 	if err != nil {
 		return nil, err
 	}
 	return map[string]any{"refunded_24h": float64(cents) / 100}, nil
 }
 
-// Customer is one of the demo shop's customers with their orders in a line,
-// as a page that lets a visitor be them shows it.
-type Customer struct {
+// CustomerCard is one of the demo shop's customers with their orders in a
+// line, as a page that lets a visitor be them shows it.
+type CustomerCard struct {
 	ID, Name string
 	About    string
 }
 
 // Customers lists the demo shop's customers.
-func Customers() []Customer {
-	var out []Customer
-	for _, cu := range models.DemoCustomers {
-		var orders []string
-		for _, o := range models.DemoOrders {
+func Customers() []CustomerCard {
+	var out []CustomerCard
+	for _, cu := range customers {
+		var theirs []string
+		for _, o := range orders {
 			if o.CustomerID == cu.ID {
-				orders = append(orders, fmt.Sprintf("%s: %s, %s, %s", o.ID, o.Items, o.TotalCents.String(), o.Status))
+				theirs = append(theirs, fmt.Sprintf("%s: %s, %s, %s", o.ID, o.Items, o.TotalCents.String(), o.Status))
 			}
 		}
-		out = append(out, Customer{ID: cu.ID, Name: cu.Name, About: strings.Join(orders, " · ")})
+		out = append(out, CustomerCard{ID: cu.ID, Name: cu.Name, About: strings.Join(theirs, " · ")})
 	}
 	return out
 }
