@@ -3,7 +3,7 @@
 # The SQLite driver has FTS5 (the audit search's index) only with this tag;
 # every go command below, and those the tests run, take it from GOFLAGS.
 export GOFLAGS := $(strip $(GOFLAGS) -tags=sqlite_fts5)
-.PHONY: run test generate check bench fuzz openapi mcp-servers llm-servers oidc-provider conformance
+.PHONY: run test generate check bench fuzz npm openapi mcp-servers llm-servers oidc-provider conformance
 
 run:
 	go run ./cmd/countersign serve --demo
@@ -23,39 +23,52 @@ check:
 	go vet ./...
 	go run $(STATICCHECK) ./...
 
-# The suite on SQLite; then, when COUNTERSIGN_TEST_POSTGRES holds a
-# PostgreSQL URL (.ci/run sets it), again with every store on PostgreSQL.
-test: check openapi mcp-servers llm-servers oidc-provider conformance
-	env -u COUNTERSIGN_TEST_POSTGRES go test -race -count=1 -timeout 30m ./...
-	@if [ -n "$$COUNTERSIGN_TEST_POSTGRES" ]; then echo "== the suite again on PostgreSQL"; \
-		go test -race -count=1 -timeout 30m ./models/... ./agent/... ./web/... ./cmd/...; fi
+# The suite on SQLite and, when COUNTERSIGN_TEST_POSTGRES holds a
+# PostgreSQL URL (.ci/run sets it), the same at the same time with every
+# store on PostgreSQL: most of the suite waits on browsers, processes and
+# clocks, so the two passes share the cores (measured in BENCHMARKS.md, "CI
+# time"). PostgreSQL's output is shown after SQLite's; either failing fails.
+PGLOG = $(or $(TMPDIR),/tmp)/countersign-suite-postgres.log
+
+test: check npm openapi
+	# Every dependency built for -race once, before the two passes share it.
+	go build -race ./... $$(go list -deps -test ./... | grep -v '[][ ]' | grep -v '^github.com/countersign/countersign')
+	@set -u; pg=; \
+	if [ -n "$${COUNTERSIGN_TEST_POSTGRES:-}" ]; then \
+		go test -race -count=1 -timeout 30m ./models/... ./agent/... ./web/... ./cmd/... >$(PGLOG) 2>&1 & pg=$$!; fi; \
+	env -u COUNTERSIGN_TEST_POSTGRES go test -race -count=1 -timeout 30m ./...; lite=$$?; \
+	pgrc=0; if [ -n "$$pg" ]; then wait $$pg; pgrc=$$?; echo "== the suite on PostgreSQL"; cat $(PGLOG); fi; \
+	[ $$lite -eq 0 ] && [ $$pgrc -eq 0 ]
 	cd bench/opa && go mod tidy -diff && go vet ./... && go test -count=1 ./...
 	# The stdio bridge fed arbitrary lines for a minute.
 	go test -count=1 -run XXX -fuzz FuzzBridgeLines -fuzztime 60s ./cmd/countersign/internal/stdiolines
 
-# Real MCP servers the gateway's tests put behind it (pinned in .ci/mcp).
-mcp-servers:
-	cd .ci/mcp && npm ci --no-audit --no-fund --silent
+# The npm packages the tests run, each folder pinned by its lockfile and
+# installed again only when that changes (.ci/run installs them first, with
+# retries): real MCP servers and clients the gateway's tests put around it
+# (.ci/mcp), an independent OpenAI-compatible server the model adapter's
+# tests talk to (.ci/llm), a real OpenID Provider the single sign-on tests
+# sign in through (.ci/oidc), the MCP project's conformance suite and its
+# reference server with Node 22 (.ci/conformance, run direct and through
+# Countersign by cmd/countersign's TestConformanceThroughCountersign), and
+# Redocly's CLI (.ci/openapi).
+NPM_DIRS = mcp llm oidc conformance openapi
+NPM_STAMPS = $(foreach d,$(NPM_DIRS),.ci/$(d)/node_modules/.package-lock.json)
 
-# An independent OpenAI-compatible server the model adapter's tests talk
-# to (pinned in .ci/llm).
-llm-servers:
-	cd .ci/llm && npm ci --no-audit --no-fund --silent
+npm: $(NPM_STAMPS)
 
-# A real OpenID Provider the single sign-on tests sign in through (pinned
-# in .ci/oidc).
-oidc-provider:
-	cd .ci/oidc && npm ci --no-audit --no-fund --silent
+.ci/%/node_modules/.package-lock.json: .ci/%/package-lock.json
+	cd .ci/$* && npm ci --no-audit --no-fund --silent
+	touch $@
 
-# The MCP project's conformance suite and its reference server, run direct
-# and through Countersign by cmd/countersign's TestConformanceThroughCountersign
-# (pinned in .ci/conformance, with Node 22 from npm).
-conformance:
-	cd .ci/conformance && npm ci --no-audit --no-fund --silent
+mcp-servers: .ci/mcp/node_modules/.package-lock.json
+llm-servers: .ci/llm/node_modules/.package-lock.json
+oidc-provider: .ci/oidc/node_modules/.package-lock.json
+conformance: .ci/conformance/node_modules/.package-lock.json
 
 # The API's OpenAPI document, linted by Redocly's CLI (pinned in .ci/openapi).
-openapi:
-	cd .ci/openapi && npm ci --no-audit --no-fund --silent && npx redocly lint --config redocly.yaml ../../web/openapi.json
+openapi: .ci/openapi/node_modules/.package-lock.json
+	cd .ci/openapi && npx redocly lint --config redocly.yaml ../../web/openapi.json
 
 bench:
 	go test -run XXX -bench . -benchtime 3s ./agent/...

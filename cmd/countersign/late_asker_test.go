@@ -25,43 +25,44 @@ func TestTheLateAskerGetsTheOutcomeNotASecondAction(t *testing.T) {
 	self, env := asCLI(t)
 	for _, c := range []struct {
 		name string
-		// gone makes the first request and leaves it unanswered.
-		gone func(t *testing.T, spec map[string]any)
+		// gone makes the first request and leaves it unanswered; held
+		// waits until that request's action waits for a person.
+		gone func(t *testing.T, spec map[string]any, held func())
 		via  string // "http" or "stdio"
 		// script is the client (.ci/mcp): "" the TypeScript SDK v1's.
 		script string
 	}{
-		{"the client's own timeout over HTTP", func(t *testing.T, spec map[string]any) {
+		{"the client's own timeout over HTTP", func(t *testing.T, spec map[string]any, _ func()) {
 			spec["timeout"] = 1500
 			if got := tsAgent(t, spec); !strings.Contains(got.Error, "timed out") && !strings.Contains(got.Error, "Request timed out") {
 				t.Fatalf("the first request did not time out: %+v", got)
 			}
 		}, "http", ""},
-		{"the client's own timeout through the stdio bridge", func(t *testing.T, spec map[string]any) {
+		{"the client's own timeout through the stdio bridge", func(t *testing.T, spec map[string]any, _ func()) {
 			spec["timeout"] = 1500
 			if got := tsAgent(t, spec); got.Error == "" {
 				t.Fatalf("the first request did not time out: %+v", got)
 			}
 		}, "stdio", ""},
-		{"the TypeScript SDK v2 client's own timeout over HTTP", func(t *testing.T, spec map[string]any) {
+		{"the TypeScript SDK v2 client's own timeout over HTTP", func(t *testing.T, spec map[string]any, _ func()) {
 			spec["timeout"] = 1500
 			if got := tsAgentOf(t, "ts-agent-v2.mjs", spec); got.Error == "" {
 				t.Fatalf("the first request did not time out: %+v", got)
 			}
 		}, "http", "ts-agent-v2.mjs"},
-		{"the TypeScript SDK v2 client's own timeout through the stdio bridge", func(t *testing.T, spec map[string]any) {
+		{"the TypeScript SDK v2 client's own timeout through the stdio bridge", func(t *testing.T, spec map[string]any, _ func()) {
 			spec["timeout"] = 1500
 			if got := tsAgentOf(t, "ts-agent-v2.mjs", spec); got.Error == "" {
 				t.Fatalf("the first request did not time out: %+v", got)
 			}
 		}, "stdio", "ts-agent-v2.mjs"},
-		{"the client process killed while it waits", func(t *testing.T, spec map[string]any) {
+		{"the client process killed while it waits", func(t *testing.T, spec map[string]any, held func()) {
 			raw, _ := json.Marshal(spec)
 			cmd := exec.Command("node", nodeScript(t, "ts-agent.mjs"), string(raw))
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(2500 * time.Millisecond) // asked, and held
+			held() // asked, and held
 			cmd.Process.Kill()
 			cmd.Wait()
 		}, "http", ""},
@@ -81,7 +82,17 @@ func TestTheLateAskerGetsTheOutcomeNotASecondAction(t *testing.T) {
 				}
 				return s
 			}
-			c.gone(t, spec())
+			c.gone(t, spec(), func() {
+				deadline := time.Now().Add(60 * time.Second)
+				for time.Now().Before(deadline) {
+					_, pending := apiDo(t, "GET", base+"/api/v1/actions?status=pending", staffTok, "")
+					if actions, _ := pending["actions"].([]any); len(actions) > 0 {
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				t.Fatal("the first request's action never waited for a person")
+			})
 			_, pending := apiDo(t, "GET", base+"/api/v1/actions?status=pending", staffTok, "")
 			actions, _ := pending["actions"].([]any)
 			if len(actions) != 1 {
