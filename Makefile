@@ -23,22 +23,13 @@ check:
 	go vet ./...
 	go run $(STATICCHECK) ./...
 
-# The suite on SQLite and, when COUNTERSIGN_TEST_POSTGRES holds a
-# PostgreSQL URL (.ci/run sets it), the same at the same time with every
-# store on PostgreSQL: most of the suite waits on browsers, processes and
-# clocks, so the two passes share the cores (measured in BENCHMARKS.md, "CI
-# time"). PostgreSQL's output is shown after SQLite's; either failing fails.
-PGLOG = $(or $(TMPDIR),/tmp)/countersign-suite-postgres.log
-
+# The suite on SQLite; then, when COUNTERSIGN_TEST_POSTGRES holds a
+# PostgreSQL URL (.ci/run sets it), again with every store on PostgreSQL.
+# (Both passes at once took as long on two cores: BENCHMARKS.md, "CI time".)
 test: check npm openapi
-	# Every dependency built for -race once, before the two passes share it.
-	go build -race ./... $$(go list -deps -test ./... | grep -v '[][ ]' | grep -v '^github.com/countersign/countersign')
-	@set -u; pg=; \
-	if [ -n "$${COUNTERSIGN_TEST_POSTGRES:-}" ]; then \
-		go test -race -count=1 -timeout 30m ./models/... ./agent/... ./web/... ./cmd/... >$(PGLOG) 2>&1 & pg=$$!; fi; \
-	env -u COUNTERSIGN_TEST_POSTGRES go test -race -count=1 -timeout 30m ./...; lite=$$?; \
-	pgrc=0; if [ -n "$$pg" ]; then wait $$pg; pgrc=$$?; echo "== the suite on PostgreSQL"; cat $(PGLOG); fi; \
-	[ $$lite -eq 0 ] && [ $$pgrc -eq 0 ]
+	env -u COUNTERSIGN_TEST_POSTGRES go test -race -count=1 -timeout 30m ./...
+	@if [ -n "$$COUNTERSIGN_TEST_POSTGRES" ]; then echo "== the suite again on PostgreSQL"; \
+		go test -race -count=1 -timeout 30m ./models/... ./agent/... ./web/... ./cmd/...; fi
 	cd bench/opa && go mod tidy -diff && go vet ./... && go test -count=1 ./...
 	# The stdio bridge fed arbitrary lines for a minute.
 	go test -count=1 -run XXX -fuzz FuzzBridgeLines -fuzztime 60s ./cmd/countersign/internal/stdiolines
