@@ -80,7 +80,9 @@ const (
 
 	EventToolAccepted EventKind = "tool.accepted"
 
-	EventInstanceVersions EventKind = "instance.versions"
+	// EventInstanceInForce records what an instance decides with; its
+	// published kind keeps the older word.
+	EventInstanceInForce EventKind = "instance.versions"
 
 	EventDeliveryDelivered EventKind = "delivery.delivered"
 	EventDeliveryRetrying  EventKind = "delivery.retrying"
@@ -107,7 +109,7 @@ var EventKinds = []EventKind{
 	EventOAuthClientRegistered, EventOAuthClientAuthorized, EventOAuthClientRevoked,
 	EventPolicyReloaded, EventPolicyReloadFailed, EventPolicyProposed, EventPolicySigned,
 	EventPolicyInForce, EventPolicyRejected, EventPolicyNotLoaded, EventPolicyPeopleSet, EventToolsReloaded, EventToolAccepted,
-	EventInstanceVersions, EventDeliveryDelivered, EventDeliveryRetrying, EventDeliveryFailed,
+	EventInstanceInForce, EventDeliveryDelivered, EventDeliveryRetrying, EventDeliveryFailed,
 	EventShopSeeded, EventShopRefunded, EventShopOrdersAdded, EventShopOrderCancelled,
 	EventShopAddressChanged,
 }

@@ -300,8 +300,8 @@ type ToolAcceptedPayload struct {
 	Why            string `json:"why"`
 }
 
-// InstanceVersionsPayload is the payload of instance.versions.
-type InstanceVersionsPayload struct {
+// InstanceInForcePayload is the payload of instance.versions.
+type InstanceInForcePayload struct {
 	Host          string `json:"host"`
 	PolicyVersion string `json:"policy_version"`
 	ToolsVersion  string `json:"tools_version"`
@@ -398,7 +398,7 @@ func (PolicyPeopleSetPayload) eventPayload()          {}
 func (AgentLimitsSetPayload) eventPayload()           {}
 func (ToolsReloadedPayload) eventPayload()            {}
 func (ToolAcceptedPayload) eventPayload()             {}
-func (InstanceVersionsPayload) eventPayload()         {}
+func (InstanceInForcePayload) eventPayload()          {}
 func (DeliveryPayload) eventPayload()                 {}
 func (ShopSeededPayload) eventPayload()               {}
 func (ShopOrdersAddedPayload) eventPayload()          {}

@@ -58,7 +58,7 @@ var payloadTypes = []EventPayload{
 	PolicyNotLoadedPayload{},
 	ToolsReloadedPayload{},
 	ToolAcceptedPayload{},
-	InstanceVersionsPayload{},
+	InstanceInForcePayload{},
 	DeliveryPayload{},
 	ShopSeededPayload{},
 	ShopOrdersAddedPayload{},

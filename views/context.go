@@ -13,9 +13,9 @@ type RequestInfo struct {
 	// What the role may do, as the web layer decided it. CanSupervise:
 	// reconcile calls, give and revoke standing grants.
 	CanDecide, CanSupervise, IsAdmin bool
-	// VersionsDiffer, shown to admins on every page, says that live
+	// InstancesDiffer, shown to admins on every page, says that live
 	// instances decide with different policies or tools.
-	VersionsDiffer string
+	InstancesDiffer string
 }
 
 type requestInfoKey struct{}

@@ -72,7 +72,7 @@ func Layout(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		if v := Current(ctx).VersionsDiffer; v != "" {
+		if v := Current(ctx).InstancesDiffer; v != "" {
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "<p class=\"flash error banner\" role=\"alert\" data-testid=\"versions-differ\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err

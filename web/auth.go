@@ -45,7 +45,7 @@ func (s *Server) loadStaff(next echo.HandlerFunc) echo.HandlerFunc {
 				info.StaffName, info.StaffRole, info.CSRF = st.Name, string(st.Role), sess.CSRFToken
 				info.CanDecide, info.CanSupervise, info.IsAdmin = st.Role.CanDecide(), st.Role.AtLeast(models.Supervisor), st.Role.IsAdmin()
 				if info.IsAdmin {
-					info.VersionsDiffer = s.versionsDiffer(r.Context())
+					info.InstancesDiffer = s.instancesDiffer(r.Context())
 				}
 				r = r.WithContext(ctx)
 			}

@@ -16,17 +16,17 @@ import (
 
 // What each instance decides with. Until policy is shared by every instance
 // (a later issue), each records its policy and tools versions at start and
-// at every reload (Store.RecordVersions); /policy lists them, /healthz says
+// at every reload (Store.RecordInForce); /policy lists them, /healthz says
 // this one's, and admins see on every page when live instances differ.
 
-// versionsCheck caches the comparison a few seconds: every admin page asks.
-type versionsCheck struct {
+// inForceCheck caches the comparison a few seconds: every admin page asks.
+type inForceCheck struct {
 	mu   sync.Mutex
 	at   time.Time
 	text string
 }
 
-const versionsCheckEvery = 5 * time.Second
+const inForceCheckEvery = 5 * time.Second
 
 // liveInstances are the servers on the database now: those that beat
 // lately (PostgreSQL), or this one (SQLite, one server).
@@ -44,16 +44,16 @@ func (s *Server) liveInstances(ctx context.Context) ([]models.Instance, error) {
 	return s.core.Store.LiveInstances(ctx, models.InstanceAlive)
 }
 
-// versionsDiffer says, in a sentence, how live instances differ in what
+// instancesDiffer says, in a sentence, how live instances differ in what
 // they decide with ("" when they agree).
-func (s *Server) versionsDiffer(ctx context.Context) string {
+func (s *Server) instancesDiffer(ctx context.Context) string {
 	if s.core.Store == nil || !s.core.Store.Shared() {
 		return ""
 	}
-	vc := &s.versions
+	vc := &s.inForce
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
-	if time.Since(vc.at) < versionsCheckEvery {
+	if time.Since(vc.at) < inForceCheckEvery {
 		return vc.text
 	}
 	vc.at = time.Now()

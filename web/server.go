@@ -204,7 +204,7 @@ type Server struct {
 	// holds caps requests held open (holds.go).
 	holds *holds
 	// versions compares what live instances decide with (instances.go).
-	versions versionsCheck
+	inForce inForceCheck
 
 	chainMu      sync.Mutex
 	chainRunning bool
@@ -400,7 +400,7 @@ func (s *Server) healthz(c echo.Context) error {
 	if in, err := s.core.Store.InstanceRow(ctx, s.core.Store.Instance()); err == nil {
 		out["tools_version"] = in.ToolsVersion
 	}
-	if d := s.versionsDiffer(ctx); d != "" {
+	if d := s.instancesDiffer(ctx); d != "" {
 		out["versions_differ"] = d
 	}
 	return c.JSON(http.StatusOK, out)

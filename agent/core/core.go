@@ -231,7 +231,7 @@ func (c *Core) Start(ctx context.Context) (Started, error) {
 	if c.Outbox.Enabled() {
 		c.Outbox.Install()
 	}
-	if err := c.recordVersions(ctx); err != nil {
+	if err := c.recordInForce(ctx); err != nil {
 		return st, err
 	}
 	c.checkpoint(ctx) // the head as this process finds it

@@ -94,14 +94,14 @@ func (c *Core) checkpoint(ctx context.Context) {
 	}
 }
 
-// recordVersions records the policy and tools this instance decides with
+// recordInForce records the policy and tools this instance decides with
 // (instances.go's comparison across instances), unless the policy did not
 // load: its instances row says why already (gate.FailClosed).
-func (c *Core) recordVersions(ctx context.Context) error {
+func (c *Core) recordInForce(ctx context.Context) error {
 	if _, notLoaded := c.Gate.Policy().(*policy.NotLoaded); notLoaded {
 		return nil
 	}
-	if err := c.Store.RecordVersions(ctx, Hostname(), c.Gate.Policy().Version(), c.Gate.ToolsVersion(), "start"); err != nil {
+	if err := c.Store.RecordInForce(ctx, Hostname(), c.Gate.Policy().Version(), c.Gate.ToolsVersion(), "start"); err != nil {
 		return fmt.Errorf("record the versions in force: %w", err)
 	}
 	return nil

@@ -66,7 +66,7 @@ func (g *Gate) PutInForce(ctx context.Context, l Loaded) (changed bool, err erro
 		return false, fmt.Errorf("record the change: %w", err)
 	}
 	g.reload(l.Tools, l.ToolsVersion, l.Policy)
-	if err := g.store.RecordVersions(ctx, l.Host, l.Policy.Version(), l.ToolsVersion, l.Why); err != nil {
+	if err := g.store.RecordInForce(ctx, l.Host, l.Policy.Version(), l.ToolsVersion, l.Why); err != nil {
 		g.log.Error("could not record the versions now in force", "err", err)
 	}
 	if policyChanged {

@@ -73,17 +73,9 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	if cfg.MaxArgs != 0 {
 		tools.MaxArgsBytes = cfg.MaxArgs // before anything is served
 	}
-	var opts storage.Options
-	if cfg.Demo {
-		opts.Own = shop.Schema
-	}
-	store, err := storage.Open(cfg.DB, opts)
+	store, err := openStore(cfg, log)
 	if err != nil {
 		return nil, err
-	}
-	if !store.TextIndexed() {
-		log.Warn("the audit's text search has no index: this binary was built without -tags " + storage.BuildTag +
-			", so a search reads every call (build it as the README says)")
 	}
 	a := &App{cfg: cfg, log: log, store: store, stdout: stdout}
 	undo := []func(){func() { store.Close() }}
@@ -142,6 +134,23 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		return fail(err)
 	}
 	return a, nil
+}
+
+// openStore opens --db, with the demo shop's own tables under --demo.
+func openStore(cfg config, log *slog.Logger) (*storage.Store, error) {
+	var opts storage.Options
+	if cfg.Demo {
+		opts.Own = shop.Schema
+	}
+	store, err := storage.Open(cfg.DB, opts)
+	if err != nil {
+		return nil, err
+	}
+	if !store.TextIndexed() {
+		log.Warn("the audit's text search has no index: this binary was built without -tags " + storage.BuildTag +
+			", so a search reads every call (build it as the README says)")
+	}
+	return store, nil
 }
 
 // newLog is the server's JSON log at --log-level. Libraries that log to

@@ -92,12 +92,12 @@ func (s *Store) ReleaseRun(ctx context.Context, runID string) error {
 	})
 }
 
-// RecordVersions records which policy and tools this instance decides with
+// RecordInForce records which policy and tools this instance decides with
 // (its instances row, made if need be, and an instance.versions audit
 // event, in one unit): at start and after every reload, so what each
 // instance ran is known afterwards and a mismatch between live instances
 // can be shown. why says what led to it ("start", "reload", …).
-func (s *Store) RecordVersions(ctx context.Context, host, policyVersion, toolsVersion, why string) error {
+func (s *Store) RecordInForce(ctx context.Context, host, policyVersion, toolsVersion, why string) error {
 	return s.Write(ctx, func(tx *Tx) error {
 		n, err := tx.exec(`UPDATE instances SET heartbeat_at = ?, policy_version = ?, tools_version = ?, policy_error = '' WHERE id = ?`,
 			tx.now, policyVersion, toolsVersion, s.self)
@@ -110,8 +110,8 @@ func (s *Store) RecordVersions(ctx context.Context, host, policyVersion, toolsVe
 				return fmt.Errorf("record versions: %w", err)
 			}
 		}
-		return tx.Audit(models.Event{Actor: "system", Kind: models.EventInstanceVersions, Subject: s.self,
-			Payload: models.InstanceVersionsPayload{Host: host, PolicyVersion: policyVersion, ToolsVersion: toolsVersion, Why: why}})
+		return tx.Audit(models.Event{Actor: "system", Kind: models.EventInstanceInForce, Subject: s.self,
+			Payload: models.InstanceInForcePayload{Host: host, PolicyVersion: policyVersion, ToolsVersion: toolsVersion, Why: why}})
 	})
 }
 
