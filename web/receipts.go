@@ -135,8 +135,14 @@ func (s *Server) callEvidence(c echo.Context) error {
 }
 
 // receiptJWS is a final call's receipt, for MCP results.
-func (s *Server) receiptJWS(ctx context.Context, callID string) (string, error) {
-	r, err := s.core.Receipts.For(ctx, callID)
+// A call that ended in this request (fresh) is signed without looking for
+// a receipt first.
+func (s *Server) receiptJWS(ctx context.Context, callID string, fresh bool) (string, error) {
+	get := s.core.Receipts.For
+	if fresh {
+		get = s.core.Receipts.Fresh
+	}
+	r, err := get(ctx, callID)
 	if err != nil {
 		return "", err
 	}

@@ -212,6 +212,20 @@ func TestEveryFinalCallHasOneReceiptAfterARestart(t *testing.T) {
 	if len(have) != 5 {
 		t.Fatalf("after the repair: %v", have)
 	}
+	// Signed again for a call that has one (the gateway's answer racing
+	// the sweep or another instance), the new receipt is not kept: the
+	// first kept is the receipt, and it is what the signer hands out.
+	kept, err := a.store.Receipt(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := signer.Fresh(ctx, ids[0])
+	if err != nil || again.JWS != kept.JWS || again.KeyID != kept.KeyID {
+		t.Fatalf("signed again, the receipt handed out is not the one kept: %v", err)
+	}
+	if now, _ := a.store.Receipt(ctx, ids[0]); now.JWS != kept.JWS {
+		t.Fatal("signing again replaced the kept receipt")
+	}
 	// audit verify's check of the kept receipts: all verify and match
 	// their records.
 	if rep, err := receipts.VerifyStored(ctx, a.store); err != nil || rep.Receipts < 5 || rep.Missing != 0 || len(rep.Failures) != 0 {

@@ -33,7 +33,9 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 	took := time.Since(began)
 	status := models.CallSucceeded
 	var encoded []byte
-	if runErr == nil {
+	if e, ok := result.(tools.Encoded); ok && runErr == nil && len(e) > 0 {
+		encoded = e // compact JSON already (an MCP server's result)
+	} else if runErr == nil {
 		var err error
 		encoded, err = json.Marshal(result)
 		if err != nil {

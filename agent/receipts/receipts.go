@@ -401,14 +401,19 @@ func (s *Signer) For(ctx context.Context, callID string) (*models.Receipt, error
 	if r, err := s.store.Receipt(ctx, callID); err == nil || !errors.Is(err, models.ErrNotFound) {
 		return r, err
 	}
+	return s.Fresh(ctx, callID)
+}
+
+// Fresh is the receipt of a call that ended just now (its answer is on its
+// way to the agent that asked): signed and kept without looking for one
+// first, unless another instance or the sweep kept one before, which then
+// is the receipt.
+func (s *Signer) Fresh(ctx context.Context, callID string) (*models.Receipt, error) {
 	r, err := s.sign(ctx, callID)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.store.SaveReceipts(ctx, []models.Receipt{r}); err != nil {
-		return nil, err
-	}
-	return s.store.Receipt(ctx, callID) // the first kept is the receipt
+	return s.store.KeepReceipt(ctx, r)
 }
 
 // sign makes a call's receipt (not stored).

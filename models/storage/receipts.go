@@ -48,6 +48,26 @@ func (s *Store) SaveReceipts(ctx context.Context, rs []models.Receipt) error {
 	})
 }
 
+// KeepReceipt stores a call's receipt unless it has one already, and
+// returns the one kept (the first written is the receipt), in one unit of
+// work: no second read when this one is kept.
+func (s *Store) KeepReceipt(ctx context.Context, r models.Receipt) (*models.Receipt, error) {
+	kept := r
+	err := s.Write(ctx, func(tx *Tx) error {
+		kept.CreatedAt = tx.now
+		res := tx.db.Clauses(clause.OnConflict{DoNothing: true}).Create(&kept)
+		if res.Error != nil || res.RowsAffected == 1 {
+			return res.Error
+		}
+		kept = models.Receipt{}
+		return tx.db.Take(&kept, "call_id = ?", r.CallID).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &kept, nil
+}
+
 // CallsWithoutReceipt lists up to limit calls in a final status that have
 // no receipt, made since a time (zero: any), oldest first.
 func (s *Store) CallsWithoutReceipt(ctx context.Context, since time.Time, limit int) ([]string, error) {

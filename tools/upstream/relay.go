@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -30,6 +31,34 @@ type Relay struct {
 	// Token is the progress token the client sent (nil: it asked for no
 	// progress).
 	Token any
+
+	mu     sync.Mutex
+	result *mcp.CallToolResult // the server's result, decoded, and
+	raw    []byte              // as Countersign encoded it
+}
+
+// ran keeps the result of the call this client made, as decoded.
+func (r *Relay) ran(res *mcp.CallToolResult, raw []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.result, r.raw = res, raw
+}
+
+// Result is the server's result of the call this client made, decoded,
+// when recorded is its encoding (nil otherwise: decode what was recorded).
+// It is handed out once.
+func (r *Relay) Result(recorded string) *mcp.CallToolResult {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := r.result
+	if res == nil || string(r.raw) != recorded {
+		return nil
+	}
+	r.result, r.raw = nil, nil
+	return res
 }
 
 type relayKey struct{}

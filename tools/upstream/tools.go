@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,7 +83,11 @@ func (u *Server) call(ctx context.Context, name string, risk tools.Risk, args ma
 	if err != nil {
 		return nil, fmt.Errorf("encode the %s MCP server's result: %w", server, err)
 	}
-	return json.RawMessage(u.cfg.RedactJSON(raw)), nil
+	recorded := u.cfg.RedactJSON(raw)
+	if relay != nil && bytes.Equal(recorded, raw) {
+		relay.ran(res, raw) // the gateway need not decode it again
+	}
+	return tools.Encoded(recorded), nil
 }
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9_]+`)

@@ -29,7 +29,7 @@ func TestResultPassesTheUpstreamsAnswerOn(t *testing.T) {
 	upstream := &tools.Tool{Name: "fs__write_file", Upstream: "fs"}
 	sent := `{"content":[{"type":"text","text":"wrote 12 bytes"},{"type":"image","data":"aGk=","mimeType":"image/png"}],` +
 		`"structuredContent":{"bytes":12},"_meta":{"trace":"t1"}}`
-	r := result(&models.ToolCall{ID: "call_1", Status: models.CallSucceeded, Result: sent}, upstream, "")
+	r := result(&models.ToolCall{ID: "call_1", Status: models.CallSucceeded, Result: sent}, upstream, "", nil)
 	got, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestResultPassesTheUpstreamsAnswerOn(t *testing.T) {
 		t.Fatalf("the upstream's answer changed:\n sent %s\n got  %s", sent, got)
 	}
 
-	edited := result(&models.ToolCall{ID: "call_1", Status: models.CallSucceeded, Result: sent}, upstream, "An approver changed path.")
+	edited := result(&models.ToolCall{ID: "call_1", Status: models.CallSucceeded, Result: sent}, upstream, "An approver changed path.", nil)
 	if len(edited.Content) != 3 || !strings.HasPrefix(textOf(edited), "An approver changed path.\nwrote 12 bytes") {
 		t.Fatalf("the approver's note: %s", textOf(edited))
 	}
@@ -55,7 +55,7 @@ func TestResultPassesTheUpstreamsAnswerOn(t *testing.T) {
 func TestResultSaysWhoActed(t *testing.T) {
 	t.Parallel()
 	own := &tools.Tool{Name: "issue_refund"}
-	r := result(&models.ToolCall{Status: models.CallSucceeded, Result: `{"refund_id":"rf_1"}`}, own, "")
+	r := result(&models.ToolCall{Status: models.CallSucceeded, Result: `{"refund_id":"rf_1"}`}, own, "", nil)
 	if r.IsError || textOf(r) != "{\"refund_id\":\"rf_1\"}\n" || r.StructuredContent.(map[string]any)["refund_id"] != "rf_1" {
 		t.Fatalf("own tool: %+v", r)
 	}
@@ -75,7 +75,7 @@ func TestResultSaysWhoActed(t *testing.T) {
 		{models.ToolCall{Status: models.CallUnknown, Error: "the backend did not answer"}, own, "Outcome unknown: the backend did not answer", true},
 		{models.ToolCall{Status: models.CallFailed, Error: "order A1 was not found"}, own, "order A1 was not found", true},
 	} {
-		r := result(&c.call, c.tool, "")
+		r := result(&c.call, c.tool, "", nil)
 		if !strings.HasPrefix(textOf(r), c.want) || r.IsError != c.isErr {
 			t.Errorf("%s: %q (error %v), want %q (error %v)", c.call.Status, textOf(r), r.IsError, c.want, c.isErr)
 		}
@@ -100,7 +100,7 @@ func TestAChangeIsToldWhereTheClientReads(t *testing.T) {
 		tool := &tools.Tool{Name: "w", Upstream: "up"}
 		tool.SetListing(json.RawMessage(tc.listing))
 		sent := `{"content":[{"type":"text","text":"ok"}],"structuredContent":{"bytes":12}}`
-		r := result(&models.ToolCall{ID: "c", Status: models.CallSucceeded, Result: sent}, tool, "A person changed it.")
+		r := result(&models.ToolCall{ID: "c", Status: models.CallSucceeded, Result: sent}, tool, "A person changed it.", nil)
 		tellChange(r, tool, map[string]any{"note": "A person changed it."})
 		sc := r.StructuredContent.(map[string]any)
 		_, in := sc[MetaChanged]

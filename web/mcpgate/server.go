@@ -37,8 +37,10 @@ type Gateway struct {
 	Outside *gate.Outside
 	// Wait is how long a call that needs a person is held (0: DefaultWait).
 	Wait time.Duration
-	// Receipt is a final call's signed receipt (nil: results carry none).
-	Receipt func(ctx context.Context, callID string) (string, error)
+	// Receipt is a final call's signed receipt (nil: results carry none);
+	// fresh: the call ended while this request waited, so none is kept yet
+	// unless another instance or the sweep was quicker.
+	Receipt func(ctx context.Context, callID string, fresh bool) (string, error)
 	// Servers are the tools file's MCP servers, whose prompts, resources
 	// and completions pass through (offers.go); nil: none.
 	Servers func() []*upstream.Server
@@ -122,7 +124,8 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	ctx = telemetry.Continue(ctx, traceOf(req))
 	// An upstream's progress, log messages and requests to the client
 	// during a call that runs now reach this client.
-	ctx = upstream.WithRelay(ctx, &upstream.Relay{Session: req.Session, Ctx: ctx, Token: req.Params.GetProgressToken()})
+	relay := &upstream.Relay{Session: req.Session, Ctx: ctx, Token: req.Params.GetProgressToken()}
+	ctx = upstream.WithRelay(ctx, relay)
 	// The same intent asked again, from this session or another, another
 	// process or instance, after a restart (a client that gave up waiting,
 	// or reconnected), while it waits or within the intent window after a
@@ -141,7 +144,7 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 		_ = gw.Outside.HandedOver(ctx, call)
 	}
 	note := gw.changedNote(ctx, call)
-	r := result(call, tool, note)
+	r := result(call, tool, note, relay)
 	meta := r.GetMeta()
 	if meta == nil {
 		meta = map[string]any{}
@@ -155,7 +158,7 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	if call.Status.Final() && gw.Receipt != nil {
 		// Countersign's own words: the signed receipt of what it decided
 		// and how the call ended.
-		if jws, err := gw.Receipt(ctx, call.ID); err == nil {
+		if jws, err := gw.Receipt(ctx, call.ID, !asked.Joined); err == nil {
 			meta[MetaReceipt] = jws
 			r.SetMeta(meta)
 		}
@@ -343,7 +346,8 @@ func hasOutputSchema(t *tools.Tool) bool {
 // content, _meta); Countersign adds its own words only where a person or
 // the policy acted: before the content, what an approver changed; instead
 // of it, a denial, rejection or expiry. changed is that note ("" if none).
-func result(c *models.ToolCall, tool *tools.Tool, changed string) *mcp.CallToolResult {
+// relay, when set, may hold the upstream's result already decoded.
+func result(c *models.ToolCall, tool *tools.Tool, changed string, relay *upstream.Relay) *mcp.CallToolResult {
 	text := func(s string, isErr bool) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}, IsError: isErr}
 	}
@@ -357,7 +361,9 @@ func result(c *models.ToolCall, tool *tools.Tool, changed string) *mcp.CallToolR
 		return text(told.Words, told.Failed)
 	}
 	var r *mcp.CallToolResult
-	if up := (&mcp.CallToolResult{}); tool.Upstream != "" && json.Unmarshal([]byte(c.Result), up) == nil && up.Content != nil {
+	if up := relay.Result(c.Result); tool.Upstream != "" && up != nil && up.Content != nil {
+		r = up // decoded as it came, and recorded as it is encoded
+	} else if up := (&mcp.CallToolResult{}); tool.Upstream != "" && json.Unmarshal([]byte(c.Result), up) == nil && up.Content != nil {
 		r = up
 	} else {
 		r = text(c.Result, false)
