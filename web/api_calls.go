@@ -19,7 +19,6 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
-	"github.com/countersign/countersign/tools"
 )
 
 // The gate API: an agent Countersign does not run asks "may I?" for each
@@ -232,16 +231,7 @@ func (s *Server) handedOver(ctx context.Context, call *models.ToolCall) {
 
 // agentCall reads a call of the agent's own sessions (another's is 404).
 func (s *Server) agentCall(c echo.Context) (*models.ToolCall, *models.Run, error) {
-	ctx := c.Request().Context()
-	id := c.Param("id")
-	call, err := s.core.Store.ToolCall(ctx, id)
-	if err == nil {
-		var run *models.Run
-		if run, err = s.core.Store.Run(ctx, call.RunID); err == nil && run.AgentID == currentAgent(c).ID {
-			return call, run, nil
-		}
-	}
-	return nil, nil, fault.Errorf(fault.NotFound, "call %s was not found", tools.Truncate(id, 64))
+	return s.core.Outside.AgentsCall(c.Request().Context(), currentAgent(c), c.Param("id"))
 }
 
 // MaxCallWait is the longest a GET /api/v1/calls/:id?wait= waits.

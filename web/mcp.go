@@ -117,7 +117,8 @@ func (s *Server) serveMCP(c echo.Context) error {
 	ag := currentAgent(c)
 	ep := s.mcp
 	r := c.Request()
-	if err := s.mcpOrigin(r); err != nil {
+	err := s.mcpOrigin(r)
+	if err != nil {
 		return err
 	}
 	modern := r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get("Mcp-Protocol-Version") >= ModernMCP
@@ -135,8 +136,13 @@ func (s *Server) serveMCP(c echo.Context) error {
 	if r.Method == http.MethodPost && !s.agentAllowed(ag) {
 		return s.agentTooFast(ag)
 	}
+	var body []byte
 	if r.Method == http.MethodPost {
-		if ok, err := mcpBody(c); !ok {
+		var ok bool
+		if body, ok, err = mcpBody(c); !ok {
+			return err
+		}
+		if answered, err := s.mcpTasks(c, ag, body, modern); answered {
 			return err
 		}
 	}
@@ -150,7 +156,9 @@ func (s *Server) serveMCP(c echo.Context) error {
 	// place among the held requests.
 	return s.holdRequest(c, func() error {
 		allowLongWrite(c)
-		h.ServeHTTP(c.Response(), c.Request())
+		w, done := taskCapable(c.Response(), r, body, modern)
+		h.ServeHTTP(w, c.Request())
+		done()
 		return nil
 	})
 }

@@ -16,17 +16,18 @@ import (
 // answered here, in MCP's words instead of an HTTP error the SDKs throw
 // (and that ends a bridge's session): a tools/call gets a tool error
 // result naming the limit, anything else a JSON-RPC error; false then.
-func mcpBody(c echo.Context) (bool, error) {
+// The body is read again from the request, and returned.
+func mcpBody(c echo.Context) ([]byte, bool, error) {
 	r := c.Request()
 	limit := AgentBodyLimit()
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	if int64(len(body)) <= limit {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
-		return true, nil
+		return body, true, nil
 	}
 	size := fmt.Sprintf("more than %d bytes", limit)
 	if r.ContentLength > 0 {
@@ -42,7 +43,7 @@ func mcpBody(c echo.Context) (bool, error) {
 		reply["error"] = map[string]any{"code": -32600, "message": words}
 	}
 	c.Response().Header().Set("Connection", "close") // the rest of the body is not read
-	return false, c.JSON(http.StatusOK, reply)
+	return nil, false, c.JSON(http.StatusOK, reply)
 }
 
 // envelopeStart finds the id and method of a JSON-RPC message from the

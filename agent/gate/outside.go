@@ -121,6 +121,23 @@ func (o *Outside) Ask(ctx context.Context, req OutsideCall) (Asked, error) {
 	return asked, nil
 }
 
+// AgentsCall is the call callID with its run when the agent ag asked for
+// it; another agent's call, or none, is not found (alike, so that an agent
+// learns nothing of another's).
+func (o *Outside) AgentsCall(ctx context.Context, ag *models.Agent, callID string) (*models.ToolCall, *models.Run, error) {
+	call, err := o.Store.ToolCall(ctx, callID)
+	if err == nil {
+		var run *models.Run
+		if run, err = o.Store.Run(ctx, call.RunID); err == nil && run.AgentID == ag.ID {
+			return call, run, nil
+		}
+	}
+	if err != nil && !errors.Is(err, models.ErrNotFound) {
+		return nil, nil, fault.Wrap(err, "could not read the call")
+	}
+	return nil, nil, fault.Errorf(fault.NotFound, "call %s was not found", tools.Truncate(callID, 64))
+}
+
 // Record is the asked call as recorded.
 func (o *Outside) Record(ctx context.Context, asked Asked) (*models.ToolCall, error) {
 	if asked.Call != nil {

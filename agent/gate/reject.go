@@ -101,6 +101,26 @@ func (g *Gate) RejectSigned(ctx context.Context, actionID string, actor models.A
 
 // Cancel withdraws a pending action, for instance when its run is closed.
 func (g *Gate) Cancel(ctx context.Context, actionID string, actor models.Actor, reason string) error {
+	return g.cancel(ctx, actionID, actor.String(), reason, func(call *models.ToolCall) error {
+		if actor != models.SystemActor && !actor.Role.AtLeast(call.RequiredRole) {
+			return fault.Errorf(fault.Forbidden, "this action needs a %s to decide it", call.RequiredRole)
+		}
+		return nil
+	})
+}
+
+// Withdrawn is the reason of an action the agent that asked for it
+// withdrew before a person decided it (an MCP task it cancelled).
+const Withdrawn = "the agent withdrew it before a person decided"
+
+// Withdraw is the agent that asked for a pending action taking it back
+// (the caller checked that the action is that agent's): it is cancelled
+// with the reason Withdrawn, under the agent's name.
+func (g *Gate) Withdraw(ctx context.Context, actionID string, agent *models.Agent) error {
+	return g.cancel(ctx, actionID, "agent:"+agent.Name, Withdrawn, func(*models.ToolCall) error { return nil })
+}
+
+func (g *Gate) cancel(ctx context.Context, actionID, actor, reason string, may func(*models.ToolCall) error) error {
 	err := g.store.Write(ctx, func(tx *storage.Tx) error {
 		call, err := tx.ToolCall(actionID)
 		if err != nil {
@@ -109,15 +129,15 @@ func (g *Gate) Cancel(ctx context.Context, actionID string, actor models.Actor, 
 		if call.Status != models.CallPending {
 			return alreadyDecided(call)
 		}
-		if actor != models.SystemActor && !actor.Role.AtLeast(call.RequiredRole) {
-			return fault.Errorf(fault.Forbidden, "this action needs a %s to decide it", call.RequiredRole)
+		if err := may(call); err != nil {
+			return err
 		}
 		if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallPending}, To: models.CallCancelled,
 			Error: "cancelled: " + reason}); err != nil {
 			return err
 		}
-		g.heldFor(tx, call, "cancelled", actor.String())
-		return tx.Audit(models.Event{Actor: actor.String(), Kind: models.EventActionCancelled, Subject: call.ID,
+		g.heldFor(tx, call, "cancelled", actor)
+		return tx.Audit(models.Event{Actor: actor, Kind: models.EventActionCancelled, Subject: call.ID,
 			Payload: models.ActionCancelledPayload{Reason: reason}})
 	})
 	if err != nil {

@@ -121,28 +121,41 @@ func sameShape(a, b *tools.Tool) bool {
 }
 
 func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	ctx = telemetry.Continue(ctx, traceOf(req))
+	meta := req.Params.GetMeta()
+	ctx = telemetry.Continue(ctx, traceOf(meta))
 	// An upstream's progress, log messages and requests to the client
 	// during a call that runs now reach this client.
 	relay := &upstream.Relay{Session: req.Session, Ctx: ctx, Token: req.Params.GetProgressToken()}
 	ctx = upstream.WithRelay(ctx, relay)
-	// The same intent asked again, from this session or another, another
-	// process or instance, after a restart (a client that gave up waiting,
-	// or reconnected), while it waits or within the intent window after a
-	// person decided it, is that call (Outside.Ask joins it), unless the
-	// request says it means a new one.
-	newIntent, _ := req.Params.GetMeta()[MetaNewIntent].(bool)
-	asked, err := gw.Outside.Ask(ctx, gate.OutsideCall{Agent: ag, Session: session(req), Tool: tool.Name,
-		Args: []byte(req.Params.Arguments), Context: callContext(req), NewIntent: newIntent})
+	asked, err := gw.ask(ctx, ag, tool, meta, req.Session.ID(), req.Params.Arguments)
 	if err != nil {
 		return nil, err
 	}
 	call := gw.hold(ctx, req, asked.Brief())
 	// For the record only: the same intent asked again is this call
-	// within the window whether or not this answer reaches the client.
+	// within the intent window whether or not this answer reaches the client.
 	if ctx.Err() == nil {
 		_ = gw.Outside.HandedOver(ctx, call)
 	}
+	return gw.answer(ctx, tool, call, !asked.Joined, asked.Replay(), relay), nil
+}
+
+// ask puts a call through the gate. The same intent asked again, from this
+// session or another, another process or instance, after a restart (a
+// client that gave up waiting, or reconnected), while it waits or within
+// the intent window after a person decided it, is that call (Outside.Ask
+// joins it), unless the request says it means a new one.
+func (gw *Gateway) ask(ctx context.Context, ag *models.Agent, tool *tools.Tool, meta mcp.Meta, sessionID string, args json.RawMessage) (gate.Asked, error) {
+	newIntent, _ := meta[MetaNewIntent].(bool)
+	return gw.Outside.Ask(ctx, gate.OutsideCall{Agent: ag, Session: session(meta, sessionID), Tool: tool.Name,
+		Args: []byte(args), Context: callContext(meta), NewIntent: newIntent})
+}
+
+// answer is the MCP result for a call as it stands: the outcome, what a
+// person changed, the signed receipt of a final call (fresh: it ended
+// while this request waited), and, for a call decided before (replay), that
+// it is a replay.
+func (gw *Gateway) answer(ctx context.Context, tool *tools.Tool, call *models.ToolCall, fresh, replay bool, relay *upstream.Relay) *mcp.CallToolResult {
 	note := gw.changedNote(ctx, call)
 	r := result(call, tool, note, relay)
 	meta := r.GetMeta()
@@ -158,20 +171,20 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	if call.Status.Final() && gw.Receipt != nil {
 		// Countersign's own words: the signed receipt of what it decided
 		// and how the call ended.
-		if jws, err := gw.Receipt(ctx, call.ID, !asked.Joined); err == nil {
+		if jws, err := gw.Receipt(ctx, call.ID, fresh); err == nil {
 			meta[MetaReceipt] = jws
 			r.SetMeta(meta)
 		}
 	}
-	if asked.Replay() {
-		replay := map[string]any{"call": call.ID, "status": string(call.Status)}
+	if replay {
+		replayed := map[string]any{"call": call.ID, "status": string(call.Status)}
 		if call.FinishedAt != nil {
-			replay["finished_at"] = call.FinishedAt.UTC().Format(time.RFC3339Nano)
+			replayed["finished_at"] = call.FinishedAt.UTC().Format(time.RFC3339Nano)
 		}
-		meta[MetaReplay] = replay
+		meta[MetaReplay] = replayed
 		r.SetMeta(meta)
 	}
-	return r, nil
+	return r
 }
 
 // MetaNewIntent is the _meta key under which a request says it means a
@@ -201,32 +214,33 @@ const MetaContext = "countersign/context"
 
 // callContext is what the agent says of the call ("" when it said nothing),
 // at most 2,000 characters.
-func callContext(req *mcp.CallToolRequest) string {
-	s, _ := req.Params.GetMeta()[MetaContext].(string)
+func callContext(meta mcp.Meta) string {
+	s, _ := meta[MetaContext].(string)
 	return tools.Truncate(strings.TrimSpace(s), 2000)
 }
 
 // traceOf is the W3C trace context a request carries in _meta
 // ("traceparent", "tracestate"), as the MCP community's convention has it.
-func traceOf(req *mcp.CallToolRequest) propagation.MapCarrier {
+func traceOf(meta mcp.Meta) propagation.MapCarrier {
 	c := propagation.MapCarrier{}
 	for _, k := range []string{"traceparent", "tracestate"} {
-		if s, ok := req.Params.GetMeta()[k].(string); ok && len(s) <= 512 {
+		if s, ok := meta[k].(string); ok && len(s) <= 512 {
 			c[k] = s
 		}
 	}
 	return c
 }
 
-// session is the run a call belongs to, from what the request carries.
-func session(req *mcp.CallToolRequest) string {
-	if s, ok := req.Params.GetMeta()[MetaSession].(string); ok {
+// session is the run a call belongs to, from what the request carries:
+// its _meta, else its MCP session (sessionID), else none.
+func session(meta mcp.Meta, sessionID string) string {
+	if s, ok := meta[MetaSession].(string); ok {
 		if s = strings.TrimSpace(s); s != "" && len(s) <= 200 {
 			return "mcp:" + s
 		}
 	}
-	if id := req.Session.ID(); id != "" {
-		return "mcp:" + id
+	if sessionID != "" {
+		return "mcp:" + sessionID
 	}
 	return "mcp"
 }

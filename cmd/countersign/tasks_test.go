@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest"
+	"github.com/countersign/countersign/web/mcpgate"
+)
+
+// tasksClient runs .ci/mcp/tasks-client.mjs (the TypeScript SDK 1.32's
+// experimental tasks client) and hands over each line it prints as it
+// prints it; the channel closes when the client exits.
+func tasksClient(t *testing.T, base, key string, n int, mode string) <-chan map[string]any {
+	t.Helper()
+	cmd := exec.Command("node", nodeScript(t, "tasks-client.mjs"), base+"/mcp", key, "pay", `{"n":`+asJSON(n)+`}`, mode)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := make(chan map[string]any, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 0, 64*1024), 8<<20)
+		for sc.Scan() {
+			var v map[string]any
+			if json.Unmarshal(sc.Bytes(), &v) == nil {
+				lines <- v
+			}
+		}
+	}()
+	return lines
+}
+
+// next is the client's next line (fails after a minute, or if it exits).
+func next(t *testing.T, lines <-chan map[string]any) map[string]any {
+	t.Helper()
+	select {
+	case v, ok := <-lines:
+		if !ok {
+			t.Fatal("the tasks client exited before saying what was expected")
+		}
+		return v
+	case <-time.After(60 * time.Second):
+		t.Fatal("the tasks client said nothing for a minute")
+	}
+	return nil
+}
+
+// untilType skips taskStatus lines (polls while it works) to the next of
+// another type.
+func untilType(t *testing.T, lines <-chan map[string]any) map[string]any {
+	t.Helper()
+	for {
+		if v := next(t, lines); v["type"] != "taskStatus" || v["task"].(map[string]any)["status"] != "working" {
+			return v
+		}
+	}
+}
+
+// A client that can wait as a task (the TypeScript SDK's experimental tasks
+// client, asking for one on tools/call) is given a task at once for a call
+// that waits for a person, working with a status naming the wait, and the
+// outcome when a person decided: approved, the backend's result (paid
+// once); rejected, the reason; cancelled by the client, the action
+// cancelled and never run.
+func TestHeldCallsBecomeTasksForClientsThatAskForOne(t *testing.T) {
+	toolsFile, paid := payTools(t)
+	db := storetest.DSN(t)
+	// A hold far longer than the test: a task is answered at once anyway.
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile, MCPHold: 10 * time.Minute}, io.Discard)
+	base := "http://" + app.Addr()
+	key, staffTok := agentAndApprover(t, db, "tasker")
+	decide := func(id, verdict, body string) int {
+		req, _ := http.NewRequest("POST", base+"/api/v1/actions/"+id+"/"+verdict, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+staffTok)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	created := func(t *testing.T, lines <-chan map[string]any) string {
+		t.Helper()
+		hello := next(t, lines)["connected"].(map[string]any)
+		if caps, _ := hello["tasks"].(map[string]any); caps == nil || hello["taskSupport"] != "optional" {
+			t.Fatalf("the server does not say it takes tasks: %v", hello)
+		}
+		first := next(t, lines)
+		task, _ := first["task"].(map[string]any)
+		if first["type"] != "taskCreated" || task["status"] != "working" || !strings.Contains(asJSON(task["statusMessage"]), "Waiting for a person") {
+			t.Fatalf("not a working task: %v", first)
+		}
+		return task["taskId"].(string)
+	}
+
+	t.Run("approved", func(t *testing.T) {
+		lines := tasksClient(t, base, key, 1, "")
+		id := created(t, lines)
+		if paid.Load() != 0 {
+			t.Fatal("paid before a person decided")
+		}
+		// The call's record says which way the agent is answered.
+		st, err := storage.Open(db, storage.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, _ := st.AuditEventsFor(context.Background(), id)
+		st.Close()
+		if len(events) == 0 || events[0].Actor != "agent:tasker ("+mcpgate.AsTask+")" {
+			t.Fatalf("the call's record: %+v", events)
+		}
+		if got := asJSON(next(t, lines)); !strings.Contains(got, `"taskStatus"`) || !strings.Contains(got, `"working"`) {
+			t.Fatalf("while it waits: %s", got)
+		}
+		if code := decide(id, "approve", `{}`); code != 200 {
+			t.Fatalf("approve: %d", code)
+		}
+		if v := untilType(t, lines); v["type"] != "taskStatus" || v["task"].(map[string]any)["status"] != "completed" {
+			t.Fatalf("after approval: %v", v)
+		}
+		res := next(t, lines)
+		got := asJSON(res)
+		if res["type"] != "result" || !strings.Contains(got, `\"paid\":true`) || !strings.Contains(got, `"io.modelcontextprotocol/related-task":{"taskId":"`+id+`"}`) ||
+			!strings.Contains(got, `"countersign/receipt"`) || strings.Contains(got, `"isError":true`) {
+			t.Fatalf("the result: %s", got)
+		}
+		if paid.Load() != 1 {
+			t.Fatalf("paid %d times", paid.Load())
+		}
+	})
+
+	t.Run("rejected", func(t *testing.T) {
+		lines := tasksClient(t, base, key, 2, "")
+		id := created(t, lines)
+		if code := decide(id, "reject", `{"reason":"not this month"}`); code != 200 {
+			t.Fatalf("reject: %d", code)
+		}
+		untilType(t, lines) // completed
+		got := asJSON(next(t, lines))
+		if !strings.Contains(got, `"isError":true`) || !strings.Contains(got, "not this month") {
+			t.Fatalf("the rejection: %s", got)
+		}
+	})
+
+	t.Run("cancelled by the client", func(t *testing.T) {
+		lines := tasksClient(t, base, key, 3, "cancel")
+		id := created(t, lines)
+		c := next(t, lines)["cancelled"].(map[string]any)
+		if c["taskId"] != id || c["status"] != "cancelled" {
+			t.Fatalf("cancelled: %v", c)
+		}
+		if v := untilType(t, lines); v["type"] != "taskStatus" || v["task"].(map[string]any)["status"] != "cancelled" {
+			t.Fatalf("after cancelling: %v", v)
+		}
+		if v := next(t, lines); v["type"] != "error" || !strings.Contains(asJSON(v), "cancelled") {
+			t.Fatalf("the client's end: %v", v)
+		}
+		if code := decide(id, "approve", `{}`); code != http.StatusConflict {
+			t.Fatalf("approving a cancelled action: %d", code)
+		}
+	})
+	if paid.Load() != 1 {
+		t.Fatalf("the backend was paid %d times; once was approved", paid.Load())
+	}
+}

@@ -1,0 +1,241 @@
+package web
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/web/mcpgate"
+)
+
+// TasksMCP is the MCP revision whose sessions may ask for tasks (they are
+// experimental in it): a held call answered with a task, polled with
+// tasks/get and tasks/result, withdrawn with tasks/cancel.
+const TasksMCP = "2025-11-25"
+
+// rpcMessage is one JSON-RPC request as /mcp reads it to see whether it is
+// Countersign's to answer.
+type rpcMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// mcpTasks answers, itself, the requests of a 2025-11-25 session that the
+// Go SDK does not speak (mcpgate's tasks.go): a tools/call that asks for a
+// task, and tasks/get, tasks/result and tasks/cancel. A task belongs to the
+// agent, not to the MCP session: it is read after the session is gone, on
+// another instance, after a restart. true when it answered.
+func (s *Server) mcpTasks(c echo.Context, ag *models.Agent, body []byte, modern bool) (bool, error) {
+	r := c.Request()
+	if modern || r.Header.Get("Mcp-Protocol-Version") != TasksMCP || bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+		return false, nil
+	}
+	var m rpcMessage
+	if json.Unmarshal(body, &m) != nil || len(m.ID) == 0 || string(m.ID) == "null" {
+		return false, nil // the SDK's to refuse
+	}
+	ctx, gw := r.Context(), s.mcp.gw
+	var task struct {
+		TaskID string `json:"taskId"`
+	}
+	switch m.Method {
+	case "tools/call":
+		var p mcpgate.TaskCall
+		if json.Unmarshal(m.Params, &p) != nil || p.Task == nil || !s.mcp.hasSession(ag, r.Header.Get("Mcp-Session-Id")) {
+			return false, nil // no task asked for, or no session (the SDK answers 404)
+		}
+		t, err := gw.CreateTask(ctx, ag, r.Header.Get("Mcp-Session-Id"), p)
+		return true, rpcReply(c, m.ID, map[string]any{"task": t}, err)
+	case "tasks/get", "tasks/result", "tasks/cancel":
+		if err := json.Unmarshal(m.Params, &task); err != nil || task.TaskID == "" {
+			return true, rpcReply(c, m.ID, nil, fault.Errorf(fault.Invalid, "%s needs params.taskId", m.Method))
+		}
+	default:
+		return false, nil
+	}
+	switch m.Method {
+	case "tasks/get":
+		t, err := gw.GetTask(ctx, ag, task.TaskID)
+		return true, rpcReply(c, m.ID, t, err)
+	case "tasks/cancel":
+		t, err := gw.CancelTask(ctx, ag, task.TaskID)
+		return true, rpcReply(c, m.ID, t, err)
+	}
+	// tasks/result waits until the task ends: a held request, as a held call.
+	return true, s.holdRequest(c, func() error {
+		allowLongWrite(c)
+		res, err := gw.TaskResult(c.Request().Context(), ag, task.TaskID)
+		return rpcReply(c, m.ID, res, err)
+	})
+}
+
+// rpcReply answers one JSON-RPC request with result, or with err in the
+// protocol's words: an unknown task or a bad parameter is invalid params.
+func rpcReply(c echo.Context, id json.RawMessage, result any, err error) error {
+	reply := map[string]any{"jsonrpc": "2.0", "id": id}
+	if err != nil {
+		code := -32603
+		if k := fault.CodeOf(err); k == fault.Invalid || k == fault.NotFound || k == fault.Conflict {
+			code = -32602
+		}
+		reply["error"] = map[string]any{"code": code, "message": fault.Message(err)}
+	} else {
+		reply["result"] = result
+	}
+	return c.JSON(http.StatusOK, reply)
+}
+
+// hasSession says whether the agent has the MCP session id open here.
+func (ep *mcpEndpoint) hasSession(ag *models.Agent, id string) bool {
+	if id == "" {
+		return false
+	}
+	for ss := range ep.server(ag).Sessions() {
+		if ss.ID() == id {
+			return true
+		}
+	}
+	return false
+}
+
+// taskCapable is where the SDK's answer to a 2025-11-25 session's
+// initialize or tools/list is written, to be told, in Countersign's own
+// words, that tasks are spoken here: the tasks capability (tools/call,
+// cancel) in initialize's result, and each tool's execution.taskSupport
+// "optional" in tools/list (a call may wait for a person; a client may
+// wait as a task or be held). Other requests: w itself, and done does
+// nothing.
+func taskCapable(w http.ResponseWriter, r *http.Request, body []byte, modern bool) (http.ResponseWriter, func()) {
+	var m rpcMessage
+	if modern || json.Unmarshal(body, &m) != nil {
+		return w, func() {}
+	}
+	switch {
+	case m.Method == "initialize":
+	case m.Method == "tools/list" && r.Header.Get("Mcp-Protocol-Version") == TasksMCP:
+	default:
+		return w, func() {}
+	}
+	cw := &captured{ResponseWriter: w, code: http.StatusOK}
+	return cw, func() {
+		out := cw.buf.Bytes()
+		if cw.code == http.StatusOK {
+			out = rewriteMessages(out, func(res map[string]json.RawMessage) { addTasks(m.Method, res) })
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(cw.code)
+		_, _ = w.Write(out)
+	}
+}
+
+// captured keeps what the SDK writes, to be written when it is done.
+type captured struct {
+	http.ResponseWriter
+	buf  bytes.Buffer
+	code int
+}
+
+func (c *captured) WriteHeader(code int)        { c.code = code }
+func (c *captured) Write(b []byte) (int, error) { return c.buf.Write(b) }
+func (c *captured) Flush()                      {}
+
+// rewriteMessages applies edit to the result of each JSON-RPC response in
+// body: one JSON message, or an event stream's data lines. What it cannot
+// read is left as it is.
+func rewriteMessages(body []byte, edit func(map[string]json.RawMessage)) []byte {
+	one := func(msg []byte) []byte {
+		var env map[string]json.RawMessage
+		if json.Unmarshal(msg, &env) != nil || env["result"] == nil {
+			return msg
+		}
+		var res map[string]json.RawMessage
+		if json.Unmarshal(env["result"], &res) != nil {
+			return msg
+		}
+		edit(res)
+		var err error
+		if env["result"], err = marshalRaw(res); err != nil {
+			return msg
+		}
+		out, err := marshalRaw(env)
+		if err != nil {
+			return msg
+		}
+		return out
+	}
+	if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '{' {
+		return one(t)
+	}
+	var out bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 0, 64*1024), 64<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if data, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
+			out.WriteString("data: ")
+			out.Write(one(data))
+		} else {
+			out.Write(line)
+		}
+		out.WriteByte('\n')
+	}
+	if sc.Err() != nil {
+		return body
+	}
+	return out.Bytes()
+}
+
+// addTasks says that tasks are spoken: in initialize's result (when the
+// session speaks 2025-11-25), the capability; in tools/list's, each tool's
+// taskSupport.
+func addTasks(method string, res map[string]json.RawMessage) {
+	if method == "initialize" {
+		var v string
+		var caps map[string]json.RawMessage
+		if json.Unmarshal(res["protocolVersion"], &v) != nil || v != TasksMCP || json.Unmarshal(res["capabilities"], &caps) != nil {
+			return
+		}
+		caps["tasks"] = json.RawMessage(`{"cancel":{},"requests":{"tools":{"call":{}}}}`)
+		res["capabilities"], _ = json.Marshal(caps)
+		return
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(res["tools"], &list) != nil {
+		return
+	}
+	var out bytes.Buffer
+	out.WriteByte('[')
+	for i, t := range list {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		var keys map[string]json.RawMessage
+		t = bytes.TrimSpace(t)
+		if json.Unmarshal(t, &keys) != nil || keys["execution"] != nil || len(keys) == 0 {
+			out.Write(t) // the tool as it was listed, untouched
+			continue
+		}
+		out.Write(t[:len(t)-1])
+		out.WriteString(`,"execution":{"taskSupport":"optional"}}`)
+	}
+	out.WriteByte(']')
+	res["tools"] = out.Bytes()
+}
+
+// marshalRaw is v as JSON without HTML escaping: what was passed on stays
+// as it was written.
+func marshalRaw(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
