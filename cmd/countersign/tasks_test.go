@@ -182,3 +182,107 @@ func TestHeldCallsBecomeTasksForClientsThatAskForOne(t *testing.T) {
 		t.Fatalf("the backend was paid %d times; once was approved", paid.Load())
 	}
 }
+
+// rpc posts one JSON-RPC message to /mcp as a 2025-11-25 client would and
+// returns the reply (read from JSON or an event stream) and the session id.
+func rpc(t *testing.T, base, key, session, msg string) (map[string]any, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(msg))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 && res.StatusCode != 202 {
+		t.Fatalf("%s: HTTP %d %s", msg, res.StatusCode, body)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			body = []byte(data)
+		}
+	}
+	var reply map[string]any
+	if res.StatusCode == 200 {
+		if err := json.Unmarshal(body, &reply); err != nil {
+			t.Fatalf("%s: %v %s", msg, err, body)
+		}
+	}
+	return reply, res.Header.Get("Mcp-Session-Id")
+}
+
+// A task outlives the instance that created it: Countersign stopped while a
+// task waits for a person and started again, the task is there (its MCP
+// session is not), a person approves, and its result is the call's; the
+// backend is paid once. Another agent cannot see it, read its result or
+// cancel it.
+func TestATaskOutlivesARestart(t *testing.T) {
+	toolsFile, paid := payTools(t)
+	db := storetest.DSN(t)
+	cfg := config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile}
+	app, stop := startServing(t, cfg, io.Discard, io.Discard)
+	base := "http://" + app.Addr()
+	key, staffTok := agentAndApprover(t, db, "tasker")
+	other, _ := runCmd(t, "agent", "add", "--name", "other", "--db", db)
+	other = strings.TrimSpace(strings.SplitN(other, "\n", 2)[0])
+
+	hello, session := rpc(t, base, key, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if got := asJSON(hello); !strings.Contains(got, `"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}`) || session == "" {
+		t.Fatalf("initialize: %s (session %q)", got, session)
+	}
+	rpc(t, base, key, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	made, _ := rpc(t, base, key, session, `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"pay","arguments":{"n":9},"task":{"ttl":60000}}}`)
+	task, _ := made["result"].(map[string]any)["task"].(map[string]any)
+	id, _ := task["taskId"].(string)
+	if made["id"] != "a" || task["status"] != "working" || id == "" || task["pollInterval"] != 2000.0 {
+		t.Fatalf("tools/call with a task: %s", asJSON(made))
+	}
+	stop()
+
+	app = serveApp(t, cfg, io.Discard)
+	base = "http://" + app.Addr()
+	for _, m := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
+		r, _ := rpc(t, base, other, "", `{"jsonrpc":"2.0","id":7,"method":"`+m+`","params":{"taskId":"`+id+`"}}`)
+		if e, _ := r["error"].(map[string]any); e == nil || e["code"] != -32602.0 || !strings.Contains(asJSON(e), "was not found") {
+			t.Fatalf("another agent's %s: %s", m, asJSON(r))
+		}
+	}
+	got, _ := rpc(t, base, key, session, `{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"`+id+`"}}`)
+	if r := got["result"].(map[string]any); r["taskId"] != id || r["status"] != "working" {
+		t.Fatalf("after the restart: %s", asJSON(got))
+	}
+	done := make(chan map[string]any, 1)
+	go func() { // tasks/result waits for the outcome
+		r, _ := rpc(t, base, key, session, `{"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId":"`+id+`"}}`)
+		done <- r
+	}()
+	time.Sleep(300 * time.Millisecond)
+	req, _ := http.NewRequest("POST", base+"/api/v1/actions/"+id+"/approve", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+staffTok)
+	req.Header.Set("Content-Type", "application/json")
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 200 {
+		t.Fatalf("approve: %v %v", res, err)
+	}
+	select {
+	case r := <-done:
+		if got := asJSON(r); !strings.Contains(got, `\"paid\":true`) || !strings.Contains(got, `"io.modelcontextprotocol/related-task":{"taskId":"`+id+`"}`) {
+			t.Fatalf("tasks/result: %s", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("tasks/result did not answer after the approval")
+	}
+	got, _ = rpc(t, base, key, "", `{"jsonrpc":"2.0","id":4,"method":"tasks/cancel","params":{"taskId":"`+id+`"}}`)
+	if e, _ := got["error"].(map[string]any); e == nil || !strings.Contains(asJSON(e), "already ended") {
+		t.Fatalf("cancelling an ended task: %s", asJSON(got))
+	}
+	if paid.Load() != 1 {
+		t.Fatalf("paid %d times", paid.Load())
+	}
+}
