@@ -33,12 +33,18 @@ type rpcMessage struct {
 // another instance, after a restart. true when it answered.
 func (s *Server) mcpTasks(c echo.Context, ag *models.Agent, body []byte, modern bool) (bool, error) {
 	r := c.Request()
-	if modern || r.Header.Get("Mcp-Protocol-Version") != TasksMCP || bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
 		return false, nil
 	}
 	var m rpcMessage
 	if json.Unmarshal(body, &m) != nil || len(m.ID) == 0 || string(m.ID) == "null" {
 		return false, nil // the SDK's to refuse
+	}
+	if modern {
+		return s.mcpModernTasks(c, ag, m)
+	}
+	if r.Header.Get("Mcp-Protocol-Version") != TasksMCP {
+		return false, nil
 	}
 	ctx, gw := r.Context(), s.mcp.gw
 	var task struct {
@@ -73,6 +79,53 @@ func (s *Server) mcpTasks(c echo.Context, ag *models.Agent, body []byte, modern 
 		res, err := gw.TaskResult(c.Request().Context(), ag, task.TaskID)
 		return rpcReply(c, m.ID, res, err)
 	})
+}
+
+// mcpModernTasks answers the tasks extension's methods for a 2026-07-28
+// request (a tools/call that waits becomes a task in the gateway's own
+// server; taskCapable words it): tasks/get and tasks/cancel for a client
+// that declared the extension in the request's _meta, the protocol's
+// missing-capability error for one that did not. tasks/update (input for
+// a task that asks for it) has nothing to update here: no held call asks
+// its client anything.
+func (s *Server) mcpModernTasks(c echo.Context, ag *models.Agent, m rpcMessage) (bool, error) {
+	switch m.Method {
+	case "tasks/get", "tasks/cancel", "tasks/update":
+	default:
+		return false, nil
+	}
+	var p struct {
+		Meta   map[string]any `json:"_meta"`
+		TaskID string         `json:"taskId"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	if !mcpgate.DeclaresTasks(p.Meta) {
+		return true, c.JSON(http.StatusOK, map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{
+			"code": -32021, "message": m.Method + " needs the client capability " + mcpgate.TasksExtension + " (declare it in the request's _meta)",
+			"data": map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{mcpgate.TasksExtension: map[string]any{}}}}}})
+	}
+	if p.TaskID == "" {
+		return true, rpcReply(c, m.ID, nil, fault.Errorf(fault.Invalid, "%s needs params.taskId", m.Method))
+	}
+	ctx, gw := c.Request().Context(), s.mcp.gw
+	switch m.Method {
+	case "tasks/get":
+		t, err := gw.DetailedTask(ctx, ag, p.TaskID)
+		return true, rpcReply(c, m.ID, t, err)
+	case "tasks/cancel":
+		// An ack, whatever the task's state (one that ended, or that a
+		// person approved, stays as it is: tasks/get tells).
+		_, err := gw.CancelTask(ctx, ag, p.TaskID)
+		if fault.CodeOf(err) != fault.NotFound {
+			err = nil
+		}
+		return true, rpcReply(c, m.ID, map[string]any{"resultType": "complete"}, err)
+	}
+	_, err := gw.GetTask(ctx, ag, p.TaskID)
+	if err == nil {
+		err = fault.Errorf(fault.Invalid, "task %s asks for no input", p.TaskID)
+	}
+	return true, rpcReply(c, m.ID, nil, err)
 }
 
 // rpcReply answers one JSON-RPC request with result, or with err in the
@@ -113,12 +166,17 @@ func (ep *mcpEndpoint) hasSession(ag *models.Agent, id string) bool {
 // nothing.
 func taskCapable(w http.ResponseWriter, r *http.Request, body []byte, modern bool) (http.ResponseWriter, func()) {
 	var m rpcMessage
-	if modern || json.Unmarshal(body, &m) != nil {
+	if json.Unmarshal(body, &m) != nil {
 		return w, func() {}
 	}
+	var p struct {
+		Meta map[string]any `json:"_meta"`
+	}
 	switch {
-	case m.Method == "initialize":
-	case m.Method == "tools/list" && r.Header.Get("Mcp-Protocol-Version") == TasksMCP:
+	case modern && m.Method == "server/discover":
+	case modern && m.Method == "tools/call" && json.Unmarshal(m.Params, &p) == nil && mcpgate.DeclaresTasks(p.Meta):
+	case !modern && m.Method == "initialize":
+	case !modern && m.Method == "tools/list" && r.Header.Get("Mcp-Protocol-Version") == TasksMCP:
 	default:
 		return w, func() {}
 	}
@@ -126,7 +184,7 @@ func taskCapable(w http.ResponseWriter, r *http.Request, body []byte, modern boo
 	return cw, func() {
 		out := cw.buf.Bytes()
 		if cw.code == http.StatusOK {
-			out = rewriteMessages(out, func(res map[string]json.RawMessage) { addTasks(m.Method, res) })
+			out = rewriteMessages(out, func(res map[string]json.RawMessage) bool { return addTasks(m.Method, res) })
 		}
 		w.Header().Del("Content-Length")
 		w.WriteHeader(cw.code)
@@ -147,8 +205,8 @@ func (c *captured) Flush()                      {}
 
 // rewriteMessages applies edit to the result of each JSON-RPC response in
 // body: one JSON message, or an event stream's data lines. What it cannot
-// read is left as it is.
-func rewriteMessages(body []byte, edit func(map[string]json.RawMessage)) []byte {
+// read, or edit left alone (false), is left as it was written.
+func rewriteMessages(body []byte, edit func(map[string]json.RawMessage) bool) []byte {
 	one := func(msg []byte) []byte {
 		var env map[string]json.RawMessage
 		if json.Unmarshal(msg, &env) != nil || env["result"] == nil {
@@ -158,7 +216,9 @@ func rewriteMessages(body []byte, edit func(map[string]json.RawMessage)) []byte 
 		if json.Unmarshal(env["result"], &res) != nil {
 			return msg
 		}
-		edit(res)
+		if !edit(res) {
+			return msg // as it was written
+		}
 		var err error
 		if env["result"], err = marshalRaw(res); err != nil {
 			return msg
@@ -194,20 +254,45 @@ func rewriteMessages(body []byte, edit func(map[string]json.RawMessage)) []byte 
 // addTasks says that tasks are spoken: in initialize's result (when the
 // session speaks 2025-11-25), the capability; in tools/list's, each tool's
 // taskSupport.
-func addTasks(method string, res map[string]json.RawMessage) {
-	if method == "initialize" {
+func addTasks(method string, res map[string]json.RawMessage) bool {
+	switch method {
+	case "server/discover":
+		var caps, ext map[string]json.RawMessage
+		if json.Unmarshal(res["capabilities"], &caps) != nil {
+			return false
+		}
+		if json.Unmarshal(caps["extensions"], &ext) != nil || ext == nil {
+			ext = map[string]json.RawMessage{}
+		}
+		ext[mcpgate.TasksExtension] = json.RawMessage(`{}`)
+		caps["extensions"], _ = marshalRaw(ext)
+		res["capabilities"], _ = marshalRaw(caps)
+		return true
+	case "tools/call":
+		// A call that waits, as the task it became.
+		var meta map[string]json.RawMessage
+		var t mcpgate.Task
+		if json.Unmarshal(res["_meta"], &meta) != nil || json.Unmarshal(meta[mcpgate.MetaTask], &t) != nil || t.TaskID == "" {
+			return false
+		}
+		clear(res)
+		for k, v := range t.Modern("task") {
+			res[k], _ = marshalRaw(v)
+		}
+		return true
+	case "initialize":
 		var v string
 		var caps map[string]json.RawMessage
 		if json.Unmarshal(res["protocolVersion"], &v) != nil || v != TasksMCP || json.Unmarshal(res["capabilities"], &caps) != nil {
-			return
+			return false
 		}
 		caps["tasks"] = json.RawMessage(`{"cancel":{},"requests":{"tools":{"call":{}}}}`)
-		res["capabilities"], _ = json.Marshal(caps)
-		return
+		res["capabilities"], _ = marshalRaw(caps)
+		return true
 	}
 	var list []json.RawMessage
 	if json.Unmarshal(res["tools"], &list) != nil {
-		return
+		return false
 	}
 	var out bytes.Buffer
 	out.WriteByte('[')
@@ -226,6 +311,7 @@ func addTasks(method string, res map[string]json.RawMessage) {
 	}
 	out.WriteByte(']')
 	res["tools"] = out.Bytes()
+	return true
 }
 
 // marshalRaw is v as JSON without HTML escaping: what was passed on stays

@@ -187,11 +187,30 @@ func TestHeldCallsBecomeTasksForClientsThatAskForOne(t *testing.T) {
 // returns the reply (read from JSON or an event stream) and the session id.
 func rpc(t *testing.T, base, key, session, msg string) (map[string]any, string) {
 	t.Helper()
+	return rpcAt(t, "2025-11-25", base, key, session, msg)
+}
+
+// rpcAt is rpc for a client of protocol revision version.
+func rpcAt(t *testing.T, version, base, key, session, msg string) (map[string]any, string) {
+	t.Helper()
 	req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(msg))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Mcp-Protocol-Version", version)
+	if version >= "2026-07-28" { // the standard headers (SEP-2243)
+		var m struct {
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal([]byte(msg), &m)
+		req.Header.Set("Mcp-Method", m.Method)
+		if m.Method == "tools/call" {
+			req.Header.Set("Mcp-Name", m.Params.Name)
+		}
+	}
 	if session != "" {
 		req.Header.Set("Mcp-Session-Id", session)
 	}
@@ -281,6 +300,83 @@ func TestATaskOutlivesARestart(t *testing.T) {
 	got, _ = rpc(t, base, key, "", `{"jsonrpc":"2.0","id":4,"method":"tasks/cancel","params":{"taskId":"`+id+`"}}`)
 	if e, _ := got["error"].(map[string]any); e == nil || !strings.Contains(asJSON(e), "already ended") {
 		t.Fatalf("cancelling an ended task: %s", asJSON(got))
+	}
+	if paid.Load() != 1 {
+		t.Fatalf("paid %d times", paid.Load())
+	}
+}
+
+// A 2026-07-28 client that declares the tasks extension (SEP-2663) in a
+// request's _meta: a call that waits for a person is answered with a task
+// (flat, resultType "task"), tasks/get holds the result once a person
+// approved, tasks/cancel is an acknowledgement that withdraws a waiting
+// call and changes nothing once it ended; without the extension declared,
+// the tasks methods are a missing-capability error.
+func TestA2026ClientThatDeclaresTasksGetsOne(t *testing.T) {
+	toolsFile, paid := payTools(t)
+	db := storetest.DSN(t)
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile, MCPHold: 10 * time.Minute}, io.Discard)
+	base := "http://" + app.Addr()
+	key, staffTok := agentAndApprover(t, db, "modern")
+	const declared = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},` +
+		`"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+	const undeclared = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},` +
+		`"io.modelcontextprotocol/clientCapabilities":{}}`
+	ask := func(msg string) map[string]any {
+		t.Helper()
+		r, _ := rpcAt(t, "2026-07-28", base, key, "", msg)
+		return r
+	}
+	if got := asJSON(ask(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + declared + `}}`)); !strings.Contains(got, `"io.modelcontextprotocol/tasks":{}`) {
+		t.Fatalf("server/discover: %s", got)
+	}
+	made := ask(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"pay","arguments":{"n":20},` + declared + `}}`)
+	task, _ := made["result"].(map[string]any)
+	id, _ := task["taskId"].(string)
+	if task["resultType"] != "task" || task["status"] != "working" || id == "" || task["pollIntervalMs"] != 2000.0 || task["task"] != nil ||
+		task["content"] != nil || !strings.Contains(asJSON(task["statusMessage"]), "Waiting for a person") {
+		t.Fatalf("a call that waits: %s", asJSON(made))
+	}
+	if e, _ := ask(`{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"` + id + `",` + undeclared + `}}`)["error"].(map[string]any); e == nil || e["code"] != -32021.0 {
+		t.Fatalf("tasks/get without the extension: %v", e)
+	}
+	get := func() map[string]any {
+		t.Helper()
+		r := ask(`{"jsonrpc":"2.0","id":4,"method":"tasks/get","params":{"taskId":"` + id + `",` + declared + `}}`)
+		res, _ := r["result"].(map[string]any)
+		if res == nil {
+			t.Fatalf("tasks/get: %s", asJSON(r))
+		}
+		return res
+	}
+	if got := get(); got["status"] != "working" || got["result"] != nil {
+		t.Fatalf("while it waits: %s", asJSON(got))
+	}
+	req, _ := http.NewRequest("POST", base+"/api/v1/actions/"+id+"/approve", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+staffTok)
+	req.Header.Set("Content-Type", "application/json")
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 200 {
+		t.Fatalf("approve: %v %v", res, err)
+	}
+	done := get()
+	if got := asJSON(done); done["status"] != "completed" || !strings.Contains(got, `\"paid\":true`) || strings.Contains(got, "related-task") {
+		t.Fatalf("after approval: %s", got)
+	}
+	// Cancelled while it waits: an acknowledgement, then cancelled, never run.
+	made = ask(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"pay","arguments":{"n":21},` + declared + `}}`)
+	second, _ := made["result"].(map[string]any)["taskId"].(string)
+	for range 2 { // the second time, on a task that ended: the same ack
+		ack := ask(`{"jsonrpc":"2.0","id":6,"method":"tasks/cancel","params":{"taskId":"` + second + `",` + declared + `}}`)
+		if asJSON(ack["result"]) != `{"resultType":"complete"}` {
+			t.Fatalf("tasks/cancel: %s", asJSON(ack))
+		}
+	}
+	id = second
+	if got := get(); got["status"] != "cancelled" {
+		t.Fatalf("after cancelling: %s", asJSON(got))
+	}
+	if e, _ := ask(`{"jsonrpc":"2.0","id":7,"method":"tasks/cancel","params":{"taskId":"call_nope",` + declared + `}}`)["error"].(map[string]any); e == nil || e["code"] != -32602.0 {
+		t.Fatalf("an unknown task: %v", e)
 	}
 	if paid.Load() != 1 {
 		t.Fatalf("paid %d times", paid.Load())

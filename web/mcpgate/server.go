@@ -127,9 +127,15 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	// during a call that runs now reach this client.
 	relay := &upstream.Relay{Session: req.Session, Ctx: ctx, Token: req.Params.GetProgressToken()}
 	ctx = upstream.WithRelay(ctx, relay)
+	if req.Session.ID() == "" && DeclaresTasks(meta) {
+		ctx = withTaskVia(ctx)
+	}
 	asked, err := gw.ask(ctx, ag, tool, meta, req.Session.ID(), req.Params.Arguments)
 	if err != nil {
 		return nil, err
+	}
+	if call := asked.Brief(); req.Session.ID() == "" && DeclaresTasks(meta) && gw.Outside.Waiting(call) {
+		return gw.asTask(call, tool), nil // a task, not a hold (tasks.go)
 	}
 	call := gw.hold(ctx, req, asked.Brief())
 	// For the record only: the same intent asked again is this call

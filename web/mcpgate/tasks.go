@@ -55,8 +55,18 @@ type TaskCall struct {
 }
 
 // AsTask is the words beside the agent's name in the audit log for a call
-// it asked for as a task: staff see which way the agent is answered.
-const AsTask = "answered as an MCP task"
+// whose client can wait as a task: staff see which way the agent is
+// answered.
+const AsTask = "answered as an MCP task when held"
+
+// withTaskVia is ctx with AsTask beside how the agent came.
+func withTaskVia(ctx context.Context) context.Context {
+	via := AsTask
+	if was := gate.ViaOf(ctx); was != "" {
+		via = was + "; " + AsTask
+	}
+	return gate.WithVia(ctx, via)
+}
 
 // CreateTask puts a call a client asked for as a task through the gate, in
 // the run of its MCP session (sessionID), and answers with the task at
@@ -69,11 +79,7 @@ func (gw *Gateway) CreateTask(ctx context.Context, ag *models.Agent, sessionID s
 		return nil, fault.Errorf(fault.Invalid, "unknown tool %q", tools.Truncate(p.Name, 100))
 	}
 	ctx = telemetry.Continue(ctx, traceOf(p.Meta))
-	via := AsTask
-	if was := gate.ViaOf(ctx); was != "" {
-		via = was + "; " + AsTask
-	}
-	ctx = gate.WithVia(ctx, via)
+	ctx = withTaskVia(ctx)
 	asked, err := gw.ask(ctx, ag, tool, p.Meta, sessionID, p.Arguments)
 	if err != nil {
 		return nil, err
@@ -107,12 +113,7 @@ func (gw *Gateway) TaskResult(ctx context.Context, ag *models.Agent, id string) 
 	if gw.Outside.Waiting(call) {
 		return nil, fault.Errorf(fault.Unavailable, "task %s is still working: a person has not decided yet", call.ID)
 	}
-	_ = gw.Outside.HandedOver(ctx, call)
-	tool, ok := gw.Outside.Gate.Tools().Get(call.Tool)
-	if !ok {
-		tool = &tools.Tool{Name: call.Tool} // since removed: the result as recorded, in text
-	}
-	r := gw.answer(ctx, tool, call, false, false, nil)
+	r := gw.ended(ctx, call)
 	meta := r.GetMeta()
 	if meta == nil {
 		meta = map[string]any{}
@@ -120,6 +121,16 @@ func (gw *Gateway) TaskResult(ctx context.Context, ag *models.Agent, id string) 
 	meta[MetaRelatedTask] = map[string]any{"taskId": call.ID}
 	r.SetMeta(meta)
 	return r, nil
+}
+
+// ended is the result of a call that ended, handed over to the agent.
+func (gw *Gateway) ended(ctx context.Context, call *models.ToolCall) *mcp.CallToolResult {
+	_ = gw.Outside.HandedOver(ctx, call)
+	tool, ok := gw.Outside.Gate.Tools().Get(call.Tool)
+	if !ok {
+		tool = &tools.Tool{Name: call.Tool} // since removed: the result as recorded, in text
+	}
+	return gw.answer(ctx, tool, call, false, false, nil)
 }
 
 // CancelTask withdraws the agent's task id while it waits for a person: the
@@ -179,7 +190,68 @@ func (gw *Gateway) withdrawn(c *models.ToolCall) bool {
 // protocol's invalid params); a failure to read is said as one.
 func taskNotFound(err error, id string) error {
 	if fault.CodeOf(err) == fault.NotFound {
-		return fault.Errorf(fault.Invalid, "task %s was not found", tools.Truncate(id, 64))
+		return fault.Errorf(fault.NotFound, "task %s was not found", tools.Truncate(id, 64))
 	}
 	return err
+}
+
+// The tasks extension of MCP 2026-07-28 (SEP-2663): a client declares it in
+// a request's _meta; Countersign then answers a call that waits for a
+// person with a task (server-directed: calls that end at once are answered
+// as before), read with tasks/get, whose answer holds the result once it
+// ended, and withdrawn with tasks/cancel.
+
+// TasksExtension is the tasks extension's name.
+const TasksExtension = "io.modelcontextprotocol/tasks"
+
+// MetaTask is the _meta key under which the gateway's own server hands web
+// the task a 2026 call became, for web to answer with it (web/mcp_tasks.go);
+// the result around it says, in text, that the call waits.
+const MetaTask = "countersign/task"
+
+// DeclaresTasks says whether a request's _meta declares the tasks extension
+// among its client's capabilities.
+func DeclaresTasks(meta map[string]any) bool {
+	caps, _ := meta[mcp.MetaKeyClientCapabilities].(map[string]any)
+	ext, _ := caps["extensions"].(map[string]any)
+	_, ok := ext[TasksExtension].(map[string]any)
+	return ok
+}
+
+// Modern is the task in the tasks extension's words: flat, with
+// resultType, ttlMs and pollIntervalMs.
+func (t *Task) Modern(resultType string) map[string]any {
+	m := map[string]any{"resultType": resultType, "taskId": t.TaskID, "status": t.Status, "createdAt": t.CreatedAt,
+		"lastUpdatedAt": t.LastUpdatedAt, "ttlMs": nil}
+	if t.StatusMessage != "" {
+		m["statusMessage"] = t.StatusMessage
+	}
+	if t.PollInterval > 0 {
+		m["pollIntervalMs"] = t.PollInterval
+	}
+	return m
+}
+
+// DetailedTask is tasks/get in the tasks extension: the task and, once it
+// ended, its result.
+func (gw *Gateway) DetailedTask(ctx context.Context, ag *models.Agent, id string) (map[string]any, error) {
+	call, _, err := gw.Outside.AgentsCall(ctx, ag, id)
+	if err != nil {
+		return nil, taskNotFound(err, id)
+	}
+	t := gw.taskOf(call)
+	m := t.Modern("complete")
+	if t.Status == "completed" {
+		m["result"] = gw.ended(ctx, call)
+	}
+	return m, nil
+}
+
+// asTask is the answer to a 2026 call that waits, for a client that
+// declared the tasks extension: the task, in _meta for web, around the
+// words a client without tasks would have had.
+func (gw *Gateway) asTask(call *models.ToolCall, tool *tools.Tool) *mcp.CallToolResult {
+	r := result(call, tool, "", nil)
+	r.SetMeta(map[string]any{MetaTask: gw.taskOf(call)})
+	return r
 }
