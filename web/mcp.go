@@ -117,8 +117,7 @@ func (s *Server) serveMCP(c echo.Context) error {
 	ag := currentAgent(c)
 	ep := s.mcp
 	r := c.Request()
-	err := s.mcpOrigin(r)
-	if err != nil {
+	if err := s.mcpOrigin(r); err != nil {
 		return err
 	}
 	modern := r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get("Mcp-Protocol-Version") >= ModernMCP
@@ -136,13 +135,14 @@ func (s *Server) serveMCP(c echo.Context) error {
 	if r.Method == http.MethodPost && !s.agentAllowed(ag) {
 		return s.agentTooFast(ag)
 	}
-	var body []byte
+	var msg *rpcMessage // one JSON-RPC request, read once
 	if r.Method == http.MethodPost {
-		var ok bool
-		if body, ok, err = mcpBody(c); !ok {
+		body, ok, err := mcpBody(c)
+		if !ok {
 			return err
 		}
-		if answered, err := s.mcpTasks(c, ag, body, modern); answered {
+		msg = readMessage(body)
+		if answered, err := s.mcpTasks(c, ag, msg, modern); answered {
 			return err
 		}
 	}
@@ -156,7 +156,7 @@ func (s *Server) serveMCP(c echo.Context) error {
 	// place among the held requests.
 	return s.holdRequest(c, func() error {
 		allowLongWrite(c)
-		w, done := taskCapable(c.Response(), r, body, modern)
+		w, done := taskCapable(c.Response(), r, msg, modern)
 		h.ServeHTTP(w, c.Request())
 		done()
 		return nil

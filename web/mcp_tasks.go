@@ -26,22 +26,27 @@ type rpcMessage struct {
 	Params json.RawMessage `json:"params"`
 }
 
+// readMessage is a POST's one JSON-RPC message (nil: a batch, or not one).
+func readMessage(body []byte) *rpcMessage {
+	var m rpcMessage
+	if len(body) == 0 || bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) || json.Unmarshal(body, &m) != nil {
+		return nil
+	}
+	return &m
+}
+
 // mcpTasks answers, itself, the requests of a 2025-11-25 session that the
 // Go SDK does not speak (mcpgate's tasks.go): a tools/call that asks for a
 // task, and tasks/get, tasks/result and tasks/cancel. A task belongs to the
 // agent, not to the MCP session: it is read after the session is gone, on
 // another instance, after a restart. true when it answered.
-func (s *Server) mcpTasks(c echo.Context, ag *models.Agent, body []byte, modern bool) (bool, error) {
+func (s *Server) mcpTasks(c echo.Context, ag *models.Agent, m *rpcMessage, modern bool) (bool, error) {
 	r := c.Request()
-	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
-		return false, nil
-	}
-	var m rpcMessage
-	if json.Unmarshal(body, &m) != nil || len(m.ID) == 0 || string(m.ID) == "null" {
-		return false, nil // the SDK's to refuse
+	if m == nil || len(m.ID) == 0 || string(m.ID) == "null" {
+		return false, nil // the SDK's to answer or refuse
 	}
 	if modern {
-		return s.mcpModernTasks(c, ag, m)
+		return s.mcpModernTasks(c, ag, *m)
 	}
 	if r.Header.Get("Mcp-Protocol-Version") != TasksMCP {
 		return false, nil
@@ -164,9 +169,8 @@ func (ep *mcpEndpoint) hasSession(ag *models.Agent, id string) bool {
 // "optional" in tools/list (a call may wait for a person; a client may
 // wait as a task or be held). Other requests: w itself, and done does
 // nothing.
-func taskCapable(w http.ResponseWriter, r *http.Request, body []byte, modern bool) (http.ResponseWriter, func()) {
-	var m rpcMessage
-	if json.Unmarshal(body, &m) != nil {
+func taskCapable(w http.ResponseWriter, r *http.Request, m *rpcMessage, modern bool) (http.ResponseWriter, func()) {
+	if m == nil {
 		return w, func() {}
 	}
 	var p struct {
