@@ -1,0 +1,84 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models"
+)
+
+// What a 2025-11-25 session may ask of tasks beside a held call: a call
+// that ends at once is a task already completed, with its result; a tool
+// not offered, a missing task id, an unknown one and a session that is not
+// open are refused in the protocol's words; tools/list says each tool may
+// be called as a task, and changes nothing else of the tool.
+func TestTasksAtTheEdges(t *testing.T) {
+	set, _ := gateAPITools(t)
+	a := mcpApp(t, set, nil, 300*time.Millisecond)
+	key, _, _ := a.accounts.AddAgent(context.Background(), "edges", models.Actor{ID: "test"})
+	cs, err := mcpSessionClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	send := func(session, msg string) (int, map[string]any) {
+		t.Helper()
+		r := a.doWith("POST", "/mcp", key, msg, "Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-11-25",
+			"Accept", "application/json, text/event-stream")
+		raw := r.Raw
+		for _, line := range strings.Split(raw, "\n") {
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				raw = data
+			}
+		}
+		var out map[string]any
+		_ = json.Unmarshal([]byte(raw), &out)
+		return r.Status, out
+	}
+	errorOf := func(out map[string]any) string {
+		e, _ := out["error"].(map[string]any)
+		b, _ := json.Marshal(e)
+		return string(b)
+	}
+
+	_, list := send(cs.ID(), `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)
+	tools, _ := list["result"].(map[string]any)["tools"].([]any)
+	if len(tools) != 2 {
+		t.Fatalf("tools/list: %v", list)
+	}
+	for _, tl := range tools {
+		m := tl.(map[string]any)
+		if ex, _ := json.Marshal(m["execution"]); string(ex) != `{"taskSupport":"optional"}` || m["inputSchema"] == nil || m["name"] == "" {
+			t.Fatalf("a tool as listed: %v", m)
+		}
+	}
+
+	_, made := send(cs.ID(), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"lookup_order","arguments":{"order_id":"A7"},"task":{}}}`)
+	task, _ := made["result"].(map[string]any)["task"].(map[string]any)
+	if task["status"] != "completed" || task["taskId"] == nil {
+		t.Fatalf("a call that ended at once: %v", made)
+	}
+	_, res := send(cs.ID(), `{"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId":"`+task["taskId"].(string)+`"}}`)
+	if b, _ := json.Marshal(res["result"]); !strings.Contains(string(b), `order_id`) || !strings.Contains(string(b), `A7`) {
+		t.Fatalf("its result: %v", res)
+	}
+
+	if _, out := send(cs.ID(), `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"escalate_to_human","arguments":{"why":"x"},"task":{}}}`); !strings.Contains(errorOf(out), "-32602") || !strings.Contains(errorOf(out), "unknown tool") {
+		t.Fatalf("a tool not offered over MCP: %v", out)
+	}
+	if _, out := send(cs.ID(), `{"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{}}`); !strings.Contains(errorOf(out), "needs params.taskId") {
+		t.Fatalf("no task id: %v", out)
+	}
+	if _, out := send(cs.ID(), `{"jsonrpc":"2.0","id":6,"method":"tasks/get","params":{"taskId":"call_<script>"}}`); !strings.Contains(errorOf(out), "-32602") || !strings.Contains(errorOf(out), "was not found") {
+		t.Fatalf("an unknown task: %v", out)
+	}
+	if status, _ := send("not-a-session", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"refund_order","arguments":{"order_id":"A1","amount":5},"task":{}}}`); status != 404 {
+		t.Fatalf("a task asked for in a session that is not open: HTTP %d", status)
+	}
+	if pending, _ := a.store.PendingActions(context.Background(), models.ActionFilter{}); len(pending) != 0 {
+		t.Fatalf("a refused request made an action: %+v", pending)
+	}
+}
