@@ -63,6 +63,21 @@ func next(t *testing.T, lines <-chan map[string]any) map[string]any {
 	return nil
 }
 
+// decideAction is a staff member's verdict on an action over the API
+// (approve or reject, with its body), and the HTTP status it got.
+func decideAction(t *testing.T, base, staffTok, id, verdict, body string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/api/v1/actions/"+id+"/"+verdict, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+staffTok)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
 // untilType skips taskStatus lines (polls while it works) to the next of
 // another type.
 func untilType(t *testing.T, lines <-chan map[string]any) map[string]any {
@@ -87,17 +102,7 @@ func TestHeldCallsBecomeTasksForClientsThatAskForOne(t *testing.T) {
 	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile, MCPHold: 10 * time.Minute}, io.Discard)
 	base := "http://" + app.Addr()
 	key, staffTok := agentAndApprover(t, db, "tasker")
-	decide := func(id, verdict, body string) int {
-		req, _ := http.NewRequest("POST", base+"/api/v1/actions/"+id+"/"+verdict, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+staffTok)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		return res.StatusCode
-	}
+	decide := func(id, verdict, body string) int { return decideAction(t, base, staffTok, id, verdict, body) }
 	created := func(t *testing.T, lines <-chan map[string]any) string {
 		t.Helper()
 		hello := next(t, lines)["connected"].(map[string]any)
@@ -283,11 +288,8 @@ func TestATaskOutlivesARestart(t *testing.T) {
 		done <- r
 	}()
 	time.Sleep(300 * time.Millisecond)
-	req, _ := http.NewRequest("POST", base+"/api/v1/actions/"+id+"/approve", strings.NewReader(`{}`))
-	req.Header.Set("Authorization", "Bearer "+staffTok)
-	req.Header.Set("Content-Type", "application/json")
-	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 200 {
-		t.Fatalf("approve: %v %v", res, err)
+	if code := decideAction(t, base, staffTok, id, "approve", `{}`); code != 200 {
+		t.Fatalf("approve: %d", code)
 	}
 	select {
 	case r := <-done:
@@ -352,11 +354,8 @@ func TestA2026ClientThatDeclaresTasksGetsOne(t *testing.T) {
 	if got := get(); got["status"] != "working" || got["result"] != nil {
 		t.Fatalf("while it waits: %s", asJSON(got))
 	}
-	req, _ := http.NewRequest("POST", base+"/api/v1/actions/"+id+"/approve", strings.NewReader(`{}`))
-	req.Header.Set("Authorization", "Bearer "+staffTok)
-	req.Header.Set("Content-Type", "application/json")
-	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 200 {
-		t.Fatalf("approve: %v %v", res, err)
+	if code := decideAction(t, base, staffTok, id, "approve", `{}`); code != 200 {
+		t.Fatalf("approve: %d", code)
 	}
 	done := get()
 	if got := asJSON(done); done["status"] != "completed" || !strings.Contains(got, `\"paid\":true`) || strings.Contains(got, "related-task") {
