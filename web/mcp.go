@@ -29,8 +29,11 @@ const (
 // served to another.
 type mcpEndpoint struct {
 	gw *mcpgate.Gateway
-	mu sync.Mutex
-	by map[string]*mcp.StreamableHTTPHandler // agent id -> its handler
+	// answers are where tools/call results wait to be written in the
+	// upstream's own bytes (mcp_answer.go).
+	answers *mcpgate.Answers
+	mu      sync.Mutex
+	by      map[string]*mcp.StreamableHTTPHandler // agent id -> its handler
 	// stateless serves the 2026-07-28 revision (no session; each request
 	// carries what it needs), agent id -> its handler, over the same server.
 	stateless map[string]*mcp.StreamableHTTPHandler
@@ -96,8 +99,9 @@ func (ep *mcpEndpoint) resourceUpdated(uri string) {
 }
 
 func newMCPEndpoint(s *Server) *mcpEndpoint {
-	ep := &mcpEndpoint{gw: &mcpgate.Gateway{Outside: s.core.Outside, Wait: s.cfg.MCPWait, Receipt: s.receiptJWS, Servers: s.core.Servers},
-		by: map[string]*mcp.StreamableHTTPHandler{}, stateless: map[string]*mcp.StreamableHTTPHandler{}, servers: map[string]agentServer{}}
+	answers := &mcpgate.Answers{}
+	ep := &mcpEndpoint{gw: &mcpgate.Gateway{Outside: s.core.Outside, Wait: s.cfg.MCPWait, Receipt: s.receiptJWS, Servers: s.core.Servers, Answers: answers},
+		answers: answers, by: map[string]*mcp.StreamableHTTPHandler{}, stateless: map[string]*mcp.StreamableHTTPHandler{}, servers: map[string]agentServer{}}
 	if s.changes != nil {
 		s.changes.OnToolsChanged(ep.toolsChanged)
 	}
@@ -157,6 +161,8 @@ func (s *Server) serveMCP(c echo.Context) error {
 	return s.holdRequest(c, func() error {
 		allowLongWrite(c)
 		w, done := taskCapable(c.Response(), r, msg, modern)
+		w, forget := ep.answerToolCalls(w, r, msg)
+		defer forget()
 		h.ServeHTTP(w, c.Request())
 		done()
 		return nil

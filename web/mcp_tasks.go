@@ -224,10 +224,10 @@ func rewriteMessages(body []byte, edit func(map[string]json.RawMessage) bool) []
 			return msg // as it was written
 		}
 		var err error
-		if env["result"], err = marshalRaw(res); err != nil {
+		if env["result"], err = mcpgate.MarshalRaw(res); err != nil {
 			return msg
 		}
-		out, err := marshalRaw(env)
+		out, err := mcpgate.MarshalRaw(env)
 		if err != nil {
 			return msg
 		}
@@ -269,8 +269,8 @@ func addTasks(method string, res map[string]json.RawMessage) bool {
 			ext = map[string]json.RawMessage{}
 		}
 		ext[mcpgate.TasksExtension] = json.RawMessage(`{}`)
-		caps["extensions"], _ = marshalRaw(ext)
-		res["capabilities"], _ = marshalRaw(caps)
+		caps["extensions"], _ = mcpgate.MarshalRaw(ext)
+		res["capabilities"], _ = mcpgate.MarshalRaw(caps)
 		return true
 	case "tools/call":
 		// A call that waits, as the task it became.
@@ -281,7 +281,7 @@ func addTasks(method string, res map[string]json.RawMessage) bool {
 		}
 		clear(res)
 		for k, v := range t.Modern("task") {
-			res[k], _ = marshalRaw(v)
+			res[k], _ = mcpgate.MarshalRaw(v)
 		}
 		return true
 	case "initialize":
@@ -291,7 +291,7 @@ func addTasks(method string, res map[string]json.RawMessage) bool {
 			return false
 		}
 		caps["tasks"] = json.RawMessage(`{"cancel":{},"requests":{"tools":{"call":{}}}}`)
-		res["capabilities"], _ = marshalRaw(caps)
+		res["capabilities"], _ = mcpgate.MarshalRaw(caps)
 		return true
 	}
 	var list []json.RawMessage
@@ -316,16 +316,4 @@ func addTasks(method string, res map[string]json.RawMessage) bool {
 	out.WriteByte(']')
 	res["tools"] = out.Bytes()
 	return true
-}
-
-// marshalRaw is v as JSON without HTML escaping: what was passed on stays
-// as it was written.
-func marshalRaw(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

@@ -137,12 +137,12 @@ func (s *Server) callEvidence(c echo.Context) error {
 // receiptJWS is a final call's receipt, for MCP results.
 // A call that ended in this request (fresh) is signed without looking for
 // a receipt first.
-func (s *Server) receiptJWS(ctx context.Context, callID string, fresh bool) (string, error) {
+func (s *Server) receiptJWS(ctx context.Context, call *models.ToolCall, fresh bool) (string, error) {
 	get := s.core.Receipts.For
 	if fresh {
-		get = s.core.Receipts.Fresh
+		get = func(ctx context.Context, _ string) (*models.Receipt, error) { return s.core.Receipts.Fresh(ctx, call) }
 	}
-	r, err := get(ctx, callID)
+	r, err := get(ctx, call.ID)
 	if err != nil {
 		return "", err
 	}

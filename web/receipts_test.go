@@ -219,7 +219,11 @@ func TestEveryFinalCallHasOneReceiptAfterARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := signer.Fresh(ctx, ids[0])
+	call, err := a.store.ToolCall(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := signer.Fresh(ctx, call)
 	if err != nil || again.JWS != kept.JWS || again.KeyID != kept.KeyID {
 		t.Fatalf("signed again, the receipt handed out is not the one kept: %v", err)
 	}

@@ -14,10 +14,27 @@ import (
 // Payload is what a final call's receipt signs, read from its records: the
 // call, its run, the people's verdicts and its audit events.
 func (s *Signer) Payload(ctx context.Context, callID string) (models.ReceiptPayload, error) {
+	return s.payload(ctx, callID, nil)
+}
+
+// payload is Payload; known, when set, is the call as just read, whose
+// result (which may be big) is not read again when the record has the
+// same final status (a final call's result is written with its status).
+func (s *Signer) payload(ctx context.Context, callID string, known *models.ToolCall) (models.ReceiptPayload, error) {
 	var p models.ReceiptPayload
-	call, err := s.store.ToolCall(ctx, callID)
-	if err != nil {
-		return p, err
+	var call *models.ToolCall
+	var err error
+	if known != nil && known.ID == callID && known.Status.Final() {
+		if call, err = s.store.ToolCallWithoutResult(ctx, callID); err == nil && call.Status == known.Status {
+			call.Result = known.Result
+		} else {
+			call = nil
+		}
+	}
+	if call == nil {
+		if call, err = s.store.ToolCall(ctx, callID); err != nil {
+			return p, err
+		}
 	}
 	if !call.Status.Final() {
 		return p, ErrNotFinal

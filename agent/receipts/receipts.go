@@ -401,24 +401,31 @@ func (s *Signer) For(ctx context.Context, callID string) (*models.Receipt, error
 	if r, err := s.store.Receipt(ctx, callID); err == nil || !errors.Is(err, models.ErrNotFound) {
 		return r, err
 	}
-	return s.Fresh(ctx, callID)
+	return s.keep(ctx, callID, nil)
 }
 
-// Fresh is the receipt of a call that ended just now (its answer is on its
-// way to the agent that asked): signed and kept without looking for one
-// first, unless another instance or the sweep kept one before, which then
-// is the receipt.
-func (s *Signer) Fresh(ctx context.Context, callID string) (*models.Receipt, error) {
-	r, err := s.sign(ctx, callID)
+// Fresh is the receipt of a call that ended just now (its answer, ended,
+// is on its way to the agent that asked): signed and kept without looking
+// for one first, unless another instance or the sweep kept one before,
+// which then is the receipt. The result is not read again: it is ended's
+// when the call's record ended as ended did.
+func (s *Signer) Fresh(ctx context.Context, ended *models.ToolCall) (*models.Receipt, error) {
+	return s.keep(ctx, ended.ID, ended)
+}
+
+// keep signs a call's receipt and keeps it, or takes the one kept before.
+func (s *Signer) keep(ctx context.Context, callID string, known *models.ToolCall) (*models.Receipt, error) {
+	r, err := s.sign(ctx, callID, known)
 	if err != nil {
 		return nil, err
 	}
 	return s.store.KeepReceipt(ctx, r)
 }
 
-// sign makes a call's receipt (not stored).
-func (s *Signer) sign(ctx context.Context, callID string) (models.Receipt, error) {
-	p, err := s.Payload(ctx, callID)
+// sign makes a call's receipt (not stored); known, when set, is the call
+// as just read.
+func (s *Signer) sign(ctx context.Context, callID string, known *models.ToolCall) (models.Receipt, error) {
+	p, err := s.payload(ctx, callID, known)
 	if err != nil {
 		return models.Receipt{}, err
 	}

@@ -175,6 +175,15 @@ func (s *Store) ToolCall(ctx context.Context, id string) (*models.ToolCall, erro
 	return &c, nil
 }
 
+// ToolCallWithoutResult is a call's record but its result, which may be big.
+func (s *Store) ToolCallWithoutResult(ctx context.Context, id string) (*models.ToolCall, error) {
+	var c models.ToolCall
+	if err := s.db.WithContext(ctx).Omit("result").Take(&c, "id = ?", id).Error; err != nil {
+		return nil, notFound(err)
+	}
+	return &c, nil
+}
+
 // Approvals lists the verdicts on a call, oldest first.
 func (s *Store) Approvals(ctx context.Context, callID string) ([]models.Approval, error) {
 	var out []models.Approval

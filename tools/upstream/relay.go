@@ -249,7 +249,8 @@ func (u *Server) relayRoots(next mcp.MethodHandler) mcp.MethodHandler {
 type watchedBody struct {
 	io.ReadCloser
 	u           *Server
-	relay       *Relay
+	relay       *Relay     // nil: no client waits on the call
+	raw         *rawResult // nil: its result is not asked for
 	line, event []byte
 }
 
@@ -259,7 +260,7 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	for len(rest) > 0 {
 		i := bytes.IndexByte(rest, '\n')
 		if i < 0 {
-			if len(b.line)+len(rest) <= maxWatchedLine {
+			if len(b.line)+len(rest) <= maxWatchedLine || b.raw != nil {
 				b.line = append(b.line, rest...)
 			}
 			break
@@ -282,24 +283,30 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 }
 
 // maxWatchedLine bounds what is kept of one line of a stream to look at:
-// a longer one (a big result) is not a notification to pass on.
+// a longer one (a big result) is not a notification to pass on, and is
+// kept only when the result is asked for (the SDK bounds an event).
 const maxWatchedLine = 1 << 20
 
 func (b *watchedBody) dispatch() {
 	data := b.event
 	b.event = b.event[:0]
-	if len(data) == 0 || len(data) > maxWatchedLine {
+	if len(data) == 0 || (len(data) > maxWatchedLine && b.raw == nil) {
 		return
 	}
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
+	var m response
+	if json.Unmarshal(data, &m) != nil {
+		return
 	}
-	if json.Unmarshal(data, &m) != nil || m.Method == "" {
+	if m.Method == "" {
+		if b.raw != nil {
+			b.raw.heard(m.Result)
+		}
 		return
 	}
 	u, r := b.u, b.relay
+	if r == nil {
+		return
+	}
 	switch {
 	case m.ID == nil && m.Method == "notifications/progress":
 		var p mcp.ProgressNotificationParams
@@ -348,8 +355,12 @@ func (w watching) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
-	if r := relayOf(req.Context()); r != nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		resp.Body = &watchedBody{ReadCloser: resp.Body, u: w.u, relay: r}
+	r, raw := relayOf(req.Context()), rawResultOf(req.Context())
+	switch ct := resp.Header.Get("Content-Type"); {
+	case (r != nil || raw != nil) && strings.HasPrefix(ct, "text/event-stream"):
+		resp.Body = &watchedBody{ReadCloser: resp.Body, u: w.u, relay: r, raw: raw}
+	case raw != nil && strings.HasPrefix(ct, "application/json"):
+		resp.Body = &jsonBody{ReadCloser: resp.Body, raw: raw}
 	}
 	return resp, nil
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign/tools"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -60,6 +61,7 @@ func (u *Server) call(ctx context.Context, name string, risk tools.Risk, args ma
 	if relay != nil && relay.Token != nil {
 		params.SetProgressToken(id)
 	}
+	ctx, sent := withRawResult(ctx)
 	res, err := s.CallTool(ctx, params)
 	if err != nil {
 		select { // is it still there? (found out apart from this call)
@@ -77,11 +79,16 @@ func (u *Server) call(ctx context.Context, name string, risk tools.Risk, args ma
 		return nil, tools.Refuse("%s", tools.Truncate(u.cfg.Redact(text), 1000))
 	}
 	// The result is the server's, as it sent it (every content block, the
-	// structured content beside them, _meta), secrets hidden; the gateway
-	// hands it on unchanged (web/mcpgate).
-	raw, err := json.Marshal(res)
-	if err != nil {
-		return nil, fmt.Errorf("encode the %s MCP server's result: %w", server, err)
+	// structured content beside them, _meta, in its bytes over HTTP: raw.go),
+	// secrets hidden; the gateway hands it on unchanged (web/mcpgate).
+	raw := sent.bytes()
+	if !utf8.Valid(raw) { // also nil; the SDK read bad UTF-8 as U+FFFD
+		raw = nil
+	}
+	if raw == nil {
+		if raw, err = json.Marshal(res); err != nil {
+			return nil, fmt.Errorf("encode the %s MCP server's result: %w", server, err)
+		}
 	}
 	recorded := u.cfg.RedactJSON(raw)
 	if relay != nil && bytes.Equal(recorded, raw) {

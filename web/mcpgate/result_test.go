@@ -100,12 +100,56 @@ func TestAChangeIsToldWhereTheClientReads(t *testing.T) {
 		tool := &tools.Tool{Name: "w", Upstream: "up"}
 		tool.SetListing(json.RawMessage(tc.listing))
 		sent := `{"content":[{"type":"text","text":"ok"}],"structuredContent":{"bytes":12}}`
-		r := result(&models.ToolCall{ID: "c", Status: models.CallSucceeded, Result: sent}, tool, "A person changed it.", nil)
-		tellChange(r, tool, map[string]any{"note": "A person changed it."})
+		call := &models.ToolCall{ID: "c", Status: models.CallSucceeded, Result: sent, OriginalArgs: `{"n":1}`, Args: `{"n":2}`}
+		add := changeSaid(tool, call, "A person changed it.")
+		r := withSaid(result(call, tool, "A person changed it.", nil), add)
 		sc := r.StructuredContent.(map[string]any)
 		_, in := sc[MetaChanged]
 		if in != tc.inside || sc["bytes"] != 12.0 || r.GetMeta()[MetaChanged] == nil || !strings.HasPrefix(textOf(r), "A person changed it.") {
 			t.Errorf("%s: structured %v, meta %v, text %q", tc.listing, sc, r.GetMeta(), textOf(r))
+		}
+		// In the upstream's own bytes, the same words in the same places.
+		b, err := splice([]byte(sent), add)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"content":[{"type":"text","text":"A person changed it."},{"type":"text","text":"ok"}],"structuredContent":{"bytes":12`
+		if tc.inside {
+			want += `,"countersign/changed":{"asked":{"n":1},"note":"A person changed it.","ran":{"n":2}}`
+		}
+		want += `},"_meta":{"countersign/changed":{"asked":{"n":1},"note":"A person changed it.","ran":{"n":2}}}}`
+		if string(b) != want {
+			t.Errorf("%s: spliced\n%s\nwant\n%s", tc.listing, b, want)
+		}
+	}
+}
+
+// Countersign's words go into an upstream's result without touching a
+// byte of it; what is not a tool result is left to the SDK.
+func TestSpliceKeepsTheUpstreamsBytes(t *testing.T) {
+	t.Parallel()
+	receipt := additions{meta: []member{{MetaReceipt, "r<1>"}}}
+	note := additions{first: textBlock{Type: "text", Text: "changed"}, structured: []member{{"k", 1}}, meta: receipt.meta}
+	for _, c := range []struct {
+		in   string
+		add  additions
+		want string
+	}{
+		{`{"content":[]}`, receipt, `{"content":[],"_meta":{"countersign/receipt":"r<1>"}}`},
+		{` { "content" : [ ] , "_meta" : { } } `, receipt, ` { "content" : [ ] , "_meta" : { "countersign/receipt":"r<1>"} } `},
+		{`{"_meta":{"a":"\u003c"},"content":[{"type":"text","text":"x"}]}`, receipt, `{"_meta":{"a":"\u003c","countersign/receipt":"r<1>"},"content":[{"type":"text","text":"x"}]}`},
+		{`{"content":[],"structuredContent":{}}`, note, `{"content":[{"type":"text","text":"changed"}],"structuredContent":{"k":1},"_meta":{"countersign/receipt":"r<1>"}}`},
+		{`{"content":[1],"structuredContent":[2]}`, note, `{"content":[{"type":"text","text":"changed"},1],"structuredContent":[2],"_meta":{"countersign/receipt":"r<1>"}}`},
+		{`{"content":[]}`, additions{top: []member{{"resultType", "complete"}, {"content", 1}}}, `{"content":[],"resultType":"complete"}`},
+	} {
+		got, err := splice([]byte(c.in), c.add)
+		if err != nil || string(got) != c.want {
+			t.Errorf("%s: %s (%v), want %s", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{``, `[]`, `"x"`, `{}`, `{"content":{}}`, `{"content":[],"_meta":null}`, `{"content":[]} {}`, `{"content":[]`, `{"content":[],}`} {
+		if got, err := splice([]byte(bad), receipt); err == nil {
+			t.Errorf("%s was spliced: %s", bad, got)
 		}
 	}
 }

@@ -40,7 +40,10 @@ type Gateway struct {
 	// Receipt is a final call's signed receipt (nil: results carry none);
 	// fresh: the call ended while this request waited, so none is kept yet
 	// unless another instance or the sweep was quicker.
-	Receipt func(ctx context.Context, callID string, fresh bool) (string, error)
+	Receipt func(ctx context.Context, call *models.ToolCall, fresh bool) (string, error)
+	// Answers are where web waits for the bytes of a tools/call's result
+	// (answer.go; nil: the SDK encodes every result).
+	Answers *Answers
 	// Servers are the tools file's MCP servers, whose prompts, resources
 	// and completions pass through (offers.go); nil: none.
 	Servers func() []*upstream.Server
@@ -143,7 +146,7 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	if ctx.Err() == nil {
 		_ = gw.Outside.HandedOver(ctx, call)
 	}
-	return gw.answer(ctx, tool, call, !asked.Joined, asked.Replay(), relay), nil
+	return gw.answer(ctx, tool, call, !asked.Joined, asked.Replay(), relay, answerPlace(req)), nil
 }
 
 // ask puts a call through the gate. The same intent asked again, from this
@@ -160,26 +163,16 @@ func (gw *Gateway) ask(ctx context.Context, ag *models.Agent, tool *tools.Tool, 
 // answer is the MCP result for a call as it stands: the outcome, what a
 // person changed, the signed receipt of a final call (fresh: it ended
 // while this request waited), and, for a call decided before (replay), that
-// it is a replay.
-func (gw *Gateway) answer(ctx context.Context, tool *tools.Tool, call *models.ToolCall, fresh, replay bool, relay *upstream.Relay) *mcp.CallToolResult {
+// it is a replay. An upstream's result is answered in its own bytes, with
+// these added, when web waits for them in the place named (answer.go).
+func (gw *Gateway) answer(ctx context.Context, tool *tools.Tool, call *models.ToolCall, fresh, replay bool, relay *upstream.Relay, place string) *mcp.CallToolResult {
 	note := gw.changedNote(ctx, call)
-	r := result(call, tool, note, relay)
-	meta := r.GetMeta()
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	if note != "" {
-		// Said in _meta too, for clients that read structured content
-		// only (the upstream's structured content is left as it sent it).
-		tellChange(r, tool, map[string]any{"note": note, "asked": json.RawMessage(call.OriginalArgs), "ran": json.RawMessage(call.Args)})
-		meta = r.GetMeta()
-	}
+	add := changeSaid(tool, call, note)
 	if call.Status.Final() && gw.Receipt != nil {
 		// Countersign's own words: the signed receipt of what it decided
 		// and how the call ended.
-		if jws, err := gw.Receipt(ctx, call.ID, fresh); err == nil {
-			meta[MetaReceipt] = jws
-			r.SetMeta(meta)
+		if jws, err := gw.Receipt(ctx, call, fresh); err == nil {
+			add.meta = append(add.meta, member{MetaReceipt, jws})
 		}
 	}
 	if replay {
@@ -187,10 +180,61 @@ func (gw *Gateway) answer(ctx context.Context, tool *tools.Tool, call *models.To
 		if call.FinishedAt != nil {
 			replayed["finished_at"] = call.FinishedAt.UTC().Format(time.RFC3339Nano)
 		}
-		meta[MetaReplay] = replayed
+		add.meta = append(add.meta, member{MetaReplay, replayed})
+	}
+	if place != "" && tool.Upstream != "" && call.Status == models.CallSucceeded {
+		if b, err := splice([]byte(call.Result), add); err == nil && gw.Answers.put(place, b) {
+			return &mcp.CallToolResult{Content: []mcp.Content{}, Meta: mcp.Meta{MetaAnswer: place}}
+		}
+	}
+	return withSaid(result(call, tool, note, relay), add)
+}
+
+// changeSaid tells what a person changed (note, "": nothing): a text block
+// before the content, and in _meta and, for clients that read nothing but
+// the structured content (Mastra), beside the upstream's keys in it (none
+// removed), unless the tool's output schema forbids other keys: clients
+// check structured content against it, so there it is in _meta and the
+// text only.
+func changeSaid(tool *tools.Tool, call *models.ToolCall, note string) additions {
+	var add additions
+	if note == "" {
+		return add
+	}
+	changed := map[string]any{"note": note, "asked": json.RawMessage(call.OriginalArgs), "ran": json.RawMessage(call.Args)}
+	add.first = textBlock{Type: "text", Text: note}
+	add.meta = append(add.meta, member{MetaChanged, changed})
+	if !closedOutput(tool) {
+		add.structured = append(add.structured, member{MetaChanged, changed})
+	}
+	return add
+}
+
+// withSaid is r (result's, which has the text block already) with the
+// _meta and structured content members added.
+func withSaid(r *mcp.CallToolResult, add additions) *mcp.CallToolResult {
+	if len(add.meta) > 0 {
+		meta := r.GetMeta()
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		for _, m := range add.meta {
+			meta[m.key] = m.value
+		}
 		r.SetMeta(meta)
 	}
+	if sc, ok := r.StructuredContent.(map[string]any); ok {
+		for _, m := range add.structured {
+			sc[m.key] = m.value
+		}
+	}
 	return r
+}
+
+// textBlock is MCP's text content, as Countersign words it.
+type textBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
 }
 
 // MetaNewIntent is the _meta key under which a request says it means a
@@ -317,23 +361,6 @@ func (gw *Gateway) changedNote(ctx context.Context, c *models.ToolCall) string {
 		}
 	}
 	return note + " What follows is the result of the call as approved."
-}
-
-// tellChange puts what a person changed in the result's _meta and, for
-// clients that read nothing but the structured content (Mastra), beside
-// the upstream's keys in it (none removed), unless the tool's output schema
-// forbids other keys: clients check structured content against it, so
-// there it is in _meta and the text only.
-func tellChange(r *mcp.CallToolResult, tool *tools.Tool, changed map[string]any) {
-	meta := r.GetMeta()
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	meta[MetaChanged] = changed
-	r.SetMeta(meta)
-	if sc, ok := r.StructuredContent.(map[string]any); ok && !closedOutput(tool) {
-		sc[MetaChanged] = changed
-	}
 }
 
 // closedOutput says whether a tool's output schema forbids keys it does

@@ -130,7 +130,7 @@ func (gw *Gateway) ended(ctx context.Context, call *models.ToolCall) *mcp.CallTo
 	if !ok {
 		tool = &tools.Tool{Name: call.Tool} // since removed: the result as recorded, in text
 	}
-	return gw.answer(ctx, tool, call, false, false, nil)
+	return gw.answer(ctx, tool, call, false, false, nil, "")
 }
 
 // CancelTask withdraws the agent's task id while it waits for a person: the

@@ -1,0 +1,96 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+
+	"github.com/countersign/countersign/web/mcpgate"
+)
+
+// answering is where the SDK writes its answer to a tools/call: the
+// stand-in result the gateway gave it (mcpgate.MetaAnswer) is written as
+// the upstream's result in its own bytes, Countersign's words spliced in
+// (mcpgate's answer.go). Everything else on the stream (progress, log
+// messages, an upstream's requests) passes as the SDK wrote it.
+type answering struct {
+	http.ResponseWriter
+	a *mcpgate.Answer
+}
+
+// answerToolCalls names a place for the answer to a tools/call among the
+// request's headers (over any a client sent) and returns the writer that
+// fills it in; done forgets the place. Other requests: w, as it is.
+func (ep *mcpEndpoint) answerToolCalls(w http.ResponseWriter, r *http.Request, m *rpcMessage) (http.ResponseWriter, func()) {
+	r.Header.Del(mcpgate.HeaderAnswer)
+	if m == nil || m.Method != "tools/call" || len(m.ID) == 0 {
+		return w, func() {}
+	}
+	name, a, done := ep.answers.Expect()
+	r.Header.Set(mcpgate.HeaderAnswer, name)
+	return &answering{ResponseWriter: w, a: a}, done
+}
+
+func (w *answering) Write(b []byte) (int, error) {
+	if raw := w.a.Bytes(); raw != nil && bytes.Contains(b, []byte(mcpgate.MetaAnswer)) {
+		if out, ok := withAnswer(b, raw); ok {
+			if _, err := w.ResponseWriter.Write(out); err != nil {
+				return 0, err
+			}
+			return len(b), nil
+		}
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *answering) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *answering) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+// withAnswer is what the SDK wrote (one JSON message, or one event of a
+// stream) with its response's result replaced by raw (false: it holds no
+// response with the stand-in).
+func withAnswer(written, raw []byte) ([]byte, bool) {
+	response := func(msg []byte) ([]byte, bool) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		var standIn struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		}
+		if json.Unmarshal(msg, &m) != nil || json.Unmarshal(m.Result, &standIn) != nil || standIn.Meta[mcpgate.MetaAnswer] == nil {
+			return nil, false
+		}
+		raw := mcpgate.WithProtocolWords(raw, m.Result)
+		out := make([]byte, 0, len(raw)+len(m.ID)+32)
+		out = append(out, `{"jsonrpc":"2.0","id":`...)
+		out = append(out, m.ID...)
+		out = append(out, `,"result":`...)
+		return append(append(out, raw...), '}'), true
+	}
+	if t := bytes.TrimSpace(written); len(t) > 0 && t[0] == '{' {
+		return response(t)
+	}
+	// An event: its data line is the message. The result's line breaks
+	// (JSON's white space) would end the line: each goes on a data line
+	// of its own, which the client joins again.
+	before, rest, ok := bytes.Cut(written, []byte("data: "))
+	if !ok || (len(before) > 0 && before[len(before)-1] != '\n') {
+		return nil, false
+	}
+	data, after, _ := bytes.Cut(rest, []byte("\n"))
+	msg, ok := response(data)
+	if !ok {
+		return nil, false
+	}
+	if bytes.ContainsAny(msg, "\r\n") {
+		msg = bytes.ReplaceAll(msg, []byte("\r\n"), []byte("\n"))
+		msg = bytes.ReplaceAll(msg, []byte("\r"), []byte("\n"))
+		msg = bytes.ReplaceAll(msg, []byte("\n"), []byte("\ndata: "))
+	}
+	out := make([]byte, 0, len(before)+len(msg)+len(after)+8)
+	out = append(append(out, before...), "data: "...)
+	out = append(append(out, msg...), '\n')
+	return append(out, after...), true
+}

@@ -1,0 +1,164 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/httptool"
+)
+
+// oddResult is a tool result as no Go encoder would write it: unknown keys
+// at every level, keys out of order, escapes where none are needed (and
+// <, > and & where Go would escape them), U+2028, numbers as written,
+// every content type, and Countersign's own stand-in key as text.
+const oddResult = `{"unknownTop":{"keep":"me"},"content":[` +
+	`{"type":"text","text":"<b>&amp;</b> \u00e9 \u2028 ☕ see countersign/answer","x-vendor":{"z":1,"a":2}},` +
+	`{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png","annotations":{"priority":0.50}},` +
+	`{"type":"audio","data":"UklGRg==","mimeType":"audio/wav"},` +
+	`{"type":"resource_link","uri":"file:///a.txt","name":"a","size":1000},` +
+	`{"type":"resource","resource":{"uri":"file:///b","mimeType":"text/plain","text":"b<>","_meta":{"k":"\/"}}}],` +
+	`"structuredContent":{"zeta":1,"alpha":"<&>","nested":{"b":[1,2.50,-0,1e3],"a":null}},` +
+	`"_meta":{"vendor/z":true,"vendor/a":"\u003c"}}`
+
+// oddUpstream is an MCP server over streamable HTTP written by hand, so
+// that every byte of its answers is the test's: odd_json answers as one
+// JSON body, odd_sse as an event stream with the result spread over lines.
+func oddUpstream(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.NewDecoder(r.Body).Decode(&m) != nil || len(m.ID) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		result := `{"error":{"code":-32601,"message":"no"}}`
+		switch m.Method {
+		case "initialize":
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"odd","version":"1"}}`
+		case "tools/list":
+			result = `{"tools":[{"name":"odd_json","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},` +
+				`{"name":"odd_sse","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}`
+		case "tools/call":
+			result = oddResult
+		}
+		msg := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + result + `}`
+		if m.Params.Name != "odd_sse" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(msg))
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		spread := strings.ReplaceAll(strings.ReplaceAll(msg, `,"structuredContent"`, ",\n  \"structuredContent\""), `,"_meta"`, ",\n\t\"_meta\"")
+		_, _ = w.Write([]byte("event: message\ndata: " + strings.ReplaceAll(spread, "\n", "\ndata: ") + "\n\n"))
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	return srv
+}
+
+// resultOf is the result of the JSON-RPC response in an answer of /mcp (a
+// JSON body or an event stream), in the bytes it came in.
+func resultOf(t *testing.T, body string) string {
+	t.Helper()
+	msg := body
+	if !strings.HasPrefix(strings.TrimSpace(body), "{") {
+		msg = ""
+		for _, event := range strings.Split(body, "\n\n") {
+			var data []string
+			for _, line := range strings.Split(event, "\n") {
+				if d, ok := strings.CutPrefix(line, "data: "); ok {
+					data = append(data, d)
+				}
+			}
+			if joined := strings.Join(data, "\n"); strings.Contains(joined, `"result"`) {
+				msg = joined
+			}
+		}
+	}
+	var m struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(msg), &m); err != nil || m.Result == nil {
+		t.Fatalf("no result in %q", body)
+	}
+	return string(m.Result)
+}
+
+// An upstream's result reaches the client byte for byte as the upstream
+// sent it, over a JSON answer or an event stream, for a 2025-11-25
+// session and a 2026-07-28 client alike: Countersign's only word is the
+// signed receipt, added last in _meta, and the 2026 revision's own words
+// (the server's name in _meta, resultType) after it.
+func TestAnUpstreamsResultPassesByteForByte(t *testing.T) {
+	up := oddUpstream(t)
+	set, err := httptool.Load([]byte("mcp_servers:\n  - name: odd\n    url: \""+up.URL+"\"\n    prefix: false\n"), "tools.yaml", httptool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	reg, err := tools.NewRegistry(set.Tools()...)
+	if err != nil || len(reg.All()) != 2 {
+		t.Fatalf("tools: %v %v", err, reg)
+	}
+	a := mcpApp(t, reg, nil, time.Second)
+	ctx := context.Background()
+	key, _, _ := a.accounts.AddAgent(ctx, "exact", models.Actor{ID: "test"})
+	hello := a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+		"Accept", "application/json, text/event-stream")
+	session := hello.Header.Get("Mcp-Session-Id")
+	if hello.Status != 200 || session == "" {
+		t.Fatalf("initialize: %d %s", hello.Status, hello.Raw)
+	}
+	a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Mcp-Session-Id", session,
+		"Mcp-Protocol-Version", "2025-11-25", "Accept", "application/json, text/event-stream")
+
+	receipt := regexp.MustCompile(`,"countersign/receipt":"[A-Za-z0-9_.-]+"`)
+	for _, tool := range []string{"odd_json", "odd_sse"} {
+		want := oddResult
+		if tool == "odd_sse" {
+			want = strings.ReplaceAll(strings.ReplaceAll(want, `,"structuredContent"`, ",\n  \"structuredContent\""), `,"_meta"`, ",\n\t\"_meta\"")
+		}
+		call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":{}}}`
+		for _, c := range []struct {
+			client  string
+			headers []string
+			msg     string
+			words   string // what the revision adds after the receipt
+		}{
+			// A client that names a place of its own for the answer is
+			// not heard: Countersign names it.
+			{"2025-11-25", []string{"Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-11-25", "X-Countersign-Answer", "guessed"}, call, `}}`},
+			{"2026-07-28", []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", tool},
+				strings.Replace(call, `"arguments":{}`, `"arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",`+
+					`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`, 1),
+				`,"io.modelcontextprotocol/serverInfo":{"name":"countersign","version":"1"}},"resultType":"complete"}`},
+		} {
+			r := a.doWith("POST", "/mcp", key, c.msg, append(c.headers, "Accept", "application/json, text/event-stream")...)
+			got := resultOf(t, r.Raw)
+			signed := receipt.FindString(got)
+			if signed == "" || !strings.HasSuffix(got, signed+c.words) {
+				t.Errorf("%s, %s: no receipt at the end of _meta, then %s:\n%s", tool, c.client, c.words, got)
+				continue
+			}
+			if unsigned := strings.TrimSuffix(got, signed+c.words) + "}}"; unsigned != want {
+				t.Errorf("%s, %s: the client got\n%s\nthe upstream sent\n%s", tool, c.client, unsigned, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,278 @@
+package mcpgate
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// An upstream's result reaches the client as the bytes the upstream sent
+// (tools/upstream records them so), Countersign's own words spliced in:
+// the SDK would decode and encode it again, escaping <, > and & anew,
+// ordering keys its own way and dropping those it does not know, and
+// taking time over a big one. web asks for it on a tools/call it serves
+// (HeaderAnswer) and writes the bytes as the JSON-RPC result instead of
+// the SDK's stand-in (one _meta key, MetaAnswer).
+
+// HeaderAnswer is the request header under which web names the place for
+// a tools/call's answer bytes (Answers.Expect). Web sets it itself, over
+// whatever a client sent.
+const HeaderAnswer = "X-Countersign-Answer"
+
+// MetaAnswer is the _meta key of the stand-in result whose bytes web
+// writes in its place: the name of that place.
+const MetaAnswer = "countersign/answer"
+
+// Answers are the places where results for tools/call requests being
+// served wait to be written, by name.
+type Answers struct{ by sync.Map }
+
+// Answer is one request's place.
+type Answer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+// Bytes is the result to write (nil: the SDK's own is the answer).
+func (a *Answer) Bytes() []byte {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.b
+}
+
+// Expect makes a place for one request's answer, under a name no client
+// can guess; done removes it.
+func (as *Answers) Expect() (name string, a *Answer, done func()) {
+	name, a = rand.Text(), &Answer{}
+	as.by.Store(name, a)
+	return name, a, func() { as.by.Delete(name) }
+}
+
+// put leaves a result in the place named (false: there is none).
+func (as *Answers) put(name string, b []byte) bool {
+	if as == nil || name == "" {
+		return false
+	}
+	v, ok := as.by.Load(name)
+	if !ok {
+		return false
+	}
+	a := v.(*Answer)
+	a.mu.Lock()
+	a.b = b
+	a.mu.Unlock()
+	return true
+}
+
+// member is one key Countersign adds to an object, and its value.
+type member struct {
+	key   string
+	value any
+}
+
+// additions are Countersign's words for an upstream's result: a text
+// block before its content, members at the end of its structured content
+// and of its _meta, and members of the result itself that it lacks.
+type additions struct {
+	first      any // a content block (nil: none)
+	structured []member
+	meta       []member
+	top        []member
+}
+
+var errNotResult = errors.New("not a tool result object")
+
+// splice is an upstream's tool result (a JSON object) with Countersign's
+// additions, its own bytes otherwise as they are. A result whose content
+// is not an array, or whose _meta is not an object, is not spliced
+// (errNotResult); structured content that is not an object gets nothing.
+func splice(result []byte, add additions) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(result))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errNotResult
+	}
+	type span struct{ start, end int } // of a value, in result
+	found := map[string]span{}
+	keys := 0
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil, errNotResult
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, errNotResult
+		}
+		end := int(dec.InputOffset())
+		found[k.(string)] = span{end - len(v), end}
+		keys++
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return nil, errNotResult
+	}
+	closing := int(dec.InputOffset()) - 1
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errNotResult
+	}
+	type insert struct {
+		at   int
+		text []byte
+	}
+	var ins []insert
+	// members before the closing brace of the object value at s
+	members := func(s span, ms []member) error {
+		if len(ms) == 0 {
+			return nil
+		}
+		b, err := encodeMembers(ms, len(bytes.TrimSpace(result[s.start+1:s.end-1])) > 0)
+		ins = append(ins, insert{s.end - 1, b})
+		return err
+	}
+	content, ok := found["content"]
+	if !ok || result[content.start] != '[' {
+		return nil, errNotResult
+	}
+	if add.first != nil {
+		b, err := MarshalRaw(add.first)
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(result[content.start+1:content.end-1])) > 0 {
+			b = append(b, ',')
+		}
+		ins = append(ins, insert{content.start + 1, b})
+	}
+	if s, ok := found["structuredContent"]; ok && result[s.start] == '{' {
+		if err := members(s, add.structured); err != nil {
+			return nil, err
+		}
+	}
+	if s, ok := found["_meta"]; ok {
+		if result[s.start] != '{' {
+			return nil, errNotResult
+		}
+		if err := members(s, add.meta); err != nil {
+			return nil, err
+		}
+	} else if len(add.meta) > 0 {
+		b, err := encodeMembers(add.meta, false)
+		if err != nil {
+			return nil, err
+		}
+		add.top = append(add.top, member{"_meta", json.RawMessage("{" + string(b) + "}")})
+	}
+	var top []member
+	for _, m := range add.top {
+		if _, ok := found[m.key]; !ok {
+			top = append(top, m)
+		}
+	}
+	if len(top) > 0 {
+		b, err := encodeMembers(top, keys > 0)
+		if err != nil {
+			return nil, err
+		}
+		ins = append(ins, insert{closing, b})
+	}
+	sort.SliceStable(ins, func(i, j int) bool { return ins[i].at < ins[j].at })
+	n := len(result)
+	for _, in := range ins {
+		n += len(in.text)
+	}
+	out := make([]byte, 0, n)
+	last := 0
+	for _, in := range ins {
+		out = append(append(out, result[last:in.at]...), in.text...)
+		last = in.at
+	}
+	return append(out, result[last:]...), nil
+}
+
+// encodeMembers is `"k":v,...` (with a comma first when the object had
+// members before).
+func encodeMembers(ms []member, after bool) ([]byte, error) {
+	var b bytes.Buffer
+	for i, m := range ms {
+		if i > 0 || after {
+			b.WriteByte(',')
+		}
+		k, err := MarshalRaw(m.key)
+		if err != nil {
+			return nil, err
+		}
+		v, err := MarshalRaw(m.value)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	return b.Bytes(), nil
+}
+
+// MarshalRaw is v as JSON without HTML escaping: what is passed on stays
+// as it was written.
+func MarshalRaw(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// WithProtocolWords is a result written in an upstream's bytes (raw) with
+// what the SDK added to the stand-in for the client's protocol revision
+// (a 2026-07-28 result's resultType and _meta serverInfo): each member
+// of the stand-in but its content and MetaAnswer that raw lacks.
+func WithProtocolWords(raw, standIn []byte) []byte {
+	var in map[string]json.RawMessage
+	if json.Unmarshal(standIn, &in) != nil {
+		return raw
+	}
+	var add additions
+	var meta map[string]json.RawMessage
+	_ = json.Unmarshal(in["_meta"], &meta)
+	for _, k := range sortedKeys(meta) {
+		if k != MetaAnswer {
+			add.meta = append(add.meta, member{k, meta[k]})
+		}
+	}
+	for _, k := range sortedKeys(in) {
+		if k != "content" && k != "_meta" {
+			add.top = append(add.top, member{k, in[k]})
+		}
+	}
+	if len(add.meta) == 0 && len(add.top) == 0 {
+		return raw
+	}
+	if out, err := splice(raw, add); err == nil {
+		return out
+	}
+	return raw
+}
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// answerPlace is the place web named for this request's answer ("": none).
+func answerPlace(req *mcp.CallToolRequest) string {
+	if req.Extra == nil || req.Extra.Header == nil {
+		return ""
+	}
+	return req.Extra.Header.Get(HeaderAnswer)
+}
