@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 
@@ -88,18 +89,23 @@ type additions struct {
 
 var errNotResult = errors.New("not a tool result object")
 
-// splice is an upstream's tool result (a JSON object) with Countersign's
-// additions, its own bytes otherwise as they are. A result whose content
-// is not an array, or whose _meta is not an object, is not spliced
-// (errNotResult); structured content that is not an object gets nothing.
-func splice(result []byte, add additions) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(result))
+// span is where a value is in the bytes of the object holding it.
+type span struct{ start, end int }
+
+// object is where a JSON object's members are, in its bytes.
+type object struct {
+	found   map[string]span // by key
+	keys    int
+	closing int // its closing brace
+}
+
+// readObject reads where the members of one JSON object (all of b) are.
+func readObject(b []byte) (*object, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, errNotResult
 	}
-	type span struct{ start, end int } // of a value, in result
-	found := map[string]span{}
-	keys := 0
+	o := &object{found: map[string]span{}}
 	for dec.More() {
 		k, err := dec.Token()
 		if err != nil {
@@ -110,31 +116,61 @@ func splice(result []byte, add additions) ([]byte, error) {
 			return nil, errNotResult
 		}
 		end := int(dec.InputOffset())
-		found[k.(string)] = span{end - len(v), end}
-		keys++
+		o.found[k.(string)] = span{end - len(v), end}
+		o.keys++
 	}
 	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
 		return nil, errNotResult
 	}
-	closing := int(dec.InputOffset()) - 1
+	o.closing = int(dec.InputOffset()) - 1
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errNotResult
 	}
-	type insert struct {
-		at   int
-		text []byte
+	return o, nil
+}
+
+// edit puts text in place of b[at:end] (at == end: inserts it).
+type edit struct {
+	at, end int
+	text    []byte
+}
+
+// applyEdits is b with the edits made (they do not overlap).
+func applyEdits(b []byte, eds []edit) []byte {
+	sort.SliceStable(eds, func(i, j int) bool { return eds[i].at < eds[j].at })
+	n := len(b)
+	for _, e := range eds {
+		n += len(e.text)
 	}
-	var ins []insert
+	out := make([]byte, 0, n)
+	last := 0
+	for _, e := range eds {
+		out = append(append(out, b[last:e.at]...), e.text...)
+		last = e.end
+	}
+	return append(out, b[last:]...)
+}
+
+// splice is an upstream's tool result (a JSON object) with Countersign's
+// additions, its own bytes otherwise as they are. A result whose content
+// is not an array, or whose _meta is not an object, is not spliced
+// (errNotResult); structured content that is not an object gets nothing.
+func splice(result []byte, add additions) ([]byte, error) {
+	o, err := readObject(result)
+	if err != nil {
+		return nil, err
+	}
+	var eds []edit
 	// members before the closing brace of the object value at s
 	members := func(s span, ms []member) error {
 		if len(ms) == 0 {
 			return nil
 		}
 		b, err := encodeMembers(ms, len(bytes.TrimSpace(result[s.start+1:s.end-1])) > 0)
-		ins = append(ins, insert{s.end - 1, b})
+		eds = append(eds, edit{s.end - 1, s.end - 1, b})
 		return err
 	}
-	content, ok := found["content"]
+	content, ok := o.found["content"]
 	if !ok || result[content.start] != '[' {
 		return nil, errNotResult
 	}
@@ -146,14 +182,15 @@ func splice(result []byte, add additions) ([]byte, error) {
 		if len(bytes.TrimSpace(result[content.start+1:content.end-1])) > 0 {
 			b = append(b, ',')
 		}
-		ins = append(ins, insert{content.start + 1, b})
+		eds = append(eds, edit{content.start + 1, content.start + 1, b})
 	}
-	if s, ok := found["structuredContent"]; ok && result[s.start] == '{' {
+	if s, ok := o.found["structuredContent"]; ok && result[s.start] == '{' {
 		if err := members(s, add.structured); err != nil {
 			return nil, err
 		}
 	}
-	if s, ok := found["_meta"]; ok {
+	top := slices.Clone(add.top)
+	if s, ok := o.found["_meta"]; ok {
 		if result[s.start] != '{' {
 			return nil, errNotResult
 		}
@@ -165,33 +202,17 @@ func splice(result []byte, add additions) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		add.top = append(add.top, member{"_meta", json.RawMessage("{" + string(b) + "}")})
+		top = append(top, member{"_meta", json.RawMessage("{" + string(b) + "}")})
 	}
-	var top []member
-	for _, m := range add.top {
-		if _, ok := found[m.key]; !ok {
-			top = append(top, m)
-		}
-	}
+	top = slices.DeleteFunc(top, func(m member) bool { _, ok := o.found[m.key]; return ok })
 	if len(top) > 0 {
-		b, err := encodeMembers(top, keys > 0)
+		b, err := encodeMembers(top, o.keys > 0)
 		if err != nil {
 			return nil, err
 		}
-		ins = append(ins, insert{closing, b})
+		eds = append(eds, edit{o.closing, o.closing, b})
 	}
-	sort.SliceStable(ins, func(i, j int) bool { return ins[i].at < ins[j].at })
-	n := len(result)
-	for _, in := range ins {
-		n += len(in.text)
-	}
-	out := make([]byte, 0, n)
-	last := 0
-	for _, in := range ins {
-		out = append(append(out, result[last:in.at]...), in.text...)
-		last = in.at
-	}
-	return append(out, result[last:]...), nil
+	return applyEdits(result, eds), nil
 }
 
 // encodeMembers is `"k":v,...` (with a comma first when the object had
