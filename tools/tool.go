@@ -117,6 +117,10 @@ type Tool struct {
 	// came but for the name.
 	Upstream string
 	Listing  json.RawMessage
+	// Wire is the same tool in the bytes the server's list held it (nil:
+	// not known, a stdio list read before): what MCP clients are given.
+	// Listing, an encoding of what was read, is what a pin's hash covers.
+	Wire json.RawMessage
 	// TrustListing: the tools file trusts this server's definitions
 	// (trust_annotations), so a new or changed one needs no admin to
 	// accept it before its annotations count.

@@ -160,7 +160,7 @@ func (s *Server) serveMCP(c echo.Context) error {
 	// place among the held requests.
 	return s.holdRequest(c, func() error {
 		allowLongWrite(c)
-		w, done := taskCapable(c.Response(), r, msg, modern)
+		w, done := taskCapable(c.Response(), r, msg, modern, ep.wireOf)
 		w, forget := ep.answerToolCalls(w, r, msg)
 		defer forget()
 		h.ServeHTTP(w, c.Request())

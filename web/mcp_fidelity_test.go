@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,16 @@ const oddResult = `{"unknownTop":{"keep":"me"},"content":[` +
 	`{"type":"resource","resource":{"uri":"file:///b","mimeType":"text/plain","text":"b<>","_meta":{"k":"\/"}}}],` +
 	`"structuredContent":{"zeta":1,"alpha":"<&>","nested":{"b":[1,2.50,-0,1e3],"a":null}},` +
 	`"_meta":{"vendor/z":true,"vendor/a":"\u003c"}}`
+
+// oddTools are tools as the odd upstream lists them: keys in no order,
+// ones no SDK knows, JSON Schema 2020-12 keywords, escapes, one tool's own
+// word on tasks.
+var oddTools = []string{
+	`{"inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"s":{"type":"string","pattern":"^<\\w+>$"}},` +
+		`"properties":{"q":{"$ref":"#/$defs/s"}},"additionalProperties":false},"name":"odd_json","x-vendor":{"b":"<keep>","a":1.50},` +
+		`"annotations":{"readOnlyHint":true,"idempotentHint":true}}`,
+	`{"name":"odd_sse","title":"Odd \u00e9","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true},"execution":{"taskSupport":"forbidden"}}`,
+}
 
 // oddUpstream is an MCP server over streamable HTTP written by hand, so
 // that every byte of its answers is the test's: odd_json answers as one
@@ -53,8 +64,7 @@ func oddUpstream(t *testing.T) *httptest.Server {
 		case "initialize":
 			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"odd","version":"1"}}`
 		case "tools/list":
-			result = `{"tools":[{"name":"odd_json","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},` +
-				`{"name":"odd_sse","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}`
+			result = `{"tools":[` + oddTools[0] + `,` + oddTools[1] + `]}`
 		case "tools/call":
 			result = oddResult
 		}
@@ -127,6 +137,33 @@ func TestAnUpstreamsResultPassesByteForByte(t *testing.T) {
 	}
 	a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Mcp-Session-Id", session,
 		"Mcp-Protocol-Version", "2025-11-25", "Accept", "application/json, text/event-stream")
+
+	// The tools as the upstream listed them; a 2025-11-25 session is told
+	// that a tool may be called as a task where the tool did not say.
+	modern := []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/list", "Accept", "application/json, text/event-stream"}
+	const declared = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+	for client, r := range map[string]apiResp{
+		"2025-11-25": a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`, "Mcp-Session-Id", session,
+			"Mcp-Protocol-Version", "2025-11-25", "Accept", "application/json, text/event-stream"),
+		"2026-07-28": a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+declared+`}}`, modern...),
+	} {
+		var list struct {
+			Tools []json.RawMessage `json:"tools"`
+		}
+		if err := json.Unmarshal([]byte(resultOf(t, r.Raw)), &list); err != nil || len(list.Tools) != 2 {
+			t.Fatalf("%s: tools/list: %v %s", client, err, r.Raw)
+		}
+		want := slices.Clone(oddTools)
+		if client == "2025-11-25" {
+			want[0] = strings.TrimSuffix(want[0], "}") + `,"execution":{"taskSupport":"optional"}}`
+		}
+		for i := range want {
+			if string(list.Tools[i]) != want[i] {
+				t.Errorf("%s: the tool is listed as\n%s\nthe upstream listed it as\n%s", client, list.Tools[i], want[i])
+			}
+		}
+	}
 
 	receipt := regexp.MustCompile(`,"countersign/receipt":"[A-Za-z0-9_.-]+"`)
 	for _, tool := range []string{"odd_json", "odd_sse"} {

@@ -169,7 +169,7 @@ func (ep *mcpEndpoint) hasSession(ag *models.Agent, id string) bool {
 // "optional" in tools/list (a call may wait for a person; a client may
 // wait as a task or be held). Other requests: w itself, and done does
 // nothing.
-func taskCapable(w http.ResponseWriter, r *http.Request, m *rpcMessage, modern bool) (http.ResponseWriter, func()) {
+func taskCapable(w http.ResponseWriter, r *http.Request, m *rpcMessage, modern bool, wire func(string) json.RawMessage) (http.ResponseWriter, func()) {
 	if m == nil {
 		return w, func() {}
 	}
@@ -180,7 +180,7 @@ func taskCapable(w http.ResponseWriter, r *http.Request, m *rpcMessage, modern b
 	case modern && m.Method == "server/discover":
 	case modern && m.Method == "tools/call" && json.Unmarshal(m.Params, &p) == nil && mcpgate.DeclaresTasks(p.Meta):
 	case !modern && m.Method == "initialize":
-	case !modern && m.Method == "tools/list" && r.Header.Get("Mcp-Protocol-Version") == TasksMCP:
+	case m.Method == "tools/list": // each tool as its server listed it (mcp_listing.go)
 	default:
 		return w, func() {}
 	}
@@ -188,7 +188,12 @@ func taskCapable(w http.ResponseWriter, r *http.Request, m *rpcMessage, modern b
 	return cw, func() {
 		out := cw.buf.Bytes()
 		if cw.code == http.StatusOK {
-			out = rewriteMessages(out, func(res map[string]json.RawMessage) bool { return addTasks(m.Method, res) })
+			out = rewriteMessages(out, func(res map[string]json.RawMessage) bool {
+				if m.Method == "tools/list" {
+					return toolsAsListed(res, wire, !modern && r.Header.Get("Mcp-Protocol-Version") == TasksMCP)
+				}
+				return addTasks(m.Method, res)
+			})
 		}
 		w.Header().Del("Content-Length")
 		w.WriteHeader(cw.code)
@@ -256,8 +261,8 @@ func rewriteMessages(body []byte, edit func(map[string]json.RawMessage) bool) []
 }
 
 // addTasks says that tasks are spoken: in initialize's result (when the
-// session speaks 2025-11-25), the capability; in tools/list's, each tool's
-// taskSupport.
+// session speaks 2025-11-25), the capability; in server/discover's, the
+// extension; a tools/call that waits, as its task.
 func addTasks(method string, res map[string]json.RawMessage) bool {
 	switch method {
 	case "server/discover":
@@ -294,26 +299,5 @@ func addTasks(method string, res map[string]json.RawMessage) bool {
 		res["capabilities"], _ = mcpgate.MarshalRaw(caps)
 		return true
 	}
-	var list []json.RawMessage
-	if json.Unmarshal(res["tools"], &list) != nil {
-		return false
-	}
-	var out bytes.Buffer
-	out.WriteByte('[')
-	for i, t := range list {
-		if i > 0 {
-			out.WriteByte(',')
-		}
-		var keys map[string]json.RawMessage
-		t = bytes.TrimSpace(t)
-		if json.Unmarshal(t, &keys) != nil || keys["execution"] != nil || len(keys) == 0 {
-			out.Write(t) // the tool as it was listed, untouched
-			continue
-		}
-		out.Write(t[:len(t)-1])
-		out.WriteString(`,"execution":{"taskSupport":"optional"}}`)
-	}
-	out.WriteByte(']')
-	res["tools"] = out.Bytes()
-	return true
+	return false
 }

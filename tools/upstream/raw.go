@@ -111,7 +111,7 @@ type rawConn struct {
 func (c *rawConn) Write(ctx context.Context, m jsonrpc.Message) error {
 	r, ok := m.(*jsonrpc.Request)
 	raw := rawResultOf(ctx)
-	if !ok || raw == nil || r.Method != "tools/call" || !r.ID.IsValid() {
+	if !ok || raw == nil || !r.ID.IsValid() {
 		return c.Connection.Write(ctx, m)
 	}
 	c.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -22,24 +23,49 @@ import (
 // A tool whose name another tool has is skipped, and said so.
 func (u *Server) list(ctx context.Context, s *mcp.ClientSession) (out []*tools.Tool, skipped []string, err error) {
 	seen := map[string]bool{}
-	for t, err := range s.Tools(ctx, nil) {
+	params := &mcp.ListToolsParams{}
+	for page := 0; page == 0 || params.Cursor != ""; page++ {
+		if page == maxPages {
+			return nil, nil, fmt.Errorf("list tools: more than %d pages", maxPages)
+		}
+		pctx, sent := withRawResult(ctx)
+		res, err := s.ListTools(pctx, params)
 		if err != nil {
 			return nil, nil, fmt.Errorf("list tools: %s", u.cfg.Redact(err.Error()))
 		}
-		tool, err := u.proxy(t)
-		if err != nil {
-			skipped = append(skipped, fmt.Sprintf("%s: %v", t.Name, err))
-			continue
+		wire := listed(sent.bytes(), len(res.Tools))
+		for i, t := range res.Tools {
+			tool, err := u.proxy(t, wire[i])
+			if err != nil {
+				skipped = append(skipped, fmt.Sprintf("%s: %v", t.Name, err))
+				continue
+			}
+			if u.cfg.Taken(tool.Name) || seen[tool.Name] {
+				skipped = append(skipped, fmt.Sprintf("%s: %s is the name of another tool", t.Name, tool.Name))
+				continue
+			}
+			seen[tool.Name] = true
+			out = append(out, tool)
 		}
-		if u.cfg.Taken(tool.Name) || seen[tool.Name] {
-			skipped = append(skipped, fmt.Sprintf("%s: %s is the name of another tool", t.Name, tool.Name))
-			continue
-		}
-		seen[tool.Name] = true
-		out = append(out, tool)
+		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, skipped, nil
+}
+
+// maxPages bounds a server's tool list (one that pages for ever).
+const maxPages = 1000
+
+// listed is each tool of a tools/list result in the bytes it came in (nil
+// each when they are not known, or not n of them).
+func listed(result []byte, n int) []json.RawMessage {
+	var l struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if result == nil || !utf8.Valid(result) || json.Unmarshal(result, &l) != nil || len(l.Tools) != n {
+		return make([]json.RawMessage, n)
+	}
+	return l.Tools
 }
 
 // call forwards one call to the server on the session in use now.
@@ -108,7 +134,7 @@ func safeToolName(upstream string) string {
 // proxy is one upstream tool as a Countersign tool. Its risk is the tools
 // file's override, else read from the annotations, which are only hints:
 // anything not marked read-only or non-destructive is a high-risk write.
-func (u *Server) proxy(t *mcp.Tool) (*tools.Tool, error) {
+func (u *Server) proxy(t *mcp.Tool, wire json.RawMessage) (*tools.Tool, error) {
 	ms := u.spec
 	safe := safeToolName(t.Name)
 	name := ms.Name + "__" + safe
@@ -161,7 +187,22 @@ func (u *Server) proxy(t *mcp.Tool) (*tools.Tool, error) {
 	if listing, err := json.Marshal(t); err == nil {
 		tool.SetListing(json.RawMessage(u.cfg.RedactJSON(listing)))
 	}
+	if wire != nil {
+		tool.Wire = json.RawMessage(u.cfg.RedactJSON(wire))
+		if !sameValue(tool.Wire, tool.Listing) {
+			// It holds more than the SDK read (keys it does not know):
+			// what an admin accepts, and a pin covers, is all of it.
+			tool.SetListing(tool.Wire)
+		}
+	}
 	return tool, nil
+}
+
+// sameValue says whether two JSON texts hold the same value, whatever
+// their key order, escapes or number formats.
+func sameValue(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
 // riskNow is a tool's risk as in force now (it may have been kept higher

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/tools"
 )
 
 // An upstream's result reaches the client as the bytes the upstream sent
@@ -288,6 +290,34 @@ func sortedKeys(m map[string]json.RawMessage) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// Wire is an upstream's tool in the bytes its server listed it, under the
+// name Countersign offers it (nil: its bytes are not known).
+func Wire(t *tools.Tool) json.RawMessage {
+	if len(t.Wire) == 0 {
+		return nil
+	}
+	o, err := readObject(t.Wire)
+	if err != nil {
+		return nil
+	}
+	name, ok := o.found["name"]
+	if _, schema := o.found["inputSchema"]; !ok || !schema {
+		return nil // not a tool MCP clients take: the SDK's words
+	}
+	var was string
+	if json.Unmarshal(t.Wire[name.start:name.end], &was) != nil {
+		return nil
+	}
+	if was == t.Name {
+		return bytes.TrimSpace(t.Wire)
+	}
+	to, err := MarshalRaw(t.Name)
+	if err != nil {
+		return nil
+	}
+	return bytes.TrimSpace(applyEdits(t.Wire, []edit{{name.start, name.end, to}}))
 }
 
 // answerPlace is the place web named for this request's answer ("": none).
