@@ -115,6 +115,12 @@ func (c *rawConn) Write(ctx context.Context, m jsonrpc.Message) error {
 		return c.Connection.Write(ctx, m)
 	}
 	c.mu.Lock()
+	if len(c.waiting) >= maxWaiting {
+		// Calls given up on whose answers never came: their results are
+		// no longer asked for (a call still waiting falls back to the
+		// SDK's encoding of its result).
+		clear(c.waiting)
+	}
 	c.waiting[r.ID] = raw
 	c.mu.Unlock()
 	err := c.Connection.Write(ctx, m)
@@ -123,6 +129,9 @@ func (c *rawConn) Write(ctx context.Context, m jsonrpc.Message) error {
 	}
 	return err
 }
+
+// maxWaiting bounds the calls whose results a connection keeps a place for.
+const maxWaiting = 1024
 
 func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	m, err := c.Connection.Read(ctx)
