@@ -41,7 +41,8 @@ var oddTools = []string{
 
 // oddUpstream is an MCP server over streamable HTTP written by hand, so
 // that every byte of its answers is the test's: odd_json answers as one
-// JSON body, odd_sse as an event stream with the result spread over lines.
+// JSON body, odd_sse as an event stream with the result spread over lines,
+// after a response to a request never made.
 func oddUpstream(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -76,6 +77,9 @@ func oddUpstream(t *testing.T) *httptest.Server {
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		spread := strings.ReplaceAll(strings.ReplaceAll(msg, `,"structuredContent"`, ",\n  \"structuredContent\""), `,"_meta"`, ",\n\t\"_meta\"")
+		// A lying peer first: a response to a request never made, which
+		// is not this call's result.
+		_, _ = w.Write([]byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"decoy\",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"not this\"}]}}\n\n"))
 		_, _ = w.Write([]byte("event: message\ndata: " + strings.ReplaceAll(spread, "\n", "\ndata: ") + "\n\n"))
 	}))
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })

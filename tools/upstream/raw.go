@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -22,6 +23,7 @@ import (
 type rawResult struct {
 	mu sync.Mutex
 	b  []byte
+	id []byte // the call's JSON-RPC id as sent (nil: not known)
 }
 
 type rawKey struct{}
@@ -38,10 +40,41 @@ func rawResultOf(ctx context.Context) *rawResult {
 	return r
 }
 
-// heard takes a JSON-RPC response read on the call's own answer (a POST
-// carries one request, so its answer holds one response): its result, a
-// JSON object, as it came. The first one counts.
-func (r *rawResult) heard(result json.RawMessage) {
+// heard takes a JSON-RPC response read on the call's own answer: its
+// result, a JSON object, as it came, when its id is the call's (a peer
+// may put anything on the stream; what the SDK took is the response with
+// that id). The first one counts.
+func (r *rawResult) heard(id, result json.RawMessage) {
+	r.mu.Lock()
+	ours := r.id != nil && bytes.Equal(bytes.TrimSpace(id), r.id)
+	r.mu.Unlock()
+	if ours {
+		r.take(result)
+	}
+}
+
+// sent notes the id of the call, from the request's body as sent.
+func (r *rawResult) sent(req *http.Request) {
+	if req.GetBody == nil {
+		return
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return
+	}
+	defer body.Close()
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.NewDecoder(body).Decode(&m) == nil && len(m.ID) > 0 {
+		r.mu.Lock()
+		r.id = bytes.TrimSpace(m.ID)
+		r.mu.Unlock()
+	}
+}
+
+// take keeps the result of the response a connection matched to the call.
+func (r *rawResult) take(result json.RawMessage) {
 	if t := bytes.TrimSpace(result); len(t) == 0 || t[0] != '{' {
 		return
 	}
@@ -82,7 +115,7 @@ func (b *jsonBody) Read(p []byte) (int, error) {
 	if err == io.EOF {
 		var m response
 		if json.Unmarshal(b.buf.Bytes(), &m) == nil && m.Method == "" {
-			b.raw.heard(m.Result)
+			b.raw.heard(m.ID, m.Result)
 		}
 		b.buf = bytes.Buffer{}
 	}
@@ -137,7 +170,7 @@ func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	m, err := c.Connection.Read(ctx)
 	if r, ok := m.(*jsonrpc.Response); ok && err == nil {
 		if raw := c.forget(r.ID); raw != nil && r.Error == nil {
-			raw.heard(r.Result)
+			raw.take(r.Result)
 		}
 	}
 	return m, err

@@ -299,7 +299,7 @@ func (b *watchedBody) dispatch() {
 	}
 	if m.Method == "" {
 		if b.raw != nil {
-			b.raw.heard(m.Result)
+			b.raw.heard(m.ID, m.Result)
 		}
 		return
 	}
@@ -356,6 +356,9 @@ func (w watching) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	r, raw := relayOf(req.Context()), rawResultOf(req.Context())
+	if raw != nil {
+		raw.sent(req)
+	}
 	switch ct := resp.Header.Get("Content-Type"); {
 	case (r != nil || raw != nil) && strings.HasPrefix(ct, "text/event-stream"):
 		resp.Body = &watchedBody{ReadCloser: resp.Body, u: w.u, relay: r, raw: raw}
