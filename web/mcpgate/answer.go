@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"io"
 	"slices"
 	"sort"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/rawjson"
 )
 
 // An upstream's result reaches the client as the bytes the upstream sent
@@ -91,46 +91,6 @@ type additions struct {
 
 var errNotResult = errors.New("not a tool result object")
 
-// span is where a value is in the bytes of the object holding it.
-type span struct{ start, end int }
-
-// object is where a JSON object's members are, in its bytes.
-type object struct {
-	found   map[string]span // by key
-	keys    int
-	closing int // its closing brace
-}
-
-// readObject reads where the members of one JSON object (all of b) are.
-func readObject(b []byte) (*object, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errNotResult
-	}
-	o := &object{found: map[string]span{}}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return nil, errNotResult
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, errNotResult
-		}
-		end := int(dec.InputOffset())
-		o.found[k.(string)] = span{end - len(v), end}
-		o.keys++
-	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return nil, errNotResult
-	}
-	o.closing = int(dec.InputOffset()) - 1
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errNotResult
-	}
-	return o, nil
-}
-
 // edit puts text in place of b[at:end] (at == end: inserts it).
 type edit struct {
 	at, end int
@@ -158,22 +118,22 @@ func applyEdits(b []byte, eds []edit) []byte {
 // is not an array, or whose _meta is not an object, is not spliced
 // (errNotResult); structured content that is not an object gets nothing.
 func splice(result []byte, add additions) ([]byte, error) {
-	o, err := readObject(result)
+	o, err := rawjson.ReadObject(result)
 	if err != nil {
 		return nil, err
 	}
 	var eds []edit
 	// members before the closing brace of the object value at s
-	members := func(s span, ms []member) error {
+	members := func(s rawjson.Span, ms []member) error {
 		if len(ms) == 0 {
 			return nil
 		}
-		b, err := encodeMembers(ms, len(bytes.TrimSpace(result[s.start+1:s.end-1])) > 0)
-		eds = append(eds, edit{s.end - 1, s.end - 1, b})
+		b, err := encodeMembers(ms, len(bytes.TrimSpace(result[s.Start+1:s.End-1])) > 0)
+		eds = append(eds, edit{s.End - 1, s.End - 1, b})
 		return err
 	}
-	content, ok := o.found["content"]
-	if !ok || result[content.start] != '[' {
+	content, ok := o.Members["content"]
+	if !ok || result[content.Start] != '[' {
 		return nil, errNotResult
 	}
 	if add.first != nil {
@@ -181,19 +141,19 @@ func splice(result []byte, add additions) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(bytes.TrimSpace(result[content.start+1:content.end-1])) > 0 {
+		if len(bytes.TrimSpace(result[content.Start+1:content.End-1])) > 0 {
 			b = append(b, ',')
 		}
-		eds = append(eds, edit{content.start + 1, content.start + 1, b})
+		eds = append(eds, edit{content.Start + 1, content.Start + 1, b})
 	}
-	if s, ok := o.found["structuredContent"]; ok && result[s.start] == '{' {
+	if s, ok := o.Members["structuredContent"]; ok && result[s.Start] == '{' {
 		if err := members(s, add.structured); err != nil {
 			return nil, err
 		}
 	}
 	top := slices.Clone(add.top)
-	if s, ok := o.found["_meta"]; ok {
-		if result[s.start] != '{' {
+	if s, ok := o.Members["_meta"]; ok {
+		if result[s.Start] != '{' {
 			return nil, errNotResult
 		}
 		if err := members(s, add.meta); err != nil {
@@ -206,13 +166,13 @@ func splice(result []byte, add additions) ([]byte, error) {
 		}
 		top = append(top, member{"_meta", json.RawMessage("{" + string(b) + "}")})
 	}
-	top = slices.DeleteFunc(top, func(m member) bool { _, ok := o.found[m.key]; return ok })
+	top = slices.DeleteFunc(top, func(m member) bool { _, ok := o.Members[m.key]; return ok })
 	if len(top) > 0 {
-		b, err := encodeMembers(top, o.keys > 0)
+		b, err := encodeMembers(top, o.Keys > 0)
 		if err != nil {
 			return nil, err
 		}
-		eds = append(eds, edit{o.closing, o.closing, b})
+		eds = append(eds, edit{o.Closing, o.Closing, b})
 	}
 	return applyEdits(result, eds), nil
 }
@@ -298,16 +258,16 @@ func Wire(t *tools.Tool) json.RawMessage {
 	if len(t.Wire) == 0 {
 		return nil
 	}
-	o, err := readObject(t.Wire)
+	o, err := rawjson.ReadObject(t.Wire)
 	if err != nil {
 		return nil
 	}
-	name, ok := o.found["name"]
-	if _, schema := o.found["inputSchema"]; !ok || !schema {
+	name, ok := o.Members["name"]
+	if _, schema := o.Members["inputSchema"]; !ok || !schema {
 		return nil // not a tool MCP clients take: the SDK's words
 	}
 	var was string
-	if json.Unmarshal(t.Wire[name.start:name.end], &was) != nil {
+	if json.Unmarshal(t.Wire[name.Start:name.End], &was) != nil {
 		return nil
 	}
 	if was == t.Name {
@@ -317,7 +277,7 @@ func Wire(t *tools.Tool) json.RawMessage {
 	if err != nil {
 		return nil
 	}
-	return bytes.TrimSpace(applyEdits(t.Wire, []edit{{name.start, name.end, to}}))
+	return bytes.TrimSpace(applyEdits(t.Wire, []edit{{name.Start, name.End, to}}))
 }
 
 // answerPlace is the place web named for this request's answer ("": none).

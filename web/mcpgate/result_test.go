@@ -147,7 +147,9 @@ func TestSpliceKeepsTheUpstreamsBytes(t *testing.T) {
 			t.Errorf("%s: %s (%v), want %s", c.in, got, err, c.want)
 		}
 	}
-	for _, bad := range []string{``, `[]`, `"x"`, `{}`, `{"content":{}}`, `{"content":[],"_meta":null}`, `{"content":[]} {}`, `{"content":[]`, `{"content":[],}`} {
+	for _, bad := range []string{``, `[]`, `"x"`, `{}`, `{"content":{}}`, `{"content":[],"_meta":null}`, `{"content":[]} {}`, `{"content":[]`, `{"content":[],}`,
+		`{"a":,"content":[]}`, `{"content":[] "a":1}`, `{"content" []}`, `{"content":[]}}`, `{"content":[}`, `{"content":[]]`,
+		`{1:2,"content":[]}`, `{"content":[],"a":tru}`, `{"content":["\x"]}`, `{"content":[]}x`, `{,"content":[]}`} {
 		if got, err := splice([]byte(bad), receipt); err == nil {
 			t.Errorf("%s was spliced: %s", bad, got)
 		}
