@@ -99,7 +99,7 @@ func startChromium(path string) (context.Context, func(), error) {
 }
 
 func TestMain(m *testing.M) {
-	if deskOverStdio() { // this binary started as an MCP server by a test
+	if deskOverStdio() || oddOverStdio() { // this binary started as an MCP server by a test
 		os.Exit(0)
 	}
 	code := m.Run()

@@ -1,10 +1,13 @@
 package web_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -121,26 +124,7 @@ func resultOf(t *testing.T, body string) string {
 // (the server's name in _meta, resultType) after it.
 func TestAnUpstreamsResultPassesByteForByte(t *testing.T) {
 	up := oddUpstream(t)
-	set, err := httptool.Load([]byte("mcp_servers:\n  - name: odd\n    url: \""+up.URL+"\"\n    prefix: false\n"), "tools.yaml", httptool.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(set.Close)
-	reg, err := tools.NewRegistry(set.Tools()...)
-	if err != nil || len(reg.All()) != 2 {
-		t.Fatalf("tools: %v %v", err, reg)
-	}
-	a := mcpApp(t, reg, nil, time.Second)
-	ctx := context.Background()
-	key, _, _ := a.accounts.AddAgent(ctx, "exact", models.Actor{ID: "test"})
-	hello := a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
-		"Accept", "application/json, text/event-stream")
-	session := hello.Header.Get("Mcp-Session-Id")
-	if hello.Status != 200 || session == "" {
-		t.Fatalf("initialize: %d %s", hello.Status, hello.Raw)
-	}
-	a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Mcp-Session-Id", session,
-		"Mcp-Protocol-Version", "2025-11-25", "Accept", "application/json, text/event-stream")
+	a, key, session := oddApp(t, "mcp_servers:\n  - name: odd\n    url: \""+up.URL+"\"\n    prefix: false\n", 2)
 
 	// The tools as the upstream listed them; a 2025-11-25 session is told
 	// that a tool may be called as a task where the tool did not say.
@@ -169,37 +153,188 @@ func TestAnUpstreamsResultPassesByteForByte(t *testing.T) {
 		}
 	}
 
-	receipt := regexp.MustCompile(`,"countersign/receipt":"[A-Za-z0-9_.-]+"`)
 	for _, tool := range []string{"odd_json", "odd_sse"} {
 		want := oddResult
 		if tool == "odd_sse" {
 			want = strings.ReplaceAll(strings.ReplaceAll(want, `,"structuredContent"`, ",\n  \"structuredContent\""), `,"_meta"`, ",\n\t\"_meta\"")
 		}
-		call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":{}}}`
-		for _, c := range []struct {
-			client  string
-			headers []string
-			msg     string
-			words   string // what the revision adds after the receipt
-		}{
-			// A client that names a place of its own for the answer is
-			// not heard: Countersign names it.
-			{"2025-11-25", []string{"Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-11-25", "X-Countersign-Answer", "guessed"}, call, `}}`},
-			{"2026-07-28", []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", tool},
-				strings.Replace(call, `"arguments":{}`, `"arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",`+
-					`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`, 1),
-				`,"io.modelcontextprotocol/serverInfo":{"name":"countersign","version":"1"}},"resultType":"complete"}`},
-		} {
-			r := a.doWith("POST", "/mcp", key, c.msg, append(c.headers, "Accept", "application/json, text/event-stream")...)
-			got := resultOf(t, r.Raw)
-			signed := receipt.FindString(got)
-			if signed == "" || !strings.HasSuffix(got, signed+c.words) {
-				t.Errorf("%s, %s: no receipt at the end of _meta, then %s:\n%s", tool, c.client, c.words, got)
-				continue
+		answeredAsSent(t, a, key, session, tool, want)
+	}
+}
+
+// answeredAsSent calls tool through /mcp on a 2025-11-25 session and as a
+// 2026-07-28 client, and checks that each got want, the upstream's result,
+// byte for byte: Countersign's only word the signed receipt, last in
+// _meta, and the 2026 revision's own words after it.
+func answeredAsSent(t *testing.T, a *app, key, session, tool, want string) {
+	t.Helper()
+	receipt := regexp.MustCompile(`,"countersign/receipt":"[A-Za-z0-9_.-]+"`)
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":{}}}`
+	for _, c := range []struct {
+		client  string
+		headers []string
+		msg     string
+		words   string // what the revision adds after the receipt
+	}{
+		// A client that names a place of its own for the answer is
+		// not heard: Countersign names it.
+		{"2025-11-25", []string{"Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-11-25", "X-Countersign-Answer", "guessed"}, call, `}}`},
+		{"2026-07-28", []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", tool},
+			strings.Replace(call, `"arguments":{}`, `"arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",`+
+				`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`, 1),
+			`,"io.modelcontextprotocol/serverInfo":{"name":"countersign","version":"1"}},"resultType":"complete"}`},
+	} {
+		r := a.doWith("POST", "/mcp", key, c.msg, append(c.headers, "Accept", "application/json, text/event-stream")...)
+		got := resultOf(t, r.Raw)
+		signed := receipt.FindString(got)
+		if signed == "" || !strings.HasSuffix(got, signed+c.words) {
+			t.Errorf("%s, %s: no receipt at the end of _meta, then %s:\n%.2000s", tool, c.client, c.words, got)
+			continue
+		}
+		if unsigned := strings.TrimSuffix(got, signed+c.words) + "}}"; unsigned != want {
+			at := 0
+			for at < len(unsigned) && at < len(want) && unsigned[at] == want[at] {
+				at++
 			}
-			if unsigned := strings.TrimSuffix(got, signed+c.words) + "}}"; unsigned != want {
-				t.Errorf("%s, %s: the client got\n%s\nthe upstream sent\n%s", tool, c.client, unsigned, want)
-			}
+			t.Errorf("%s, %s: from byte %d, the client got\n%.300q\nthe upstream sent\n%.300q", tool, c.client, at, unsigned[at:], want[at:])
 		}
 	}
+}
+
+// sessionOf is a 2025-11-25 session of /mcp, opened by hand.
+func sessionOf(t *testing.T, a *app, key string) string {
+	t.Helper()
+	hello := a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+		"Accept", "application/json, text/event-stream")
+	session := hello.Header.Get("Mcp-Session-Id")
+	if hello.Status != 200 || session == "" {
+		t.Fatalf("initialize: %d %s", hello.Status, hello.Raw)
+	}
+	a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Mcp-Session-Id", session,
+		"Mcp-Protocol-Version", "2025-11-25", "Accept", "application/json, text/event-stream")
+	return session
+}
+
+// bigOddResult is oddResult with a text block of some 240 KB first, more
+// than Countersign decodes of a stdio server's result.
+var bigOddResult = strings.Replace(oddResult, `"content":[`,
+	`"content":[{"type":"text","text":"`+strings.Repeat(`\u00e9<&>\/ \"`, 20000)+`"},`, 1)
+
+// bigOddLines is bigOddResult over three lines, as one message (JSON's
+// white space). Line feeds only: an event stream cannot carry a carriage
+// return (a client joins an event's data lines with line feeds).
+var bigOddLines = strings.Replace(strings.Replace(bigOddResult, `,"_meta"`, ",\n\"_meta\"", 1), `,"structuredContent"`, ",\n \"structuredContent\"", 1)
+
+// oddOverStdio runs this test binary as an MCP server over stdio written
+// by hand (COUNTERSIGN_TEST_ODD_STDIO set), so that every byte of its
+// answers is the test's: odd_json answers with oddResult, odd_big with
+// bigOddResult, odd_big_lines with bigOddLines, odd_big_error with a big
+// error.
+func oddOverStdio() bool {
+	if os.Getenv("COUNTERSIGN_TEST_ODD_STDIO") == "" {
+		return false
+	}
+	in := bufio.NewReader(os.Stdin)
+	for {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			return true
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(line, &m) != nil || len(m.ID) == 0 {
+			continue
+		}
+		result := `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"odd","version":"1"}}`
+		switch {
+		case m.Method == "tools/list":
+			result = `{"tools":[{"name":"odd_json","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},` +
+				`{"name":"odd_big","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},` +
+				`{"name":"odd_big_error","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},` +
+				`{"name":"odd_big_lines","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}`
+		case m.Method == "tools/call" && m.Params.Name == "odd_json":
+			result = oddResult
+		case m.Method == "tools/call" && m.Params.Name == "odd_big":
+			result = bigOddResult
+		case m.Method == "tools/call" && m.Params.Name == "odd_big_lines":
+			result = bigOddLines
+		case m.Method == "tools/call":
+			result = `{"content":[{"type":"text","text":"the big failure ` + strings.Repeat("x", 100<<10) + `"}],"isError":true}`
+		}
+		fmt.Printf("{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}\n", m.ID, result)
+	}
+}
+
+// Over stdio too, an upstream's result reaches the client byte for byte,
+// a big one (which Countersign does not decode) as a small one; a big
+// error is still an error.
+func TestAStdioUpstreamsResultPassesByteForByte(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, key, session := oddApp(t, `mcp_servers:
+  - name: odd
+    command: "`+self+`"
+    args: ["-test.run=^$"]
+    env: {COUNTERSIGN_TEST_ODD_STDIO: "1"}
+    prefix: false
+`, 4)
+	answeredAsSent(t, a, key, session, "odd_json", oddResult)
+	answeredAsSent(t, a, key, session, "odd_big", bigOddResult)
+	answeredAsSent(t, a, key, session, "odd_big_lines", bigOddLines)
+
+	r := a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"odd_big_error","arguments":{}}}`,
+		"Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-11-25", "Accept", "application/json, text/event-stream")
+	var failed struct {
+		IsError bool `json:"isError"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal([]byte(resultOf(t, r.Raw)), &failed); err != nil || !failed.IsError ||
+		len(failed.Content) == 0 || !strings.Contains(failed.Content[0].Text, "the big failure") {
+		t.Errorf("a big error is answered as\n%.500s", r.Raw)
+	}
+	// Each is recorded as it ended: two results of each kind (2025 and
+	// 2026), the error as a failure, with the upstream's words.
+	ctx := context.Background()
+	for tool, want := range map[string]string{"odd_json": oddResult, "odd_big": bigOddResult, "odd_big_lines": bigOddLines} {
+		calls, _ := a.store.AuditCalls(ctx, models.AuditQuery{Tool: tool, Status: models.CallSucceeded, Limit: 10})
+		if len(calls) != 2 || calls[0].Result != want || calls[1].Result != want {
+			t.Errorf("%s: %d calls succeeded, the result recorded is not the upstream's bytes", tool, len(calls))
+		}
+	}
+	calls, _ := a.store.AuditCalls(ctx, models.AuditQuery{Tool: "odd_big_error", Limit: 10})
+	if len(calls) != 1 || calls[0].Status != models.CallFailed || !strings.Contains(calls[0].Error, "the big failure") {
+		for _, c := range calls {
+			t.Errorf("the big error is recorded as %s: %.200s", c.Status, c.Error)
+		}
+		if len(calls) != 1 {
+			t.Errorf("%d calls of the big error are recorded", len(calls))
+		}
+	}
+}
+
+// oddApp serves the odd upstream of the tools file given, which offers n
+// tools, and opens a 2025-11-25 session for an agent.
+func oddApp(t *testing.T, toolsFile string, n int) (a *app, key, session string) {
+	t.Helper()
+	set, err := httptool.Load([]byte(toolsFile), "tools.yaml", httptool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	reg, err := tools.NewRegistry(set.Tools()...)
+	if err != nil || len(reg.All()) != n {
+		t.Fatalf("tools: %v %v", err, reg)
+	}
+	a = mcpApp(t, reg, nil, time.Second)
+	key, _, _ = a.accounts.AddAgent(context.Background(), "exact", models.Actor{ID: "test"})
+	return a, key, sessionOf(t, a, key)
 }

@@ -7,9 +7,6 @@ import (
 	"io"
 	"net/http"
 	"sync"
-
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // An HTTP upstream's answer to a call, as the bytes it sent: what is
@@ -21,9 +18,10 @@ import (
 
 // rawResult is where the result of one call is kept as it is read.
 type rawResult struct {
-	mu sync.Mutex
-	b  []byte
-	id []byte // the call's JSON-RPC id as sent (nil: not known)
+	mu    sync.Mutex
+	b     []byte
+	id    []byte // the call's JSON-RPC id as sent (nil: not known)
+	light bool   // the SDK was handed a stand-in for b (lighten)
 }
 
 type rawKey struct{}
@@ -120,66 +118,4 @@ func (b *jsonBody) Read(p []byte) (int, error) {
 		b.buf = bytes.Buffer{}
 	}
 	return n, err
-}
-
-// rawCalls is a stdio server's transport: the result of a call made with
-// withRawResult is kept as its line held it (the SDK decodes a response's
-// result later, from those bytes).
-type rawCalls struct{ mcp.Transport }
-
-func (t rawCalls) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := t.Transport.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &rawConn{Connection: c, waiting: map[jsonrpc.ID]*rawResult{}}, nil
-}
-
-type rawConn struct {
-	mcp.Connection
-	mu      sync.Mutex
-	waiting map[jsonrpc.ID]*rawResult // by the id of the call sent
-}
-
-func (c *rawConn) Write(ctx context.Context, m jsonrpc.Message) error {
-	r, ok := m.(*jsonrpc.Request)
-	raw := rawResultOf(ctx)
-	if !ok || raw == nil || !r.ID.IsValid() {
-		return c.Connection.Write(ctx, m)
-	}
-	c.mu.Lock()
-	if len(c.waiting) >= maxWaiting {
-		// Calls given up on whose answers never came: their results are
-		// no longer asked for (a call still waiting falls back to the
-		// SDK's encoding of its result).
-		clear(c.waiting)
-	}
-	c.waiting[r.ID] = raw
-	c.mu.Unlock()
-	err := c.Connection.Write(ctx, m)
-	if err != nil {
-		c.forget(r.ID)
-	}
-	return err
-}
-
-// maxWaiting bounds the calls whose results a connection keeps a place for.
-const maxWaiting = 1024
-
-func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	m, err := c.Connection.Read(ctx)
-	if r, ok := m.(*jsonrpc.Response); ok && err == nil {
-		if raw := c.forget(r.ID); raw != nil && r.Error == nil {
-			raw.take(r.Result)
-		}
-	}
-	return m, err
-}
-
-func (c *rawConn) forget(id jsonrpc.ID) *rawResult {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	raw := c.waiting[id]
-	delete(c.waiting, id)
-	return raw
 }

@@ -154,7 +154,7 @@ func New(ms Spec, cfg Config) (*Server, error) {
 		u.transport = func() mcp.Transport {
 			cmd := exec.Command(ms.Command, ms.Args...)
 			cmd.Env = env
-			return rawCalls{&mcp.CommandTransport{Command: cmd}}
+			return stdioTransport{cmd}
 		}
 	case ms.URL != "" && ms.Command == "":
 		url, err := cfg.Env(ms.URL)
