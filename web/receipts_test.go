@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/agent/audit"
 	"github.com/countersign/countersign/agent/policy"
@@ -351,4 +352,52 @@ func TestEvidenceBundlesCheckOfflineAndNameEachAlteration(t *testing.T) {
 			t.Errorf("%s altered: the check says %q, want %q", name, problems, c.want)
 		}
 	}
+}
+
+// An MCP call's receipt is signed with its outcome, in the unit that
+// records it: the answer carries the receipt kept (no second one is
+// signed), and it says what the records say.
+func TestAnMCPAnswerCarriesTheReceiptSignedWithTheOutcome(t *testing.T) {
+	a, _ := gateAPIApp(t)
+	ctx := context.Background()
+	key, _, _ := a.accounts.AddAgent(ctx, "bot", models.Actor{ID: "test"})
+	cs, err := mcpClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, order := range []string{"A1", "A2", "A3"} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": order}})
+		if err != nil || res.IsError {
+			t.Fatalf("lookup_order %s: %v %v", order, res, err)
+		}
+		jws, _ := res.Meta["countersign/receipt"].(string)
+		calls, _ := a.store.AuditCalls(ctx, models.AuditQuery{Tool: "lookup_order", Limit: 1})
+		if len(calls) != 1 {
+			t.Fatalf("%d calls recorded", len(calls))
+		}
+		kept, err := a.store.Receipt(ctx, calls[0].ID)
+		if err != nil || kept.JWS != jws {
+			t.Fatalf("the answer's receipt is not the one kept (%v):\n%s\n%v", err, jws, kept)
+		}
+		if f := calls[0].FinishedAt; f == nil || !kept.CreatedAt.Equal(*f) {
+			t.Fatalf("the receipt was kept at %v, not with the outcome at %v", kept.CreatedAt, f)
+		}
+		p, _, err := receipts.Verify(jws, publicKeys(t, a))
+		if err != nil || p.Call != calls[0].ID || p.Status != models.CallSucceeded {
+			t.Fatalf("the receipt: %+v %v", p, err)
+		}
+	}
+	if rep, err := receipts.VerifyStored(ctx, a.store); err != nil || rep.Receipts < 3 || len(rep.Failures) != 0 {
+		t.Fatalf("the receipts against the records: %+v %v", rep, err)
+	}
+}
+
+func publicKeys(t *testing.T, a *app) jose.JSONWebKeySet {
+	t.Helper()
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal([]byte(a.do("GET", "/api/v1/receipts/keys", "", "").Raw), &set); err != nil {
+		t.Fatal(err)
+	}
+	return set
 }

@@ -159,6 +159,7 @@ func New(cfg Config) (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.SignReceiptsWith(rs.SignWithin)
 	c := &Core{Gate: g, Runner: runner, Accounts: accounts.New(cfg.Store), Outbox: ob, Versions: vs, Receipts: rs, Bus: bus, Store: cfg.Store,
 		Outside: &gate.Outside{Gate: g, Store: cfg.Store, Changed: bus.WatchAction},
 		log:     log, cfg: cfg, stop: func() {}, policy: cfg.Policy, origin: cfg.PolicyOrigin}

@@ -74,20 +74,8 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 	if err != nil {
 		return Outcome{}, fault.Wrap(err, "the tool's result could not be recorded")
 	}
-	write := func(ctx context.Context) error {
-		return g.store.Write(ctx, func(tx *storage.Tx) error {
-			if unknown != nil {
-				if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallExecuting}, To: models.CallUnknown,
-					Error: errForModel}); err != nil {
-					return err
-				}
-			} else if err := tx.FinishCall(call.ID, status, string(encoded), errForModel, errDetail); err != nil {
-				return err
-			}
-			g.executed(tx, call, took, status)
-			return tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: models.CallEnded(status), Subject: call.ID, Payload: payload})
-		})
-	}
+	write := g.outcomeUnit(call, outcome{status: status, result: encoded, errForModel: errForModel, errDetail: errDetail,
+		unknown: unknown != nil, payload: payload, took: took})
 	d := policy.Decision{Verdict: policy.Verdict(call.Decision), Rule: call.Rule, Reason: call.Reason, PolicyVersion: call.PolicyVersion}
 	if err := write(ctx); err != nil {
 		if storageDown(err) {
@@ -99,6 +87,43 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 		return Outcome{}, fault.Wrap(err, "the tool ran but its result could not be recorded")
 	}
 	return Outcome{CallID: call.ID, Status: status, Decision: d, Result: encoded, Error: errForModel}, nil
+}
+
+// outcome is how a call that ran ended, to record.
+type outcome struct {
+	status                 models.CallStatus
+	result                 []byte
+	errForModel, errDetail string
+	unknown                bool // whether it ran or not is not known
+	payload                models.Payload
+	took                   time.Duration
+}
+
+// outcomeUnit is the unit of work that records how call ended, and signs
+// its receipt there when the asker waits for it (SignReceiptsWith).
+func (g *Gate) outcomeUnit(call *models.ToolCall, o outcome) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		return g.store.Write(ctx, func(tx *storage.Tx) error {
+			if o.unknown {
+				if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallExecuting}, To: models.CallUnknown,
+					Error: o.errForModel}); err != nil {
+					return err
+				}
+			} else if err := tx.FinishCall(call.ID, o.status, string(o.result), o.errForModel, o.errDetail); err != nil {
+				return err
+			}
+			g.executed(tx, call, o.took, o.status)
+			if err := tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: models.CallEnded(o.status), Subject: call.ID, Payload: o.payload}); err != nil {
+				return err
+			}
+			if g.receipt != nil && o.status.Final() && wantsReceipt(ctx) {
+				if err := g.receipt(ctx, tx, call.ID); err != nil {
+					g.log.Debug("the receipt is signed after the outcome", "call_id", call.ID, "err", err)
+				}
+			}
+			return nil
+		})
+	}
 }
 
 // executed notes, once the outcome is committed, how long the tool ran and

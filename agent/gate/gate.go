@@ -57,6 +57,30 @@ type Gate struct {
 	runs Runs
 	// metrics counts what the gate decided and ran (nil: nothing).
 	metrics *telemetry.Metrics
+	// receipt signs a call's receipt in the unit that records its outcome
+	// (SignReceiptsWith; nil: receipts are signed after).
+	receipt func(ctx context.Context, tx *storage.Tx, callID string) error
+}
+
+// SignReceiptsWith has fn sign, in the unit of work that records how a
+// call ended, the receipt of a call whose asker waits for it (WantsReceipt):
+// its answer then carries the receipt without another read or write.
+// fn's error leaves the unit as it was.
+func (g *Gate) SignReceiptsWith(fn func(ctx context.Context, tx *storage.Tx, callID string) error) {
+	g.receipt = fn
+}
+
+type wantsReceiptKey struct{}
+
+// WantsReceipt marks calls made with ctx as asked by someone whose answer
+// carries the call's receipt (an MCP client).
+func WantsReceipt(ctx context.Context) context.Context {
+	return context.WithValue(ctx, wantsReceiptKey{}, true)
+}
+
+func wantsReceipt(ctx context.Context) bool {
+	v, _ := ctx.Value(wantsReceiptKey{}).(bool)
+	return v
 }
 
 // Notifier carries the news that something others watch has changed: an

@@ -57,7 +57,15 @@ type Signer struct {
 	// emptied when full).
 	runsMu sync.Mutex
 	runs   map[string]*models.Run
+	// signed are receipts signed with their call's outcome (SignWithin),
+	// by call, until an answer takes them (Fresh); at most maxSigned.
+	signed  sync.Map
+	nSigned atomic.Int64
 }
+
+// maxSigned bounds the receipts signed with an outcome that wait for the
+// answer that carries them (one that never asks leaves its receipt here).
+const maxSigned = 4096
 
 // maxRuns bounds the runs the signer keeps read.
 const maxRuns = 10_000
@@ -410,7 +418,45 @@ func (s *Signer) For(ctx context.Context, callID string) (*models.Receipt, error
 // which then is the receipt. The result is not read again: it is ended's
 // when the call's record ended as ended did.
 func (s *Signer) Fresh(ctx context.Context, ended *models.ToolCall) (*models.Receipt, error) {
+	if r, ok := s.signed.LoadAndDelete(ended.ID); ok {
+		s.nSigned.Add(-1)
+		return r.(*models.Receipt), nil
+	}
 	return s.keep(ctx, ended.ID, ended)
+}
+
+// SignWithin signs and keeps, in the unit of work that records its
+// outcome, the receipt of a call that ends there, from the records as the
+// unit wrote them: the answer that carries it (Fresh) then reads and
+// writes nothing more. Its error leaves nothing written: the unit goes on,
+// and the receipt is signed as any other.
+func (s *Signer) SignWithin(ctx context.Context, tx *storage.Tx, callID string) error {
+	if s.nSigned.Load() >= maxSigned {
+		return errors.New("too many receipts wait for their answers")
+	}
+	return tx.Try(func(tx *storage.Tx) error {
+		calls, events, approvals, err := tx.ReceiptRecords([]string{callID})
+		if err != nil {
+			return err
+		}
+		if len(calls) != 1 || !calls[0].Status.Final() {
+			return ErrNotFinal
+		}
+		r, err := s.signRecords(ctx, &calls[0], events[callID], approvals[callID], s.signing(), time.Now())
+		if err != nil {
+			return err
+		}
+		kept, err := tx.KeepReceipt(r)
+		if err != nil {
+			return err
+		}
+		tx.AfterCommit(func() {
+			if _, had := s.signed.Swap(callID, kept); !had {
+				s.nSigned.Add(1)
+			}
+		})
+		return nil
+	})
 }
 
 // keep signs a call's receipt and keeps it, or takes the one kept before.

@@ -146,3 +146,41 @@ func TestFormatCents(t *testing.T) {
 		}
 	}
 }
+
+// What a unit tries (Tx.Try) and fails is undone alone, its hooks with it;
+// the rest of the unit commits.
+func TestATryThatFailsIsUndoneAloneInItsUnit(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	errBoom := errors.New("boom")
+	var ran []string
+	err := s.Write(ctx, func(tx *storage.Tx) error {
+		if err := tx.CreateRun(&models.Run{ID: "run_kept", Status: models.RunActive}); err != nil {
+			return err
+		}
+		if err := tx.Try(func(tx *storage.Tx) error {
+			if err := tx.CreateRun(&models.Run{ID: "run_undone", Status: models.RunActive}); err != nil {
+				return err
+			}
+			tx.AfterCommit(func() { ran = append(ran, "undone") })
+			return errBoom
+		}); !errors.Is(err, errBoom) {
+			return fmt.Errorf("the failed try said %v", err)
+		}
+		return tx.Try(func(tx *storage.Tx) error {
+			tx.AfterCommit(func() { ran = append(ran, "tried") })
+			return tx.CreateRun(&models.Run{ID: "run_tried", Status: models.RunActive})
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]bool{"run_kept": true, "run_undone": false, "run_tried": true} {
+		if _, err := s.Run(ctx, id); (err == nil) != want {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	if len(ran) != 1 || ran[0] != "tried" {
+		t.Errorf("hooks run: %v", ran)
+	}
+}

@@ -52,20 +52,27 @@ func (s *Store) SaveReceipts(ctx context.Context, rs []models.Receipt) error {
 // returns the one kept (the first written is the receipt), in one unit of
 // work: no second read when this one is kept.
 func (s *Store) KeepReceipt(ctx context.Context, r models.Receipt) (*models.Receipt, error) {
-	kept := r
-	err := s.Write(ctx, func(tx *Tx) error {
-		kept.CreatedAt = tx.now
-		res := tx.db.Clauses(clause.OnConflict{DoNothing: true}).Create(&kept)
-		if res.Error != nil || res.RowsAffected == 1 {
-			return res.Error
-		}
-		kept = models.Receipt{}
-		return tx.db.Take(&kept, "call_id = ?", r.CallID).Error
+	var kept *models.Receipt
+	err := s.Write(ctx, func(tx *Tx) (err error) {
+		kept, err = tx.KeepReceipt(r)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &kept, nil
+	return kept, nil
+}
+
+// KeepReceipt is Store.KeepReceipt inside the unit of work.
+func (tx *Tx) KeepReceipt(r models.Receipt) (*models.Receipt, error) {
+	kept := r
+	kept.CreatedAt = tx.now
+	res := tx.db.Clauses(clause.OnConflict{DoNothing: true}).Create(&kept)
+	if res.Error != nil || res.RowsAffected == 1 {
+		return &kept, res.Error
+	}
+	kept = models.Receipt{}
+	return &kept, tx.db.Take(&kept, "call_id = ?", r.CallID).Error
 }
 
 // CallsWithoutReceipt lists up to limit calls in a final status that have
@@ -124,7 +131,16 @@ func (s *Store) HaveReceipts(ctx context.Context, callIDs []string) (map[string]
 // columns, no ORM): the calls, their audit events in order (without their
 // payloads), and, for the calls a person decided, the verdicts in order.
 func (s *Store) ReceiptRecords(ctx context.Context, callIDs []string) (calls []models.ToolCall, events map[string][]models.AuditEvent, approvals map[string][]models.Approval, err error) {
-	db := s.db.WithContext(ctx)
+	return receiptRecords(s.db.WithContext(ctx), callIDs)
+}
+
+// ReceiptRecords is Store.ReceiptRecords inside the unit of work: with
+// what it wrote, before it commits (a receipt signed with the outcome).
+func (tx *Tx) ReceiptRecords(callIDs []string) (calls []models.ToolCall, events map[string][]models.AuditEvent, approvals map[string][]models.Approval, err error) {
+	return receiptRecords(tx.db, callIDs)
+}
+
+func receiptRecords(db *gorm.DB, callIDs []string) (calls []models.ToolCall, events map[string][]models.AuditEvent, approvals map[string][]models.Approval, err error) {
 	rows, err := db.Raw(`SELECT id, run_id, customer_id, tool, args_hash, status, decision, rule, policy_version, required_approvals,
 		required_role, error, result, created_at, decided_at, finished_at, tool_hash FROM tool_calls WHERE id IN ?`, callIDs).Rows()
 	if err != nil {

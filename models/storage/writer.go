@@ -337,6 +337,28 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 	return nil
 }
 
+// Try runs fn in a savepoint of its own inside the unit: when fn fails,
+// what it wrote and the hooks it added are undone and the unit goes on
+// (fn must not append to the audit chain). It returns fn's error.
+func (tx *Tx) Try(fn func(*Tx) error) error {
+	if _, err := tx.exec("SAVEPOINT try"); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	after, finals := len(tx.after), len(tx.finals)
+	if err := fn(tx); err != nil {
+		tx.after, tx.finals = tx.after[:after], tx.finals[:finals]
+		if _, rbErr := tx.exec("ROLLBACK TO SAVEPOINT try"); rbErr != nil {
+			return errors.Join(err, fmt.Errorf("roll back: %w", rbErr))
+		}
+		_, relErr := tx.exec("RELEASE SAVEPOINT try")
+		return errors.Join(err, relErr)
+	}
+	if _, err := tx.exec("RELEASE SAVEPOINT try"); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	return nil
+}
+
 // inSavepoint runs one unit of a batch in a savepoint: a unit that fails is
 // undone alone, with the chain links, hooks and moves it added. It returns
 // the unit's own error, and an error that ends the whole batch (one worth

@@ -130,6 +130,9 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	// during a call that runs now reach this client.
 	relay := &upstream.Relay{Session: req.Session, Ctx: ctx, Token: req.Params.GetProgressToken()}
 	ctx = upstream.WithRelay(ctx, relay)
+	if gw.Receipt != nil {
+		ctx = gate.WantsReceipt(ctx) // signed with the outcome: the answer carries it
+	}
 	if req.Session.ID() == "" && DeclaresTasks(meta) {
 		ctx = withTaskVia(ctx)
 	}
