@@ -435,14 +435,14 @@ func (s *Signer) SignWithin(ctx context.Context, tx *storage.Tx, callID string) 
 		return errors.New("too many receipts wait for their answers")
 	}
 	return tx.Try(func(tx *storage.Tx) error {
-		calls, events, approvals, err := tx.ReceiptRecords([]string{callID})
+		call, events, approvals, err := tx.ReceiptRecord(callID)
 		if err != nil {
 			return err
 		}
-		if len(calls) != 1 || !calls[0].Status.Final() {
+		if !call.Status.Final() {
 			return ErrNotFinal
 		}
-		r, err := s.signRecords(ctx, &calls[0], events[callID], approvals[callID], s.signing(), time.Now())
+		r, err := s.signRecords(ctx, call, events, approvals, s.signing(), time.Now())
 		if err != nil {
 			return err
 		}

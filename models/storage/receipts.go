@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
@@ -67,9 +68,10 @@ func (s *Store) KeepReceipt(ctx context.Context, r models.Receipt) (*models.Rece
 func (tx *Tx) KeepReceipt(r models.Receipt) (*models.Receipt, error) {
 	kept := r
 	kept.CreatedAt = tx.now
-	res := tx.db.Clauses(clause.OnConflict{DoNothing: true}).Create(&kept)
-	if res.Error != nil || res.RowsAffected == 1 {
-		return &kept, res.Error
+	n, err := tx.exec(`INSERT INTO receipts (call_id, key_id, jws, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (call_id) DO NOTHING`,
+		kept.CallID, kept.KeyID, kept.JWS, kept.CreatedAt)
+	if err != nil || n == 1 {
+		return &kept, err
 	}
 	kept = models.Receipt{}
 	return &kept, tx.db.Take(&kept, "call_id = ?", r.CallID).Error
@@ -134,15 +136,72 @@ func (s *Store) ReceiptRecords(ctx context.Context, callIDs []string) (calls []m
 	return receiptRecords(s.db.WithContext(ctx), callIDs)
 }
 
-// ReceiptRecords is Store.ReceiptRecords inside the unit of work: with
-// what it wrote, before it commits (a receipt signed with the outcome).
-func (tx *Tx) ReceiptRecords(callIDs []string) (calls []models.ToolCall, events map[string][]models.AuditEvent, approvals map[string][]models.Approval, err error) {
-	return receiptRecords(tx.db, callIDs)
+// ReceiptRecord is what Store.ReceiptRecords reads, of one call, inside
+// the unit of work: with what it wrote, before it commits (a receipt
+// signed with the outcome), on the writer's own prepared statements (it
+// takes the writer's turn).
+func (tx *Tx) ReceiptRecord(callID string) (*models.ToolCall, []models.AuditEvent, []models.Approval, error) {
+	row, err := tx.queryRow(`SELECT `+receiptCallColumns+` FROM tool_calls WHERE id = ?`, callID)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read the call: %w", notFound(err))
+	}
+	c := &models.ToolCall{}
+	texts := []*string{&c.ID, &c.RunID, &c.CustomerID, &c.Tool, &c.ArgsHash, (*string)(&c.Status), &c.Decision, &c.Rule, &c.PolicyVersion}
+	for i, dst := range texts {
+		*dst, _ = textValue(row[i])
+	}
+	n := len(texts)
+	c.RequiredApprovals = int(intValue(row[n]))
+	role, _ := textValue(row[n+1])
+	c.RequiredRole = models.StaffRole(role)
+	c.Error, _ = textValue(row[n+2])
+	c.Result, _ = textValue(row[n+3])
+	created, err := timeValue(row[n+4])
+	if err != nil || created == nil {
+		return nil, nil, nil, fmt.Errorf("read the call: created %v (%v)", row[n+4], err)
+	}
+	c.CreatedAt = *created
+	if c.DecidedAt, err = timeValue(row[n+5]); err != nil {
+		return nil, nil, nil, fmt.Errorf("read the call: %w", err)
+	}
+	if c.FinishedAt, err = timeValue(row[n+6]); err != nil {
+		return nil, nil, nil, fmt.Errorf("read the call: %w", err)
+	}
+	c.ToolHash, _ = textValue(row[n+7])
+	var events []models.AuditEvent
+	err = tx.w.queryRows(`SELECT seq, at, actor, kind, subject, hash FROM audit_events WHERE subject = ? ORDER BY seq`, []any{callID},
+		func(v []driver.Value) error {
+			at, err := timeValue(v[1])
+			if err != nil || at == nil {
+				return fmt.Errorf("event %v: at %v (%v)", v[0], v[1], err)
+			}
+			e := models.AuditEvent{Seq: intValue(v[0]), At: *at}
+			e.Actor, _ = textValue(v[2])
+			kind, _ := textValue(v[3])
+			e.Kind = models.EventKind(kind)
+			e.Subject, _ = textValue(v[4])
+			e.Hash, _ = textValue(v[5])
+			events = append(events, e)
+			return nil
+		})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read its audit events: %w", err)
+	}
+	var approvals []models.Approval
+	if c.Decision == models.DecidedNeedsApproval {
+		if approvals, err = tx.Approvals(callID); err != nil {
+			return nil, nil, nil, fmt.Errorf("read its verdicts: %w", err)
+		}
+	}
+	return c, events, approvals, nil
 }
 
+// receiptCallColumns are the columns of a call a receipt is made of.
+const receiptCallColumns = `id, run_id, customer_id, tool, args_hash, status, decision, rule, policy_version, required_approvals,
+		required_role, error, result, created_at, decided_at, finished_at, tool_hash`
+
 func receiptRecords(db *gorm.DB, callIDs []string) (calls []models.ToolCall, events map[string][]models.AuditEvent, approvals map[string][]models.Approval, err error) {
-	rows, err := db.Raw(`SELECT id, run_id, customer_id, tool, args_hash, status, decision, rule, policy_version, required_approvals,
-		required_role, error, result, created_at, decided_at, finished_at, tool_hash FROM tool_calls WHERE id IN ?`, callIDs).Rows()
+	rows, err := db.Raw(`SELECT `+receiptCallColumns+` FROM tool_calls WHERE id IN ?`, callIDs).Rows()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read the calls: %w", err)
 	}

@@ -17,8 +17,9 @@ type rawStatement struct {
 	query    string
 	args     []any
 	named    []driver.NamedValue
-	query1   bool           // a query returning at most one row
-	row      []driver.Value // its values
+	query1   bool                       // a query returning at most one row
+	row      []driver.Value             // its values
+	each     func([]driver.Value) error // a query's every row (queryRows)
 	affected int64
 }
 
@@ -44,6 +45,15 @@ func (w *writer) queryRow(query string, args []any) ([]driver.Value, error) {
 		return nil, sql.ErrNoRows
 	}
 	return row, nil
+}
+
+// queryRows runs a query on the writer's connection, as queryRow does,
+// and hands fn each row's values (its own to keep).
+func (w *writer) queryRows(query string, args []any, fn func([]driver.Value) error) error {
+	w.cur.query, w.cur.args, w.cur.query1, w.cur.each = query, args, true, fn
+	err := w.conn.Raw(w.rawRun)
+	w.cur.args, w.cur.row, w.cur.each = nil, nil, nil
+	return err
 }
 
 func (w *writer) runRaw(dc any) error {
@@ -84,20 +94,27 @@ func (w *writer) runRaw(dc any) error {
 		return err
 	}
 	defer rows.Close()
-	row := make([]driver.Value, len(rows.Columns()))
-	switch err := rows.Next(row); {
-	case err == io.EOF:
-		return nil
-	case err != nil:
-		return err
-	}
-	for i, v := range row {
-		if b, ok := v.([]byte); ok { // the driver may reuse its buffer
-			row[i] = bytes.Clone(b)
+	for {
+		row := make([]driver.Value, len(rows.Columns()))
+		switch err := rows.Next(row); {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return err
+		}
+		for i, v := range row {
+			if b, ok := v.([]byte); ok { // the driver may reuse its buffer
+				row[i] = bytes.Clone(b)
+			}
+		}
+		if w.cur.each == nil {
+			w.cur.row = row
+			return nil
+		}
+		if err := w.cur.each(row); err != nil {
+			return err
 		}
 	}
-	w.cur.row = row
-	return nil
 }
 
 // driverValue converts an argument the way database/sql would.
