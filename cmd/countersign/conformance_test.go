@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,6 +94,10 @@ func TestConformanceThroughCountersign(t *testing.T) {
 	defer stop()
 	ev := exec.CommandContext(ctx, filepath.Join(bin, "tsx"), "everything-server.ts")
 	ev.Dir, ev.Env = dir, append(env, "PORT="+port)
+	// tsx runs the server in a node of its own: the group is stopped, or
+	// that node outlives the test.
+	ev.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ev.Cancel = func() error { return syscall.Kill(-ev.Process.Pid, syscall.SIGKILL) }
 	if err := ev.Start(); err != nil {
 		t.Fatal(err)
 	}
