@@ -108,7 +108,7 @@ func (u *Server) call(ctx context.Context, name string, risk tools.Risk, args ma
 	// structured content beside them, _meta, in its bytes over HTTP: raw.go),
 	// secrets hidden; the gateway hands it on unchanged (web/mcpgate).
 	raw := sent.bytes()
-	if !utf8.Valid(raw) { // also nil; the SDK read bad UTF-8 as U+FFFD
+	if !sent.lightened() && !utf8.Valid(raw) { // also nil; the SDK read bad UTF-8 as U+FFFD (a stand-in's result was checked)
 		raw = nil
 	}
 	if raw == nil {
