@@ -121,6 +121,13 @@ type Tool struct {
 	// not known, a stdio list read before): what MCP clients are given.
 	// Listing, an encoding of what was read, is what a pin's hash covers.
 	Wire json.RawMessage
+	// Revision is the one MCP revision whose clients the upstream lists
+	// the tool to (LegacyOnly, or a revision without sessions such as
+	// 2026-07-28); "": clients of every revision. ModernWire is the tool in
+	// the bytes the upstream lists it in to clients without sessions, when
+	// it lists it to both (nil: as Wire).
+	Revision   string
+	ModernWire json.RawMessage
 	// TrustListing: the tools file trusts this server's definitions
 	// (trust_annotations), so a new or changed one needs no admin to
 	// accept it before its annotations count.
@@ -135,6 +142,10 @@ type Tool struct {
 	// definitionHash is DefinitionHash, worked out once when built.
 	definitionHash string
 }
+
+// LegacyOnly is Tool.Revision for a tool offered only to MCP clients of
+// the 2025 revisions (with sessions).
+const LegacyOnly = "2025-11-25"
 
 var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
@@ -395,9 +406,30 @@ func (t *Tool) hashDefinition() string {
 		Idempotent        bool
 		Schema            json.RawMessage
 		Listing           string `json:",omitempty"`
-	}{t.Name, t.Description, t.Risk, t.Idempotent, schema.Bytes(), t.ListingHash()})
+		Modern            string `json:",omitempty"`
+	}{t.Name, t.Description, t.Risk, t.Idempotent, schema.Bytes(), t.ListingHash(), modernHash(t.ModernWire)})
 	sum := sha256.Sum256(def)
 	return hex.EncodeToString(sum[:])
+}
+
+// modernHash is the hash of a tool as listed to clients without sessions
+// ("": not listed otherwise), so that a pin covers those bytes too.
+func modernHash(wire json.RawMessage) string {
+	if wire == nil {
+		return ""
+	}
+	sum := sha256.Sum256(wire)
+	return hex.EncodeToString(sum[:])
+}
+
+// ForRevisions is the tool offered to clients of one revision only (rev;
+// "": every revision) and, when modern is not nil, listed to clients
+// without sessions in those bytes.
+func (t *Tool) ForRevisions(rev string, modern json.RawMessage) *Tool {
+	c := *t
+	c.Revision, c.ModernWire = rev, modern
+	c.definitionHash = c.hashDefinition()
+	return &c
 }
 
 // Encoded is a tool's result already encoded as valid, compact JSON (as

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -37,34 +38,46 @@ type mcpEndpoint struct {
 	// stateless serves the 2026-07-28 revision (no session; each request
 	// carries what it needs), agent id -> its handler, over the same server.
 	stateless map[string]*mcp.StreamableHTTPHandler
-	// servers are built once per agent and set of tools in force (the SDK
-	// asks for the server on every request).
+	// servers are built once per agent, revision and set of tools in
+	// force (the SDK asks for the server on every request), by serverKey.
 	servers map[string]agentServer
 }
 
 type agentServer struct {
 	agent  *models.Agent
+	modern bool            // for the revisions without sessions
 	tools  *tools.Registry // the tools it offers
 	more   mcpgate.Offered // and the MCP servers' prompts and resources
 	server *mcp.Server
 }
 
-// server is the agent's MCP server, offering the tools in force now.
-func (ep *mcpEndpoint) server(ag *models.Agent) *mcp.Server {
+// server is the agent's MCP server for clients of the revisions with
+// sessions (modern false) or without, offering the tools in force now
+// that are offered to them (an upstream may list tools to one revision
+// only, or otherwise to each).
+func (ep *mcpEndpoint) server(ag *models.Agent, modern bool) *mcp.Server {
 	reg := ep.gw.Outside.Gate.Tools()
+	key := serverKey(ag, modern)
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	s, ok := ep.servers[ag.ID]
+	s, ok := ep.servers[key]
 	if !ok {
-		s = agentServer{agent: ag, tools: reg, server: ep.gw.Server(ag)}
+		s = agentServer{agent: ag, modern: modern, tools: reg, server: ep.gw.Server(ag, modern)}
 		s.more = ep.gw.OfferMore(s.server, nil)
-		ep.servers[ag.ID] = s
+		ep.servers[key] = s
 	} else if s.tools != reg {
-		ep.gw.Offer(s.server, ag, s.tools, reg)
+		ep.gw.Offer(s.server, ag, modern, s.tools, reg)
 		s.tools = reg
-		ep.servers[ag.ID] = s
+		ep.servers[key] = s
 	}
 	return s.server
+}
+
+func serverKey(ag *models.Agent, modern bool) string {
+	if modern {
+		return ag.ID + " " + ModernMCP
+	}
+	return ag.ID
 }
 
 // toolsChanged offers the tools now in force, and what the MCP servers
@@ -76,7 +89,7 @@ func (ep *mcpEndpoint) toolsChanged() {
 	defer ep.mu.Unlock()
 	for id, s := range ep.servers {
 		if s.tools != reg {
-			ep.gw.Offer(s.server, s.agent, s.tools, reg)
+			ep.gw.Offer(s.server, s.agent, s.modern, s.tools, reg)
 			s.tools = reg
 		}
 		s.more = ep.gw.OfferMore(s.server, s.more)
@@ -132,7 +145,7 @@ func (s *Server) serveMCP(c echo.Context) error {
 	}
 	h := handlers[ag.ID]
 	if h == nil {
-		h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server(ag) }, opts)
+		h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.server(ag, modern) }, opts)
 		handlers[ag.ID] = h
 	}
 	ep.mu.Unlock()
@@ -160,7 +173,7 @@ func (s *Server) serveMCP(c echo.Context) error {
 	// place among the held requests.
 	return s.holdRequest(c, func() error {
 		allowLongWrite(c)
-		w, done := taskCapable(c.Response(), r, msg, modern, ep.wireOf)
+		w, done := taskCapable(c.Response(), r, msg, modern, func(name string) json.RawMessage { return ep.wireOf(name, modern) })
 		w, forget := ep.answerToolCalls(w, r, msg)
 		defer forget()
 		h.ServeHTTP(w, c.Request())
@@ -195,7 +208,7 @@ func (s *Server) mcpOrigin(r *http.Request) error {
 // sessions is how many MCP sessions the agent has open on this instance.
 func (ep *mcpEndpoint) sessions(ag *models.Agent) int {
 	n := 0
-	for range ep.server(ag).Sessions() {
+	for range ep.server(ag, false).Sessions() {
 		n++
 	}
 	return n

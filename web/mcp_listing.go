@@ -53,11 +53,12 @@ func toolsAsListed(res map[string]json.RawMessage, wire func(string) json.RawMes
 }
 
 // wireOf is the tool offered under name in the bytes its server listed it
+// to clients of the revisions with sessions (modern false) or without
 // (nil: not an upstream's, or its bytes are not known).
-func (ep *mcpEndpoint) wireOf(name string) json.RawMessage {
+func (ep *mcpEndpoint) wireOf(name string, modern bool) json.RawMessage {
 	t, ok := ep.gw.Outside.Gate.Tools().Get(name)
-	if !ok || !t.Executes() {
+	if !ok || !t.Executes() || !mcpgate.OfferedAt(t, modern) {
 		return nil
 	}
-	return mcpgate.Wire(t)
+	return mcpgate.Wire(t, modern)
 }

@@ -154,7 +154,7 @@ func (ep *mcpEndpoint) hasSession(ag *models.Agent, id string) bool {
 	if id == "" {
 		return false
 	}
-	for ss := range ep.server(ag).Sessions() {
+	for ss := range ep.server(ag, false).Sessions() {
 		if ss.ID() == id {
 			return true
 		}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -31,10 +32,41 @@ type Relay struct {
 	// Token is the progress token the client sent (nil: it asked for no
 	// progress).
 	Token any
+	// Modern: the client speaks ModernProtocol (no session). Its call goes
+	// to a server that speaks it too at that revision, with the keys of
+	// Meta the server reads (the client's capabilities and log level) and
+	// the answers to an input-required result (InputResponses, with the
+	// RequestState that came with it); an input-required result is the
+	// client's to answer (modern.go).
+	Modern         bool
+	Meta           mcp.Meta
+	InputResponses mcp.InputResponseMap
+	RequestState   string
 
 	mu     sync.Mutex
 	result *mcp.CallToolResult // the server's result, decoded, and
 	raw    []byte              // as Countersign encoded it
+	rpc    *jsonrpc.Error      // or its JSON-RPC error, the call not taken
+}
+
+// refused keeps the server's JSON-RPC error not taking the call this
+// client made (r may be nil: no client waits).
+func (r *Relay) refused(e *jsonrpc.Error) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rpc = e
+}
+
+// Refused is the server's JSON-RPC error when it did not take the call
+// this client made (nil: it did, or answered otherwise): the client is
+// answered with it as the server sent it.
+func (r *Relay) Refused() *jsonrpc.Error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rpc
 }
 
 // ran keeps the result of the call this client made, as decoded.

@@ -70,8 +70,9 @@ func listed(result []byte, n int) []json.RawMessage {
 
 // call forwards one call to the server on the session in use now.
 func (u *Server) call(ctx context.Context, name string, risk tools.Risk, args map[string]any) (any, error) {
+	relay := relayOf(ctx)
 	u.mu.Lock()
-	s, st := u.session, u.st
+	s, st := u.sessionFor(name, relay), u.st
 	u.mu.Unlock()
 	server := u.spec.Name
 	if s == nil {
@@ -80,15 +81,20 @@ func (u *Server) call(ctx context.Context, name string, risk tools.Risk, args ma
 	}
 	// What the server says and asks during the call goes to the client
 	// that asked for it, if it is waiting (relay.go).
-	relay := relayOf(ctx)
 	id := u.begin(relay)
 	defer u.end(id)
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
+	modernParams(params, relay) // modern.go
 	if relay != nil && relay.Token != nil {
 		params.SetProgressToken(id)
 	}
 	ctx, sent := withRawResult(ctx)
 	res, err := s.CallTool(ctx, params)
+	if rpc := notAccepted(err); rpc != nil {
+		relay.refused(rpc)
+		return nil, tools.Refuse("the %s MCP server did not take the call: %s (JSON-RPC error %d); nothing was changed",
+			server, tools.Truncate(u.cfg.Redact(rpc.Message), 500), rpc.Code)
+	}
 	if err != nil {
 		select { // is it still there? (found out apart from this call)
 		case u.check <- struct{}{}:
@@ -103,6 +109,9 @@ func (u *Server) call(ctx context.Context, name string, risk tools.Risk, args ma
 	text := contentText(res.Content)
 	if res.IsError {
 		return nil, tools.Refuse("%s", tools.Truncate(u.cfg.Redact(text), 1000))
+	}
+	if err := inputRequired(server, res, relay); err != nil {
+		return nil, err
 	}
 	// The result is the server's, as it sent it (every content block, the
 	// structured content beside them, _meta, in its bytes over HTTP: raw.go),

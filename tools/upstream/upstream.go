@@ -119,9 +119,14 @@ type Server struct {
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
-	tools   []*tools.Tool
-	shape   string // what the tools look like, to see a change
-	st      tools.UpstreamStatus
+	tools   []*tools.Tool // for clients of every revision (modern.go)
+	// modern is the server spoken to at ModernProtocol too (nil: it does
+	// not speak it, or is not over HTTP), with what each side listed.
+	modern                       *mcp.ClientSession
+	legacyTools, modernTools     []*tools.Tool
+	legacySkipped, modernSkipped []string
+	shape                        string // what the tools look like, to see a change
+	st                           tools.UpstreamStatus
 
 	offers        Offers              // besides tools (offers.go)
 	offersSkipped []string            // what of them could not be listed
@@ -230,6 +235,12 @@ func (u *Server) connect() error {
 		return err
 	}
 	offers, offersSkipped := u.listOffers(ctx, session)
+	var modern *mcp.ClientSession
+	var modernList []*tools.Tool
+	var modernSkipped []string
+	if u.watched {
+		modern, modernList, modernSkipped = u.connectModern(ctx)
+	}
 	u.mu.Lock()
 	subs := make([]string, 0, len(u.subs))
 	for uri := range u.subs {
@@ -243,9 +254,15 @@ func (u *Server) connect() error {
 	if u.ctx.Err() != nil {
 		u.mu.Unlock()
 		_ = session.Close()
+		if modern != nil {
+			_ = modern.Close()
+		}
 		return u.ctx.Err()
 	}
-	u.session = session
+	if u.modern != nil {
+		_ = u.modern.Close()
+	}
+	u.session, u.modern, u.modernTools, u.modernSkipped = session, modern, modernList, modernSkipped
 	changed := u.use(list, skipped)
 	if offers.Shape() != u.offers.Shape() {
 		changed = true
@@ -330,6 +347,10 @@ func (u *Server) down(err error) {
 		u.st.Since = time.Now()
 	}
 	u.session, u.st.Connected, u.st.Error = nil, false, u.cfg.Redact(err.Error())
+	if u.modern != nil {
+		_ = u.modern.Close()
+		u.modern = nil
+	}
 }
 
 // relist takes up a tool list the server says has changed.
@@ -359,6 +380,9 @@ func (u *Server) relist(s *mcp.ClientSession) {
 // keeps its higher risk: a server cannot lower its own tool's risk by
 // announcing a new list (the tools file, reloaded, decides afresh).
 func (u *Server) use(list []*tools.Tool, skipped []string) bool {
+	u.legacyTools, u.legacySkipped = list, skipped
+	list = u.merged(list)
+	skipped = append(slices.Clone(skipped), u.modernSkipped...)
 	before := map[string]tools.Risk{}
 	for _, t := range u.tools {
 		before[t.Name] = t.Risk
@@ -370,7 +394,7 @@ func (u *Server) use(list []*tools.Tool, skipped []string) bool {
 	}
 	h := sha256.New()
 	for _, t := range list {
-		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%t\n", t.Name, t.Risk, t.Description, t.Schema, t.Idempotent)
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%t\x00%s\x00%s\n", t.Name, t.Risk, t.Description, t.Schema, t.Idempotent, t.Revision, t.ModernWire)
 	}
 	shape := hex.EncodeToString(h.Sum(nil))
 	u.st.Tools, u.st.Skipped = len(list), skipped
@@ -408,14 +432,17 @@ func (u *Server) Status() tools.UpstreamStatus {
 func (u *Server) Close() {
 	u.cancel()
 	u.mu.Lock()
-	s := u.session
-	u.session = nil
+	s, m := u.session, u.modern
+	u.session, u.modern = nil, nil
 	if u.st.Connected {
 		u.st.Connected, u.st.Since, u.st.Error = false, time.Now(), "closed"
 	}
 	u.mu.Unlock()
 	if s != nil {
 		_ = s.Close()
+	}
+	if m != nil {
+		_ = m.Close()
 	}
 }
 

@@ -133,7 +133,13 @@ func splice(result []byte, add additions) ([]byte, error) {
 		return err
 	}
 	content, ok := o.Members["content"]
-	if !ok || result[content.Start] != '[' {
+	_, typed := o.Members["resultType"]
+	switch {
+	case ok && result[content.Start] != '[':
+		return nil, errNotResult
+	case !ok && (!typed || add.first != nil):
+		// A result without content is an input-required one (2026-07-28),
+		// into which Countersign puts nothing but _meta.
 		return nil, errNotResult
 	}
 	if add.first != nil {
@@ -252,13 +258,18 @@ func sortedKeys(m map[string]json.RawMessage) []string {
 	return keys
 }
 
-// Wire is an upstream's tool in the bytes its server listed it, under the
+// Wire is an upstream's tool in the bytes its server listed it to clients
+// of the revisions with sessions (modern false) or without, under the
 // name Countersign offers it (nil: its bytes are not known).
-func Wire(t *tools.Tool) json.RawMessage {
-	if len(t.Wire) == 0 {
+func Wire(t *tools.Tool, modern bool) json.RawMessage {
+	wire := t.Wire
+	if modern && t.ModernWire != nil {
+		wire = t.ModernWire
+	}
+	if len(wire) == 0 {
 		return nil
 	}
-	o, err := rawjson.ReadObject(t.Wire)
+	o, err := rawjson.ReadObject(wire)
 	if err != nil {
 		return nil
 	}
@@ -267,17 +278,17 @@ func Wire(t *tools.Tool) json.RawMessage {
 		return nil // not a tool MCP clients take: the SDK's words
 	}
 	var was string
-	if json.Unmarshal(t.Wire[name.Start:name.End], &was) != nil {
+	if json.Unmarshal(wire[name.Start:name.End], &was) != nil {
 		return nil
 	}
 	if was == t.Name {
-		return bytes.TrimSpace(t.Wire)
+		return bytes.TrimSpace(wire)
 	}
 	to, err := MarshalRaw(t.Name)
 	if err != nil {
 		return nil
 	}
-	return bytes.TrimSpace(applyEdits(t.Wire, []edit{{name.Start, name.End, to}}))
+	return bytes.TrimSpace(applyEdits(wire, []edit{{name.Start, name.End, to}}))
 }
 
 // answerPlace is the place web named for this request's answer ("": none).

@@ -52,24 +52,36 @@ type Gateway struct {
 }
 
 // Server is the MCP server one agent sees: every tool in force that
-// Countersign runs itself (decision-only tools are for the gate API).
-func (gw *Gateway) Server(ag *models.Agent) *mcp.Server {
+// Countersign runs itself (decision-only tools are for the gate API) and
+// that is offered to clients of its revision (modern: the revisions
+// without sessions; OfferedAt).
+func (gw *Gateway) Server(ag *models.Agent, modern bool) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, &mcp.ServerOptions{
 		CompletionHandler: gw.complete, SubscribeHandler: gw.subscribe, UnsubscribeHandler: gw.unsubscribe,
 	})
-	gw.Offer(s, ag, nil, gw.Outside.Gate.Tools())
+	gw.Offer(s, ag, modern, nil, gw.Outside.Gate.Tools())
 	return s
+}
+
+// OfferedAt says whether a tool is offered to clients of the revisions
+// with sessions (modern false) or those without: an upstream's tool as
+// its server lists it to each.
+func OfferedAt(t *tools.Tool, modern bool) bool {
+	if modern {
+		return t.Revision != tools.LegacyOnly
+	}
+	return t.Revision == "" || t.Revision == tools.LegacyOnly
 }
 
 // Offer changes what a server built by Server offers from the tools in prev
 // (nil: none) to those in next: tools gone are removed, new or changed ones
 // added. The SDK tells the connected clients that the list changed.
-func (gw *Gateway) Offer(s *mcp.Server, ag *models.Agent, prev, next *tools.Registry) {
+func (gw *Gateway) Offer(s *mcp.Server, ag *models.Agent, modern bool, prev, next *tools.Registry) {
 	offered := func(reg *tools.Registry) map[string]*tools.Tool {
 		out := map[string]*tools.Tool{}
 		if reg != nil {
 			for _, t := range reg.All() {
-				if t.Executes() {
+				if t.Executes() && OfferedAt(t, modern) {
 					out[t.Name] = t
 				}
 			}
@@ -120,7 +132,8 @@ func asListed(t *tools.Tool) *mcp.Tool {
 
 // sameShape: a client sees no difference between the two.
 func sameShape(a, b *tools.Tool) bool {
-	return a.Description == b.Description && a.Risk == b.Risk && string(a.Schema) == string(b.Schema) && string(a.Listing) == string(b.Listing)
+	return a.Description == b.Description && a.Risk == b.Risk && string(a.Schema) == string(b.Schema) && string(a.Listing) == string(b.Listing) &&
+		string(a.Wire) == string(b.Wire) && string(a.ModernWire) == string(b.ModernWire)
 }
 
 func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -129,6 +142,13 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	// An upstream's progress, log messages and requests to the client
 	// during a call that runs now reach this client.
 	relay := &upstream.Relay{Session: req.Session, Ctx: ctx, Token: req.Params.GetProgressToken()}
+	// A client without a session (2026-07-28) is answered by the
+	// upstream at its revision: an input-required result comes back to
+	// it, and its answers go to the upstream with the call asked again.
+	if req.Session.ID() == "" {
+		relay.Modern, relay.Meta = true, meta
+		relay.InputResponses, relay.RequestState = req.Params.InputResponses, req.Params.RequestState
+	}
 	ctx = upstream.WithRelay(ctx, relay)
 	if gw.Receipt != nil {
 		ctx = gate.WantsReceipt(ctx) // signed with the outcome: the answer carries it
@@ -136,7 +156,11 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	if req.Session.ID() == "" && DeclaresTasks(meta) {
 		ctx = withTaskVia(ctx)
 	}
-	asked, err := gw.ask(ctx, ag, tool, meta, req.Session.ID(), req.Params.Arguments)
+	// A call asked again with the answers to what the upstream asked is
+	// the next round of it, not the same call found again: decided and
+	// run anew.
+	rounds := req.Params.InputResponses != nil || req.Params.RequestState != ""
+	asked, err := gw.ask(ctx, ag, tool, meta, req.Session.ID(), req.Params.Arguments, rounds)
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +168,10 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 		return gw.asTask(call, tool), nil // a task, not a hold (tasks.go)
 	}
 	call := gw.hold(ctx, req, asked.Brief())
+	if rpc := relay.Refused(); rpc != nil && !asked.Joined && call.Status == models.CallFailed {
+		// The upstream did not take the call: its own error, as it sent it.
+		return nil, rpc
+	}
 	// For the record only: the same intent asked again is this call
 	// within the intent window whether or not this answer reaches the client.
 	if ctx.Err() == nil {
@@ -157,8 +185,9 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 // client that gave up waiting, or reconnected), while it waits or within
 // the intent window after a person decided it, is that call (Outside.Ask
 // joins it), unless the request says it means a new one.
-func (gw *Gateway) ask(ctx context.Context, ag *models.Agent, tool *tools.Tool, meta mcp.Meta, sessionID string, args json.RawMessage) (gate.Asked, error) {
+func (gw *Gateway) ask(ctx context.Context, ag *models.Agent, tool *tools.Tool, meta mcp.Meta, sessionID string, args json.RawMessage, next bool) (gate.Asked, error) {
 	newIntent, _ := meta[MetaNewIntent].(bool)
+	newIntent = newIntent || next
 	return gw.Outside.Ask(ctx, gate.OutsideCall{Agent: ag, Session: session(meta, sessionID), Tool: tool.Name,
 		Args: []byte(args), Context: callContext(meta), NewIntent: newIntent})
 }

@@ -75,12 +75,12 @@ func withTaskVia(ctx context.Context) context.Context {
 // the same call, so the same task.
 func (gw *Gateway) CreateTask(ctx context.Context, ag *models.Agent, sessionID string, p TaskCall) (*Task, error) {
 	tool, ok := gw.Outside.Gate.Tools().Get(p.Name)
-	if !ok || !tool.Executes() {
+	if !ok || !tool.Executes() || !OfferedAt(tool, sessionID == "") {
 		return nil, fault.Errorf(fault.Invalid, "unknown tool %q", tools.Truncate(p.Name, 100))
 	}
 	ctx = telemetry.Continue(ctx, traceOf(p.Meta))
 	ctx = withTaskVia(ctx)
-	asked, err := gw.ask(ctx, ag, tool, p.Meta, sessionID, p.Arguments)
+	asked, err := gw.ask(ctx, ag, tool, p.Meta, sessionID, p.Arguments, false)
 	if err != nil {
 		return nil, err
 	}

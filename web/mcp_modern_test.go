@@ -1,0 +1,148 @@
+package web_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// twoRevisions is an MCP server over streamable HTTP written by hand that
+// speaks 2025-11-25 (initialize, a session) and 2026-07-28 (server/discover,
+// no session), and lists otherwise to each: both_ways to both, in other
+// bytes at 2026-07-28, and ask_first only at 2026-07-28. ask_first answers
+// first with an input-required result, then, asked again with the answer
+// and the state it gave, completes; asked with a state it did not give, it
+// does not take the call (-32602). heard keeps what each call to ask_first
+// carried.
+type twoRevisions struct {
+	mu    sync.Mutex
+	heard []string
+}
+
+const (
+	bothLegacy    = `{"name":"both_ways","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`
+	bothModern    = `{"inputSchema":{"type":"object"},"name":"both_ways","annotations":{"readOnlyHint":true},"x-at":"2026"}`
+	askFirst      = `{"name":"ask_first","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`
+	inputRequired = `{"resultType":"input_required","inputRequests":{"who":{"method":"elicitation/create","params":{"mode":"form",` +
+		`"message":"Who asks?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}}},"requestState":"state-1"}`
+	answered = `{"content":[{"type":"text","text":"done for ada"}],"resultType":"complete"}`
+)
+
+func (up *twoRevisions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if json.NewDecoder(r.Body).Decode(&m) != nil || len(m.ID) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	var p struct {
+		Name         string         `json:"name"`
+		RequestState string         `json:"requestState"`
+		Meta         map[string]any `json:"_meta"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	modern := r.Header.Get("Mcp-Protocol-Version") == "2026-07-28"
+	result := ""
+	switch {
+	case m.Method == "initialize":
+		result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"two","version":"1"}}`
+	case m.Method == "server/discover":
+		result = `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"resultType":"complete"}`
+	case m.Method == "tools/list" && modern:
+		result = `{"tools":[` + bothModern + `,` + askFirst + `],"resultType":"complete","ttlMs":0,"cacheScope":"private"}`
+	case m.Method == "tools/list":
+		result = `{"tools":[` + bothLegacy + `]}`
+	case m.Method == "tools/call" && p.Name == "both_ways":
+		result = `{"content":[{"type":"text","text":"both"}]}`
+	case m.Method == "tools/call" && p.Name == "ask_first" && modern:
+		up.mu.Lock()
+		up.heard = append(up.heard, string(m.Params))
+		up.mu.Unlock()
+		switch p.RequestState {
+		case "":
+			result = inputRequired
+		case "state-1":
+			result = answered
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32602,"message":"requestState failed its check"}}`))
+			return
+		}
+	}
+	msg := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + result + `}`
+	if result == "" {
+		msg = `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"no"}}`
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(msg))
+}
+
+// An upstream that speaks both revisions is spoken to at each: a
+// 2025-11-25 session is offered what the server lists at 2025-11-25, a
+// 2026-07-28 client what it lists at 2026-07-28, in those bytes; such a
+// client gets the server's input-required result as sent and its answer
+// reaches the server with the call asked again (a new round, not the
+// first call found again), with the client's own capabilities; a state the
+// server does not take is the server's own JSON-RPC error; and a caller
+// that cannot answer (a 2025 session, the gate API) is not offered the
+// tool or is told why it did not finish.
+func TestAnUpstreamIsSpokenToAtTheClientsRevision(t *testing.T) {
+	up := &twoRevisions{}
+	srv := httptest.NewServer(up)
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	a, key, session := oddApp(t, "mcp_servers:\n  - name: two\n    url: \""+srv.URL+"\"\n    prefix: false\n", 2)
+
+	legacy := []string{"Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-11-25", "Accept", "application/json, text/event-stream"}
+	modern := []string{"Mcp-Protocol-Version", "2026-07-28", "Accept", "application/json, text/event-stream"}
+	const caps = `"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}`
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` + caps + `}`
+	listed := func(headers []string, params string) string {
+		r := a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+params+`}}`, headers...)
+		return resultOf(t, r.Raw)
+	}
+	if got := listed(legacy, ""); !strings.Contains(got, `"tools":[`+strings.TrimSuffix(bothLegacy, "}")) || strings.Contains(got, "ask_first") {
+		t.Errorf("a 2025-11-25 session is offered\n%s\nnot what the server lists at 2025-11-25", got)
+	}
+	if got := listed(append(modern, "Mcp-Method", "tools/list"), meta); !strings.Contains(got, `"tools":[`+askFirst+`,`+bothModern+`]`) {
+		t.Errorf("a 2026-07-28 client is offered\n%s\nnot what the server lists at 2026-07-28", got)
+	}
+
+	call := func(headers []string, params string) apiResp {
+		return a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ask_first","arguments":{}`+params+`}}`, headers...)
+	}
+	asking := append(modern, "Mcp-Method", "tools/call", "Mcp-Name", "ask_first")
+	first := resultOf(t, call(asking, ","+meta).Raw)
+	if !strings.HasPrefix(first, strings.TrimSuffix(inputRequired, "}")+`,"_meta":{"countersign/receipt":`) {
+		t.Errorf("the client got\n%s\nnot the server's input-required result", first)
+	}
+	again := resultOf(t, call(asking, `,"inputResponses":{"who":{"action":"accept","content":{"name":"ada"}}},"requestState":"state-1",`+meta).Raw)
+	if !strings.HasPrefix(again, `{"content":[{"type":"text","text":"done for ada"}],"resultType":"complete","_meta":{"countersign/receipt":`) {
+		t.Errorf("asked again with the answer, the client got\n%s", again)
+	}
+	up.mu.Lock()
+	heard := append([]string(nil), up.heard...)
+	up.mu.Unlock()
+	if len(heard) != 2 || !strings.Contains(heard[1], `"inputResponses":{"who":{"action":"accept","content":{"name":"ada"}}}`) ||
+		!strings.Contains(heard[1], `"requestState":"state-1"`) || !strings.Contains(heard[0], caps) {
+		t.Errorf("the server heard %q", heard)
+	}
+
+	tampered := call(asking, `,"inputResponses":{},"requestState":"forged",`+meta)
+	if tampered.Status != http.StatusBadRequest || !strings.Contains(tampered.Raw, `"code":-32602`) || !strings.Contains(tampered.Raw, "requestState failed its check") {
+		t.Errorf("a state the server does not take: %d %s", tampered.Status, tampered.Raw)
+	}
+	if r := call(legacy, ""); !strings.Contains(r.Raw, `"error"`) || !strings.Contains(r.Raw, "ask_first") {
+		t.Errorf("a 2025-11-25 session called a tool it is not offered: %s", r.Raw)
+	}
+}
