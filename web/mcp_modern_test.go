@@ -145,4 +145,11 @@ func TestAnUpstreamIsSpokenToAtTheClientsRevision(t *testing.T) {
 	if r := call(legacy, ""); !strings.Contains(r.Raw, `"error"`) || !strings.Contains(r.Raw, "ask_first") {
 		t.Errorf("a 2025-11-25 session called a tool it is not offered: %s", r.Raw)
 	}
+	// The gate API cannot answer the server's question: the call fails
+	// and says what the server asked.
+	r := a.do("POST", "/api/v1/calls", key, `{"tool":"ask_first","args":{},"session":"api-1"}`)
+	c := callOf(t, r)
+	if c["status"] != "failed" || !strings.Contains(r.Raw, "asks the client for input") || !strings.Contains(r.Raw, "Who asks?") {
+		t.Errorf("through the gate API: %d %s", r.Status, r.Raw)
+	}
 }

@@ -145,13 +145,13 @@ func modernParams(p *mcp.CallToolParams, r *Relay) {
 // inputRequired refuses an input-required result for a caller that cannot
 // answer it (the agent's own model, the gate API, a 2025 client): only a
 // ModernProtocol client gets it, to answer.
-func inputRequired(server string, res *mcp.CallToolResult, r *Relay) error {
+func (u *Server) inputRequired(res *mcp.CallToolResult, r *Relay) error {
 	if res.InputRequests == nil || (r != nil && r.Modern) {
 		return nil
 	}
 	kinds, _ := json.Marshal(res.InputRequests)
 	return tools.Refuse("the %s MCP server asks the client for input before it goes on (%s), which only an MCP client speaking %s can give; the call did not finish",
-		server, tools.Truncate(string(kinds), 300), ModernProtocol)
+		u.spec.Name, tools.Truncate(u.cfg.Redact(string(kinds)), 300), ModernProtocol)
 }
 
 // notAccepted is the server's JSON-RPC error answering a call when it says

@@ -110,7 +110,7 @@ func (u *Server) call(ctx context.Context, name string, risk tools.Risk, args ma
 	if res.IsError {
 		return nil, tools.Refuse("%s", tools.Truncate(u.cfg.Redact(text), 1000))
 	}
-	if err := inputRequired(server, res, relay); err != nil {
+	if err := u.inputRequired(res, relay); err != nil {
 		return nil, err
 	}
 	// The result is the server's, as it sent it (every content block, the
