@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -63,13 +64,27 @@ func (s *Store) LiveAgent(ctx context.Context, id string) (*models.Agent, error)
 }
 
 // AgentForKey finds the agent a key (hashed) belongs to, if not revoked.
+// It is read on every request an agent makes: through a prepared
+// statement, not gorm.
 func (s *Store) AgentForKey(ctx context.Context, keyHash string) (*models.Agent, error) {
+	row, err := s.readRow(ctx, agentForKey, keyHash)
+	if err != nil {
+		return nil, err
+	}
 	var a models.Agent
-	if err := s.db.WithContext(ctx).Take(&a, "key_hash = ? AND revoked_at IS NULL", keyHash).Error; err != nil {
+	var revoked, used sql.NullTime
+	if err := row.Scan(&a.ID, &a.Name, &a.KeyHash, &a.CreatedAt, &revoked, &used, &a.CallsPerSecond, &a.CallBurst, &a.MaxWaiting); err != nil {
 		return nil, notFound(err)
+	}
+	if used.Valid {
+		a.LastUsedAt = &used.Time
 	}
 	return &a, nil
 }
+
+const agentForKey = `SELECT id, name, key_hash, created_at, revoked_at, last_used_at,
+	COALESCE(calls_per_second, 0), COALESCE(call_burst, 0), COALESCE(max_waiting, 0)
+	FROM agents WHERE key_hash = ? AND revoked_at IS NULL`
 
 // RevokeAgent ends an agent's key at once and, in the same unit, cancels
 // the actions it has waiting for a person: a write asked for by an agent no

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
@@ -178,5 +179,52 @@ func TestACallMovesOnlyAsTheStatusTableAllows(t *testing.T) {
 		if c, err := s.ToolCall(ctx, id); err != nil || c.Status != want {
 			t.Errorf("%s is %v (%v), want %s", id, c, err, want)
 		}
+	}
+}
+
+// An agent's key finds the agent as gorm reads it (every column, times
+// included, on either database), and a revoked key finds nothing.
+func TestAKeyFindsItsAgentUntilRevoked(t *testing.T) {
+	s, err := storage.Open(storetest.DSN(t), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	a := &models.Agent{ID: "agt_1", Name: "bot", KeyHash: "h1"}
+	if err := s.CreateAgent(ctx, a, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAgentLimits(ctx, "bot", models.AgentLimits{CallsPerSecond: 3, CallBurst: 7, MaxWaiting: 2}, models.Actor{ID: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	used := time.Date(2026, 12, 5, 10, 11, 12, 345678000, time.UTC)
+	if err := s.Write(ctx, func(tx *storage.Tx) error {
+		_, err := tx.Exec("UPDATE agents SET last_used_at = ? WHERE id = ?", used, a.ID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.AgentByName(ctx, "bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.AgentForKey(ctx, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != want.ID || got.Name != want.Name || got.KeyHash != want.KeyHash || !got.CreatedAt.Equal(want.CreatedAt) ||
+		got.RevokedAt != nil || got.LastUsedAt == nil || !got.LastUsedAt.Equal(*want.LastUsedAt) || !got.LastUsedAt.Equal(used) ||
+		got.CallsPerSecond != 3 || got.CallBurst != 7 || got.MaxWaiting != 2 {
+		t.Errorf("the key found %+v; gorm reads %+v", got, want)
+	}
+	if _, err := s.AgentForKey(ctx, "h2"); err != models.ErrNotFound {
+		t.Errorf("an unknown key: %v", err)
+	}
+	if _, err := s.RevokeAgent(ctx, a.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AgentForKey(ctx, "h1"); err != models.ErrNotFound {
+		t.Errorf("a revoked key: %v", err)
 	}
 }
