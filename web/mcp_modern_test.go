@@ -18,8 +18,9 @@ import (
 // does not take the call (-32602). heard keeps what each call to ask_first
 // carried.
 type twoRevisions struct {
-	mu    sync.Mutex
-	heard []string
+	mu        sync.Mutex
+	heard     []string
+	discovers int
 }
 
 const (
@@ -57,6 +58,9 @@ func (up *twoRevisions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case m.Method == "initialize":
 		result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"two","version":"1"}}`
 	case m.Method == "server/discover":
+		up.mu.Lock()
+		up.discovers++
+		up.mu.Unlock()
 		result = `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"resultType":"complete"}`
 	case m.Method == "tools/list" && modern:
 		result = `{"tools":[` + bothModern + `,` + askFirst + `],"resultType":"complete","ttlMs":0,"cacheScope":"private"}`
@@ -133,6 +137,9 @@ func TestAnUpstreamIsSpokenToAtTheClientsRevision(t *testing.T) {
 	up.mu.Lock()
 	heard := append([]string(nil), up.heard...)
 	up.mu.Unlock()
+	if up.discovers != 1 {
+		t.Errorf("Countersign discovered the server %d times: the connection at 2026-07-28 was not kept", up.discovers)
+	}
 	if len(heard) != 2 || !strings.Contains(heard[1], `"inputResponses":{"who":{"action":"accept","content":{"name":"ada"}}}`) ||
 		!strings.Contains(heard[1], `"requestState":"state-1"`) || !strings.Contains(heard[0], caps) {
 		t.Errorf("the server heard %q", heard)

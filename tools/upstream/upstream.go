@@ -284,10 +284,10 @@ func (u *Server) Keep() {
 	wait.Reset()
 	for {
 		u.mu.Lock()
-		s := u.session
+		s, m := u.session, u.modern
 		u.mu.Unlock()
 		if s != nil {
-			err := u.watch(s)
+			err := u.watch(s, m)
 			if u.ctx.Err() != nil {
 				return
 			}
@@ -311,10 +311,21 @@ func (u *Server) Keep() {
 }
 
 // watch returns when the session has ended: closed by the server, or not
-// answering a ping (every HealthEvery, and after a call that failed).
-func (u *Server) watch(s *mcp.ClientSession) error {
-	ended := make(chan error, 1)
+// answering a ping (every HealthEvery, and after a call that failed); or
+// when the one at ModernProtocol (m, nil: none) has, to be opened again
+// with the other.
+func (u *Server) watch(s, m *mcp.ClientSession) error {
+	ended := make(chan error, 2)
 	go func() { ended <- s.Wait() }()
+	if m != nil {
+		go func() {
+			err := m.Wait()
+			if err == nil {
+				err = errors.New("the connection closed")
+			}
+			ended <- fmt.Errorf("at %s: %w", ModernProtocol, err)
+		}()
+	}
 	tick := time.NewTicker(HealthEvery)
 	defer tick.Stop()
 	for {
