@@ -288,6 +288,7 @@ func (u *Server) Keep() {
 		u.mu.Unlock()
 		if s != nil {
 			err := u.watch(s, m)
+			_ = s.Close() // still open when the other one ended
 			if u.ctx.Err() != nil {
 				return
 			}
