@@ -63,7 +63,7 @@ func (ep *mcpEndpoint) server(ag *models.Agent, modern bool) *mcp.Server {
 	s, ok := ep.servers[key]
 	if !ok {
 		s = agentServer{agent: ag, modern: modern, tools: reg, server: ep.gw.Server(ag, modern)}
-		s.more = ep.gw.OfferMore(s.server, nil)
+		s.more = ep.gw.OfferMore(s.server, modern, nil)
 		ep.servers[key] = s
 	} else if s.tools != reg {
 		ep.gw.Offer(s.server, ag, modern, s.tools, reg)
@@ -92,7 +92,7 @@ func (ep *mcpEndpoint) toolsChanged() {
 			ep.gw.Offer(s.server, s.agent, s.modern, s.tools, reg)
 			s.tools = reg
 		}
-		s.more = ep.gw.OfferMore(s.server, s.more)
+		s.more = ep.gw.OfferMore(s.server, s.modern, s.more)
 		ep.servers[id] = s
 	}
 }

@@ -1,12 +1,17 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools/httptool"
 )
 
 // twoRevisions is an MCP server over streamable HTTP written by hand that
@@ -15,8 +20,9 @@ import (
 // bytes at 2026-07-28, and ask_first only at 2026-07-28. ask_first answers
 // first with an input-required result, then, asked again with the answer
 // and the state it gave, completes; asked with a state it did not give, it
-// does not take the call (-32602). heard keeps what each call to ask_first
-// carried.
+// does not take the call (-32602). It has one prompt, ask_prompt, listed
+// and answered at 2026-07-28 only, which asks first as ask_first does.
+// heard keeps what each call to ask_first and each prompts/get carried.
 type twoRevisions struct {
 	mu        sync.Mutex
 	heard     []string
@@ -56,16 +62,28 @@ func (up *twoRevisions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	result := ""
 	switch {
 	case m.Method == "initialize":
-		result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"two","version":"1"}}`
+		result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"prompts":{}},"serverInfo":{"name":"two","version":"1"}}`
 	case m.Method == "server/discover":
 		up.mu.Lock()
 		up.discovers++
 		up.mu.Unlock()
-		result = `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"resultType":"complete"}`
+		result = `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{},"prompts":{}},"resultType":"complete"}`
 	case m.Method == "tools/list" && modern:
 		result = `{"tools":[` + bothModern + `,` + askFirst + `],"resultType":"complete","ttlMs":0,"cacheScope":"private"}`
 	case m.Method == "tools/list":
 		result = `{"tools":[` + bothLegacy + `]}`
+	case m.Method == "prompts/list" && modern:
+		result = `{"prompts":[{"name":"ask_prompt","x-at":"2026"}],"resultType":"complete"}`
+	case m.Method == "prompts/list":
+		result = `{"prompts":[]}`
+	case m.Method == "prompts/get" && p.Name == "ask_prompt" && modern:
+		up.mu.Lock()
+		up.heard = append(up.heard, string(m.Params))
+		up.mu.Unlock()
+		result = inputRequired
+		if p.RequestState == "state-1" {
+			result = `{"messages":[{"role":"user","content":{"type":"text","text":"prompt for ada"}}],"resultType":"complete"}`
+		}
 	case m.Method == "tools/call" && p.Name == "both_ways":
 		result = `{"content":[{"type":"text","text":"both"}]}`
 	case m.Method == "tools/call" && p.Name == "ask_first" && modern:
@@ -158,5 +176,48 @@ func TestAnUpstreamIsSpokenToAtTheClientsRevision(t *testing.T) {
 	c := callOf(t, r)
 	if c["status"] != "failed" || !strings.Contains(r.Raw, "asks the client for input") || !strings.Contains(r.Raw, "Who asks?") {
 		t.Errorf("through the gate API: %d %s", r.Status, r.Raw)
+	}
+}
+
+// A prompt the server lists only at 2026-07-28 is offered to such clients
+// only; asked for it, the server's input-required result reaches the
+// client, and the client's answer (and state) reaches the server when it
+// asks again, with the capabilities it declared.
+func TestAPromptIsAskedAtTheClientsRevision(t *testing.T) {
+	up := &twoRevisions{}
+	srv := httptest.NewServer(up)
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	a := upstreamsApp(t, "mcp_servers:\n  - name: two\n    url: \""+srv.URL+"\"\n    prefix: false\n", httptool.Options{}, time.Second)
+	key, _, _ := a.accounts.AddAgent(context.Background(), "bot", models.Actor{ID: "test"})
+	session := sessionOf(t, a, key)
+
+	legacy := []string{"Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-11-25", "Accept", "application/json, text/event-stream"}
+	modern := []string{"Mcp-Protocol-Version", "2026-07-28", "Accept", "application/json, text/event-stream"}
+	const caps = `"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}`
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` + caps + `}`
+	send := func(headers []string, method, params string) apiResp {
+		return a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","id":3,"method":"`+method+`","params":{`+params+`}}`, headers...)
+	}
+	if got := resultOf(t, send(legacy, "prompts/list", "").Raw); strings.Contains(got, "ask_prompt") {
+		t.Errorf("a 2025-11-25 session is offered a prompt the server lists at 2026-07-28 only: %s", got)
+	}
+	if got := resultOf(t, send(append(modern, "Mcp-Method", "prompts/list"), "prompts/list", meta).Raw); !strings.Contains(got, `"name":"ask_prompt"`) {
+		t.Errorf("a 2026-07-28 client is offered %s, not the server's prompt", got)
+	}
+	asking := append(modern, "Mcp-Method", "prompts/get", "Mcp-Name", "ask_prompt")
+	first := resultOf(t, send(asking, "prompts/get", `"name":"ask_prompt",`+meta).Raw)
+	if !strings.Contains(first, `"resultType":"input_required"`) || !strings.Contains(first, `"message":"Who asks?"`) || !strings.Contains(first, `"requestState":"state-1"`) {
+		t.Errorf("asked for the prompt, the client got\n%s\nnot the server's input-required result", first)
+	}
+	again := resultOf(t, send(asking, "prompts/get", `"name":"ask_prompt","inputResponses":{"who":{"action":"accept","content":{"name":"ada"}}},"requestState":"state-1",`+meta).Raw)
+	if !strings.Contains(again, `"text":"prompt for ada"`) || !strings.Contains(again, `"resultType":"complete"`) {
+		t.Errorf("asked again with the answer, the client got\n%s", again)
+	}
+	up.mu.Lock()
+	heard := append([]string(nil), up.heard...)
+	up.mu.Unlock()
+	if len(heard) != 2 || !strings.Contains(heard[0], caps) ||
+		!strings.Contains(heard[1], `"inputResponses":{"who":{"action":"accept","content":{"name":"ada"}}}`) || !strings.Contains(heard[1], `"requestState":"state-1"`) {
+		t.Errorf("the server heard %q", heard)
 	}
 }

@@ -80,7 +80,7 @@ func TestMCPGatewayPassesThroughPromptsResourcesAndCompletions(t *testing.T) {
 	quiet.AddResource(&mcp.Resource{URI: "quiet://x", Name: "x"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "quiet://x", Text: "no"}}}, nil
 	})
-	set, err := httptool.Load([]byte(`mcp_servers:
+	a := upstreamsApp(t, `mcp_servers:
   - name: kb
     url: "`+offersServer(t, kb, secret)+`"
     headers: {Authorization: "Bearer ${KB_TOKEN}"}
@@ -90,15 +90,7 @@ func TestMCPGatewayPassesThroughPromptsResourcesAndCompletions(t *testing.T) {
     prompts: false
     resources: false
     completions: false
-`), "tools.yaml", httptool.Options{Env: func(string) (string, bool) { return secret, true }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(set.Close)
-	reg, _ := tools.NewRegistry(set.Tools()...)
-	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "test", reg)
-	a := startApp(t, appConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(), ToolSet: set,
-		Web: web.Config{Upstreams: set.Upstreams}}, false)
+`, httptool.Options{Env: func(string) (string, bool) { return secret, true }}, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	key, _, _ := a.accounts.AddAgent(ctx, "bot", models.Actor{ID: "test"})
@@ -251,4 +243,20 @@ func TestMCPGatewayLeavesOutWhatAServerCannotOffer(t *testing.T) {
 	if r, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "ok://a"}); err != nil || r.Contents[0].Text != "a" {
 		t.Fatalf("read: %v", err)
 	}
+}
+
+// upstreamsApp is Countersign with a tools file of MCP servers, whose
+// prompts and resources it offers besides their tools; wait is how long an
+// MCP call is held (0: the default).
+func upstreamsApp(t *testing.T, file string, opts httptool.Options, wait time.Duration) *app {
+	t.Helper()
+	set, err := httptool.Load([]byte(file), "tools.yaml", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	reg, _ := tools.NewRegistry(set.Tools()...)
+	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "test", reg)
+	return startApp(t, appConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(), ToolSet: set,
+		Web: web.Config{Upstreams: set.Upstreams, MCPWait: wait}}, false)
 }

@@ -30,11 +30,6 @@ import (
 var notYetThrough = map[string][]string{
 	"active": {},
 	"2026-07-28": {
-		// prompts/get and resources/read answered with an input-required
-		// result: offers.go passes prompts and resources through the
-		// 2025-11-25 session only.
-		"input-required-result-non-tool-request/sep-2322-non-tool-complete",
-		"input-required-result-non-tool-request/sep-2322-non-tool-incomplete",
 		// The suite changes the lists by calling tools the server does
 		// not list (test_trigger_tool_change, test_trigger_prompt_change),
 		// which Countersign does not forward: it gates only what is

@@ -21,31 +21,44 @@ import (
 // again (SEP-2322).
 const ModernProtocol = "2026-07-28"
 
+// modernSide is a server as spoken to at ModernProtocol: the session and
+// what it lists there.
+type modernSide struct {
+	session *mcp.ClientSession
+	tools   []*tools.Tool
+	skipped []string
+	offers  Offers
+}
+
 // connectModern opens the stateless side of an HTTP server and lists its
-// tools there: nil when the server does not speak ModernProtocol (it is
-// not an error: the 2025 session serves every client then).
-func (u *Server) connectModern(ctx context.Context) (*mcp.ClientSession, []*tools.Tool, []string) {
+// tools, prompts and resources there: nil when the server does not speak
+// ModernProtocol (it is not an error: the 2025 session serves every
+// client then).
+func (u *Server) connectModern(ctx context.Context) *modernSide {
 	client := mcp.NewClient(&mcp.Implementation{Name: "countersign", Version: "1"}, &mcp.ClientOptions{
 		// An input-required result is the client's to answer.
-		MultiRoundTrip:         &mcp.MultiRoundTripOptions{Disabled: true},
-		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { go u.relistModern(req.Session) },
+		MultiRoundTrip:             &mcp.MultiRoundTripOptions{Disabled: true},
+		ToolListChangedHandler:     func(_ context.Context, req *mcp.ToolListChangedRequest) { go u.relistModern(req.Session) },
+		PromptListChangedHandler:   func(_ context.Context, req *mcp.PromptListChangedRequest) { go u.relistOffers(req.Session) },
+		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) { go u.relistOffers(req.Session) },
 		// Progress and log messages on a call's stream reach its client
 		// as the server sent them (watchedBody), as at 2025-11-25.
 	})
 	s, err := client.Connect(ctx, u.transport(), &mcp.ClientSessionOptions{ProtocolVersion: ModernProtocol})
 	if err != nil {
-		return nil, nil, nil
+		return nil
 	}
 	if ir := s.InitializeResult(); ir == nil || ir.ProtocolVersion < ModernProtocol {
 		_ = s.Close() // it answered at 2025-11-25: the session already open serves
-		return nil, nil, nil
+		return nil
 	}
 	list, skipped, err := u.list(ctx, s)
 	if err != nil {
 		_ = s.Close()
-		return nil, nil, nil
+		return nil
 	}
-	return s, list, skipped
+	offers, offersSkipped := u.listOffers(ctx, s)
+	return &modernSide{session: s, tools: list, skipped: append(skipped, offersSkipped...), offers: offers}
 }
 
 // relistModern takes up a tool list the server says has changed at

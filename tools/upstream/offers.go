@@ -132,30 +132,51 @@ func (u *Server) Offers() Offers {
 	return u.offers
 }
 
+// OffersAt is what the server offers besides tools to clients of the
+// revisions with sessions (modern false: Offers) or of ModernProtocol,
+// which get what the server lists at that revision where it speaks it.
+func (u *Server) OffersAt(modern bool) Offers {
+	u.mu.Lock()
+	m, o := u.modern, u.modernOffers
+	u.mu.Unlock()
+	if modern && m != nil {
+		return o
+	}
+	return u.Offers()
+}
+
 // relistOffers takes up a prompt or resource list the server says has
-// changed.
+// changed on either of its sessions (s: the 2025 one or the one at
+// ModernProtocol).
 func (u *Server) relistOffers(s *mcp.ClientSession) {
 	ctx, cancel := context.WithTimeout(u.ctx, ConnectTimeout)
 	defer cancel()
 	o, skipped := u.listOffers(ctx, s)
 	u.mu.Lock()
-	if u.session != s {
-		u.mu.Unlock()
-		return
+	var changed bool
+	switch s {
+	case u.session:
+		changed = o.Shape() != u.offers.Shape()
+		u.offers, u.offersSkipped = o, skipped
+	case u.modern:
+		changed = o.Shape() != u.modernOffers.Shape()
+		u.modernOffers = o
 	}
-	changed := o.Shape() != u.offers.Shape()
-	u.offers, u.offersSkipped = o, skipped
 	u.mu.Unlock()
 	if changed {
 		u.cfg.Changed()
 	}
 }
 
-// forward is the session in use, or an error that says the server is not
-// answering.
-func (u *Server) forward() (*mcp.ClientSession, error) {
+// forward is the session a client's request goes on (modern: the client
+// speaks ModernProtocol, and so is answered by the server at it where the
+// server speaks it), or an error that says the server is not answering.
+func (u *Server) forward(modern bool) (*mcp.ClientSession, error) {
 	u.mu.Lock()
 	s, st := u.session, u.st
+	if modern && u.modern != nil && s != nil {
+		s = u.modern
+	}
 	u.mu.Unlock()
 	if s == nil {
 		return nil, fmt.Errorf("the %s MCP server is not answering (down since %s); Countersign keeps trying to reconnect",
@@ -185,9 +206,13 @@ func (u *Server) upstreamPrompt(name string) string {
 	return name
 }
 
-// GetPrompt gets a prompt from the server (p.Name as Countersign offers it).
-func (u *Server) GetPrompt(ctx context.Context, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
-	s, err := u.forward()
+// GetPrompt gets a prompt from the server (p.Name as Countersign offers
+// it) for a client of the revisions with sessions or (modern) without:
+// at ModernProtocol the server may answer with an input-required result,
+// which the client answers by asking again with p.InputResponses and
+// p.RequestState.
+func (u *Server) GetPrompt(ctx context.Context, p *mcp.GetPromptParams, modern bool) (*mcp.GetPromptResult, error) {
+	s, err := u.forward(modern)
 	if err != nil {
 		return nil, err
 	}
@@ -197,9 +222,9 @@ func (u *Server) GetPrompt(ctx context.Context, p *mcp.GetPromptParams) (*mcp.Ge
 	return answer(u, res, err)
 }
 
-// ReadResource reads a resource of the server.
-func (u *Server) ReadResource(ctx context.Context, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
-	s, err := u.forward()
+// ReadResource reads a resource of the server (modern: as GetPrompt).
+func (u *Server) ReadResource(ctx context.Context, p *mcp.ReadResourceParams, modern bool) (*mcp.ReadResourceResult, error) {
+	s, err := u.forward(modern)
 	if err != nil {
 		return nil, err
 	}
@@ -209,8 +234,8 @@ func (u *Server) ReadResource(ctx context.Context, p *mcp.ReadResourceParams) (*
 
 // Complete asks the server to complete a prompt's or a resource
 // template's argument (a prompt named as Countersign offers it).
-func (u *Server) Complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
-	s, err := u.forward()
+func (u *Server) Complete(ctx context.Context, p *mcp.CompleteParams, modern bool) (*mcp.CompleteResult, error) {
+	s, err := u.forward(modern)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +252,7 @@ func (u *Server) Complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.Comp
 // Subscribe asks the server for updates of a resource (told through
 // Config.Updated).
 func (u *Server) Subscribe(ctx context.Context, uri string) error {
-	s, err := u.forward()
+	s, err := u.forward(false)
 	if err != nil {
 		return err
 	}
@@ -245,7 +270,7 @@ func (u *Server) Subscribe(ctx context.Context, uri string) error {
 
 // Unsubscribe stops the updates of a resource.
 func (u *Server) Unsubscribe(ctx context.Context, uri string) error {
-	s, err := u.forward()
+	s, err := u.forward(false)
 	if err != nil {
 		return err
 	}

@@ -129,6 +129,7 @@ type Server struct {
 	st                           tools.UpstreamStatus
 
 	offers        Offers              // besides tools (offers.go)
+	modernOffers  Offers              // and as listed at ModernProtocol
 	offersSkipped []string            // what of them could not be listed
 	subs          map[string]bool     // resources subscribed to, again on reconnecting
 	calls         map[string]*Relay   // in flight, by the progress token sent (relay.go)
@@ -235,11 +236,11 @@ func (u *Server) connect() error {
 		return err
 	}
 	offers, offersSkipped := u.listOffers(ctx, session)
-	var modern *mcp.ClientSession
-	var modernList []*tools.Tool
-	var modernSkipped []string
+	modern := &modernSide{}
 	if u.watched {
-		modern, modernList, modernSkipped = u.connectModern(ctx)
+		if m := u.connectModern(ctx); m != nil {
+			modern = m
+		}
 	}
 	u.mu.Lock()
 	subs := make([]string, 0, len(u.subs))
@@ -254,17 +255,18 @@ func (u *Server) connect() error {
 	if u.ctx.Err() != nil {
 		u.mu.Unlock()
 		_ = session.Close()
-		if modern != nil {
-			_ = modern.Close()
+		if modern.session != nil {
+			_ = modern.session.Close()
 		}
 		return u.ctx.Err()
 	}
 	if u.modern != nil {
 		_ = u.modern.Close()
 	}
-	u.session, u.modern, u.modernTools, u.modernSkipped = session, modern, modernList, modernSkipped
+	u.session, u.modern, u.modernTools, u.modernSkipped = session, modern.session, modern.tools, modern.skipped
+	u.modernOffers = modern.offers
 	changed := u.use(list, skipped)
-	if offers.Shape() != u.offers.Shape() {
+	if offers.Shape() != u.offers.Shape() || modern.offers.Shape() != u.modernOffers.Shape() {
 		changed = true
 	}
 	u.offers, u.offersSkipped = offers, offersSkipped

@@ -35,9 +35,10 @@ type subscriptions struct {
 }
 
 // OfferMore changes what a server built by Server offers besides tools
-// from before (nil: nothing) to what the MCP servers offer now, and
-// returns that. The SDK tells connected clients that a list changed.
-func (gw *Gateway) OfferMore(s *mcp.Server, before Offered) Offered {
+// from before (nil: nothing) to what the MCP servers offer now to clients
+// of its revisions (modern: those without sessions), and returns that.
+// The SDK tells connected clients that a list changed.
+func (gw *Gateway) OfferMore(s *mcp.Server, modern bool, before Offered) Offered {
 	after := Offered{}
 	var add []func()
 	seen := func(key, shape string) bool {
@@ -48,11 +49,11 @@ func (gw *Gateway) OfferMore(s *mcp.Server, before Offered) Offered {
 		return before[key] == shape
 	}
 	for _, u := range gw.servers() {
-		o := u.Offers()
+		o := u.OffersAt(modern)
 		whose := fmt.Sprintf("%p", u) // a server of a reloaded file is another
 		for _, p := range o.Prompts {
 			if !seen("prompt:"+p.Name, whose+shapeOf(p)) {
-				add = append(add, func() { s.AddPrompt(p, gw.prompt(u)) })
+				add = append(add, func() { s.AddPrompt(p, gw.prompt(u, modern)) })
 			}
 		}
 		for _, r := range o.Resources {
@@ -60,7 +61,7 @@ func (gw *Gateway) OfferMore(s *mcp.Server, before Offered) Offered {
 				continue // the SDK would panic
 			}
 			if !seen("resource:"+r.URI, whose+shapeOf(r)) {
-				add = append(add, func() { s.AddResource(r, gw.resource(u)) })
+				add = append(add, func() { s.AddResource(r, gw.resource(u, modern)) })
 			}
 		}
 		for _, t := range o.Templates {
@@ -68,7 +69,7 @@ func (gw *Gateway) OfferMore(s *mcp.Server, before Offered) Offered {
 				continue // the SDK would panic; the server's list is not ours to trust
 			}
 			if !seen("template:"+t.URITemplate, whose+shapeOf(t)) {
-				add = append(add, func() { s.AddResourceTemplate(t, gw.resource(u)) })
+				add = append(add, func() { s.AddResourceTemplate(t, gw.resource(u, modern)) })
 			}
 		}
 	}
@@ -124,11 +125,16 @@ func (gw *Gateway) servers() []*upstream.Server {
 
 // What a request carries for this hop alone (the revision the client
 // speaks, its capabilities and identity, its progress token) is not sent
-// on: Countersign speaks to the server on a session of its own.
-func hopMeta(m mcp.Meta) mcp.Meta {
+// on: Countersign speaks to the server on a session of its own. But a
+// client without a session (modern) declares in each request what it can
+// answer and how much it wants logged, which the server answers by: those
+// go on with it.
+func hopMeta(m mcp.Meta, modern bool) mcp.Meta {
 	var out mcp.Meta
 	for k, v := range m {
-		if strings.HasPrefix(k, "io.modelcontextprotocol/") || k == "progressToken" {
+		//lint:ignore SA1019 deprecated in 2026-07-28 but in use: a drop-in gateway passes it on
+		kept := modern && (k == mcp.MetaKeyClientCapabilities || k == mcp.MetaKeyLogLevel)
+		if !kept && (strings.HasPrefix(k, "io.modelcontextprotocol/") || k == "progressToken") {
 			continue
 		}
 		if out == nil {
@@ -139,19 +145,23 @@ func hopMeta(m mcp.Meta) mcp.Meta {
 	return out
 }
 
-func (gw *Gateway) prompt(u *upstream.Server) mcp.PromptHandler {
+// prompt gets a prompt for a client of the revisions with sessions or
+// (modern) without: an input-required result the server answers such a
+// client with reaches it as it is, and its answers (inputResponses,
+// requestState) reach the server as it sent them.
+func (gw *Gateway) prompt(u *upstream.Server, modern bool) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		p := *req.Params
-		p.Meta = hopMeta(p.Meta)
-		return u.GetPrompt(ctx, &p)
+		p.Meta = hopMeta(p.Meta, modern)
+		return u.GetPrompt(ctx, &p, modern)
 	}
 }
 
-func (gw *Gateway) resource(u *upstream.Server) mcp.ResourceHandler {
+func (gw *Gateway) resource(u *upstream.Server, modern bool) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		p := *req.Params
-		p.Meta = hopMeta(p.Meta)
-		return u.ReadResource(ctx, &p)
+		p.Meta = hopMeta(p.Meta, modern)
+		return u.ReadResource(ctx, &p, modern)
 	}
 }
 
@@ -178,13 +188,20 @@ func (gw *Gateway) owner(uri string) (*upstream.Server, upstream.Offers) {
 	return nil, upstream.Offers{}
 }
 
-// complete asks the server that offers the prompt or the resource template
-// completed. Where none does, there is nothing to suggest.
-func (gw *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+// completer asks the server that offers the prompt or the resource
+// template completed, as offered to clients of the server's revisions.
+// Where none does, there is nothing to suggest.
+func (gw *Gateway) completer(modern bool) func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	return func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+		return gw.complete(ctx, req, modern)
+	}
+}
+
+func (gw *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest, modern bool) (*mcp.CompleteResult, error) {
 	none := &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{}}}
 	ref := req.Params.Ref
 	for _, u := range gw.servers() {
-		o := u.Offers()
+		o := u.OffersAt(modern)
 		if !o.Completions {
 			continue
 		}
@@ -204,8 +221,8 @@ func (gw *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp
 		}
 		if mine {
 			p := *req.Params
-			p.Meta = hopMeta(p.Meta)
-			return u.Complete(ctx, &p)
+			p.Meta = hopMeta(p.Meta, modern)
+			return u.Complete(ctx, &p, modern)
 		}
 	}
 	return none, nil

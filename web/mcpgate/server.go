@@ -57,7 +57,7 @@ type Gateway struct {
 // without sessions; OfferedAt).
 func (gw *Gateway) Server(ag *models.Agent, modern bool) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, &mcp.ServerOptions{
-		CompletionHandler: gw.complete, SubscribeHandler: gw.subscribe, UnsubscribeHandler: gw.unsubscribe,
+		CompletionHandler: gw.completer(modern), SubscribeHandler: gw.subscribe, UnsubscribeHandler: gw.unsubscribe,
 	})
 	gw.Offer(s, ag, modern, nil, gw.Outside.Gate.Tools())
 	return s
