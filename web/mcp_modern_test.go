@@ -167,8 +167,13 @@ func TestAnUpstreamIsSpokenToAtTheClientsRevision(t *testing.T) {
 	if tampered.Status != http.StatusBadRequest || !strings.Contains(tampered.Raw, `"code":-32602`) || !strings.Contains(tampered.Raw, "requestState failed its check") {
 		t.Errorf("a state the server does not take: %d %s", tampered.Status, tampered.Raw)
 	}
-	if r := call(legacy, ""); !strings.Contains(r.Raw, `"error"`) || !strings.Contains(r.Raw, "ask_first") {
+	if r := call(legacy, ""); !strings.Contains(r.Raw, `"isError":true`) || !strings.Contains(r.Raw, `unknown tool \"ask_first\"`) || strings.Contains(r.Raw, "resultType") {
 		t.Errorf("a 2025-11-25 session called a tool it is not offered: %s", r.Raw)
+	}
+	unknown := a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"no_such","arguments":{},`+meta+`}}`,
+		append(modern, "Mcp-Method", "tools/call", "Mcp-Name", "no_such")...)
+	if got := resultOf(t, unknown.Raw); !strings.Contains(got, `"isError":true`) || !strings.Contains(got, `"resultType":"complete"`) {
+		t.Errorf("a 2026-07-28 client called a tool no one offers: %s", unknown.Raw)
 	}
 	// The gate API cannot answer the server's question: the call fails
 	// and says what the server asked.

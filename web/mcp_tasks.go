@@ -58,8 +58,8 @@ func (s *Server) mcpTasks(c echo.Context, ag *models.Agent, m *rpcMessage, moder
 	switch m.Method {
 	case "tools/call":
 		var p mcpgate.TaskCall
-		if json.Unmarshal(m.Params, &p) != nil || p.Task == nil || !s.mcp.hasSession(ag, r.Header.Get("Mcp-Session-Id")) {
-			return false, nil // no task asked for, or no session (the SDK answers 404)
+		if json.Unmarshal(m.Params, &p) != nil || p.Task == nil || !s.mcp.hasSession(ag, r.Header.Get("Mcp-Session-Id")) || !gw.Offers(p.Name, false) {
+			return false, nil // no task asked for, no session (the SDK answers 404), no such tool (a tool error result)
 		}
 		t, err := gw.CreateTask(ctx, ag, r.Header.Get("Mcp-Session-Id"), p)
 		return true, rpcReply(c, m.ID, map[string]any{"task": t}, err)

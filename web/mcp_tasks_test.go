@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +67,9 @@ func TestTasksAtTheEdges(t *testing.T) {
 		t.Fatalf("its result: %v", res)
 	}
 
-	if _, out := send(cs.ID(), `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"escalate_to_human","arguments":{"why":"x"},"task":{}}}`); !strings.Contains(errorOf(out), "-32602") || !strings.Contains(errorOf(out), "unknown tool") {
+	// A tool not offered over MCP is a tool error result, not a task.
+	_, out := send(cs.ID(), `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"escalate_to_human","arguments":{"why":"x"},"task":{}}}`)
+	if res, _ := out["result"].(map[string]any); res["isError"] != true || res["task"] != nil || !strings.Contains(fmt.Sprint(res["content"]), `unknown tool "escalate_to_human"`) {
 		t.Fatalf("a tool not offered over MCP: %v", out)
 	}
 	if _, out := send(cs.ID(), `{"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{}}`); !strings.Contains(errorOf(out), "needs params.taskId") {

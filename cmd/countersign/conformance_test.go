@@ -39,13 +39,6 @@ var notYetThrough = map[string][]string{
 		"server-stateless/sep-2575-server-sends-prompts-list-changed-on-subscription",
 		"server-stateless/sep-2575-server-sends-tools-list-changed-on-subscription",
 		"server-stateless/sep-2575-http-server-no-independent-requests-on-stream",
-		// The suite calls tools the reference server does not have (greet,
-		// slow_compute): the server answers with an error result,
-		// Countersign (which forwards no call to a tool it does not offer)
-		// with a JSON-RPC error.
-		"tasks-capability-negotiation/sep-2663-server-rejects-undeclared-client",
-		"tasks-dispatch-and-envelope/tasks-immediate-result-shortcut",
-		"tasks-lifecycle/tasks-sync-tool-call",
 	},
 }
 

@@ -11,6 +11,7 @@ package mcpgate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/countersign/countersign/agent/telemetry"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/agent/gate"
@@ -59,8 +61,42 @@ func (gw *Gateway) Server(ag *models.Agent, modern bool) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, &mcp.ServerOptions{
 		CompletionHandler: gw.completer(modern), SubscribeHandler: gw.subscribe, UnsubscribeHandler: gw.unsubscribe,
 	})
+	s.AddReceivingMiddleware(unknownToolAsResult(modern))
 	gw.Offer(s, ag, modern, nil, gw.Outside.Gate.Tools())
 	return s
+}
+
+// unknownToolAsResult answers a call to a tool Countersign does not offer
+// with a tool error result, as most MCP servers do (the TypeScript and
+// Python SDKs' servers, the reference everything-server) and as a model
+// reads best, instead of the Go SDK's JSON-RPC error: the client reads the
+// refusal where it reads any failed call, and nothing reached a server.
+// (Countersign does not forward such a call to learn how the server
+// would have answered: a tool it does not list is one the gate knows
+// nothing of.) modern: for clients of the revisions without sessions.
+func unknownToolAsResult(modern bool) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			call, ok := req.(*mcp.CallToolRequest)
+			var rpc *jsonrpc.Error
+			if method != "tools/call" || !ok || call.Params == nil || !errors.As(err, &rpc) ||
+				rpc.Code != jsonrpc.CodeInvalidParams || rpc.Message != fmt.Sprintf("unknown tool %q", call.Params.Name) {
+				return res, err
+			}
+			text, _ := json.Marshal(fmt.Sprintf("unknown tool %q: Countersign offers no tool of that name to this client (tools/list says which it does)",
+				tools.Truncate(call.Params.Name, 100)))
+			wire := `{"content":[{"type":"text","text":` + string(text) + `}],"isError":true`
+			if modern { // decoded, so that the client is told the result is complete, as of every other
+				wire += `,"resultType":"complete"`
+			}
+			out := new(mcp.CallToolResult)
+			if json.Unmarshal([]byte(wire+"}"), out) != nil {
+				return res, err
+			}
+			return out, nil
+		}
+	}
 }
 
 // OfferedAt says whether a tool is offered to clients of the revisions

@@ -68,14 +68,29 @@ func withTaskVia(ctx context.Context) context.Context {
 	return gate.WithVia(ctx, via)
 }
 
+// Offers says whether the tool named is offered to clients of the
+// revisions with sessions (modern false) or without.
+func (gw *Gateway) Offers(name string, modern bool) bool {
+	_, ok := gw.offered(name, modern)
+	return ok
+}
+
+func (gw *Gateway) offered(name string, modern bool) (*tools.Tool, bool) {
+	tool, ok := gw.Outside.Gate.Tools().Get(name)
+	if !ok || !tool.Executes() || !OfferedAt(tool, modern) {
+		return nil, false
+	}
+	return tool, true
+}
+
 // CreateTask puts a call a client asked for as a task through the gate, in
 // the run of its MCP session (sessionID), and answers with the task at
 // once: working while a person decides or it runs, completed when it ended
 // at once (allowed and run, denied, invalid). The same intent asked again is
 // the same call, so the same task.
 func (gw *Gateway) CreateTask(ctx context.Context, ag *models.Agent, sessionID string, p TaskCall) (*Task, error) {
-	tool, ok := gw.Outside.Gate.Tools().Get(p.Name)
-	if !ok || !tool.Executes() || !OfferedAt(tool, sessionID == "") {
+	tool, ok := gw.offered(p.Name, sessionID == "")
+	if !ok {
 		return nil, fault.Errorf(fault.Invalid, "unknown tool %q", tools.Truncate(p.Name, 100))
 	}
 	ctx = telemetry.Continue(ctx, traceOf(p.Meta))
