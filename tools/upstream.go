@@ -27,4 +27,9 @@ type UpstreamStatus struct {
 	// OverHTTP: reached over streamable HTTP (else stdio), which says how
 	// its messages during a call find the call's agent.
 	OverHTTP bool
+	// Modern: it is spoken to at 2026-07-28 as well as 2025-11-25, each
+	// client at its own revision; ModernOnly and LegacyOnly count the
+	// tools it lists at one of the two only.
+	Modern                 bool
+	ModernOnly, LegacyOnly int
 }

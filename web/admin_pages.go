@@ -132,7 +132,7 @@ func (s *Server) toolsView(c echo.Context) views.ToolsView {
 	if s.cfg.Upstreams != nil {
 		for _, u := range s.cfg.Upstreams() {
 			v.Upstreams = append(v.Upstreams, views.UpstreamRow{Name: u.Name, Via: u.Via, Connected: u.Connected, Since: clock(u.Since),
-				Error: u.Error, Tools: u.Tools, Skipped: u.Skipped, Beside: besideTools(u), Off: strings.Join(u.Off, ", "), Relay: relayWords(u)})
+				Error: u.Error, Tools: u.Tools, Skipped: u.Skipped, Beside: besideTools(u), Off: strings.Join(u.Off, ", "), Relay: relayWords(u), Revisions: revisionWords(u)})
 		}
 	}
 	return v
@@ -298,6 +298,35 @@ func (s *Server) agentLimits(c echo.Context) error {
 		return s.staffFail(c, err, nil)
 	}
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=limits"))
+}
+
+// revisionWords says which MCP revisions a connected server is spoken to
+// at (tools/upstream/modern.go).
+func revisionWords(u tools.UpstreamStatus) string {
+	switch {
+	case !u.Connected:
+		return ""
+	case !u.Modern:
+		return "Spoken to at MCP 2025-11-25; clients of 2026-07-28 are answered from that session."
+	}
+	w := "Spoken to at MCP 2025-11-25 and 2026-07-28: each client is offered what the server lists at the client's revision, and its calls, prompts and reads go to the server at that revision."
+	tools := func(n int) string {
+		if n == 1 {
+			return "1 tool"
+		}
+		return strconv.Itoa(n) + " tools"
+	}
+	var only []string
+	if u.ModernOnly > 0 {
+		only = append(only, tools(u.ModernOnly)+" listed at 2026-07-28 only")
+	}
+	if u.LegacyOnly > 0 {
+		only = append(only, tools(u.LegacyOnly)+" listed at 2025-11-25 only")
+	}
+	if len(only) > 0 {
+		w += " " + strings.Join(only, ", ") + "."
+	}
+	return w
 }
 
 // relayWords says where what an MCP server says and asks during a call

@@ -187,7 +187,7 @@ func TestAnUpstreamIsSpokenToAtTheClientsRevision(t *testing.T) {
 // A prompt the server lists only at 2026-07-28 is offered to such clients
 // only; asked for it, the server's input-required result reaches the
 // client, and the client's answer (and state) reaches the server when it
-// asks again, with the capabilities it declared.
+// asks again, with the capabilities it declared. The tools page says so.
 func TestAPromptIsAskedAtTheClientsRevision(t *testing.T) {
 	up := &twoRevisions{}
 	srv := httptest.NewServer(up)
@@ -217,6 +217,12 @@ func TestAPromptIsAskedAtTheClientsRevision(t *testing.T) {
 	again := resultOf(t, send(asking, "prompts/get", `"name":"ask_prompt","inputResponses":{"who":{"action":"accept","content":{"name":"ada"}}},"requestState":"state-1",`+meta).Raw)
 	if !strings.Contains(again, `"text":"prompt for ada"`) || !strings.Contains(again, `"resultType":"complete"`) {
 		t.Errorf("asked again with the answer, the client got\n%s", again)
+	}
+	// The tools page says the server is spoken to at both revisions.
+	a.staff(models.Admin, "ada@x.test", "Ada")
+	if _, page := a.signIn("ada@x.test").get("/tools"); !strings.Contains(page, "Spoken to at MCP 2025-11-25 and 2026-07-28") ||
+		!strings.Contains(page, "1 tool listed at 2026-07-28 only.") {
+		t.Errorf("the tools page does not say at which revisions the server is spoken to:\n%s", page)
 	}
 	up.mu.Lock()
 	heard := append([]string(nil), up.heard...)

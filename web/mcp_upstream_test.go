@@ -290,7 +290,7 @@ func TestMCPGatewayUpstreamKilled(t *testing.T) {
 		_, page := admin.get("/tools")
 		return page
 	}
-	if page := toolsPage(); !strings.Contains(page, "connected since") {
+	if page := toolsPage(); !strings.Contains(page, "connected since") || !strings.Contains(page, "Spoken to at MCP 2025-11-25; clients of 2026-07-28") {
 		t.Fatalf("the tools page does not say the server is connected:\n%s", page)
 	}
 	key, _, _ := a.accounts.AddAgent(context.Background(), "bot", models.Actor{ID: "test"})

@@ -439,6 +439,16 @@ func (u *Server) Status() tools.UpstreamStatus {
 	st.Prompts, st.Resources, st.Templates, st.Completions = len(o.Prompts), len(o.Resources), len(o.Templates), o.Completions
 	st.Off = slices.Clone(o.Off)
 	st.OverHTTP = u.watched
+	st.Modern = u.modern != nil && u.session != nil
+	for _, t := range u.tools {
+		switch {
+		case !st.Modern:
+		case t.Revision == ModernProtocol:
+			st.ModernOnly++
+		case t.Revision == tools.LegacyOnly:
+			st.LegacyOnly++
+		}
+	}
 	return st
 }
 
