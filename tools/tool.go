@@ -128,6 +128,11 @@ type Tool struct {
 	// it lists it to both (nil: as Wire).
 	Revision   string
 	ModernWire json.RawMessage
+	// Place is where in its list the upstream listed the tool (0: first):
+	// in the list at Revision, or at 2025-11-25 when it lists the tool to
+	// both; ModernPlace is where in its 2026-07-28 list then. MCP clients
+	// are offered an upstream's tools in its order.
+	Place, ModernPlace int
 	// TrustListing: the tools file trusts this server's definitions
 	// (trust_annotations), so a new or changed one needs no admin to
 	// accept it before its annotations count.

@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -173,7 +172,7 @@ func (s *Server) serveMCP(c echo.Context) error {
 	// place among the held requests.
 	return s.holdRequest(c, func() error {
 		allowLongWrite(c)
-		w, done := taskCapable(c.Response(), r, msg, modern, func(name string) json.RawMessage { return ep.wireOf(name, modern) })
+		w, done := taskCapable(c.Response(), r, msg, modern, ep.lister(modern))
 		w, forget := ep.answerToolCalls(w, r, msg)
 		defer forget()
 		h.ServeHTTP(w, c.Request())

@@ -32,14 +32,14 @@ const oddResult = `{"unknownTop":{"keep":"me"},"content":[` +
 	`"structuredContent":{"zeta":1,"alpha":"<&>","nested":{"b":[1,2.50,-0,1e3],"a":null}},` +
 	`"_meta":{"vendor/z":true,"vendor/a":"\u003c"}}`
 
-// oddTools are tools as the odd upstream lists them: keys in no order,
-// ones no SDK knows, JSON Schema 2020-12 keywords, escapes, one tool's own
-// word on tasks.
+// oddTools are tools as the odd upstream lists them: not by name, keys in
+// no order, ones no SDK knows, JSON Schema 2020-12 keywords, escapes, one
+// tool's own word on tasks.
 var oddTools = []string{
+	`{"name":"odd_sse","title":"Odd \u00e9","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true},"execution":{"taskSupport":"forbidden"}}`,
 	`{"inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"s":{"type":"string","pattern":"^<\\w+>$"}},` +
 		`"properties":{"q":{"$ref":"#/$defs/s"}},"additionalProperties":false},"name":"odd_json","x-vendor":{"b":"<keep>","a":1.50},` +
 		`"annotations":{"readOnlyHint":true,"idempotentHint":true}}`,
-	`{"name":"odd_sse","title":"Odd \u00e9","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true},"execution":{"taskSupport":"forbidden"}}`,
 }
 
 // oddUpstream is an MCP server over streamable HTTP written by hand, so
@@ -126,7 +126,7 @@ func TestAnUpstreamsResultPassesByteForByte(t *testing.T) {
 	up := oddUpstream(t)
 	a, key, session := oddApp(t, "mcp_servers:\n  - name: odd\n    url: \""+up.URL+"\"\n    prefix: false\n", 2)
 
-	// The tools as the upstream listed them; a 2025-11-25 session is told
+	// The tools as the upstream listed them, in its order; a 2025-11-25 session is told
 	// that a tool may be called as a task where the tool did not say.
 	modern := []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/list", "Accept", "application/json, text/event-stream"}
 	const declared = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
@@ -144,7 +144,7 @@ func TestAnUpstreamsResultPassesByteForByte(t *testing.T) {
 		}
 		want := slices.Clone(oddTools)
 		if client == "2025-11-25" {
-			want[0] = strings.TrimSuffix(want[0], "}") + `,"execution":{"taskSupport":"optional"}}`
+			want[1] = strings.TrimSuffix(want[1], "}") + `,"execution":{"taskSupport":"optional"}}`
 		}
 		for i := range want {
 			if string(list.Tools[i]) != want[i] {

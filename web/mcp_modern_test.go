@@ -136,7 +136,7 @@ func TestAnUpstreamIsSpokenToAtTheClientsRevision(t *testing.T) {
 	if got := listed(legacy, ""); !strings.Contains(got, `"tools":[`+strings.TrimSuffix(bothLegacy, "}")) || strings.Contains(got, "ask_first") {
 		t.Errorf("a 2025-11-25 session is offered\n%s\nnot what the server lists at 2025-11-25", got)
 	}
-	if got := listed(append(modern, "Mcp-Method", "tools/list"), meta); !strings.Contains(got, `"tools":[`+askFirst+`,`+bothModern+`]`) {
+	if got := listed(append(modern, "Mcp-Method", "tools/list"), meta); !strings.Contains(got, `"tools":[`+bothModern+`,`+askFirst+`]`) {
 		t.Errorf("a 2026-07-28 client is offered\n%s\nnot what the server lists at 2026-07-28", got)
 	}
 

@@ -169,7 +169,7 @@ func (ep *mcpEndpoint) hasSession(ag *models.Agent, id string) bool {
 // "optional" in tools/list (a call may wait for a person; a client may
 // wait as a task or be held). Other requests: w itself, and done does
 // nothing.
-func taskCapable(w http.ResponseWriter, r *http.Request, m *rpcMessage, modern bool, wire func(string) json.RawMessage) (http.ResponseWriter, func()) {
+func taskCapable(w http.ResponseWriter, r *http.Request, m *rpcMessage, modern bool, listed listedTool) (http.ResponseWriter, func()) {
 	if m == nil {
 		return w, func() {}
 	}
@@ -190,7 +190,7 @@ func taskCapable(w http.ResponseWriter, r *http.Request, m *rpcMessage, modern b
 		if cw.code == http.StatusOK {
 			out = rewriteMessages(out, func(res map[string]json.RawMessage) bool {
 				if m.Method == "tools/list" {
-					return toolsAsListed(res, wire, !modern && r.Header.Get("Mcp-Protocol-Version") == TasksMCP)
+					return toolsAsListed(res, listed, !modern && r.Header.Get("Mcp-Protocol-Version") == TasksMCP)
 				}
 				return addTasks(m.Method, res)
 			})

@@ -108,7 +108,9 @@ func (u *Server) merged(legacy []*tools.Tool) []*tools.Tool {
 		if wire == nil {
 			wire = m.Listing
 		}
-		out = append(out, t.ForRevisions("", wire))
+		both := t.ForRevisions("", wire)
+		both.ModernPlace = m.Place
+		out = append(out, both)
 	}
 	for _, t := range modern {
 		out = append(out, t.ForRevisions(ModernProtocol, nil))

@@ -23,6 +23,7 @@ import (
 // A tool whose name another tool has is skipped, and said so.
 func (u *Server) list(ctx context.Context, s *mcp.ClientSession) (out []*tools.Tool, skipped []string, err error) {
 	seen := map[string]bool{}
+	place := 0 // in the server's list, across pages
 	params := &mcp.ListToolsParams{}
 	for page := 0; page == 0 || params.Cursor != ""; page++ {
 		if page == maxPages {
@@ -36,6 +37,10 @@ func (u *Server) list(ctx context.Context, s *mcp.ClientSession) (out []*tools.T
 		wire := listed(sent.bytes(), len(res.Tools))
 		for i, t := range res.Tools {
 			tool, err := u.proxy(t, wire[i])
+			place++
+			if err == nil {
+				tool.Place, tool.ModernPlace = place-1, place-1 // at both, till a list at 2026-07-28 says otherwise
+			}
 			if err != nil {
 				skipped = append(skipped, fmt.Sprintf("%s: %v", t.Name, err))
 				continue

@@ -408,7 +408,7 @@ func (u *Server) use(list []*tools.Tool, skipped []string) bool {
 	}
 	h := sha256.New()
 	for _, t := range list {
-		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%t\x00%s\x00%s\n", t.Name, t.Risk, t.Description, t.Schema, t.Idempotent, t.Revision, t.ModernWire)
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%t\x00%s\x00%s\x00%d\x00%d\n", t.Name, t.Risk, t.Description, t.Schema, t.Idempotent, t.Revision, t.ModernWire, t.Place, t.ModernPlace)
 	}
 	shape := hex.EncodeToString(h.Sum(nil))
 	u.st.Tools, u.st.Skipped = len(list), skipped
