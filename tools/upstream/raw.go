@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"sync"
+
+	"github.com/countersign/countersign/tools/rawjson"
 )
 
 // An HTTP upstream's answer to a call, as the bytes it sent: what is
@@ -99,23 +101,48 @@ type response struct {
 	Result json.RawMessage `json:"result"`
 }
 
-// jsonBody is an answer sent as one JSON message: kept as it is read,
-// and its result taken at the end.
+// jsonBody is an answer sent as one JSON message, read whole before the
+// SDK reads it (as the SDK reads one anyway): its result is taken as it
+// came and, when it is big, the SDK is handed the same response with a
+// stand-in for its result (lighten), as over stdio; otherwise it reads the
+// answer as it came.
 type jsonBody struct {
 	io.ReadCloser
-	raw *rawResult
-	buf bytes.Buffer
+	raw  *rawResult
+	read *bytes.Reader // what the SDK reads, once the answer is in
 }
 
 func (b *jsonBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.buf.Write(p[:n])
-	if err == io.EOF {
-		var m response
-		if json.Unmarshal(b.buf.Bytes(), &m) == nil && m.Method == "" {
-			b.raw.heard(m.ID, m.Result)
+	if b.read == nil {
+		body, err := io.ReadAll(b.ReadCloser)
+		if err != nil {
+			return 0, err
 		}
-		b.buf = bytes.Buffer{}
+		b.read = bytes.NewReader(b.raw.lightAnswer(body))
 	}
-	return n, err
+	return b.read.Read(p)
+}
+
+// lightAnswer takes the result of msg, one JSON-RPC message, when it
+// answers the call (heard), and is msg with a stand-in for that result
+// when the result is big enough not to be decoded; else msg.
+func (r *rawResult) lightAnswer(msg []byte) []byte {
+	o, err := rawjson.ReadObject(msg)
+	if err != nil || o.Value(msg, "method") != nil || o.Value(msg, "error") != nil {
+		return msg
+	}
+	id, result := o.Value(msg, "id"), o.Value(msg, "result")
+	if result == nil {
+		return msg
+	}
+	r.heard(id, result)
+	if len(result) < lightFrom || !bytes.Equal(r.bytes(), result) {
+		return msg
+	}
+	standIn := r.lighten()
+	if standIn == nil {
+		return msg
+	}
+	out := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	return append(append(append(out, `,"result":`...), standIn...), '}')
 }

@@ -1,0 +1,46 @@
+package upstream
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// An HTTP server's big answer to a call, sent as one JSON message, reaches
+// the SDK with a stand-in for its result, and the result is kept as it
+// came; an answer that is small, an error result, another call's or an
+// error reaches the SDK as it came.
+func TestAnHTTPServersBigJSONAnswerIsKeptAndTheSDKGetsAStandIn(t *testing.T) {
+	big := strings.Repeat(`\u00e9<&>`, lightFrom/8)
+	result := `{"content":[{"type":"text","text":"` + big + `"}] ,"resultType":"complete","x":{"k":[1]}}`
+	read := func(id, body string) (string, *rawResult) {
+		t.Helper()
+		raw := &rawResult{id: []byte(id)}
+		got, err := io.ReadAll(&jsonBody{ReadCloser: io.NopCloser(strings.NewReader(body)), raw: raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(got), raw
+	}
+	got, kept := read("3", ` {"id":3, "jsonrpc":"2.0","result":`+result+"}\n")
+	if got != `{"jsonrpc":"2.0","id":3,"result":{"content":[],"resultType":"complete"}}` || string(kept.bytes()) != result || !kept.lightened() {
+		t.Errorf("the SDK reads %.200q; the result kept is %.100q (a stand-in handed on: %v)", got, kept.bytes(), kept.lightened())
+	}
+	if _, err := jsonrpc.DecodeMessage([]byte(got)); err != nil {
+		t.Errorf("the SDK cannot read the stand-in: %v", err)
+	}
+	for _, c := range []struct{ id, body string }{
+		{"3", `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"small"}]}}`},
+		{"3", `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"` + big + `"}],"isError":true}}`},
+		{"4", `{"jsonrpc":"2.0","id":3,"result":` + result + `}`},
+		{"3", `{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"` + big + `"}}`},
+		{"3", `{"jsonrpc":"2.0","id":3,"result":` + result},
+	} {
+		got, raw := read(c.id, c.body)
+		if got != c.body || raw.lightened() {
+			t.Errorf("%.80q... reached the SDK as %.80q... (a stand-in: %v)", c.body, got, raw.lightened())
+		}
+	}
+}
