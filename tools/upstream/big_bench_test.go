@@ -13,8 +13,9 @@ import (
 )
 
 // BenchmarkBigHTTPResult reads a 3 MB text from an MCP server over HTTP
-// that answers in one JSON message: straight with the SDK's client, and
-// through an upstream Server (what Countersign records and hands on).
+// that answers in one JSON message (json) or an event stream (sse):
+// straight with the SDK's client, and through an upstream Server (what
+// Countersign records and hands on).
 // Compare the two in one run:
 //
 //	go test -tags=sqlite_fts5 -run XXX -bench BigHTTPResult -count 5 ./tools/upstream
@@ -25,35 +26,40 @@ func BenchmarkBigHTTPResult(b *testing.B) {
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
 		})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
-	b.Cleanup(hs.Close)
-	ctx := context.Background()
+	for _, answer := range []string{"json", "sse"} {
+		hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: answer == "json"}))
+		b.Cleanup(hs.Close)
+		b.Run(answer+"/direct", func(b *testing.B) { direct(b, hs.URL) })
+		b.Run(answer+"/through", func(b *testing.B) { through(b, hs.URL, len(text)) })
+	}
+}
 
-	b.Run("direct", func(b *testing.B) {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
-		if err != nil {
+func direct(b *testing.B, url string) {
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	for b.Loop() {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read", Arguments: map[string]any{}}); err != nil {
 			b.Fatal(err)
 		}
-		defer cs.Close()
-		for b.Loop() {
-			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read", Arguments: map[string]any{}}); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("through", func(b *testing.B) {
-		same := func(s string) string { return s }
-		u, err := New(Spec{Name: "big", URL: hs.URL}, Config{Env: func(s string) (string, error) { return s, nil }, Redact: same,
-			RedactJSON: func(b []byte) []byte { return b }, Taken: func(string) bool { return false }, Changed: func() {}, At: same})
-		if err != nil {
+	}
+}
+
+func through(b *testing.B, url string, size int) {
+	same := func(s string) string { return s }
+	u, err := New(Spec{Name: "big", URL: url}, Config{Env: func(s string) (string, error) { return s, nil }, Redact: same,
+		RedactJSON: func(b []byte) []byte { return b }, Taken: func(string) bool { return false }, Changed: func() {}, At: same})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer u.Close()
+	for b.Loop() {
+		out, err := u.call(context.Background(), "read", tools.RiskRead, map[string]any{})
+		if err != nil || len(out.(tools.Encoded)) < size {
 			b.Fatal(err)
 		}
-		defer u.Close()
-		for b.Loop() {
-			out, err := u.call(ctx, "read", tools.RiskRead, map[string]any{})
-			if err != nil || len(out.(tools.Encoded)) < len(text) {
-				b.Fatal(err)
-			}
-		}
-	})
+	}
 }

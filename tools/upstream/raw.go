@@ -118,31 +118,34 @@ func (b *jsonBody) Read(p []byte) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		b.read = bytes.NewReader(b.raw.lightAnswer(body))
+		light, _ := b.raw.lightAnswer(body)
+		b.read = bytes.NewReader(light)
 	}
 	return b.read.Read(p)
 }
 
 // lightAnswer takes the result of msg, one JSON-RPC message, when it
 // answers the call (heard), and is msg with a stand-in for that result
-// when the result is big enough not to be decoded; else msg.
-func (r *rawResult) lightAnswer(msg []byte) []byte {
+// when the result is big enough not to be decoded; else msg. answer says
+// whether msg is a response with a result (then nothing else is to be
+// done with it).
+func (r *rawResult) lightAnswer(msg []byte) (out []byte, answer bool) {
 	o, err := rawjson.ReadObject(msg)
 	if err != nil || o.Value(msg, "method") != nil || o.Value(msg, "error") != nil {
-		return msg
+		return msg, false
 	}
 	id, result := o.Value(msg, "id"), o.Value(msg, "result")
 	if result == nil {
-		return msg
+		return msg, false
 	}
 	r.heard(id, result)
 	if len(result) < lightFrom || !bytes.Equal(r.bytes(), result) {
-		return msg
+		return msg, true
 	}
 	standIn := r.lighten()
 	if standIn == nil {
-		return msg
+		return msg, true
 	}
-	out := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
-	return append(append(append(out, `,"result":`...), standIn...), '}')
+	out = append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	return append(append(append(out, `,"result":`...), standIn...), '}'), true
 }

@@ -44,3 +44,32 @@ func TestAnHTTPServersBigJSONAnswerIsKeptAndTheSDKGetsAStandIn(t *testing.T) {
 		}
 	}
 }
+
+// The same over an event stream: the event that answers the call with a
+// big result reaches the SDK with a stand-in (its other fields kept);
+// every other event, and one cut short, as it came.
+func TestAnHTTPServersBigStreamedAnswerIsKeptAndTheSDKGetsAStandIn(t *testing.T) {
+	big := strings.Repeat(`\u00e9<&>`, lightFrom/8)
+	result := `{"content":[{"type":"text","text":"` + big + `"}],"x":1}`
+	progress := "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n"
+	other := "data: {\"jsonrpc\":\"2.0\",\"id\":9,\"result\":" + result + "}\r\n\r\n"
+	answer := "event: message\r\nid: 2\r\ndata: {\"jsonrpc\":\"2.0\",\n" + "data: \"id\":3,\"result\":" + result + "}\r\n\r\n"
+	cut := "data: {\"jsonrpc\":\"2.0\",\"id\":3"
+	raw := &rawResult{id: []byte("3")}
+	body := &watchedBody{ReadCloser: io.NopCloser(strings.NewReader(progress + other + answer + cut)), u: &Server{}, raw: raw}
+	got, err := io.ReadAll(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := progress + other + "event: message\r\nid: 2\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"content\":[]}}\n\n" + cut
+	if string(got) != want {
+		at := 0
+		for at < len(got) && at < len(want) && got[at] == want[at] {
+			at++
+		}
+		t.Fatalf("from byte %d the SDK reads %.200q, not %.200q", at, got[at:], want[at:])
+	}
+	if string(raw.bytes()) != result || !raw.lightened() {
+		t.Errorf("the result kept is %.100q (a stand-in handed on: %v)", raw.bytes(), raw.lightened())
+	}
+}

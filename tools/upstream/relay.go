@@ -277,28 +277,67 @@ func (u *Server) relayRoots(next mcp.MethodHandler) mcp.MethodHandler {
 // progress and log messages on it reach the call's client in the order the
 // upstream sent them, before the call's result (the SDK hands its client
 // notifications on a goroutine of their own, after the result at times),
-// and its requests to the client are noted as this call's (relayFor).
+// and its requests to the client are noted as this call's (relayFor). When
+// the call's result is asked for (raw), the stream reaches the SDK an
+// event at a time, each as it came but the one that answers the call with
+// a big result, whose result the SDK gets a stand-in for (lightAnswer).
 type watchedBody struct {
 	io.ReadCloser
 	u           *Server
 	relay       *Relay     // nil: no client waits on the call
 	raw         *rawResult // nil: its result is not asked for
 	line, event []byte
+	// With raw: the event being read as it came (whole), its lines that
+	// are not data, and what the SDK is to read next.
+	whole, fields, out []byte
+	in                 []byte
+	err                error
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	rest := p[:n]
+	if b.raw == nil {
+		n, err := b.ReadCloser.Read(p)
+		b.feed(p[:n])
+		return n, err
+	}
+	for len(b.out) == 0 && b.err == nil {
+		if b.in == nil {
+			b.in = make([]byte, 32<<10)
+		}
+		n, err := b.ReadCloser.Read(b.in)
+		b.feed(b.in[:n])
+		if err != nil {
+			b.err = err
+			b.out = append(append(b.out, b.whole...), b.line...) // an event cut short, as it came
+			b.whole, b.line = nil, nil
+		}
+	}
+	n := copy(p, b.out)
+	b.out = b.out[n:]
+	if len(b.out) == 0 {
+		b.out = nil
+		if n == 0 {
+			return 0, b.err
+		}
+	}
+	return n, nil
+}
+
+// feed takes what was read of the stream, a line at a time.
+func (b *watchedBody) feed(rest []byte) {
 	for len(rest) > 0 {
 		i := bytes.IndexByte(rest, '\n')
 		if i < 0 {
 			if len(b.line)+len(rest) <= maxWatchedLine || b.raw != nil {
 				b.line = append(b.line, rest...)
 			}
-			break
+			return
 		}
 		b.line = append(b.line, rest[:i]...)
 		rest = rest[i+1:]
+		if b.raw != nil {
+			b.whole = append(append(b.whole, b.line...), '\n')
+		}
 		line := bytes.TrimSuffix(b.line, []byte("\r"))
 		switch {
 		case len(line) == 0:
@@ -308,10 +347,11 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 				b.event = append(b.event, '\n')
 			}
 			b.event = append(b.event, bytes.TrimPrefix(line[5:], []byte(" "))...)
+		case b.raw != nil:
+			b.fields = append(append(b.fields, b.line...), '\n')
 		}
 		b.line = b.line[:0]
 	}
-	return n, err
 }
 
 // maxWatchedLine bounds what is kept of one line of a stream to look at:
@@ -319,21 +359,28 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 // kept only when the result is asked for (the SDK bounds an event).
 const maxWatchedLine = 1 << 20
 
+// dispatch acts on an event read whole, and hands it on to the SDK.
 func (b *watchedBody) dispatch() {
 	data := b.event
 	b.event = b.event[:0]
+	if b.raw != nil {
+		whole, fields := b.whole, b.fields
+		b.whole, b.fields = nil, nil
+		if light, answer := b.raw.lightAnswer(data); answer {
+			if len(light) != len(data) { // a stand-in for a big result
+				whole = append(append(append(fields, "data: "...), light...), "\n\n"...)
+			}
+			b.out = append(b.out, whole...)
+			return
+		}
+		b.out = append(b.out, whole...)
+	}
 	if len(data) == 0 || (len(data) > maxWatchedLine && b.raw == nil) {
 		return
 	}
 	var m response
-	if json.Unmarshal(data, &m) != nil {
-		return
-	}
-	if m.Method == "" {
-		if b.raw != nil {
-			b.raw.heard(m.ID, m.Result)
-		}
-		return
+	if json.Unmarshal(data, &m) != nil || m.Method == "" {
+		return // a response: only its result was wanted (raw)
 	}
 	u, r := b.u, b.relay
 	if r == nil {
@@ -351,28 +398,35 @@ func (b *watchedBody) dispatch() {
 			_ = r.Session.Log(r.Ctx, redacted(u, &p)) // at the level the client set
 		}
 	case m.ID != nil:
-		var params any
-		switch m.Method {
-		case "sampling/createMessage":
-			params = &mcp.CreateMessageWithToolsParams{}
-		case "elicitation/create":
-			params = &mcp.ElicitParams{}
-		case "roots/list":
-			params = &mcp.ListRootsParams{}
-		default:
-			return
-		}
-		if len(m.Params) > 0 && json.Unmarshal(m.Params, params) != nil {
-			return
-		}
-		key := askedKey(m.Method, params)
-		u.mu.Lock()
-		if u.asked == nil {
-			u.asked = map[string][]*Relay{}
-		}
-		u.asked[key] = append(u.asked[key], r)
-		u.mu.Unlock()
+		b.asked(m)
 	}
+}
+
+// asked notes a request of the server to the client on the call's stream
+// as the call's (relayFor).
+func (b *watchedBody) asked(m response) {
+	var params any
+	switch m.Method {
+	case "sampling/createMessage":
+		params = &mcp.CreateMessageWithToolsParams{}
+	case "elicitation/create":
+		params = &mcp.ElicitParams{}
+	case "roots/list":
+		params = &mcp.ListRootsParams{}
+	default:
+		return
+	}
+	if len(m.Params) > 0 && json.Unmarshal(m.Params, params) != nil {
+		return
+	}
+	key := askedKey(m.Method, params)
+	u, r := b.u, b.relay
+	u.mu.Lock()
+	if u.asked == nil {
+		u.asked = map[string][]*Relay{}
+	}
+	u.asked[key] = append(u.asked[key], r)
+	u.mu.Unlock()
 }
 
 // watching is an HTTP upstream's transport: a call's answer that streams
