@@ -338,3 +338,29 @@ func oddApp(t *testing.T, toolsFile string, n int) (a *app, key, session string)
 	key, _, _ = a.accounts.AddAgent(context.Background(), "exact", models.Actor{ID: "test"})
 	return a, key, sessionOf(t, a, key)
 }
+
+// A task's result (tasks/result, 2025-11-25) is the upstream's result as
+// it sent it too, Countersign's words (the receipt, the task it belongs
+// to) added last in its _meta.
+func TestATasksResultPassesByteForByte(t *testing.T) {
+	up := oddUpstream(t)
+	a, key, session := oddApp(t, "mcp_servers:\n  - name: odd\n    url: \""+up.URL+"\"\n    prefix: false\n", 2)
+	send := func(msg string) string {
+		return resultOf(t, a.doWith("POST", "/mcp", key, msg, "Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-11-25",
+			"Accept", "application/json, text/event-stream").Raw)
+	}
+	var made struct {
+		Task struct {
+			TaskID, Status string
+		}
+	}
+	if err := json.Unmarshal([]byte(send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"odd_json","arguments":{},"task":{}}}`)), &made); err != nil ||
+		made.Task.Status != "completed" {
+		t.Fatalf("the task: %+v %v", made, err)
+	}
+	got := send(`{"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId":"` + made.Task.TaskID + `"}}`)
+	words := regexp.MustCompile(`,"countersign/receipt":"[A-Za-z0-9_.-]+","io.modelcontextprotocol/related-task":\{"taskId":"` + made.Task.TaskID + `"\}\}\}$`)
+	if !words.MatchString(got) || words.ReplaceAllString(got, "}}") != oddResult {
+		t.Errorf("tasks/result gave\n%.2000s\nnot the upstream's result as sent, then the receipt and the task", got)
+	}
+}

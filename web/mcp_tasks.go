@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"maps"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -136,6 +137,11 @@ func (s *Server) mcpModernTasks(c echo.Context, ag *models.Agent, m rpcMessage) 
 // rpcReply answers one JSON-RPC request with result, or with err in the
 // protocol's words: an unknown task or a bad parameter is invalid params.
 func rpcReply(c echo.Context, id json.RawMessage, result any, err error) error {
+	if err == nil {
+		if b, ok := rawReply(id, result); ok {
+			return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b)
+		}
+	}
 	reply := map[string]any{"jsonrpc": "2.0", "id": id}
 	if err != nil {
 		code := -32603
@@ -300,4 +306,37 @@ func addTasks(method string, res map[string]json.RawMessage) bool {
 		return true
 	}
 	return false
+}
+
+// rawReply is the JSON-RPC response with result written as it is where it
+// holds an upstream's result in the bytes it sent (json.RawMessage, or a
+// map with one under "result", as a 2026-07-28 task holds it), which
+// encoding/json would compact and escape anew.
+func rawReply(id json.RawMessage, result any) ([]byte, bool) {
+	var inner json.RawMessage
+	switch r := result.(type) {
+	case json.RawMessage:
+		inner = r
+	case map[string]any:
+		raw, ok := r["result"].(json.RawMessage)
+		if !ok {
+			return nil, false
+		}
+		rest := maps.Clone(r)
+		delete(rest, "result")
+		b, err := mcpgate.MarshalRaw(rest)
+		if err != nil || len(b) < 2 {
+			return nil, false
+		}
+		if len(rest) > 0 {
+			b = append(b[:len(b)-1], ',')
+		} else {
+			b = b[:len(b)-1]
+		}
+		inner = append(append(append(b, `"result":`...), raw...), '}')
+	default:
+		return nil, false
+	}
+	out := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	return append(append(append(out, `,"result":`...), inner...), '}'), true
 }

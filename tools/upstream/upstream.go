@@ -214,11 +214,9 @@ func (u *Server) connect() error {
 	u.relayHandlers(opts) // relay.go
 	client := mcp.NewClient(&mcp.Implementation{Name: "countersign", Version: "1"}, opts)
 	client.AddReceivingMiddleware(u.relayRoots)
-	// 2025-11-25: the upstream may then ask the client (sampling,
-	// elicitation, roots) and report progress and log messages during a
-	// call, all of which reach the call's client (relay.go). (At 2026-07-28
-	// it could ask only through input-required results, which Countersign
-	// does not pass on yet.)
+	// 2025-11-25: the upstream may then ask the client during a call, and
+	// report progress and log messages, all for the call's client
+	// (relay.go); modern.go speaks 2026-07-28 beside it.
 	session, err := client.Connect(ctx, u.transport(), &mcp.ClientSessionOptions{ProtocolVersion: UpstreamProtocol})
 	if err != nil {
 		return fmt.Errorf("connect: %s", u.cfg.Redact(err.Error()))
@@ -236,7 +234,7 @@ func (u *Server) connect() error {
 		return err
 	}
 	offers, offersSkipped := u.listOffers(ctx, session)
-	modern := &modernSide{}
+	modern := &modernSide{} // over HTTP only: a second stdio process would be a second server
 	if u.watched {
 		if m := u.connectModern(ctx); m != nil {
 			modern = m

@@ -2,17 +2,21 @@ package mcpgate
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/rawjson"
+	"github.com/countersign/countersign/tools/upstream"
 )
 
 // An upstream's result reaches the client as the bytes the upstream sent
@@ -297,4 +301,54 @@ func answerPlace(req *mcp.CallToolRequest) string {
 		return ""
 	}
 	return req.Extra.Header.Get(HeaderAnswer)
+}
+
+// answer is the MCP result for a call as it stands: the outcome, what a
+// person changed, the signed receipt of a final call (fresh: it ended
+// while this request waited), and, for a call decided before (replay), that
+// it is a replay. An upstream's result is answered in its own bytes, with
+// these added, when web waits for them in the place named (answer.go).
+func (gw *Gateway) answer(ctx context.Context, tool *tools.Tool, call *models.ToolCall, fresh, replay bool, relay *upstream.Relay, place string) *mcp.CallToolResult {
+	add, note := gw.said(ctx, tool, call, fresh, replay)
+	if place != "" {
+		if b := asSent(tool, call, add); b != nil && gw.Answers.put(place, b) {
+			return &mcp.CallToolResult{Content: []mcp.Content{}, Meta: mcp.Meta{MetaAnswer: place}}
+		}
+	}
+	return withSaid(result(call, tool, note, relay), add)
+}
+
+// asSent is an upstream's result in the bytes it sent, with add spliced
+// in (nil: not an upstream's result, or not as it was sent).
+func asSent(tool *tools.Tool, call *models.ToolCall, add additions) []byte {
+	if tool.Upstream == "" || call.Status != models.CallSucceeded {
+		return nil
+	}
+	b, err := splice([]byte(call.Result), add)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// said is what Countersign adds to a call's result (answer), and what a
+// person changed in words ("": nothing).
+func (gw *Gateway) said(ctx context.Context, tool *tools.Tool, call *models.ToolCall, fresh, replay bool) (additions, string) {
+	note := gw.changedNote(ctx, call)
+	add := changeSaid(tool, call, note)
+	if call.Status.Final() && gw.Receipt != nil {
+		// Countersign's own words: the signed receipt of what it decided
+		// and how the call ended.
+		if jws, err := gw.Receipt(ctx, call, fresh); err == nil {
+			add.meta = append(add.meta, member{MetaReceipt, jws})
+		}
+	}
+	if replay {
+		replayed := map[string]any{"call": call.ID, "status": string(call.Status)}
+		if call.FinishedAt != nil {
+			replayed["finished_at"] = call.FinishedAt.UTC().Format(time.RFC3339Nano)
+		}
+		add.meta = append(add.meta, member{MetaReplay, replayed})
+	}
+	return add, note
 }

@@ -228,36 +228,6 @@ func (gw *Gateway) ask(ctx context.Context, ag *models.Agent, tool *tools.Tool, 
 		Args: []byte(args), Context: callContext(meta), NewIntent: newIntent})
 }
 
-// answer is the MCP result for a call as it stands: the outcome, what a
-// person changed, the signed receipt of a final call (fresh: it ended
-// while this request waited), and, for a call decided before (replay), that
-// it is a replay. An upstream's result is answered in its own bytes, with
-// these added, when web waits for them in the place named (answer.go).
-func (gw *Gateway) answer(ctx context.Context, tool *tools.Tool, call *models.ToolCall, fresh, replay bool, relay *upstream.Relay, place string) *mcp.CallToolResult {
-	note := gw.changedNote(ctx, call)
-	add := changeSaid(tool, call, note)
-	if call.Status.Final() && gw.Receipt != nil {
-		// Countersign's own words: the signed receipt of what it decided
-		// and how the call ended.
-		if jws, err := gw.Receipt(ctx, call, fresh); err == nil {
-			add.meta = append(add.meta, member{MetaReceipt, jws})
-		}
-	}
-	if replay {
-		replayed := map[string]any{"call": call.ID, "status": string(call.Status)}
-		if call.FinishedAt != nil {
-			replayed["finished_at"] = call.FinishedAt.UTC().Format(time.RFC3339Nano)
-		}
-		add.meta = append(add.meta, member{MetaReplay, replayed})
-	}
-	if place != "" && tool.Upstream != "" && call.Status == models.CallSucceeded {
-		if b, err := splice([]byte(call.Result), add); err == nil && gw.Answers.put(place, b) {
-			return &mcp.CallToolResult{Content: []mcp.Content{}, Meta: mcp.Meta{MetaAnswer: place}}
-		}
-	}
-	return withSaid(result(call, tool, note, relay), add)
-}
-
 // changeSaid tells what a person changed (note, "": nothing): a text block
 // before the content, and in _meta and, for clients that read nothing but
 // the structured content (Mastra), beside the upstream's keys in it (none

@@ -118,8 +118,10 @@ func (gw *Gateway) GetTask(ctx context.Context, ag *models.Agent, id string) (*T
 
 // TaskResult is the result of the agent's task id, as a tools/call without
 // a task would have answered it: it waits until the task ends (or ctx
-// does, when the client gives up: an error then).
-func (gw *Gateway) TaskResult(ctx context.Context, ag *models.Agent, id string) (*mcp.CallToolResult, error) {
+// does, when the client gives up: an error then). An upstream's result is
+// in the bytes it sent (json.RawMessage; ended), others an
+// *mcp.CallToolResult.
+func (gw *Gateway) TaskResult(ctx context.Context, ag *models.Agent, id string) (any, error) {
 	call, _, err := gw.Outside.AgentsCall(ctx, ag, id)
 	if err != nil {
 		return nil, taskNotFound(err, id)
@@ -128,24 +130,25 @@ func (gw *Gateway) TaskResult(ctx context.Context, ag *models.Agent, id string) 
 	if gw.Outside.Waiting(call) {
 		return nil, fault.Errorf(fault.Unavailable, "task %s is still working: a person has not decided yet", call.ID)
 	}
-	r := gw.ended(ctx, call)
-	meta := r.GetMeta()
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	meta[MetaRelatedTask] = map[string]any{"taskId": call.ID}
-	r.SetMeta(meta)
-	return r, nil
+	return gw.ended(ctx, call, member{MetaRelatedTask, map[string]any{"taskId": call.ID}}), nil
 }
 
-// ended is the result of a call that ended, handed over to the agent.
-func (gw *Gateway) ended(ctx context.Context, call *models.ToolCall) *mcp.CallToolResult {
+// ended is the result of a call that ended, handed over to the agent, with
+// extra members in its _meta: an upstream's in the bytes it sent
+// (json.RawMessage, Countersign's words spliced in), else the SDK's
+// result (*mcp.CallToolResult).
+func (gw *Gateway) ended(ctx context.Context, call *models.ToolCall, extra ...member) any {
 	_ = gw.Outside.HandedOver(ctx, call)
 	tool, ok := gw.Outside.Gate.Tools().Get(call.Tool)
 	if !ok {
 		tool = &tools.Tool{Name: call.Tool} // since removed: the result as recorded, in text
 	}
-	return gw.answer(ctx, tool, call, false, false, nil, "")
+	add, note := gw.said(ctx, tool, call, false, false)
+	add.meta = append(add.meta, extra...)
+	if b := asSent(tool, call, add); b != nil {
+		return json.RawMessage(b)
+	}
+	return withSaid(result(call, tool, note, nil), add)
 }
 
 // CancelTask withdraws the agent's task id while it waits for a person: the
