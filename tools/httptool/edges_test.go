@@ -170,7 +170,10 @@ func TestSecretsAreHiddenByTheirDecodedValue(t *testing.T) {
 	for _, tc := range []struct{ answer, want string }{
 		{`{"echo":"tok\u003c\u0026\u003e\u00e9/1"}`, `{"echo":"[secret]"}`},
 		{`{"echo":"tok<&>\u00e9\/1 was sent"}`, `{"echo":"[secret] was sent"}`},
-		{`{"nested":{"list":["a","tok<&>é/1"]},"inner":"{\"t\":\"tok\\u003c\\u0026\\u003e\\u00e9/1\"}"}`, `{"inner":"{\"t\":\"[secret]\"}","nested":{"list":["a","[secret]"]}}`},
+		{`{"nested":{"list":["a","tok<&>é/1"]},"inner":"{\"t\":\"tok\\u003c\\u0026\\u003e\\u00e9/1\"}"}`, `{"nested":{"list":["a","[secret]"]},"inner":"{\"t\":\"[secret]\"}"}`},
+		// Only what held a secret is written anew: the rest as it came.
+		{`{"z":"tok<&>é/1" , "a":"<b>\u00e9\/</b>","n":1.50e0}`, `{"z":"[secret]" , "a":"<b>\u00e9\/</b>","n":1.50e0}`},
+		{`["tok\u003c\u0026\u003e\u00e9/1",{"tok<&>é/1":1}]`, `["[secret]",{"[secret]":1}]`},
 		{`{"port":18901,"total":189014}`, `{"port":"[secret]","total":189014}`},
 		{`{"total":189014, "ok": true}`, `{"total":189014, "ok": true}`},
 	} {

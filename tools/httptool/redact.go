@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	sjson "github.com/segmentio/encoding/json"
 )
 
 // secretForms are the ways a secret can appear in text: as itself, and as
@@ -161,18 +163,85 @@ func (r *redactor) value(v any) (out any, changed bool) {
 	return v, false
 }
 
-// json hides the secrets in a JSON document by its decoded values. An
-// answer with no secret in it is kept byte for byte; one with a secret is
-// encoded again (valid JSON, the same shape).
+// json hides the secrets in a JSON document by its decoded values, in its
+// own bytes: each string (key or value) that holds a secret, however it
+// was escaped, is written anew with "[secret]" in its place, a number that
+// is one becomes the string "[secret]", and every other byte is kept as it
+// came (a big result is read once, not decoded). A document that is not
+// JSON is hidden as text.
 func (r *redactor) json(raw []byte) []byte {
 	if len(r.forms) == 0 {
 		return raw
 	}
+	// A string without escapes holds a secret only where its bytes do:
+	// one look over all of them. Those with escapes are read each.
+	plain := r.inBytes(raw)
+	t := sjson.NewTokenizer(raw)
+	var out []byte // nil: nothing hidden yet
+	last := 0
+	for t.Next() {
+		v := t.Value
+		var with []byte
+		switch {
+		case v.String() && (plain || t.Kind() != sjson.Unescaped):
+			if s := string(t.String()); r.text(s) != s {
+				with = quoted(r.text(s))
+			}
+		case v.Number() && plain:
+			for _, s := range r.values {
+				if string(v) == s {
+					with = []byte(`"[secret]"`)
+				}
+			}
+		}
+		if with != nil {
+			end := len(raw) - t.Remaining()
+			out = append(append(out, raw[last:end-len(v)]...), with...)
+			last = end
+		}
+	}
+	if t.Err != nil {
+		return r.decoded(raw)
+	}
+	if out == nil {
+		out = raw
+	} else {
+		out = append(out, raw[last:]...)
+	}
+	if plain && r.inBytes(out) {
+		return r.decoded(raw) // a secret outside what was read as a value: not JSON as it seemed
+	}
+	return out
+}
+
+// inBytes says whether any form of a secret is in b.
+func (r *redactor) inBytes(b []byte) bool {
+	for _, f := range r.forms {
+		if bytes.Contains(b, []byte(f)) {
+			return true
+		}
+	}
+	return false
+}
+
+// quoted is s as a JSON string, <, > and & as they are.
+func quoted(s string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return bytes.TrimSpace(b.Bytes())
+}
+
+// decoded hides the secrets in a JSON document by decoding it and
+// encoding it again (valid JSON, the same shape); one that is not JSON is
+// hidden as text.
+func (r *redactor) decoded(raw []byte) []byte {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
-	if err := dec.Decode(&v); err != nil {
-		return []byte(r.text(string(raw)))
+	if !json.Valid(raw) || dec.Decode(&v) != nil {
+		return []byte(r.text(string(raw))) // text after a value too
 	}
 	out, changed := r.value(v)
 	if !changed {
