@@ -73,3 +73,25 @@ func TestAnHTTPServersBigStreamedAnswerIsKeptAndTheSDKGetsAStandIn(t *testing.T)
 		t.Errorf("the result kept is %.100q (a stand-in handed on: %v)", raw.bytes(), raw.lightened())
 	}
 }
+
+// A server that never ends an event is not held in memory past what the
+// SDK would read of it: the stream reaches the SDK as it came.
+func TestAnEndlessEventIsNotHeld(t *testing.T) {
+	r, w := io.Pipe()
+	go func() {
+		_, _ = w.Write([]byte("data: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\""))
+		chunk := []byte(strings.Repeat("x", 1<<20))
+		for range 20 {
+			_, _ = w.Write(chunk)
+		}
+		_ = w.Close()
+	}()
+	body := &watchedBody{ReadCloser: r, u: &Server{}, raw: &rawResult{id: []byte("3")}}
+	n, err := io.Copy(io.Discard, body)
+	if err != nil || n < 20<<20 {
+		t.Fatalf("the SDK read %d bytes (%v)", n, err)
+	}
+	if body.raw != nil || len(body.whole) > 0 || len(body.line) > maxWatchedLine {
+		t.Errorf("still holding %d bytes of the event", len(body.whole)+len(body.line))
+	}
+}

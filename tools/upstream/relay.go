@@ -296,6 +296,11 @@ type watchedBody struct {
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	if b.raw == nil {
+		if len(b.out) > 0 { // held before an event grew too big to hold
+			n := copy(p, b.out)
+			b.out = b.out[n:]
+			return n, nil
+		}
 		n, err := b.ReadCloser.Read(p)
 		b.feed(p[:n])
 		return n, err
@@ -323,8 +328,16 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// feed takes what was read of the stream, a line at a time.
+// feed takes what was read of the stream, a line at a time. An event
+// longer than the SDK reads (mcp.DefaultMaxEventSize: a server that never
+// ends one) is not held: it and the rest of the stream reach the SDK as
+// they come, which refuses it.
 func (b *watchedBody) feed(rest []byte) {
+	if b.raw != nil && len(b.whole)+len(b.line)+len(rest) > mcp.DefaultMaxEventSize {
+		b.out = append(append(append(b.out, b.whole...), b.line...), rest...)
+		b.raw, b.whole, b.fields, b.line, b.event = nil, nil, nil, nil, nil
+		return
+	}
 	for len(rest) > 0 {
 		i := bytes.IndexByte(rest, '\n')
 		if i < 0 {
