@@ -38,6 +38,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err := b.connect(ctx); err != nil {
 		return fmt.Errorf("connect to %s: %w", b.endpoint, err)
 	}
+	// A tool the server does not offer is an error result, as through /mcp.
+	b.local.AddReceivingMiddleware(mcpgate.UnknownToolAsResult(false))
 	go b.keep(ctx)
 	defer b.close()
 	out := stdiolines.NewWriter(stdout)

@@ -391,6 +391,11 @@ func TestTheBridgeAnswersMalformedLines(t *testing.T) {
 	if _, err := io.WriteString(clientOut, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
 		t.Fatal(err)
 	}
+	// A tool the server does not offer is an error result, as through /mcp.
+	if m := reply(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"nope","arguments":{}}}`); fmt.Sprint(m["result"]) == "<nil>" ||
+		m["result"].(map[string]any)["isError"] != true || !strings.Contains(fmt.Sprint(m["result"]), `unknown tool "nope"`) {
+		t.Errorf("a tool not offered, through the bridge: %v", m)
+	}
 	// Ids of any JSON type come back as the client wrote them.
 	for _, id := range []string{`1.5`, `true`, `{"b":[1,"x"]}`, `18446744073709551616`, `-0.0`, `"s"`, `12`} {
 		sent := `{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`

@@ -61,20 +61,21 @@ func (gw *Gateway) Server(ag *models.Agent, modern bool) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, &mcp.ServerOptions{
 		CompletionHandler: gw.completer(modern), SubscribeHandler: gw.subscribe, UnsubscribeHandler: gw.unsubscribe,
 	})
-	s.AddReceivingMiddleware(unknownToolAsResult(modern))
+	s.AddReceivingMiddleware(UnknownToolAsResult(modern))
 	gw.Offer(s, ag, modern, nil, gw.Outside.Gate.Tools())
 	return s
 }
 
-// unknownToolAsResult answers a call to a tool Countersign does not offer
+// UnknownToolAsResult answers a call to a tool Countersign does not offer
 // with a tool error result, as most MCP servers do (the TypeScript and
 // Python SDKs' servers, the reference everything-server) and as a model
 // reads best, instead of the Go SDK's JSON-RPC error: the client reads the
 // refusal where it reads any failed call, and nothing reached a server.
 // (Countersign does not forward such a call to learn how the server
 // would have answered: a tool it does not list is one the gate knows
-// nothing of.) modern: for clients of the revisions without sessions.
-func unknownToolAsResult(modern bool) mcp.Middleware {
+// nothing of.) modern: for clients of the revisions without sessions (or
+// a session of such a revision, as the stdio bridge may have).
+func UnknownToolAsResult(modern bool) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			res, err := next(ctx, method, req)
@@ -87,7 +88,11 @@ func unknownToolAsResult(modern bool) mcp.Middleware {
 			text, _ := json.Marshal(fmt.Sprintf("unknown tool %q: Countersign offers no tool of that name to this client (tools/list says which it does)",
 				tools.Truncate(call.Params.Name, 100)))
 			wire := `{"content":[{"type":"text","text":` + string(text) + `}],"isError":true`
-			if modern { // decoded, so that the client is told the result is complete, as of every other
+			sessionless := modern
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && !modern && ss.InitializeParams() != nil {
+				sessionless = ss.InitializeParams().ProtocolVersion >= upstream.ModernProtocol
+			}
+			if sessionless { // decoded, so that the client is told the result is complete, as of every other
 				wire += `,"resultType":"complete"`
 			}
 			out := new(mcp.CallToolResult)
