@@ -28,6 +28,8 @@ type modernSide struct {
 	tools   []*tools.Tool
 	skipped []string
 	offers  Offers
+	// offersSkipped: what of its prompts and resources could not be listed.
+	offersSkipped []string
 }
 
 // connectModern opens the stateless side of an HTTP server and lists its
@@ -58,7 +60,7 @@ func (u *Server) connectModern(ctx context.Context) *modernSide {
 		return nil
 	}
 	offers, offersSkipped := u.listOffers(ctx, s)
-	return &modernSide{session: s, tools: list, skipped: append(skipped, offersSkipped...), offers: offers}
+	return &modernSide{session: s, tools: list, skipped: skipped, offers: offers, offersSkipped: offersSkipped}
 }
 
 // relistModern takes up a tool list the server says has changed at

@@ -160,7 +160,7 @@ func (u *Server) relistOffers(s *mcp.ClientSession) {
 		u.offers, u.offersSkipped = o, skipped
 	case u.modern:
 		changed = o.Shape() != u.modernOffers.Shape()
-		u.modernOffers = o
+		u.modernOffers, u.modernOffersSkipped = o, skipped
 	}
 	u.mu.Unlock()
 	if changed {

@@ -128,13 +128,14 @@ type Server struct {
 	shape                        string // what the tools look like, to see a change
 	st                           tools.UpstreamStatus
 
-	offers        Offers              // besides tools (offers.go)
-	modernOffers  Offers              // and as listed at ModernProtocol
-	offersSkipped []string            // what of them could not be listed
-	subs          map[string]bool     // resources subscribed to, again on reconnecting
-	calls         map[string]*Relay   // in flight, by the progress token sent (relay.go)
-	watched       bool                // over HTTP: what comes on a call's stream is that call's
-	asked         map[string][]*Relay // the upstream's requests on calls' streams, not yet handled
+	offers              Offers // besides tools (offers.go)
+	modernOffers        Offers // and as listed at ModernProtocol
+	modernOffersSkipped []string
+	offersSkipped       []string            // what of them could not be listed
+	subs                map[string]bool     // resources subscribed to, again on reconnecting
+	calls               map[string]*Relay   // in flight, by the progress token sent (relay.go)
+	watched             bool                // over HTTP: what comes on a call's stream is that call's
+	asked               map[string][]*Relay // the upstream's requests on calls' streams, not yet handled
 }
 
 // New reads an MCP server's entry and connects to it once. A server that
@@ -262,7 +263,7 @@ func (u *Server) connect() error {
 		_ = u.modern.Close()
 	}
 	u.session, u.modern, u.modernTools, u.modernSkipped = session, modern.session, modern.tools, modern.skipped
-	u.modernOffers = modern.offers
+	u.modernOffers, u.modernOffersSkipped = modern.offers, modern.offersSkipped
 	changed := u.use(list, skipped)
 	if offers.Shape() != u.offers.Shape() || modern.offers.Shape() != u.modernOffers.Shape() {
 		changed = true
@@ -429,7 +430,7 @@ func (u *Server) Status() tools.UpstreamStatus {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	st := u.st
-	st.Skipped = append(slices.Clone(u.st.Skipped), u.offersSkipped...)
+	st.Skipped = append(slices.Concat(u.st.Skipped, u.offersSkipped), u.modernOffersSkipped...)
 	o := u.offers
 	if u.session == nil {
 		o = Offers{Off: o.Off}
