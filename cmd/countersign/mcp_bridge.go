@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -38,8 +39,9 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err := b.connect(ctx); err != nil {
 		return fmt.Errorf("connect to %s: %w", b.endpoint, err)
 	}
-	// A tool the server does not offer is an error result, as through /mcp.
-	b.local.AddReceivingMiddleware(mcpgate.UnknownToolAsResult(false))
+	// A tool the server does not offer is an error result, as through /mcp;
+	// the tools are listed in the server's order, not the SDK's by name.
+	b.local.AddReceivingMiddleware(mcpgate.UnknownToolAsResult(false), b.inServersOrder)
 	go b.keep(ctx)
 	defer b.close()
 	out := stdiolines.NewWriter(stdout)
@@ -65,6 +67,7 @@ type bridge struct {
 	remote *mcp.ClientSession
 	ready  chan struct{} // closed while remote is usable
 	listed map[string]bool
+	place  map[string]int // where the server lists each tool
 }
 
 func (b *bridge) client() *mcp.Client {
@@ -149,13 +152,13 @@ func (b *bridge) session(ctx context.Context) (*mcp.ClientSession, error) {
 // relist offers the server's tools now: new ones added, gone ones removed;
 // the SDK tells the client the list changed.
 func (b *bridge) relist(ctx context.Context, remote *mcp.ClientSession) error {
-	seen := map[string]bool{}
+	seen, place := map[string]bool{}, map[string]int{}
 	var tools []*mcp.Tool
 	for t, err := range remote.Tools(ctx, nil) {
 		if err != nil {
 			return err
 		}
-		seen[t.Name] = true
+		seen[t.Name], place[t.Name] = true, len(tools)
 		tools = append(tools, t)
 	}
 	b.mu.Lock()
@@ -175,8 +178,23 @@ func (b *bridge) relist(ctx context.Context, remote *mcp.ClientSession) error {
 			return b.call(ctx, name, req)
 		})
 	}
-	b.listed = seen
+	b.listed, b.place = seen, place
 	return nil
+}
+
+// inServersOrder lists the tools in the order the server listed them
+// (Countersign's own, then each MCP server's in its own order).
+func (b *bridge) inServersOrder(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if list, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+			b.mu.Lock()
+			place := b.place
+			b.mu.Unlock()
+			sort.SliceStable(list.Tools, func(i, j int) bool { return place[list.Tools[i].Name] < place[list.Tools[j].Name] })
+		}
+		return res, err
+	}
 }
 
 // call forwards one call on the session in use. A call cut by a lost

@@ -332,6 +332,10 @@ func TestTheBridgeAnswersMalformedLines(t *testing.T) {
   - name: look
     risk: read
     http: {method: GET, url: "http://127.0.0.1:9/look"}
+mcp_servers:
+  - name: ordered
+    url: "`+orderedUpstream(t)+`"
+    prefix: false
 `), 0o600)
 	db := storetest.DSN(t)
 	app := serveAppLogging(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile}, io.Discard, io.Discard)
@@ -391,6 +395,15 @@ func TestTheBridgeAnswersMalformedLines(t *testing.T) {
 	if _, err := io.WriteString(clientOut, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
 		t.Fatal(err)
 	}
+	// The tools in the order they were listed: Countersign's own, then the
+	// MCP server's in its order (not by name).
+	var listed struct {
+		Result struct{ Tools []struct{ Name string } }
+	}
+	if b, _ := json.Marshal(reply(`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`)); json.Unmarshal(b, &listed) != nil ||
+		fmt.Sprint(listed.Result.Tools) != "[{look} {zeta} {alpha}]" {
+		t.Errorf("tools/list through the bridge: %s", b)
+	}
 	// A tool the server does not offer is an error result, as through /mcp.
 	if m := reply(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"nope","arguments":{}}}`); fmt.Sprint(m["result"]) == "<nil>" ||
 		m["result"].(map[string]any)["isError"] != true || !strings.Contains(fmt.Sprint(m["result"]), `unknown tool "nope"`) {
@@ -423,4 +436,37 @@ func TestTheBridgeAnswersMalformedLines(t *testing.T) {
 		t.Fatalf("the bridge stopped: %v", err)
 	default:
 	}
+}
+
+// orderedUpstream is an MCP server over HTTP, written by hand, that lists
+// its two tools not by name (zeta, then alpha).
+func orderedUpstream(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&m) != nil || len(m.ID) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		result := `{}`
+		switch m.Method {
+		case "initialize":
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"ordered","version":"1"}}`
+		case "tools/list":
+			result = `{"tools":[{"name":"zeta","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},` +
+				`{"name":"alpha","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}`
+		case "server/discover":
+			result = ""
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if result == "" {
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`, m.ID)
+			return
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, result)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
