@@ -172,7 +172,7 @@ func (s *Server) serveMCP(c echo.Context) error {
 	// place among the held requests.
 	return s.holdRequest(c, func() error {
 		allowLongWrite(c)
-		w, done := taskCapable(c.Response(), r, msg, modern, ep.lister(modern))
+		w, done := ep.taskCapable(c.Response(), r, ag, msg, modern)
 		w, forget := ep.answerToolCalls(w, r, msg)
 		defer forget()
 		h.ServeHTTP(w, c.Request())

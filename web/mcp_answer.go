@@ -2,7 +2,6 @@ package web
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 
 	"github.com/countersign/countersign/web/mcpgate"
@@ -51,26 +50,8 @@ func (w *answering) Flush() { _ = http.NewResponseController(w.ResponseWriter).F
 // stream) with its response's result replaced by raw (false: it holds no
 // response with the stand-in).
 func withAnswer(written, raw []byte) ([]byte, bool) {
-	response := func(msg []byte) ([]byte, bool) {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Result json.RawMessage `json:"result"`
-		}
-		var standIn struct {
-			Meta map[string]json.RawMessage `json:"_meta"`
-		}
-		if json.Unmarshal(msg, &m) != nil || json.Unmarshal(m.Result, &standIn) != nil || standIn.Meta[mcpgate.MetaAnswer] == nil {
-			return nil, false
-		}
-		raw := mcpgate.WithProtocolWords(raw, m.Result)
-		out := make([]byte, 0, len(raw)+len(m.ID)+32)
-		out = append(out, `{"jsonrpc":"2.0","id":`...)
-		out = append(out, m.ID...)
-		out = append(out, `,"result":`...)
-		return append(append(out, raw...), '}'), true
-	}
 	if t := bytes.TrimSpace(written); len(t) > 0 && t[0] == '{' {
-		return response(t)
+		return mcpgate.AnswerIn(t, raw)
 	}
 	// An event: its data line is the message. The result's line breaks
 	// (JSON's white space) would end the line: each goes on a data line
@@ -80,7 +61,7 @@ func withAnswer(written, raw []byte) ([]byte, bool) {
 		return nil, false
 	}
 	data, after, _ := bytes.Cut(rest, []byte("\n"))
-	msg, ok := response(data)
+	msg, ok := mcpgate.AnswerIn(data, raw)
 	if !ok {
 		return nil, false
 	}

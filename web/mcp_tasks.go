@@ -173,19 +173,21 @@ func (ep *mcpEndpoint) hasSession(ag *models.Agent, id string) bool {
 // words, that tasks are spoken here: the tasks capability (tools/call,
 // cancel) in initialize's result, and each tool's execution.taskSupport
 // "optional" in tools/list (a call may wait for a person; a client may
-// wait as a task or be held). Other requests: w itself, and done does
-// nothing.
-func taskCapable(w http.ResponseWriter, r *http.Request, m *rpcMessage, modern bool, listed listedTool) (http.ResponseWriter, func()) {
+// wait as a task or be held); not to the stdio bridge (bridged). Other
+// requests: w itself, and done does nothing.
+func (ep *mcpEndpoint) taskCapable(w http.ResponseWriter, r *http.Request, ag *models.Agent, m *rpcMessage, modern bool) (http.ResponseWriter, func()) {
 	if m == nil {
 		return w, func() {}
 	}
+	// A 2025-11-25 session is told each tool may be called as a task.
+	tasks := m.Method == "tools/list" && !modern && r.Header.Get("Mcp-Protocol-Version") == TasksMCP && !ep.bridged(ag, r, m)
 	var p struct {
 		Meta map[string]any `json:"_meta"`
 	}
 	switch {
 	case modern && m.Method == "server/discover":
 	case modern && m.Method == "tools/call" && json.Unmarshal(m.Params, &p) == nil && mcpgate.DeclaresTasks(p.Meta):
-	case !modern && m.Method == "initialize":
+	case !modern && m.Method == "initialize" && !ep.bridged(ag, r, m):
 	case m.Method == "tools/list": // each tool as its server listed it (mcp_listing.go)
 	default:
 		return w, func() {}
@@ -196,7 +198,7 @@ func taskCapable(w http.ResponseWriter, r *http.Request, m *rpcMessage, modern b
 		if cw.code == http.StatusOK {
 			out = rewriteMessages(out, func(res map[string]json.RawMessage) bool {
 				if m.Method == "tools/list" {
-					return toolsAsListed(res, listed, !modern && r.Header.Get("Mcp-Protocol-Version") == TasksMCP)
+					return mcpgate.ToolsAsListed(res, ep.lister(modern), tasks)
 				}
 				return addTasks(m.Method, res)
 			})
@@ -339,4 +341,30 @@ func rawReply(id json.RawMessage, result any) ([]byte, bool) {
 	}
 	out := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
 	return append(append(append(out, `,"result":`...), inner...), '}'), true
+}
+
+// bridged says whether a 2025 session's initialize or tools/list comes
+// from the stdio bridge (mcpgate.BridgeClient).
+func (ep *mcpEndpoint) bridged(ag *models.Agent, r *http.Request, m *rpcMessage) bool {
+	switch m.Method {
+	case "initialize":
+		var p struct {
+			ClientInfo struct {
+				Name string `json:"name"`
+			} `json:"clientInfo"`
+		}
+		return json.Unmarshal(m.Params, &p) == nil && p.ClientInfo.Name == mcpgate.BridgeClient
+	case "tools/list":
+		id := r.Header.Get("Mcp-Session-Id")
+		if id == "" {
+			return false
+		}
+		for ss := range ep.server(ag, false).Sessions() {
+			if ss.ID() == id {
+				p := ss.InitializeParams()
+				return p != nil && p.ClientInfo != nil && p.ClientInfo.Name == mcpgate.BridgeClient
+			}
+		}
+	}
+	return false
 }

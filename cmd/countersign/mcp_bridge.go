@@ -18,6 +18,7 @@ import (
 
 	"github.com/countersign/countersign/cmd/countersign/internal/stdiolines"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools/upstream"
 	"github.com/countersign/countersign/web/mcpgate"
 )
 
@@ -35,17 +36,20 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return usageError("mcp needs --agent-key (or COUNTERSIGN_AGENT_KEY)")
 	}
 	b := &bridge{endpoint: strings.TrimSuffix(*url, "/") + "/mcp", key: *key, stderr: stderr, conversation: "bridge:" + models.NewID("br"),
-		local: mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, nil), listed: map[string]bool{}}
+		local: mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, nil), listed: map[string]string{},
+		version: legacyMCP, answers: newAnswers()}
 	if err := b.connect(ctx); err != nil {
 		return fmt.Errorf("connect to %s: %w", b.endpoint, err)
 	}
 	// A tool the server does not offer is an error result, as through /mcp;
 	// the tools are listed in the server's order, not the SDK's by name.
-	b.local.AddReceivingMiddleware(mcpgate.UnknownToolAsResult(false), b.inServersOrder)
+	// What the server lists and answers is written in its bytes
+	// (mcp_bridge_bytes.go); a 2026-07-28 client is served at that revision.
+	b.local.AddReceivingMiddleware(mcpgate.UnknownToolAsResult(false), b.inServersOrder, b.markListed, b.atClientsRevision)
 	go b.keep(ctx)
 	defer b.close()
 	out := stdiolines.NewWriter(stdout)
-	return b.local.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdiolines.Guard(stdin, out)), Writer: nopWriteCloser{out}})
+	return b.local.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdiolines.Guard(stdin, out)), Writer: nopWriteCloser{answering{b, out}}})
 }
 
 // bridge is the stdio side (local, the client's server) over a session with
@@ -62,16 +66,22 @@ type bridge struct {
 	stderr       io.Writer
 	local        *mcp.Server
 	asking       sync.Map // progressKey(token) -> *mcp.ServerSession
+	answers      *answers
 
 	mu     sync.Mutex
 	remote *mcp.ClientSession
-	ready  chan struct{} // closed while remote is usable
-	listed map[string]bool
-	place  map[string]int // where the server lists each tool
+	ready  chan struct{}              // closed while remote is usable
+	listed map[string]string          // each tool as the server listed it (relist)
+	place  map[string]int             // where the server lists each tool
+	wire   map[string]json.RawMessage // each tool in the bytes the server listed it in
+	// version is the revision the server is spoken to at: the client's
+	// (legacyMCP, or "" for the latest, 2026-07-28, once the client is
+	// seen to speak it).
+	version string
 }
 
 func (b *bridge) client() *mcp.Client {
-	return mcp.NewClient(&mcp.Implementation{Name: "countersign-mcp-bridge", Version: "1"}, &mcp.ClientOptions{
+	return mcp.NewClient(&mcp.Implementation{Name: mcpgate.BridgeClient, Version: "1"}, &mcp.ClientOptions{
 		// Progress the server sends for a call goes back to the client that
 		// asked, under the client's own token.
 		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -89,8 +99,11 @@ func (b *bridge) client() *mcp.Client {
 
 // connect opens a session with the server and offers its tools.
 func (b *bridge) connect(ctx context.Context) error {
+	b.mu.Lock()
+	version := b.version
+	b.mu.Unlock()
 	remote, err := b.client().Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.endpoint,
-		HTTPClient: &http.Client{Transport: bearerAuth(b.key)}}, nil)
+		HTTPClient: &http.Client{Transport: upstream.KeepingResults(bearerAuth(b.key))}}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		return err
 	}
@@ -119,8 +132,14 @@ func (b *bridge) keep(ctx context.Context) {
 			return
 		}
 		b.mu.Lock()
-		b.unready() // calls wait for the next session
+		replaced := b.remote != remote // at the client's revision (speak)
+		if !replaced {
+			b.unready() // calls wait for the next session
+		}
 		b.mu.Unlock()
+		if replaced {
+			continue
+		}
 		fmt.Fprintf(b.stderr, "countersign mcp: the connection to %s ended; connecting again\n", b.endpoint)
 		eb := backoff.NewExponentialBackOff()
 		eb.InitialInterval, eb.MaxInterval = 200*time.Millisecond, 30*time.Second
@@ -149,23 +168,35 @@ func (b *bridge) session(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 }
 
-// relist offers the server's tools now: new ones added, gone ones removed;
-// the SDK tells the client the list changed.
+// relist offers the server's tools now: new ones added, gone ones removed,
+// changed ones replaced; the SDK tells the client the list changed. A list
+// the same as before but for its order changes nothing the SDK sees.
 func (b *bridge) relist(ctx context.Context, remote *mcp.ClientSession) error {
-	seen, place := map[string]bool{}, map[string]int{}
+	seen, place, wire := map[string]string{}, map[string]int{}, map[string]json.RawMessage{}
 	var tools []*mcp.Tool
-	for t, err := range remote.Tools(ctx, nil) {
+	params := &mcp.ListToolsParams{}
+	for page := 0; page == 0 || params.Cursor != ""; page++ {
+		if page == maxListPages {
+			return fmt.Errorf("list tools: more than %d pages", maxListPages)
+		}
+		pctx, got, _ := upstream.WithResultBytes(ctx)
+		res, err := remote.ListTools(pctx, params)
 		if err != nil {
 			return err
 		}
-		seen[t.Name], place[t.Name] = true, len(tools)
-		tools = append(tools, t)
+		listed := upstream.ListedTools(got(), len(res.Tools))
+		for i, t := range res.Tools {
+			sdk, _ := json.Marshal(t)
+			seen[t.Name], place[t.Name], wire[t.Name] = string(sdk)+"\x00"+string(listed[i]), len(tools), listed[i]
+			tools = append(tools, t)
+		}
+		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var gone []string
 	for name := range b.listed {
-		if !seen[name] {
+		if _, ok := seen[name]; !ok {
 			gone = append(gone, name)
 		}
 	}
@@ -174,13 +205,19 @@ func (b *bridge) relist(ctx context.Context, remote *mcp.ClientSession) error {
 	}
 	for _, t := range tools {
 		name := t.Name
+		if b.listed[name] == seen[name] {
+			continue
+		}
 		b.local.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return b.call(ctx, name, req)
 		})
 	}
-	b.listed, b.place = seen, place
+	b.listed, b.place, b.wire = seen, place, wire
 	return nil
 }
+
+// maxListPages bounds the server's tool list (one that pages for ever).
+const maxListPages = 1000
 
 // inServersOrder lists the tools in the order the server listed them
 // (Countersign's own, then each MCP server's in its own order).
@@ -195,6 +232,43 @@ func (b *bridge) inServersOrder(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return res, err
 	}
+}
+
+// legacyMCP is the revision the server is spoken to at for a client that
+// initializes (2025-11-25 and before): a session, and each tool and result
+// as /mcp gives such a client.
+const legacyMCP = "2025-11-25"
+
+// atClientsRevision speaks to the server at the latest revision
+// (2026-07-28, without sessions) once the client is seen to speak it
+// (server/discover, which only such a client sends): what it is offered
+// and answered is then what /mcp gives a 2026-07-28 client.
+func (b *bridge) atClientsRevision(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "server/discover" {
+			b.speak(ctx, "")
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// speak connects to the server anew at version, unless it is already
+// spoken to at it; calls wait meanwhile. Should the connection fail, keep
+// connects again, with backoff.
+func (b *bridge) speak(ctx context.Context, version string) {
+	b.mu.Lock()
+	if b.version == version {
+		b.mu.Unlock()
+		return
+	}
+	b.version = version
+	old := b.remote
+	b.unready()
+	b.mu.Unlock()
+	if err := b.connect(ctx); err != nil {
+		fmt.Fprintf(b.stderr, "countersign mcp: connecting to %s at the client's revision: %v\n", b.endpoint, err)
+	}
+	_ = old.Close()
 }
 
 // call forwards one call on the session in use. A call cut by a lost
@@ -228,7 +302,11 @@ func (b *bridge) call(ctx context.Context, name string, req *mcp.CallToolRequest
 		if err != nil {
 			return nil, err
 		}
-		res, err := remote.CallTool(ctx, params)
+		cctx, got, _ := upstream.WithResultBytes(ctx)
+		res, err := remote.CallTool(cctx, params)
+		if raw := got(); err == nil && raw != nil {
+			return b.answers.standIn(raw), nil // written in the server's bytes
+		}
 		// Only a call the server never took is sent again: its session was
 		// gone (a restart answers 404 before doing anything). A connection
 		// lost after sending is the client's to retry.

@@ -149,3 +149,22 @@ func (r *rawResult) lightAnswer(msg []byte) (out []byte, answer bool) {
 	out = append([]byte(`{"jsonrpc":"2.0","id":`), id...)
 	return append(append(append(out, `,"result":`...), standIn...), '}'), true
 }
+
+// KeepingResults is next, with the result of each call made under a
+// context from WithResultBytes kept as it came (the stdio bridge's hop to
+// /mcp, countersign mcp); a big tool result is decoded by the SDK as a
+// stand-in, as for an upstream.
+func KeepingResults(next http.RoundTripper) http.RoundTripper { return watching{next: next} }
+
+// WithResultBytes asks for the bytes of the result of the request made
+// with the context it returns (through KeepingResults); got is them (nil:
+// not heard), and lightened says whether the SDK decoded a stand-in for
+// them, not them.
+func WithResultBytes(ctx context.Context) (_ context.Context, got func() []byte, lightened func() bool) {
+	ctx, r := withRawResult(ctx)
+	return ctx, r.bytes, r.lightened
+}
+
+// ListedTools is each tool of a tools/list result in the bytes it came in
+// (nil each when they are not known, or not n of them).
+func ListedTools(result []byte, n int) []json.RawMessage { return listed(result, n) }

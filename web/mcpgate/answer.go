@@ -225,17 +225,21 @@ func MarshalRaw(v any) ([]byte, error) {
 // WithProtocolWords is a result written in an upstream's bytes (raw) with
 // what the SDK added to the stand-in for the client's protocol revision
 // (a 2026-07-28 result's resultType and _meta serverInfo): each member
-// of the stand-in but its content and MetaAnswer that raw lacks.
+// of the stand-in but its content and MetaAnswer that raw lacks (in _meta,
+// in raw's _meta).
 func WithProtocolWords(raw, standIn []byte) []byte {
 	var in map[string]json.RawMessage
 	if json.Unmarshal(standIn, &in) != nil {
 		return raw
 	}
 	var add additions
-	var meta map[string]json.RawMessage
+	var meta, has map[string]json.RawMessage
 	_ = json.Unmarshal(in["_meta"], &meta)
+	if o, err := rawjson.ReadObject(raw); err == nil {
+		_ = json.Unmarshal(o.Value(raw, "_meta"), &has) // raw's own: a hop that spoke the revision put them there
+	}
 	for _, k := range sortedKeys(meta) {
-		if k != MetaAnswer {
+		if _, ok := has[k]; !ok && k != MetaAnswer {
 			add.meta = append(add.meta, member{k, meta[k]})
 		}
 	}

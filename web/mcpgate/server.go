@@ -296,6 +296,12 @@ const MetaReceipt = "countersign/receipt"
 // decided before: its id, status and when it ended.
 const MetaReplay = "countersign/replay"
 
+// BridgeClient is the client name the stdio bridge (countersign mcp) gives
+// /mcp. A 2025-11-25 session of it is not told that tasks are spoken: the
+// bridge answers its own client without them, and passes on each tool as
+// /mcp lists it, which is then as its server listed it.
+const BridgeClient = "countersign-mcp-bridge"
+
 // MetaSession is the _meta key under which a request may name the
 // conversation it belongs to: calls are tied to a run by it, else by the
 // MCP session, else (a stateless request naming none) by the agent alone.

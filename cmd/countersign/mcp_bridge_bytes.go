@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/web/mcpgate"
+)
+
+// What the server (/mcp) lists and answers reaches the bridge's client in
+// the bytes the server sent, as /mcp hands on an upstream's: the bridge's
+// own SDK server would decode and encode each tool and result again,
+// escaping <, > and & anew, ordering keys its own way, dropping those it
+// does not know and adding some of its own. The SDK's client reads each
+// answer through upstream.KeepingResults, which keeps the result's bytes;
+// the bridge's SDK server is handed a stand-in (one _meta key,
+// mcpgate.MetaAnswer), and stdout (answering) gets the bytes in its place.
+
+// answers are the server's results waiting to be written in place of
+// their stand-ins, by a name no client can guess; listMark marks a
+// tools/list result, whose tools are written as the server listed them.
+type answers struct {
+	by       sync.Map // name -> []byte
+	listMark string
+}
+
+func newAnswers() *answers { return &answers{listMark: rand.Text()} }
+
+// standIn is the result the bridge's SDK server is given for the
+// server's result raw.
+func (as *answers) standIn(raw []byte) *mcp.CallToolResult {
+	name := rand.Text()
+	as.by.Store(name, raw)
+	return &mcp.CallToolResult{Content: []mcp.Content{}, Meta: mcp.Meta{mcpgate.MetaAnswer: name}}
+}
+
+// markListed marks a tools/list result to be written as listed.
+func (b *bridge) markListed(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if list, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+			if list.Meta == nil {
+				list.Meta = mcp.Meta{}
+			}
+			list.Meta[mcpgate.MetaAnswer] = b.answers.listMark
+		}
+		return res, err
+	}
+}
+
+// answering is the bridge's stdout: a line the SDK wrote with a stand-in
+// is written with what it stands in for (filled); every other line as it
+// was written.
+type answering struct {
+	b   *bridge
+	out io.Writer
+}
+
+func (w answering) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(mcpgate.MetaAnswer)) {
+		if line, ok := w.b.filled(p); ok {
+			if _, err := w.out.Write(line); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+	}
+	return w.out.Write(p)
+}
+
+// filled is a line the SDK wrote, one JSON-RPC response, with the result it
+// stands in for (false: it holds no stand-in of the bridge's).
+func (b *bridge) filled(line []byte) ([]byte, bool) {
+	msg := bytes.TrimSpace(line)
+	var env struct {
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+	}
+	var res map[string]json.RawMessage
+	var meta map[string]json.RawMessage
+	var name string
+	if json.Unmarshal(msg, &env) != nil || json.Unmarshal(env.Result, &res) != nil ||
+		json.Unmarshal(res["_meta"], &meta) != nil || json.Unmarshal(meta[mcpgate.MetaAnswer], &name) != nil {
+		return nil, false
+	}
+	var out []byte
+	if name == b.answers.listMark {
+		if delete(meta, mcpgate.MetaAnswer); len(meta) == 0 {
+			delete(res, "_meta")
+		} else if m, err := mcpgate.MarshalRaw(meta); err == nil {
+			res["_meta"] = m
+		}
+		if !mcpgate.ToolsAsListed(res, b.listedTool, false) {
+			return nil, false
+		}
+		out = append(append(append([]byte(`{"jsonrpc":"2.0","id":`), env.ID...), `,"result":`...), object(res)...)
+		out = append(out, '}')
+	} else {
+		raw, ok := b.answers.by.LoadAndDelete(name)
+		if !ok {
+			return nil, false
+		}
+		if out, ok = mcpgate.AnswerIn(msg, raw.([]byte)); !ok {
+			return nil, false
+		}
+	}
+	// One message a line: the line breaks of the server's bytes (JSON's
+	// white space between values; a string holds none) become spaces.
+	for i, c := range out {
+		if c == '\n' || c == '\r' {
+			out[i] = ' '
+		}
+	}
+	return append(out, '\n'), true
+}
+
+// listedTool is a tool in the bytes the server listed it in, and its place
+// in the server's list.
+func (b *bridge) listedTool(name string) (json.RawMessage, [2]int, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	place, ok := b.place[name]
+	return b.wire[name], [2]int{0, place}, ok
+}
+
+// object is the members as one JSON object, by key, each value in its own
+// bytes (json.Marshal would take the white space out of them).
+func object(members map[string]json.RawMessage) []byte {
+	out := []byte{'{'}
+	for i, k := range slices.Sorted(maps.Keys(members)) {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		key, _ := mcpgate.MarshalRaw(k)
+		out = append(append(append(out, key...), ':'), members[k]...)
+	}
+	return append(out, '}')
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models/storage/storetest"
+)
+
+// bridgeTools are the tools the odd server lists, not by name, as no Go
+// encoder writes them: keys out of order, ones no SDK knows, a JSON Schema
+// 2020-12 schema, escapes where none are needed, and <, > and & where Go
+// escapes them.
+var bridgeTools = []string{
+	`{"name":"zz_odd","inputSchema":{"type":"object","$defs":{"s":{"pattern":"^<\\w+>$"}},"additionalProperties":false},"x-vendor":{"b":"<&>","a":1.50},"annotations":{"readOnlyHint":true}}`,
+	`{"annotations":{"readOnlyHint":true},"title":"Big \u00e9","name":"aa_big","inputSchema":{"type":"object"}}`,
+}
+
+// bridgeResult is the odd server's result: unknown keys at every level,
+// keys out of order, escapes, U+2028, numbers as written, a line break
+// between members (JSON's white space), and each content type.
+const bridgeResult = `{"unknownTop":{"keep":"me"},"content":[` +
+	`{"type":"text","text":"<b>&amp;</b> \u00e9 \u2028 \/ countersign/answer","x-vendor":{"z":1,"a":2}},` +
+	`{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png","annotations":{"priority":0.50}},` +
+	`{"type":"audio","data":"UklGRg==","mimeType":"audio/wav"},` +
+	`{"type":"resource_link","uri":"file:///a.txt","name":"a"},` +
+	`{"type":"resource","resource":{"uri":"file:///b","text":"b<>"}}],` + "\n\t" +
+	`"structuredContent":{"zeta":1,"alpha":"<&>","n":[2.50,-0,1e3]},"_meta":{"vendor/z":true,"vendor/a":"\u003c"}}`
+
+// bigBridgeResult is bridgeResult with 200 KB more text: more than the
+// bridge hands its SDK to decode.
+var bigBridgeResult = strings.Replace(bridgeResult, `"content":[`, `"content":[{"type":"text","text":"`+strings.Repeat(`\u00e9<&> `, 20000)+`"},`, 1)
+
+// bridgeUpstream is an MCP server over HTTP, written by hand, that speaks
+// 2025-11-25 and answers with bridgeTools and, for aa_big, bigBridgeResult,
+// else bridgeResult.
+func bridgeUpstream(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&m) != nil || len(m.ID) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		result := ""
+		switch {
+		case m.Method == "initialize":
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"odd","version":"1"}}`
+		case m.Method == "tools/list":
+			result = `{"tools":[` + strings.Join(bridgeTools, ",") + `]}`
+		case m.Method == "tools/call" && m.Params.Name == "aa_big":
+			result = bigBridgeResult
+		case m.Method == "tools/call":
+			result = bridgeResult
+		default:
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`, m.ID)
+			return
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, result)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// bridgeLines starts countersign mcp against the app; send writes one line
+// to it and returns the next line it writes.
+func bridgeLines(t *testing.T, addr, key string) (send func(line string) string) {
+	toBridge, clientOut := io.Pipe()
+	clientIn, fromBridge := io.Pipe()
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go func() {
+		_ = run(ctx, []string{"mcp", "--url", "http://" + addr, "--agent-key", key}, toBridge, fromBridge, io.Discard)
+		fromBridge.Close()
+	}()
+	lines := bufio.NewReader(clientIn)
+	return func(line string) string {
+		t.Helper()
+		if _, err := io.WriteString(clientOut, line+"\n"); err != nil {
+			t.Fatalf("the bridge stopped reading: %v", err)
+		}
+		if strings.Contains(line, `"method":"notifications/`) {
+			return ""
+		}
+		got := make(chan string, 1)
+		go func() {
+			s, _ := lines.ReadString('\n')
+			got <- s
+		}()
+		select {
+		case s := <-got:
+			return s
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no answer to %.200s", line)
+		}
+		return ""
+	}
+}
+
+// What the server lists and answers reaches a client of the stdio bridge
+// in the server's bytes, as it reaches a client of /mcp: the upstream's
+// tools as it listed them (no word on tasks, which the bridge does not
+// speak), and its results with the signed receipt last in _meta, for a
+// 2025-11-25 client and a 2026-07-28 one (which also gets its revision's
+// words), small or big. A line break in a result becomes a space: one
+// message a line.
+func TestTheBridgePassesTheServersBytes(t *testing.T) {
+	dir := t.TempDir()
+	toolsFile := filepath.Join(dir, "tools.yaml")
+	os.WriteFile(toolsFile, []byte("tools:\n  - name: look\n    risk: read\n    http: {method: GET, url: \"http://127.0.0.1:9/look\"}\n"+
+		"mcp_servers:\n  - name: odd\n    url: \""+bridgeUpstream(t)+"\"\n    prefix: false\n"), 0o600)
+	db := storetest.DSN(t)
+	app := serveAppLogging(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile}, io.Discard, io.Discard)
+	key, _ := runCmd(t, "agent", "add", "--name", "desk", "--db", db)
+	key = strings.TrimSpace(key)
+
+	const modern = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+	receipt := regexp.MustCompile(`,"countersign/receipt":"[A-Za-z0-9_.-]+"`)
+	for _, c := range []struct {
+		client, hello, meta, words string
+	}{
+		{"2025-11-25", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+			"", `}}`},
+		{"2026-07-28", `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + modern + `}}`,
+			modern, `,"io.modelcontextprotocol/serverInfo":{"name":"countersign","version":"1"}},"resultType":"complete"}`},
+	} {
+		send := bridgeLines(t, app.Addr(), key)
+		if hello := send(c.hello); !strings.Contains(hello, `"result"`) {
+			t.Fatalf("%s: %s", c.client, hello)
+		}
+		if c.meta == "" {
+			send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		}
+		params := func(more string) string {
+			if c.meta == "" {
+				return "{" + more + "}"
+			}
+			if more == "" {
+				return "{" + c.meta + "}"
+			}
+			return "{" + more + "," + c.meta + "}"
+		}
+		var list struct {
+			Result struct {
+				Tools []json.RawMessage `json:"tools"`
+			} `json:"result"`
+		}
+		line := send(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":` + params("") + `}`)
+		if err := json.Unmarshal([]byte(line), &list); err != nil || len(list.Result.Tools) != 3 {
+			t.Fatalf("%s: tools/list: %v %s", c.client, err, line)
+		}
+		for i, want := range bridgeTools {
+			if got := string(list.Result.Tools[i+1]); got != want {
+				t.Errorf("%s: the bridge lists\n%s\nthe server listed\n%s", c.client, got, want)
+			}
+		}
+		for _, tool := range []struct{ name, want string }{{"zz_odd", bridgeResult}, {"aa_big", bigBridgeResult}} {
+			line := send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":` + params(`"name":"`+tool.name+`","arguments":{}`) + `}`)
+			var m struct {
+				Result json.RawMessage `json:"result"`
+			}
+			if json.Unmarshal([]byte(line), &m) != nil || m.Result == nil || strings.Count(line, "\n") != 1 {
+				t.Fatalf("%s, %s: %.500s", c.client, tool.name, line)
+			}
+			got, want := string(m.Result), strings.ReplaceAll(tool.want, "\n", " ")
+			signed := receipt.FindString(got)
+			if signed == "" || !strings.HasSuffix(got, signed+c.words) {
+				t.Errorf("%s, %s: no receipt at the end of _meta, then %s:\n%.300s", c.client, tool.name, c.words, got[max(0, len(got)-300):])
+				continue
+			}
+			if unsigned := strings.TrimSuffix(got, signed+c.words) + "}}"; unsigned != want {
+				at := 0
+				for at < len(unsigned) && at < len(want) && unsigned[at] == want[at] {
+					at++
+				}
+				t.Errorf("%s, %s: from byte %d, the client got\n%.300q\nthe server sent\n%.300q", c.client, tool.name, at, unsigned[at:], want[at:])
+			}
+		}
+	}
+}

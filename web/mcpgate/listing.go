@@ -1,0 +1,99 @@
+package mcpgate
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+)
+
+// Listed is how an MCP client is shown an offered tool: in the bytes its
+// server listed it in (nil: not an upstream's, or not known: the SDK's
+// are right), and where in the list (order: upstream tools after the
+// others, by the file's order of their servers, then in their server's
+// own order; ok false: where the SDK put it).
+type Listed func(name string) (wire json.RawMessage, order [2]int, ok bool)
+
+// ToolsAsListed is a tools/list result with each tool of an upstream MCP
+// server in the bytes the server's list held it (but for the name
+// Countersign offers it under) instead of the SDK's encoding of it, which
+// drops keys it does not know and adds some of its own, and in the
+// server's order instead of the SDK's by name; tasks: a 2025-11-25
+// session, told that each tool may be called as a task
+// (execution.taskSupport "optional", unless the tool says otherwise).
+func ToolsAsListed(res map[string]json.RawMessage, listed Listed, tasks bool) bool {
+	var list []json.RawMessage
+	if json.Unmarshal(res["tools"], &list) != nil {
+		return false
+	}
+	type entry struct {
+		bytes []byte
+		order [2]int
+		known bool
+	}
+	entries := make([]entry, 0, len(list))
+	for _, t := range list {
+		var keys map[string]json.RawMessage
+		t = bytes.TrimSpace(t)
+		if json.Unmarshal(t, &keys) != nil || len(keys) == 0 {
+			entries = append(entries, entry{bytes: t}) // the tool as it was listed, untouched
+			continue
+		}
+		var name string
+		_ = json.Unmarshal(keys["name"], &name)
+		w, order, known := listed(name)
+		if w != nil {
+			t, keys = w, nil
+			_ = json.Unmarshal(w, &keys)
+		}
+		if tasks && keys["execution"] == nil {
+			out := append(append([]byte(nil), t[:len(t)-1]...), ',')
+			if len(keys) == 0 {
+				out = out[:len(out)-1]
+			}
+			t = append(out, `"execution":{"taskSupport":"optional"}}`...)
+		}
+		entries = append(entries, entry{bytes: t, order: order, known: known})
+	}
+	sort.SliceStable(entries, func(i, j int) bool {
+		a, b := entries[i], entries[j]
+		if a.known != b.known {
+			return !a.known
+		}
+		return a.known && (a.order[0] < b.order[0] || a.order[0] == b.order[0] && a.order[1] < b.order[1])
+	})
+	var out bytes.Buffer
+	out.WriteByte('[')
+	for i, e := range entries {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		out.Write(e.bytes)
+	}
+	out.WriteByte(']')
+	res["tools"] = out.Bytes()
+	return true
+}
+
+// AnswerIn is msg, a JSON-RPC response the SDK wrote whose result is the
+// stand-in for an answer (a MetaAnswer in its _meta), with raw, the
+// answer's bytes, as its result, and what the SDK added to the stand-in
+// for the client's revision (WithProtocolWords); false: msg is no such
+// response.
+func AnswerIn(msg, raw []byte) ([]byte, bool) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+	}
+	var standIn struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(msg, &m) != nil || json.Unmarshal(m.Result, &standIn) != nil || standIn.Meta[MetaAnswer] == nil {
+		return nil, false
+	}
+	raw = WithProtocolWords(raw, m.Result)
+	out := make([]byte, 0, len(raw)+len(m.ID)+32)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, m.ID...)
+	out = append(out, `,"result":`...)
+	return append(append(out, raw...), '}'), true
+}
