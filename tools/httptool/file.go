@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
@@ -301,14 +302,22 @@ func (set *Set) sameNames(spec fileSpec, at func(string) string) error {
 			offers[t.Name] = spec.MCPServers[i].Name
 		}
 	}
+	// Prompts as listed at either revision (a server may list one to
+	// 2026-07-28 clients only).
 	prompts := map[string]string{}
 	for i, u := range set.upstreams {
-		for _, p := range u.Offers().Prompts {
-			if other, ok := prompts[p.Name]; ok {
-				return fmt.Errorf("%s: the MCP servers %s and %s both offer a prompt named %s (give one prefix: true, the default, or prompts: false)",
-					at(fmt.Sprintf("$.mcp_servers[%d].name", i)), other, spec.MCPServers[i].Name, p.Name)
+		names := map[string]bool{}
+		for _, modern := range []bool{false, true} {
+			for _, p := range u.OffersAt(modern).Prompts {
+				names[p.Name] = true
 			}
-			prompts[p.Name] = spec.MCPServers[i].Name
+		}
+		for _, name := range slices.Sorted(maps.Keys(names)) {
+			if other, ok := prompts[name]; ok {
+				return fmt.Errorf("%s: the MCP servers %s and %s both offer a prompt named %s (give one prefix: true, the default, or prompts: false)",
+					at(fmt.Sprintf("$.mcp_servers[%d].name", i)), other, spec.MCPServers[i].Name, name)
+			}
+			prompts[name] = spec.MCPServers[i].Name
 		}
 	}
 	return nil

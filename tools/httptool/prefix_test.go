@@ -125,3 +125,61 @@ func TestANameTakenLaterIsLeftOutAndSaid(t *testing.T) {
 		t.Fatalf("b's status: %+v", st)
 	}
 }
+
+// promptServer is an MCP server over HTTP written by hand that offers the
+// tool tool and one prompt, prompt: to both revisions, or (modernOnly) to
+// 2026-07-28 clients only.
+func promptServer(t *testing.T, tool, prompt string, modernOnly bool) string {
+	t.Helper()
+	return httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&m) != nil || len(m.ID) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		modern := r.Header.Get("Mcp-Protocol-Version") == "2026-07-28"
+		prompts := `[{"name":"` + prompt + `"}]`
+		if modernOnly && !modern {
+			prompts = `[]`
+		}
+		result := map[string]string{
+			"initialize":      `{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"prompts":{}},"serverInfo":{"name":"p","version":"1"}}`,
+			"server/discover": `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{},"prompts":{}},"resultType":"complete"}`,
+			"tools/list":      `{"tools":[{"name":"` + tool + `","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}`,
+			"prompts/list":    `{"prompts":` + prompts + `}`,
+		}[m.Method]
+		msg := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + result + `}`
+		if result == "" {
+			msg = `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"no"}}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(msg))
+	}))
+}
+
+// Two servers that would offer one prompt name under prefix: false make
+// the file refused at load, whether they list it at every revision or one
+// of them lists it to 2026-07-28 clients only.
+func TestTheSamePromptFromTwoServersIsRefusedAtLoad(t *testing.T) {
+	for _, modernOnly := range []bool{false, true} {
+		a, b := promptServer(t, "one", "greet", false), promptServer(t, "two", "greet", modernOnly)
+		file := "mcp_servers:\n  - name: a\n    url: " + a + "\n    prefix: false\n  - name: b\n    url: " + b + "\n    prefix: false\n"
+		set, err := httptool.Load([]byte(file), "tools.yaml", httptool.Options{Env: env(nil)})
+		if err == nil {
+			set.Close()
+			t.Errorf("modern only %v: loaded", modernOnly)
+		} else if !strings.Contains(err.Error(), "the MCP servers a and b both offer a prompt named greet") {
+			t.Errorf("modern only %v: %v", modernOnly, err)
+		}
+		// Each under its own server's name: loaded.
+		set, err = httptool.Load([]byte(strings.ReplaceAll(file, "    prefix: false\n", "")), "tools.yaml", httptool.Options{Env: env(nil)})
+		if err != nil {
+			t.Errorf("modern only %v, prefixed: %v", modernOnly, err)
+		} else {
+			set.Close()
+		}
+	}
+}
