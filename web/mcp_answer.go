@@ -17,12 +17,13 @@ type answering struct {
 	a *mcpgate.Answer
 }
 
-// answerToolCalls names a place for the answer to a tools/call among the
-// request's headers (over any a client sent) and returns the writer that
+// answerToolCalls names a place for the answer to a tools/call (or a
+// prompts/get, a resources/read: an upstream's answer in its bytes) among
+// the request's headers (over any a client sent) and returns the writer that
 // fills it in; done forgets the place. Other requests: w, as it is.
 func (ep *mcpEndpoint) answerToolCalls(w http.ResponseWriter, r *http.Request, m *rpcMessage) (http.ResponseWriter, func()) {
 	r.Header.Del(mcpgate.HeaderAnswer)
-	if m == nil || m.Method != "tools/call" || len(m.ID) == 0 {
+	if m == nil || (m.Method != "tools/call" && m.Method != "prompts/get" && m.Method != "resources/read") || len(m.ID) == 0 {
 		return w, func() {}
 	}
 	name, a, done := ep.answers.Expect()

@@ -1,3 +1,4 @@
+//lint:file-ignore SA1019 logging is deprecated in MCP 2026-07-28 but in use: the bridge passes the server's log messages on
 package main
 
 import (
@@ -36,7 +37,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return usageError("mcp needs --agent-key (or COUNTERSIGN_AGENT_KEY)")
 	}
 	b := &bridge{endpoint: strings.TrimSuffix(*url, "/") + "/mcp", key: *key, stderr: stderr, conversation: "bridge:" + models.NewID("br"),
-		local: mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, nil), listed: map[string]string{},
+		listed: map[string]string{}, offered: map[string]string{}, subscribed: map[string]bool{},
 		version: legacyMCP, answers: newAnswers()}
 	if err := b.connect(ctx); err != nil {
 		return fmt.Errorf("connect to %s: %w", b.endpoint, err)
@@ -45,7 +46,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	// the tools are listed in the server's order, not the SDK's by name.
 	// What the server lists and answers is written in its bytes
 	// (mcp_bridge_bytes.go); a 2026-07-28 client is served at that revision.
-	b.local.AddReceivingMiddleware(mcpgate.UnknownToolAsResult(false), b.inServersOrder, b.markListed, b.atClientsRevision)
+	b.local.AddReceivingMiddleware(mcpgate.UnknownToolAsResult(false), b.inServersOrder, b.markListed, b.atClientsRevision, b.setLevel)
 	go b.keep(ctx)
 	defer b.close()
 	out := stdiolines.NewWriter(stdout)
@@ -70,10 +71,16 @@ type bridge struct {
 
 	mu     sync.Mutex
 	remote *mcp.ClientSession
-	ready  chan struct{}              // closed while remote is usable
-	listed map[string]string          // each tool as the server listed it (relist)
-	place  map[string]int             // where the server lists each tool
-	wire   map[string]json.RawMessage // each tool in the bytes the server listed it in
+	ready  chan struct{}     // closed while remote is usable
+	listed map[string]string // each tool as the server listed it (relist)
+	// offered: each prompt, resource and template as the server listed
+	// it (relistOffers); subscribed: the resources the client subscribed
+	// to; level: the log level it set ("": none).
+	offered    map[string]string
+	subscribed map[string]bool
+	level      mcp.LoggingLevel
+	place      map[string]int             // where the server lists each tool
+	wire       map[string]json.RawMessage // each tool in the bytes the server listed it in
 	// version is the revision the server is spoken to at: the client's
 	// (legacyMCP, or "" for the latest, 2026-07-28, once the client is
 	// seen to speak it).
@@ -94,6 +101,14 @@ func (b *bridge) client() *mcp.Client {
 				fmt.Fprintf(b.stderr, "countersign mcp: the server's new tool list could not be read: %v\n", err)
 			}
 		},
+		PromptListChangedHandler: func(ctx context.Context, req *mcp.PromptListChangedRequest) {
+			b.offersChanged(ctx, req.Session)
+		},
+		ResourceListChangedHandler: func(ctx context.Context, req *mcp.ResourceListChangedRequest) {
+			b.offersChanged(ctx, req.Session)
+		},
+		ResourceUpdatedHandler: b.updated,
+		LoggingMessageHandler:  b.logged,
 	})
 }
 
@@ -107,9 +122,19 @@ func (b *bridge) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := b.relist(ctx, remote); err != nil {
+	if b.local == nil { // the first session: the bridge's server declares what the server does
+		b.local = b.newLocal(remote.InitializeResult().Capabilities)
+	}
+	if err := errors.Join(b.relist(ctx, remote), b.relistOffers(ctx, remote)); err != nil {
 		remote.Close()
 		return err
+	}
+	b.resubscribe(ctx, remote)
+	b.mu.Lock()
+	level := b.level
+	b.mu.Unlock()
+	if level != "" {
+		_ = remote.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level})
 	}
 	b.mu.Lock()
 	b.remote = remote

@@ -37,9 +37,14 @@ func newAnswers() *answers { return &answers{listMark: rand.Text()} }
 // standIn is the result the bridge's SDK server is given for the
 // server's result raw.
 func (as *answers) standIn(raw []byte) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{}, Meta: as.keep(raw)}
+}
+
+// keep keeps raw till it is written, and is the _meta of its stand-in.
+func (as *answers) keep(raw []byte) mcp.Meta {
 	name := rand.Text()
 	as.by.Store(name, raw)
-	return &mcp.CallToolResult{Content: []mcp.Content{}, Meta: mcp.Meta{mcpgate.MetaAnswer: name}}
+	return mcp.Meta{mcpgate.MetaAnswer: name}
 }
 
 // markListed marks a tools/list result to be written as listed.

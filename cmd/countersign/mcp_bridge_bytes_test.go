@@ -42,6 +42,13 @@ const bridgeResult = `{"unknownTop":{"keep":"me"},"content":[` +
 // bridge hands its SDK to decode.
 var bigBridgeResult = strings.Replace(bridgeResult, `"content":[`, `"content":[{"type":"text","text":"`+strings.Repeat(`\u00e9<&> `, 20000)+`"},`, 1)
 
+// bridgePrompt and bridgeRead are the odd server's prompt and resource,
+// as no Go encoder writes them.
+const (
+	bridgePrompt = `{"x-top":{"b":1,"a":2},"messages":[{"role":"user","content":{"type":"text","text":"<&> \u00e9"}}]}`
+	bridgeRead   = `{"contents":[{"uri":"file:///odd.txt","text":"<&>\u2028","x-v":1.50}]}`
+)
+
 // bridgeUpstream is an MCP server over HTTP, written by hand, that speaks
 // 2025-11-25 and answers with bridgeTools and, for aa_big, bigBridgeResult,
 // else bridgeResult.
@@ -62,7 +69,21 @@ func bridgeUpstream(t *testing.T) string {
 		result := ""
 		switch {
 		case m.Method == "initialize":
-			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"odd","version":"1"}}`
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"prompts":{},"resources":{"subscribe":true},"completions":{}},"serverInfo":{"name":"odd","version":"1"}}`
+		case m.Method == "prompts/list":
+			result = `{"prompts":[{"name":"odd_prompt","x-k":"<"}]}`
+		case m.Method == "prompts/get":
+			result = bridgePrompt
+		case m.Method == "resources/list":
+			result = `{"resources":[{"uri":"file:///odd.txt","name":"odd"}]}`
+		case m.Method == "resources/templates/list":
+			result = `{"resourceTemplates":[]}`
+		case m.Method == "resources/read":
+			result = bridgeRead
+		case m.Method == "resources/subscribe":
+			result = `{}`
+		case m.Method == "completion/complete":
+			result = `{"completion":{"values":["ada"],"total":1}}`
 		case m.Method == "tools/list":
 			result = `{"tools":[` + strings.Join(bridgeTools, ",") + `]}`
 		case m.Method == "tools/call" && m.Params.Name == "aa_big":
@@ -195,4 +216,98 @@ func TestTheBridgePassesTheServersBytes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// What a server offers besides tools reaches a client of the bridge as it
+// reaches a client of /mcp: its prompts and resources listed, completions,
+// subscriptions, and a prompt and a resource read in the bytes the server
+// sent, through /mcp and through the bridge alike.
+func TestTheBridgePassesPromptsAndResources(t *testing.T) {
+	dir := t.TempDir()
+	toolsFile := filepath.Join(dir, "tools.yaml")
+	os.WriteFile(toolsFile, []byte("mcp_servers:\n  - name: odd\n    url: \""+bridgeUpstream(t)+"\"\n    prefix: false\n"), 0o600)
+	db := storetest.DSN(t)
+	app := serveAppLogging(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile}, io.Discard, io.Discard)
+	key, _ := runCmd(t, "agent", "add", "--name", "desk", "--db", db)
+	key = strings.TrimSpace(key)
+	send := bridgeLines(t, app.Addr(), key)
+	hello := send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	for _, want := range []string{`"prompts":{`, `"resources":{`, `"subscribe":true`, `"completions":{}`} {
+		if !strings.Contains(hello, want) {
+			t.Errorf("the bridge does not declare %s: %s", want, hello)
+		}
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	result := func(line string) string {
+		var m struct {
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal([]byte(line), &m) != nil || m.Result == nil {
+			t.Fatalf("no result: %.500s", line)
+		}
+		return string(m.Result)
+	}
+	if got := result(send(`{"jsonrpc":"2.0","id":2,"method":"prompts/list","params":{}}`)); !strings.Contains(got, `"name":"odd_prompt"`) {
+		t.Errorf("prompts/list through the bridge: %s", got)
+	}
+	if got := result(send(`{"jsonrpc":"2.0","id":3,"method":"resources/list","params":{}}`)); !strings.Contains(got, `"uri":"file:///odd.txt"`) {
+		t.Errorf("resources/list through the bridge: %s", got)
+	}
+	if got := result(send(`{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"odd_prompt"},"argument":{"name":"who","value":"a"}}}`)); !strings.Contains(got, `"ada"`) {
+		t.Errorf("completion/complete through the bridge: %s", got)
+	}
+	if got := result(send(`{"jsonrpc":"2.0","id":5,"method":"resources/subscribe","params":{"uri":"file:///odd.txt"}}`)); got != "{}" {
+		t.Errorf("resources/subscribe through the bridge: %s", got)
+	}
+	// As /mcp answers a client of its own.
+	post := rawMCP(t, app.Addr(), key)
+	for _, c := range []struct{ method, params, want string }{
+		{"prompts/get", `{"name":"odd_prompt","arguments":{}}`, bridgePrompt},
+		{"resources/read", `{"uri":"file:///odd.txt"}`, bridgeRead},
+	} {
+		bridged := result(send(`{"jsonrpc":"2.0","id":6,"method":"` + c.method + `","params":` + c.params + `}`))
+		direct := result(post(`{"jsonrpc":"2.0","id":6,"method":"` + c.method + `","params":` + c.params + `}`))
+		if bridged != c.want || direct != c.want {
+			t.Errorf("%s: through the bridge\n%s\nfrom /mcp\n%s\nthe server sent\n%s", c.method, bridged, direct, c.want)
+		}
+	}
+}
+
+// rawMCP opens a 2025-11-25 session of /mcp by hand; post sends one
+// message on it and returns the response as sent (the data of an event).
+func rawMCP(t *testing.T, addr, key string) (post func(msg string) string) {
+	session := ""
+	post = func(msg string) string {
+		t.Helper()
+		req, _ := http.NewRequest("POST", "http://"+addr+"/mcp", strings.NewReader(msg))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Content-Type", "application/json")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+			session = id
+		}
+		body, _ := io.ReadAll(resp.Body)
+		var data []string
+		for _, line := range strings.Split(string(body), "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				data = append(data, d)
+			}
+		}
+		if len(data) == 0 {
+			return string(body)
+		}
+		return strings.Join(data, "\n")
+	}
+	post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return post
 }

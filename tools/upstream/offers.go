@@ -222,6 +222,16 @@ func (u *Server) GetPrompt(ctx context.Context, p *mcp.GetPromptParams, modern b
 	return answer(u, res, err)
 }
 
+// AsSent is a prompt's or a resource's answer from the server in the bytes
+// it sent, asked for with WithResultBytes, with the file's secrets hidden
+// in it as in the decoded answer (nil: not heard).
+func (u *Server) AsSent(raw []byte) []byte {
+	if raw == nil {
+		return nil
+	}
+	return u.cfg.RedactJSON(raw)
+}
+
 // ReadResource reads a resource of the server (modern: as GetPrompt).
 func (u *Server) ReadResource(ctx context.Context, p *mcp.ReadResourceParams, modern bool) (*mcp.ReadResourceResult, error) {
 	s, err := u.forward(modern)

@@ -61,9 +61,10 @@ func (as *Answers) Expect() (name string, a *Answer, done func()) {
 	return name, a, func() { as.by.Delete(name) }
 }
 
-// put leaves a result in the place named (false: there is none).
+// put leaves a result in the place named (false: there is none, or no
+// result).
 func (as *Answers) put(name string, b []byte) bool {
-	if as == nil || name == "" {
+	if as == nil || name == "" || b == nil {
 		return false
 	}
 	v, ok := as.by.Load(name)
@@ -225,7 +226,8 @@ func MarshalRaw(v any) ([]byte, error) {
 // WithProtocolWords is a result written in an upstream's bytes (raw) with
 // what the SDK added to the stand-in for the client's protocol revision
 // (a 2026-07-28 result's resultType and _meta serverInfo): each member
-// of the stand-in but its content and MetaAnswer that raw lacks (in _meta,
+// of the stand-in but its content (messages, contents) and MetaAnswer
+// that raw lacks (in _meta,
 // in raw's _meta).
 func WithProtocolWords(raw, standIn []byte) []byte {
 	var in map[string]json.RawMessage
@@ -244,7 +246,7 @@ func WithProtocolWords(raw, standIn []byte) []byte {
 		}
 	}
 	for _, k := range sortedKeys(in) {
-		if k != "content" && k != "_meta" {
+		if k != "content" && k != "messages" && k != "contents" && k != "_meta" { // the stand-in's own
 			add.top = append(add.top, member{k, in[k]})
 		}
 	}
@@ -300,11 +302,13 @@ func Wire(t *tools.Tool, modern bool) json.RawMessage {
 }
 
 // answerPlace is the place web named for this request's answer ("": none).
-func answerPlace(req *mcp.CallToolRequest) string {
-	if req.Extra == nil || req.Extra.Header == nil {
+func answerPlace(req *mcp.CallToolRequest) string { return placeOf(req.Extra) }
+
+func placeOf(extra *mcp.RequestExtra) string {
+	if extra == nil || extra.Header == nil {
 		return ""
 	}
-	return req.Extra.Header.Get(HeaderAnswer)
+	return extra.Header.Get(HeaderAnswer)
 }
 
 // answer is the MCP result for a call as it stands: the outcome, what a

@@ -153,7 +153,12 @@ func (gw *Gateway) prompt(u *upstream.Server, modern bool) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		p := *req.Params
 		p.Meta = hopMeta(p.Meta, modern)
-		return u.GetPrompt(ctx, &p, modern)
+		ctx, got, _ := upstream.WithResultBytes(ctx)
+		res, err := u.GetPrompt(ctx, &p, modern)
+		if err == nil && gw.Answers.put(placeOf(req.Extra), u.AsSent(got())) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{}, Meta: mcp.Meta{MetaAnswer: placeOf(req.Extra)}}, nil
+		}
+		return res, err
 	}
 }
 
@@ -161,7 +166,12 @@ func (gw *Gateway) resource(u *upstream.Server, modern bool) mcp.ResourceHandler
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		p := *req.Params
 		p.Meta = hopMeta(p.Meta, modern)
-		return u.ReadResource(ctx, &p, modern)
+		ctx, got, _ := upstream.WithResultBytes(ctx)
+		res, err := u.ReadResource(ctx, &p, modern)
+		if err == nil && gw.Answers.put(placeOf(req.Extra), u.AsSent(got())) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{}, Meta: mcp.Meta{MetaAnswer: placeOf(req.Extra)}}, nil
+		}
+		return res, err
 	}
 }
 

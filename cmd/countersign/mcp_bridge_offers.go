@@ -1,0 +1,235 @@
+//lint:file-ignore SA1019 logging is deprecated in MCP 2026-07-28 but in use: the bridge passes the server's log messages on
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/tools/upstream"
+)
+
+// What the server offers besides tools reaches the bridge's client too:
+// its prompts, resources and resource templates (listed again when the
+// server says they changed), completions, resource subscriptions and
+// their update notices, and its log messages. A prompt or a resource read
+// reaches the client in the bytes the server sent (mcp_bridge_bytes.go).
+
+// newLocal is the bridge's own server, declaring what the server declared
+// (caps) but tasks, which the bridge does not speak.
+func (b *bridge) newLocal(caps *mcp.ServerCapabilities) *mcp.Server {
+	opts := &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}}
+	if caps != nil {
+		opts.Capabilities = &mcp.ServerCapabilities{Logging: caps.Logging, Completions: caps.Completions,
+			Prompts: caps.Prompts, Resources: caps.Resources, Tools: caps.Tools}
+		if caps.Completions != nil {
+			opts.CompletionHandler = b.complete
+		}
+		if caps.Resources != nil && caps.Resources.Subscribe {
+			opts.SubscribeHandler, opts.UnsubscribeHandler = b.subscribe, b.unsubscribe
+		}
+	}
+	return mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, opts)
+}
+
+func (b *bridge) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	remote, err := b.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return remote.Complete(ctx, req.Params)
+}
+
+// subscribe subscribes on the server, and again on each new session.
+func (b *bridge) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	remote, err := b.session(ctx)
+	if err != nil {
+		return err
+	}
+	if err := remote.Subscribe(ctx, &mcp.SubscribeParams{URI: req.Params.URI}); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.subscribed[req.Params.URI] = true
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *bridge) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	b.mu.Lock()
+	delete(b.subscribed, req.Params.URI)
+	b.mu.Unlock()
+	remote, err := b.session(ctx)
+	if err != nil {
+		return err
+	}
+	return remote.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: req.Params.URI})
+}
+
+// resubscribe subscribes a new session to what the client subscribed to.
+func (b *bridge) resubscribe(ctx context.Context, remote *mcp.ClientSession) {
+	b.mu.Lock()
+	var uris []string
+	for uri := range b.subscribed {
+		uris = append(uris, uri)
+	}
+	b.mu.Unlock()
+	for _, uri := range uris {
+		if err := remote.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			fmt.Fprintf(b.stderr, "countersign mcp: subscribing again to %s: %v\n", uri, err)
+		}
+	}
+}
+
+// relistOffers offers the server's prompts, resources and templates now:
+// new ones added, gone ones removed, changed ones replaced.
+func (b *bridge) relistOffers(ctx context.Context, remote *mcp.ClientSession) error {
+	caps := &mcp.ServerCapabilities{}
+	if r := remote.InitializeResult(); r != nil && r.Capabilities != nil {
+		caps = r.Capabilities
+	}
+	now := map[string]string{} // "prompt:"+name, "resource:"+uri, "template:"+uriTemplate -> as listed
+	var prompts []*mcp.Prompt
+	var resources []*mcp.Resource
+	var templates []*mcp.ResourceTemplate
+	if caps.Prompts != nil {
+		for p, err := range remote.Prompts(ctx, nil) {
+			if err != nil {
+				return err
+			}
+			prompts = append(prompts, p)
+			now["prompt:"+p.Name] = listedAs(p)
+		}
+	}
+	if caps.Resources != nil {
+		for r, err := range remote.Resources(ctx, nil) {
+			if err != nil {
+				return err
+			}
+			resources = append(resources, r)
+			now["resource:"+r.URI] = listedAs(r)
+		}
+		for t, err := range remote.ResourceTemplates(ctx, nil) {
+			if err != nil {
+				return err
+			}
+			templates = append(templates, t)
+			now["template:"+t.URITemplate] = listedAs(t)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var goneP, goneR, goneT []string
+	for key := range b.offered {
+		if _, ok := now[key]; !ok {
+			switch kind, name, _ := strings.Cut(key, ":"); kind {
+			case "prompt":
+				goneP = append(goneP, name)
+			case "resource":
+				goneR = append(goneR, name)
+			case "template":
+				goneT = append(goneT, name)
+			}
+		}
+	}
+	b.local.RemovePrompts(goneP...)
+	b.local.RemoveResources(goneR...)
+	b.local.RemoveResourceTemplates(goneT...)
+	for _, p := range prompts {
+		if b.offered["prompt:"+p.Name] != now["prompt:"+p.Name] {
+			b.local.AddPrompt(p, b.getPrompt)
+		}
+	}
+	for _, r := range resources {
+		if b.offered["resource:"+r.URI] != now["resource:"+r.URI] {
+			b.local.AddResource(r, b.readResource)
+		}
+	}
+	for _, t := range templates {
+		if b.offered["template:"+t.URITemplate] != now["template:"+t.URITemplate] {
+			b.local.AddResourceTemplate(t, b.readResource)
+		}
+	}
+	b.offered = now
+	return nil
+}
+
+func listedAs(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// getPrompt asks the server for a prompt; its answer reaches the client in
+// the bytes the server sent.
+func (b *bridge) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	remote, err := b.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cctx, got, _ := upstream.WithResultBytes(ctx)
+	res, err := remote.GetPrompt(cctx, req.Params)
+	if raw := got(); err == nil && raw != nil {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{}, Meta: b.answers.keep(raw)}, nil
+	}
+	return res, err
+}
+
+// readResource reads a resource on the server; its answer reaches the
+// client in the bytes the server sent.
+func (b *bridge) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	remote, err := b.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cctx, got, _ := upstream.WithResultBytes(ctx)
+	res, err := remote.ReadResource(cctx, req.Params)
+	if raw := got(); err == nil && raw != nil {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{}, Meta: b.answers.keep(raw)}, nil
+	}
+	return res, err
+}
+
+// setLevel sets the level of the server's log messages to the client, on
+// this session and each new one.
+func (b *bridge) setLevel(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && method == "logging/setLevel" && err == nil {
+			b.mu.Lock()
+			b.level = p.Level
+			b.mu.Unlock()
+			remote, err := b.session(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if err := remote.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: p.Level}); err != nil {
+				return nil, err
+			}
+		}
+		return res, err
+	}
+}
+
+// logged passes the server's log message on to the client (whose own
+// level the bridge's server keeps too).
+func (b *bridge) logged(ctx context.Context, req *mcp.LoggingMessageRequest) {
+	for ss := range b.local.Sessions() {
+		_ = ss.Log(ctx, req.Params)
+	}
+}
+
+// updated passes on the server's notice that a resource changed to the
+// client subscribed to it.
+func (b *bridge) updated(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+	_ = b.local.ResourceUpdated(ctx, req.Params)
+}
+
+// offersChanged lists the server's prompts and resources again.
+func (b *bridge) offersChanged(ctx context.Context, remote *mcp.ClientSession) {
+	if err := b.relistOffers(ctx, remote); err != nil {
+		fmt.Fprintf(b.stderr, "countersign mcp: the server's new prompts or resources could not be read: %v\n", err)
+	}
+}
