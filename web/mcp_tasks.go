@@ -189,6 +189,7 @@ func (ep *mcpEndpoint) taskCapable(w http.ResponseWriter, r *http.Request, ag *m
 	case modern && m.Method == "tools/call" && json.Unmarshal(m.Params, &p) == nil && mcpgate.DeclaresTasks(p.Meta):
 	case !modern && m.Method == "initialize" && !ep.bridged(ag, r, m):
 	case m.Method == "tools/list": // each tool as its server listed it (mcp_listing.go)
+	case !modern && mcpgate.CacheableList(m.Method): // no 2026-07-28 words to a 2025 session
 	default:
 		return w, func() {}
 	}
@@ -197,10 +198,14 @@ func (ep *mcpEndpoint) taskCapable(w http.ResponseWriter, r *http.Request, ag *m
 		out := cw.buf.Bytes()
 		if cw.code == http.StatusOK {
 			out = rewriteMessages(out, func(res map[string]json.RawMessage) bool {
-				if m.Method == "tools/list" {
-					return mcpgate.ToolsAsListed(res, ep.lister(modern), tasks)
+				stripped := !modern && mcpgate.CacheableList(m.Method)
+				if stripped {
+					mcpgate.WithoutCacheWords(res)
 				}
-				return addTasks(m.Method, res)
+				if m.Method == "tools/list" {
+					return mcpgate.ToolsAsListed(res, ep.lister(modern), tasks) || stripped
+				}
+				return addTasks(m.Method, res) || stripped
 			})
 		}
 		w.Header().Del("Content-Length")

@@ -47,16 +47,32 @@ func (as *answers) keep(raw []byte) mcp.Meta {
 	return mcp.Meta{mcpgate.MetaAnswer: name}
 }
 
-// markListed marks a tools/list result to be written as listed.
+// markListed marks a list result to be written as listed: the tools in
+// the server's bytes, and without the 2026-07-28 revision's cache words
+// to a client of an earlier one.
 func (b *bridge) markListed(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
-		if list, ok := res.(*mcp.ListToolsResult); ok && err == nil {
-			if list.Meta == nil {
-				list.Meta = mcp.Meta{}
-			}
-			list.Meta[mcpgate.MetaAnswer] = b.answers.listMark
+		if err != nil || !mcpgate.CacheableList(method) {
+			return res, err
 		}
+		var meta *mcp.Meta
+		switch list := res.(type) {
+		case *mcp.ListToolsResult:
+			meta = &list.Meta
+		case *mcp.ListPromptsResult:
+			meta = &list.Meta
+		case *mcp.ListResourcesResult:
+			meta = &list.Meta
+		case *mcp.ListResourceTemplatesResult:
+			meta = &list.Meta
+		default:
+			return res, err
+		}
+		if *meta == nil {
+			*meta = mcp.Meta{}
+		}
+		(*meta)[mcpgate.MetaAnswer] = b.answers.listMark
 		return res, err
 	}
 }
@@ -103,7 +119,13 @@ func (b *bridge) filled(line []byte) ([]byte, bool) {
 		} else if m, err := mcpgate.MarshalRaw(meta); err == nil {
 			res["_meta"] = m
 		}
-		if !mcpgate.ToolsAsListed(res, b.listedTool, false) {
+		b.mu.Lock()
+		legacy := b.version == legacyMCP
+		b.mu.Unlock()
+		if legacy { // no 2026-07-28 words to a client of an earlier revision
+			mcpgate.WithoutCacheWords(res)
+		}
+		if res["tools"] != nil && !mcpgate.ToolsAsListed(res, b.listedTool, false) {
 			return nil, false
 		}
 		out = append(append(append([]byte(`{"jsonrpc":"2.0","id":`), env.ID...), `,"result":`...), object(res)...)

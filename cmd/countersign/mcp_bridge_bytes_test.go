@@ -188,6 +188,10 @@ func TestTheBridgePassesTheServersBytes(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &list); err != nil || len(list.Result.Tools) != 3 {
 			t.Fatalf("%s: tools/list: %v %s", c.client, err, line)
 		}
+		// The 2026-07-28 revision's cache words go to its clients only.
+		if cached := strings.Contains(line, `"ttlMs"`) || strings.Contains(line, `"cacheScope"`); cached != (c.meta != "") {
+			t.Errorf("%s: tools/list with cache words %v: %.300s", c.client, cached, line)
+		}
 		for i, want := range bridgeTools {
 			if got := string(list.Result.Tools[i+1]); got != want {
 				t.Errorf("%s: the bridge lists\n%s\nthe server listed\n%s", c.client, got, want)
@@ -247,8 +251,17 @@ func TestTheBridgePassesPromptsAndResources(t *testing.T) {
 		}
 		return string(m.Result)
 	}
-	if got := result(send(`{"jsonrpc":"2.0","id":2,"method":"prompts/list","params":{}}`)); !strings.Contains(got, `"name":"odd_prompt"`) {
-		t.Errorf("prompts/list through the bridge: %s", got)
+	post := rawMCP(t, app.Addr(), key)
+	// Listed, without the 2026-07-28 revision's cache words, through the
+	// bridge and from /mcp.
+	for via, ask := range map[string]func(string) string{"the bridge": send, "/mcp": post} {
+		if got := result(ask(`{"jsonrpc":"2.0","id":2,"method":"prompts/list","params":{}}`)); !strings.Contains(got, `"name":"odd_prompt"`) ||
+			strings.Contains(got, "ttlMs") || strings.Contains(got, "cacheScope") {
+			t.Errorf("prompts/list through %s: %s", via, got)
+		}
+		if got := result(ask(`{"jsonrpc":"2.0","id":7,"method":"resources/templates/list","params":{}}`)); strings.Contains(got, "ttlMs") {
+			t.Errorf("resources/templates/list through %s: %s", via, got)
+		}
 	}
 	if got := result(send(`{"jsonrpc":"2.0","id":3,"method":"resources/list","params":{}}`)); !strings.Contains(got, `"uri":"file:///odd.txt"`) {
 		t.Errorf("resources/list through the bridge: %s", got)
@@ -260,7 +273,6 @@ func TestTheBridgePassesPromptsAndResources(t *testing.T) {
 		t.Errorf("resources/subscribe through the bridge: %s", got)
 	}
 	// As /mcp answers a client of its own.
-	post := rawMCP(t, app.Addr(), key)
 	for _, c := range []struct{ method, params, want string }{
 		{"prompts/get", `{"name":"odd_prompt","arguments":{}}`, bridgePrompt},
 		{"resources/read", `{"uri":"file:///odd.txt"}`, bridgeRead},

@@ -97,3 +97,21 @@ func AnswerIn(msg, raw []byte) ([]byte, bool) {
 	out = append(out, `,"result":`...)
 	return append(append(out, raw...), '}'), true
 }
+
+// CacheableList says whether a method's result is a list the Go SDK gives
+// the 2026-07-28 revision's cache words (ttlMs, cacheScope) to clients of
+// every revision.
+func CacheableList(method string) bool {
+	switch method {
+	case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
+		return true
+	}
+	return false
+}
+
+// WithoutCacheWords takes the 2026-07-28 revision's cache words out of a
+// list result for a client of an earlier one, which has no such words.
+func WithoutCacheWords(res map[string]json.RawMessage) {
+	delete(res, "ttlMs")
+	delete(res, "cacheScope")
+}
