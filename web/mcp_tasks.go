@@ -189,7 +189,7 @@ func (ep *mcpEndpoint) taskCapable(w http.ResponseWriter, r *http.Request, ag *m
 	case modern && m.Method == "tools/call" && json.Unmarshal(m.Params, &p) == nil && mcpgate.DeclaresTasks(p.Meta):
 	case !modern && m.Method == "initialize" && !ep.bridged(ag, r, m):
 	case m.Method == "tools/list": // each tool as its server listed it (mcp_listing.go)
-	case !modern && mcpgate.CacheableList(m.Method): // no 2026-07-28 words to a 2025 session
+	case mcpgate.CacheableList(m.Method): // entries as listed; no 2026-07-28 words to a 2025 session
 	default:
 		return w, func() {}
 	}
@@ -204,6 +204,9 @@ func (ep *mcpEndpoint) taskCapable(w http.ResponseWriter, r *http.Request, ag *m
 				}
 				if m.Method == "tools/list" {
 					return mcpgate.ToolsAsListed(res, ep.lister(modern), tasks) || stripped
+				}
+				if mcpgate.EntriesAsListed(res, m.Method, ep.gw.OfferedWire(modern)) {
+					return true
 				}
 				return addTasks(m.Method, res) || stripped
 			})

@@ -76,11 +76,12 @@ type bridge struct {
 	// offered: each prompt, resource and template as the server listed
 	// it (relistOffers); subscribed: the resources the client subscribed
 	// to; level: the log level it set ("": none).
-	offered    map[string]string
-	subscribed map[string]bool
-	level      mcp.LoggingLevel
-	place      map[string]int             // where the server lists each tool
-	wire       map[string]json.RawMessage // each tool in the bytes the server listed it in
+	offered     map[string]string
+	offeredWire map[string]json.RawMessage // by upstream.WireKey
+	subscribed  map[string]bool
+	level       mcp.LoggingLevel
+	place       map[string]int             // where the server lists each tool
+	wire        map[string]json.RawMessage // each tool in the bytes the server listed it in
 	// version is the revision the server is spoken to at: the client's
 	// (legacyMCP, or "" for the latest, 2026-07-28, once the client is
 	// seen to speak it).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/countersign/countersign/tools/upstream"
 	"github.com/countersign/countersign/web/mcpgate"
 )
 
@@ -128,6 +129,11 @@ func (b *bridge) filled(line []byte) ([]byte, bool) {
 		if res["tools"] != nil && !mcpgate.ToolsAsListed(res, b.listedTool, false) {
 			return nil, false
 		}
+		for key, method := range map[string]string{"prompts": "prompts/list", "resources": "resources/list", "resourceTemplates": "resources/templates/list"} {
+			if res[key] != nil {
+				mcpgate.EntriesAsListed(res, method, b.offeredAs)
+			}
+		}
 		out = append(append(append([]byte(`{"jsonrpc":"2.0","id":`), env.ID...), `,"result":`...), object(res)...)
 		out = append(out, '}')
 	} else {
@@ -170,4 +176,12 @@ func object(members map[string]json.RawMessage) []byte {
 		out = append(append(append(out, key...), ':'), members[k]...)
 	}
 	return append(out, '}')
+}
+
+// offeredAs is a prompt, resource or template in the bytes the server
+// listed it in (nil: not known).
+func (b *bridge) offeredAs(kind, id string) json.RawMessage {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.offeredWire[upstream.WireKey(kind, id)]
 }

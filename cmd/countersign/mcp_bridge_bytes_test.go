@@ -47,6 +47,9 @@ var bigBridgeResult = strings.Replace(bridgeResult, `"content":[`, `"content":[{
 const (
 	bridgePrompt = `{"x-top":{"b":1,"a":2},"messages":[{"role":"user","content":{"type":"text","text":"<&> \u00e9"}}]}`
 	bridgeRead   = `{"contents":[{"uri":"file:///odd.txt","text":"<&>\u2028","x-v":1.50}]}`
+	// as listed
+	bridgePromptListed = `{"x-k":"<\/","name":"odd_prompt","arguments":[{"name":"who","x-a":1}]}`
+	bridgeResource     = `{"uri":"file:///odd.txt","x-r":"\u00e9","name":"odd"}`
 )
 
 // bridgeUpstream is an MCP server over HTTP, written by hand, that speaks
@@ -71,11 +74,11 @@ func bridgeUpstream(t *testing.T) string {
 		case m.Method == "initialize":
 			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"prompts":{},"resources":{"subscribe":true},"completions":{}},"serverInfo":{"name":"odd","version":"1"}}`
 		case m.Method == "prompts/list":
-			result = `{"prompts":[{"name":"odd_prompt","x-k":"<"}]}`
+			result = `{"prompts":[` + bridgePromptListed + `]}`
 		case m.Method == "prompts/get":
 			result = bridgePrompt
 		case m.Method == "resources/list":
-			result = `{"resources":[{"uri":"file:///odd.txt","name":"odd"}]}`
+			result = `{"resources":[` + bridgeResource + `]}`
 		case m.Method == "resources/templates/list":
 			result = `{"resourceTemplates":[]}`
 		case m.Method == "resources/read":
@@ -255,16 +258,15 @@ func TestTheBridgePassesPromptsAndResources(t *testing.T) {
 	// Listed, without the 2026-07-28 revision's cache words, through the
 	// bridge and from /mcp.
 	for via, ask := range map[string]func(string) string{"the bridge": send, "/mcp": post} {
-		if got := result(ask(`{"jsonrpc":"2.0","id":2,"method":"prompts/list","params":{}}`)); !strings.Contains(got, `"name":"odd_prompt"`) ||
-			strings.Contains(got, "ttlMs") || strings.Contains(got, "cacheScope") {
+		if got := result(ask(`{"jsonrpc":"2.0","id":2,"method":"prompts/list","params":{}}`)); got != `{"prompts":[`+bridgePromptListed+`]}` {
 			t.Errorf("prompts/list through %s: %s", via, got)
+		}
+		if got := result(ask(`{"jsonrpc":"2.0","id":3,"method":"resources/list","params":{}}`)); got != `{"resources":[`+bridgeResource+`]}` {
+			t.Errorf("resources/list through %s: %s", via, got)
 		}
 		if got := result(ask(`{"jsonrpc":"2.0","id":7,"method":"resources/templates/list","params":{}}`)); strings.Contains(got, "ttlMs") {
 			t.Errorf("resources/templates/list through %s: %s", via, got)
 		}
-	}
-	if got := result(send(`{"jsonrpc":"2.0","id":3,"method":"resources/list","params":{}}`)); !strings.Contains(got, `"uri":"file:///odd.txt"`) {
-		t.Errorf("resources/list through the bridge: %s", got)
 	}
 	if got := result(send(`{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"odd_prompt"},"argument":{"name":"who","value":"a"}}}`)); !strings.Contains(got, `"ada"`) {
 		t.Errorf("completion/complete through the bridge: %s", got)

@@ -4,6 +4,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -84,42 +85,77 @@ func (b *bridge) resubscribe(ctx context.Context, remote *mcp.ClientSession) {
 	}
 }
 
-// relistOffers offers the server's prompts, resources and templates now:
-// new ones added, gone ones removed, changed ones replaced.
-func (b *bridge) relistOffers(ctx context.Context, remote *mcp.ClientSession) error {
+// bridgeOffers are the server's prompts, resources and templates as listed
+// now: each as the SDK read it and in the bytes the server listed it in
+// (wire, by upstream.WireKey), and (now) both, to see a change.
+type bridgeOffers struct {
+	prompts   []*mcp.Prompt
+	resources []*mcp.Resource
+	templates []*mcp.ResourceTemplate
+	wire      map[string]json.RawMessage
+	now       map[string]string // "prompt:"+name, "resource:"+uri, "template:"+uriTemplate -> as listed
+}
+
+func (o *bridgeOffers) keep(kind, id string, v any, wire json.RawMessage) {
+	if wire != nil {
+		o.wire[upstream.WireKey(kind, id)] = wire
+	}
+	o.now[kind+":"+id] = listedAs(v) + "\x00" + string(wire)
+}
+
+// listOffers lists the server's prompts, resources and templates.
+func listOffers(ctx context.Context, remote *mcp.ClientSession) (*bridgeOffers, error) {
 	caps := &mcp.ServerCapabilities{}
 	if r := remote.InitializeResult(); r != nil && r.Capabilities != nil {
 		caps = r.Capabilities
 	}
-	now := map[string]string{} // "prompt:"+name, "resource:"+uri, "template:"+uriTemplate -> as listed
-	var prompts []*mcp.Prompt
-	var resources []*mcp.Resource
-	var templates []*mcp.ResourceTemplate
+	o := &bridgeOffers{wire: map[string]json.RawMessage{}, now: map[string]string{}}
+	var errs []error
 	if caps.Prompts != nil {
-		for p, err := range remote.Prompts(ctx, nil) {
+		errs = append(errs, upstream.ListPages(ctx, "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
+			res, err := remote.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
 			if err != nil {
-				return err
+				return nil, "", err
 			}
-			prompts = append(prompts, p)
-			now["prompt:"+p.Name] = listedAs(p)
-		}
+			return res.Prompts, res.NextCursor, nil
+		}, func(p *mcp.Prompt, wire json.RawMessage) {
+			o.prompts = append(o.prompts, p)
+			o.keep("prompt", p.Name, p, wire)
+		}))
 	}
 	if caps.Resources != nil {
-		for r, err := range remote.Resources(ctx, nil) {
+		errs = append(errs, upstream.ListPages(ctx, "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
+			res, err := remote.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
 			if err != nil {
-				return err
+				return nil, "", err
 			}
-			resources = append(resources, r)
-			now["resource:"+r.URI] = listedAs(r)
-		}
-		for t, err := range remote.ResourceTemplates(ctx, nil) {
+			return res.Resources, res.NextCursor, nil
+		}, func(r *mcp.Resource, wire json.RawMessage) {
+			o.resources = append(o.resources, r)
+			o.keep("resource", r.URI, r, wire)
+		}))
+		errs = append(errs, upstream.ListPages(ctx, "resourceTemplates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
+			res, err := remote.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
 			if err != nil {
-				return err
+				return nil, "", err
 			}
-			templates = append(templates, t)
-			now["template:"+t.URITemplate] = listedAs(t)
-		}
+			return res.ResourceTemplates, res.NextCursor, nil
+		}, func(t *mcp.ResourceTemplate, wire json.RawMessage) {
+			o.templates = append(o.templates, t)
+			o.keep("template", t.URITemplate, t, wire)
+		}))
 	}
+	return o, errors.Join(errs...)
+}
+
+// relistOffers offers the server's prompts, resources and templates now:
+// new ones added, gone ones removed, changed ones replaced.
+func (b *bridge) relistOffers(ctx context.Context, remote *mcp.ClientSession) error {
+	o, err := listOffers(ctx, remote)
+	if err != nil {
+		return err
+	}
+	now, prompts, resources, templates := o.now, o.prompts, o.resources, o.templates
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var goneP, goneR, goneT []string
@@ -153,7 +189,7 @@ func (b *bridge) relistOffers(ctx context.Context, remote *mcp.ClientSession) er
 			b.local.AddResourceTemplate(t, b.readResource)
 		}
 	}
-	b.offered = now
+	b.offered, b.offeredWire = now, o.wire
 	return nil
 }
 

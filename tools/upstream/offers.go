@@ -31,7 +31,16 @@ type Offers struct {
 	Completions bool
 	// Off names what the tools file turned off.
 	Off []string
+	// Wire is each prompt, resource and template in the bytes the server
+	// listed it in (a prompt under the name it is offered under), by
+	// WireKey; secrets hidden. Missing: not known (the SDK's words).
+	Wire map[string]json.RawMessage `json:",omitempty"`
 }
+
+// WireKey is where Offers.Wire keeps a prompt ("prompt", its name as
+// offered), a resource ("resource", its URI) or a template ("template",
+// its URI template).
+func WireKey(kind, id string) string { return kind + "\x00" + id }
 
 // Shape is what the offers look like, to see a change.
 func (o Offers) Shape() string {
@@ -73,34 +82,58 @@ func (u *Server) listOffers(ctx context.Context, s *mcp.ClientSession) (o Offers
 	failed := func(what string, err error) {
 		skipped = append(skipped, fmt.Sprintf("%s: could not be listed: %s", what, u.cfg.Redact(err.Error())))
 	}
+	o.Wire = map[string]json.RawMessage{}
+	keep := func(kind, id string, wire json.RawMessage) {
+		if wire != nil {
+			o.Wire[WireKey(kind, id)] = u.cfg.RedactJSON(wire)
+		}
+	}
 	if caps.Prompts != nil && allowed(spec.Prompts) {
-		for p, err := range s.Prompts(ctx, nil) {
+		err := ListPages(ctx, "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
+			res, err := s.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
 			if err != nil {
-				failed("prompts", err)
-				o.Prompts = nil
-				break
+				return nil, "", err
 			}
+			return res.Prompts, res.NextCursor, nil
+		}, func(p *mcp.Prompt, wire json.RawMessage) {
 			p = redacted(u, p)
 			p.Name = u.offered(p.Name)
 			o.Prompts = append(o.Prompts, p)
+			keep("prompt", p.Name, renamed(wire, p.Name))
+		})
+		if err != nil {
+			failed("prompts", err)
+			o.Prompts = nil
 		}
 	}
 	if caps.Resources != nil && allowed(spec.Resources) {
-		for r, err := range s.Resources(ctx, nil) {
+		err := ListPages(ctx, "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
+			res, err := s.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
 			if err != nil {
-				failed("resources", err)
-				o.Resources = nil
-				break
+				return nil, "", err
 			}
+			return res.Resources, res.NextCursor, nil
+		}, func(r *mcp.Resource, wire json.RawMessage) {
 			o.Resources = append(o.Resources, redacted(u, r))
+			keep("resource", r.URI, wire)
+		})
+		if err != nil {
+			failed("resources", err)
+			o.Resources = nil
 		}
-		for t, err := range s.ResourceTemplates(ctx, nil) {
+		err = ListPages(ctx, "resourceTemplates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
+			res, err := s.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
 			if err != nil {
-				failed("resource templates", err)
-				o.Templates = nil
-				break
+				return nil, "", err
 			}
+			return res.ResourceTemplates, res.NextCursor, nil
+		}, func(t *mcp.ResourceTemplate, wire json.RawMessage) {
 			o.Templates = append(o.Templates, redacted(u, t))
+			keep("template", t.URITemplate, wire)
+		})
+		if err != nil {
+			failed("resource templates", err)
+			o.Templates = nil
 		}
 	}
 	o.Completions = caps.Completions != nil && allowed(spec.Completions)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"sort"
+
+	"github.com/countersign/countersign/tools/upstream"
 )
 
 // Listed is how an MCP client is shown an offered tool: in the bytes its
@@ -114,4 +116,67 @@ func CacheableList(method string) bool {
 func WithoutCacheWords(res map[string]json.RawMessage) {
 	delete(res, "ttlMs")
 	delete(res, "cacheScope")
+}
+
+// OfferedWire is how each prompt ("prompt", its name), resource
+// ("resource", its URI) and template ("template", its URI template)
+// offered to clients of the revisions with sessions (modern false) or
+// without is shown: in the bytes its server listed it in, the first
+// server of the file that lists it (nil: not known, the SDK's are right).
+func (gw *Gateway) OfferedWire(modern bool) func(kind, id string) json.RawMessage {
+	var lists []map[string]json.RawMessage
+	return func(kind, id string) json.RawMessage {
+		if lists == nil {
+			lists = []map[string]json.RawMessage{}
+			for _, u := range gw.servers() {
+				lists = append(lists, u.OffersAt(modern).Wire)
+			}
+		}
+		for _, l := range lists {
+			if w, ok := l[upstream.WireKey(kind, id)]; ok {
+				return w
+			}
+		}
+		return nil
+	}
+}
+
+// EntriesAsListed is a prompts/list, resources/list or
+// resources/templates/list result with each entry in the bytes its server
+// listed it in (wire), instead of the SDK's encoding of it, which drops
+// the keys it does not know (false: not such a result).
+func EntriesAsListed(res map[string]json.RawMessage, method string, wire func(kind, id string) json.RawMessage) bool {
+	key, kind, idKey := "", "", ""
+	switch method {
+	case "prompts/list":
+		key, kind, idKey = "prompts", "prompt", "name"
+	case "resources/list":
+		key, kind, idKey = "resources", "resource", "uri"
+	case "resources/templates/list":
+		key, kind, idKey = "resourceTemplates", "template", "uriTemplate"
+	default:
+		return false
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(res[key], &list) != nil {
+		return false
+	}
+	var out bytes.Buffer
+	out.WriteByte('[')
+	for i, e := range list {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		var id string
+		var m map[string]json.RawMessage
+		if json.Unmarshal(e, &m) == nil && json.Unmarshal(m[idKey], &id) == nil {
+			if w := wire(kind, id); w != nil {
+				e = w
+			}
+		}
+		out.Write(bytes.TrimSpace(e))
+	}
+	out.WriteByte(']')
+	res[key] = out.Bytes()
+	return true
 }
