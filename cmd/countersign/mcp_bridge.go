@@ -84,12 +84,15 @@ type bridge struct {
 	wire        map[string]json.RawMessage // each tool in the bytes the server listed it in
 	// version is the revision the server is spoken to at: the client's
 	// (legacyMCP, or "" for the latest, 2026-07-28, once the client is
-	// seen to speak it).
+	// seen to speak it); asks: what of the client the server may ask for
+	// (its sampling and elicitation capabilities; nil: none, till the
+	// client says).
 	version string
+	asks    *mcp.ClientCapabilities
 }
 
-func (b *bridge) client() *mcp.Client {
-	return mcp.NewClient(&mcp.Implementation{Name: mcpgate.BridgeClient, Version: "1"}, &mcp.ClientOptions{
+func (b *bridge) client(asks *mcp.ClientCapabilities) *mcp.Client {
+	opts := &mcp.ClientOptions{
 		// Progress the server sends for a call goes back to the client that
 		// asked, under the client's own token.
 		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -110,15 +113,19 @@ func (b *bridge) client() *mcp.Client {
 		},
 		ResourceUpdatedHandler: b.updated,
 		LoggingMessageHandler:  b.logged,
-	})
+	}
+	b.asksAs(opts, asks)
+	c := mcp.NewClient(&mcp.Implementation{Name: mcpgate.BridgeClient, Version: "1"}, opts)
+	c.AddReceivingMiddleware(b.rootsOfClient)
+	return c
 }
 
 // connect opens a session with the server and offers its tools.
 func (b *bridge) connect(ctx context.Context) error {
 	b.mu.Lock()
-	version := b.version
+	version, asks := b.version, b.asks
 	b.mu.Unlock()
-	remote, err := b.client().Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.endpoint,
+	remote, err := b.client(asks).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.endpoint,
 		HTTPClient: &http.Client{Transport: upstream.KeepingResults(bearerAuth(b.key))}}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		return err
@@ -258,43 +265,6 @@ func (b *bridge) inServersOrder(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return res, err
 	}
-}
-
-// legacyMCP is the revision the server is spoken to at for a client that
-// initializes (2025-11-25 and before): a session, and each tool and result
-// as /mcp gives such a client.
-const legacyMCP = "2025-11-25"
-
-// atClientsRevision speaks to the server at the latest revision
-// (2026-07-28, without sessions) once the client is seen to speak it
-// (server/discover, which only such a client sends): what it is offered
-// and answered is then what /mcp gives a 2026-07-28 client.
-func (b *bridge) atClientsRevision(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "server/discover" {
-			b.speak(ctx, "")
-		}
-		return next(ctx, method, req)
-	}
-}
-
-// speak connects to the server anew at version, unless it is already
-// spoken to at it; calls wait meanwhile. Should the connection fail, keep
-// connects again, with backoff.
-func (b *bridge) speak(ctx context.Context, version string) {
-	b.mu.Lock()
-	if b.version == version {
-		b.mu.Unlock()
-		return
-	}
-	b.version = version
-	old := b.remote
-	b.unready()
-	b.mu.Unlock()
-	if err := b.connect(ctx); err != nil {
-		fmt.Fprintf(b.stderr, "countersign mcp: connecting to %s at the client's revision: %v\n", b.endpoint, err)
-	}
-	_ = old.Close()
 }
 
 // call forwards one call on the session in use. A call cut by a lost

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/models/storage/storetest"
+)
+
+// askingUpstream is an MCP server over HTTP whose read tool "ask", during
+// the call, asks its client for a sampled message, a form and its roots,
+// and answers with what it was told.
+func askingUpstream(t *testing.T) string {
+	up := mcp.NewServer(&mcp.Implementation{Name: "asking", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
+	up.AddTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			ss := req.Session
+			var said []string
+			if m, err := ss.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 50,
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "summarize A1001"}}}}); err != nil {
+				said = append(said, "sampling failed: "+err.Error())
+			} else if tc, ok := m.Content.(*mcp.TextContent); ok {
+				said = append(said, "sampled: "+tc.Text)
+			}
+			if e, err := ss.Elicit(ctx, &mcp.ElicitParams{Message: "Which name?", RequestedSchema: map[string]any{"type": "object",
+				"properties": map[string]any{"name": map[string]any{"type": "string"}}}}); err != nil {
+				said = append(said, "elicitation failed: "+err.Error())
+			} else {
+				said = append(said, fmt.Sprintf("elicited: %s %v", e.Action, e.Content["name"]))
+			}
+			if r, err := ss.ListRoots(ctx, nil); err != nil {
+				said = append(said, "roots failed: "+err.Error())
+			} else {
+				for _, root := range r.Roots {
+					said = append(said, "root: "+root.URI)
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(said, "\n")}}}, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// What a server asks its client during a call reaches the client of the
+// stdio bridge, and its answer the server: a sampled message, a form, the
+// client's roots; a client that cannot answer (no sampling, no
+// elicitation declared) is not asked.
+func TestTheBridgePassesTheServersQuestions(t *testing.T) {
+	toolsFile := filepath.Join(t.TempDir(), "tools.yaml")
+	os.WriteFile(toolsFile, []byte("mcp_servers:\n  - name: asking\n    url: \""+askingUpstream(t)+"\"\n    prefix: false\n"), 0o600)
+	db := storetest.DSN(t)
+	app := serveAppLogging(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile}, io.Discard, io.Discard)
+	key, _ := runCmd(t, "agent", "add", "--name", "desk", "--db", db)
+	for _, capable := range []bool{true, false} {
+		toBridge, clientOut := io.Pipe()
+		clientIn, fromBridge := io.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			_ = run(ctx, []string{"mcp", "--url", "http://" + app.Addr(), "--agent-key", strings.TrimSpace(key)}, toBridge, fromBridge, io.Discard)
+			fromBridge.Close()
+		}()
+		opts := &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}
+		if capable {
+			opts.Capabilities = nil
+			opts.CreateMessageHandler = func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+				in := r.Params.Messages[0].Content.(*mcp.TextContent).Text
+				return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "the model read: " + in}}, nil
+			}
+			opts.ElicitationHandler = func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Bea"}}, nil
+			}
+		}
+		client := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, opts)
+		if capable {
+			client.AddRoots(&mcp.Root{URI: "file:///srv/shop", Name: "shop"})
+		}
+		cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: clientIn, Writer: clientOut}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, stop := context.WithTimeout(ctx, 60*time.Second)
+		res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{}})
+		stop()
+		if err != nil || res.IsError || len(res.Content) == 0 {
+			t.Fatalf("capable %v: %+v %v", capable, res, err)
+		}
+		said := res.Content[0].(*mcp.TextContent).Text
+		want := []string{"sampled: the model read: summarize A1001", "elicited: accept Bea", "root: file:///srv/shop"}
+		if !capable {
+			want = []string{"sampling failed", "elicitation failed"}
+		}
+		for _, w := range want {
+			if !strings.Contains(said, w) {
+				t.Errorf("capable %v: the server was told %q; want %q", capable, said, w)
+			}
+		}
+		cs.Close()
+		cancel()
+	}
+}
