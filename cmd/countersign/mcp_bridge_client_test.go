@@ -26,6 +26,7 @@ func askingUpstream(t *testing.T) string {
 	up.AddTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			ss := req.Session
+			_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "asking", Data: "looking it up"})
 			var said []string
 			if m, err := ss.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 50,
 				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "summarize A1001"}}}}); err != nil {
@@ -53,10 +54,11 @@ func askingUpstream(t *testing.T) string {
 	return srv.URL
 }
 
-// What a server asks its client during a call reaches the client of the
-// stdio bridge, and its answer the server: a sampled message, a form, the
-// client's roots; a client that cannot answer (no sampling, no
-// elicitation declared) is not asked.
+// What a server says and asks its client during a call reaches the client
+// of the stdio bridge, and its answer the server: a log message at the
+// level the client set, a sampled message, a form, the client's roots; a
+// client that cannot answer (no sampling, no elicitation declared) is not
+// asked.
 func TestTheBridgePassesTheServersQuestions(t *testing.T) {
 	toolsFile := filepath.Join(t.TempDir(), "tools.yaml")
 	os.WriteFile(toolsFile, []byte("mcp_servers:\n  - name: asking\n    url: \""+askingUpstream(t)+"\"\n    prefix: false\n"), 0o600)
@@ -71,7 +73,9 @@ func TestTheBridgePassesTheServersQuestions(t *testing.T) {
 			_ = run(ctx, []string{"mcp", "--url", "http://" + app.Addr(), "--agent-key", strings.TrimSpace(key)}, toBridge, fromBridge, io.Discard)
 			fromBridge.Close()
 		}()
-		opts := &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}
+		logged := make(chan string, 8)
+		opts := &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{},
+			LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) { logged <- fmt.Sprint(r.Params.Data) }}
 		if capable {
 			opts.Capabilities = nil
 			opts.CreateMessageHandler = func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
@@ -90,6 +94,9 @@ func TestTheBridgePassesTheServersQuestions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+			t.Fatalf("logging/setLevel through the bridge: %v", err)
+		}
 		cctx, stop := context.WithTimeout(ctx, 60*time.Second)
 		res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{}})
 		stop()
@@ -105,6 +112,15 @@ func TestTheBridgePassesTheServersQuestions(t *testing.T) {
 			if !strings.Contains(said, w) {
 				t.Errorf("capable %v: the server was told %q; want %q", capable, said, w)
 			}
+		}
+		// The server's log message during the call, at the level set.
+		select {
+		case msg := <-logged:
+			if msg != "looking it up" {
+				t.Errorf("capable %v: logged %q", capable, msg)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("capable %v: the server's log message did not reach the client", capable)
 		}
 		cs.Close()
 		cancel()
