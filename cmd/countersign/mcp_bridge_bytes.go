@@ -9,6 +9,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -29,9 +31,20 @@ import (
 // their stand-ins, by a name no client can guess; listMark marks a
 // tools/list result, whose tools are written as the server listed them.
 type answers struct {
-	by       sync.Map // name -> []byte
+	by       sync.Map // name -> kept
 	listMark string
+	swept    atomic.Int64 // when those never written were last let go (unix seconds)
 }
+
+// kept is a result waiting, and since when.
+type kept struct {
+	b  []byte
+	at time.Time
+}
+
+// keptFor is how long a result waits to be written: one whose request the
+// client cancelled is never written, and is let go after it.
+const keptFor = 10 * time.Minute
 
 func newAnswers() *answers { return &answers{listMark: rand.Text()} }
 
@@ -43,9 +56,27 @@ func (as *answers) standIn(raw []byte) *mcp.CallToolResult {
 
 // keep keeps raw till it is written, and is the _meta of its stand-in.
 func (as *answers) keep(raw []byte) mcp.Meta {
+	now := time.Now()
+	if last := as.swept.Load(); now.Unix()-last >= 60 && as.swept.CompareAndSwap(last, now.Unix()) {
+		as.by.Range(func(name, v any) bool {
+			if now.Sub(v.(kept).at) > keptFor {
+				as.by.Delete(name)
+			}
+			return true
+		})
+	}
 	name := rand.Text()
-	as.by.Store(name, raw)
+	as.by.Store(name, kept{raw, now})
 	return mcp.Meta{mcpgate.MetaAnswer: name}
+}
+
+// take is the result kept under name, forgotten (false: none).
+func (as *answers) take(name string) ([]byte, bool) {
+	v, ok := as.by.LoadAndDelete(name)
+	if !ok {
+		return nil, false
+	}
+	return v.(kept).b, true
 }
 
 // markListed marks a list result to be written as listed: the tools in
@@ -137,11 +168,11 @@ func (b *bridge) filled(line []byte) ([]byte, bool) {
 		out = append(append(append([]byte(`{"jsonrpc":"2.0","id":`), env.ID...), `,"result":`...), object(res)...)
 		out = append(out, '}')
 	} else {
-		raw, ok := b.answers.by.LoadAndDelete(name)
+		raw, ok := b.answers.take(name)
 		if !ok {
 			return nil, false
 		}
-		if out, ok = mcpgate.AnswerIn(msg, raw.([]byte)); !ok {
+		if out, ok = mcpgate.AnswerIn(msg, raw); !ok {
 			return nil, false
 		}
 	}

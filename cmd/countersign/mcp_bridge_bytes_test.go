@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models/storage/storetest"
+	"github.com/countersign/countersign/web/mcpgate"
 )
 
 // bridgeTools are the tools the odd server lists, not by name, as no Go
@@ -324,4 +325,18 @@ func rawMCP(t *testing.T, addr, key string) (post func(msg string) string) {
 	post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return post
+}
+
+// A result whose request the client cancelled is never written: it is let
+// go once it has waited keptFor, and a fresh one waits.
+func TestAResultNeverWrittenIsLetGo(t *testing.T) {
+	as := newAnswers()
+	as.by.Store("old", kept{[]byte(`{"content":[]}`), time.Now().Add(-keptFor - time.Minute)})
+	fresh := as.keep([]byte(`{"content":[]}`))[mcpgate.MetaAnswer].(string)
+	if _, ok := as.take("old"); ok {
+		t.Error("a result that waited past keptFor is still kept")
+	}
+	if b, ok := as.take(fresh); !ok || string(b) != `{"content":[]}` {
+		t.Errorf("a fresh result: %q %v", b, ok)
+	}
 }
