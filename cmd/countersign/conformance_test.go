@@ -33,12 +33,9 @@ var notYetThrough = map[string][]string{
 		// The suite changes the lists by calling tools the server does
 		// not list (test_trigger_tool_change, test_trigger_prompt_change),
 		// which Countersign does not forward: it gates only what is
-		// listed. test_streaming_elicitation answers with two JSON texts
-		// in one application/json body, which the Go SDK's client does
-		// not read.
+		// listed.
 		"server-stateless/sep-2575-server-sends-prompts-list-changed-on-subscription",
 		"server-stateless/sep-2575-server-sends-tools-list-changed-on-subscription",
-		"server-stateless/sep-2575-http-server-no-independent-requests-on-stream",
 	},
 }
 

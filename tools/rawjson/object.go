@@ -105,3 +105,26 @@ func skipValue(t *sjson.Tokenizer) bool {
 		}
 	}
 }
+
+// Texts are the JSON texts b holds one after another (white space between
+// them, as in NDJSON), each in its bytes; one for b that is one JSON text.
+// It fails when b holds anything else.
+func Texts(b []byte) ([][]byte, error) {
+	t := sjson.NewTokenizer(b)
+	at := func() int { return len(b) - t.Remaining() }
+	var out [][]byte
+	for t.Next() {
+		start := at() - len(t.Value)
+		if !skipValue(t) {
+			return nil, ErrNotText
+		}
+		out = append(out, b[start:at()])
+	}
+	if t.Err != nil || len(out) == 0 {
+		return nil, ErrNotText
+	}
+	return out, nil
+}
+
+// ErrNotText is the error for bytes that are not JSON texts.
+var ErrNotText = errors.New("not JSON texts")

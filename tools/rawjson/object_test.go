@@ -82,3 +82,28 @@ func BenchmarkReadObjectOfABigResult(b *testing.B) {
 		}
 	})
 }
+
+func TestTextsSplitsJSONTextsOneAfterAnother(t *testing.T) {
+	b := []byte("{\"a\":\"}{\"}\n{\"b\":[1,{\"c\":2}]} \"s\" 3\r\n[4]{}")
+	got, err := Texts(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`{"a":"}{"}`, `{"b":[1,{"c":2}]}`, `"s"`, `3`, `[4]`, `{}`}
+	if len(got) != len(want) {
+		t.Fatalf("%d texts: %q", len(got), got)
+	}
+	for i, w := range want {
+		if string(got[i]) != w {
+			t.Errorf("text %d = %s, want %s", i, got[i], w)
+		}
+	}
+	if one, err := Texts([]byte(" {\"x\":1} \n")); err != nil || len(one) != 1 || string(one[0]) != `{"x":1}` {
+		t.Errorf("one text: %q, %v", one, err)
+	}
+	for _, bad := range []string{"", " ", "{} , {}", "{\"a\":1", "{}]", "nope"} {
+		if got, err := Texts([]byte(bad)); err == nil {
+			t.Errorf("%q: %q, want an error", bad, got)
+		}
+	}
+}

@@ -109,14 +109,18 @@ type response struct {
 type jsonBody struct {
 	io.ReadCloser
 	raw  *rawResult
+	body []byte        // the answer, when it was read before (nil: read it)
 	read *bytes.Reader // what the SDK reads, once the answer is in
 }
 
 func (b *jsonBody) Read(p []byte) (int, error) {
 	if b.read == nil {
-		body, err := io.ReadAll(b.ReadCloser)
-		if err != nil {
-			return 0, err
+		body := b.body
+		if body == nil {
+			var err error
+			if body, err = io.ReadAll(b.ReadCloser); err != nil {
+				return 0, err
+			}
 		}
 		light, _ := b.raw.lightAnswer(body)
 		b.read = bytes.NewReader(light)
