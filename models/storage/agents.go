@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign/models"
@@ -126,15 +127,24 @@ func (s *Store) RevokeAgent(ctx context.Context, id, actor string) (cancelled []
 
 // AgentRun is the run that holds an agent's calls in one session, made the
 // first time the session is seen. A session belongs to one customer (or to
-// none): a call naming another is ErrConflict.
+// none): a call naming another is ErrConflict. What it returns is what never
+// changes of the run (its id, agent, session, customer and channel), not
+// its status: read the run (Run) for that.
 func (s *Store) AgentRun(ctx context.Context, agent *models.Agent, session, customerID string) (*models.Run, error) {
-	var run models.Run
-	// Most calls come in a session already seen: a read, no write.
-	if err := s.db.WithContext(ctx).Take(&run, "agent_id = ? AND session = ?", agent.ID, session).Error; err == nil {
+	if run := s.sessionRuns.get(agent.ID, session); run != nil {
 		if run.CustomerID != customerID {
 			return nil, models.ErrConflict
 		}
-		return &run, nil
+		return run, nil
+	}
+	var run models.Run
+	// Most calls come in a session already seen: a read, no write.
+	if err := s.db.WithContext(ctx).Take(&run, "agent_id = ? AND session = ?", agent.ID, session).Error; err == nil {
+		s.sessionRuns.put(&run)
+		if run.CustomerID != customerID {
+			return nil, models.ErrConflict
+		}
+		return s.sessionRuns.get(agent.ID, session), nil
 	}
 	err := s.Write(ctx, func(tx *Tx) error {
 		err := tx.db.Take(&run, "agent_id = ? AND session = ?", agent.ID, session).Error
@@ -154,7 +164,42 @@ func (s *Store) AgentRun(ctx context.Context, agent *models.Agent, session, cust
 	if err != nil {
 		return nil, err
 	}
-	return &run, nil
+	s.sessionRuns.put(&run)
+	return s.sessionRuns.get(agent.ID, session), nil
+}
+
+// sessionRuns keeps what never changes of the runs of agents' sessions,
+// once read, so that the calls of a session seen before read nothing to
+// find their run: a run is never deleted, and its id, agent, session,
+// customer and channel are set when it is made. At most maxSessionRuns are
+// kept (all let go when full).
+type sessionRuns struct {
+	mu sync.Mutex
+	m  map[[2]string]models.Run
+}
+
+const maxSessionRuns = 10_000
+
+// get is the run of an agent's session as kept (nil: not kept), a copy
+// with only what never changes.
+func (r *sessionRuns) get(agentID, session string) *models.Run {
+	r.mu.Lock()
+	run, ok := r.m[[2]string{agentID, session}]
+	r.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return &run
+}
+
+func (r *sessionRuns) put(run *models.Run) {
+	kept := models.Run{ID: run.ID, AgentID: run.AgentID, Session: run.Session, CustomerID: run.CustomerID, Channel: run.Channel}
+	r.mu.Lock()
+	if r.m == nil || len(r.m) >= maxSessionRuns {
+		r.m = make(map[[2]string]models.Run)
+	}
+	r.m[[2]string{run.AgentID, run.Session}] = kept
+	r.mu.Unlock()
 }
 
 // CallByAgentKey finds the call an agent made with an Idempotency-Key.

@@ -48,6 +48,8 @@ type Store struct {
 	watcher atomic.Pointer[observerBox]
 	// Now is the clock used for record timestamps; tests replace it.
 	Now func() time.Time
+	// sessionRuns are the runs of agents' sessions read lately (AgentRun).
+	sessionRuns sessionRuns
 }
 
 // Options tunes Open. The zero value is the production setting.

@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -226,5 +227,49 @@ func TestAKeyFindsItsAgentUntilRevoked(t *testing.T) {
 	}
 	if _, err := s.AgentForKey(ctx, "h1"); err != models.ErrNotFound {
 		t.Errorf("a revoked key: %v", err)
+	}
+}
+
+// An agent's session has one run, found again by every later call (kept
+// once read) and by another instance on the same database; the session
+// stays its customer's: a call naming another is refused, the first time
+// and every time after.
+func TestASessionsRunIsFoundAgainAndStaysItsCustomers(t *testing.T) {
+	dsn := storetest.DSN(t)
+	one, err := storage.Open(dsn, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	two, err := storage.Open(dsn, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer two.Close()
+	ctx := context.Background()
+	bot, other := &models.Agent{ID: "agt_1", Name: "bot"}, &models.Agent{ID: "agt_2", Name: "other"}
+	first, err := one.AgentRun(ctx, bot, "conv-1", "cus_1")
+	if err != nil || first.ID == "" || first.Channel != "agent:bot" || first.CustomerID != "cus_1" {
+		t.Fatalf("the session's run: %+v, %v", first, err)
+	}
+	for i, s := range []*storage.Store{one, one, two, two} {
+		again, err := s.AgentRun(ctx, bot, "conv-1", "cus_1")
+		if err != nil || again.ID != first.ID || again.Channel != first.Channel {
+			t.Errorf("call %d found %+v, %v; want run %s", i, again, err, first.ID)
+		}
+		if _, err := s.AgentRun(ctx, bot, "conv-1", "cus_2"); !errors.Is(err, models.ErrConflict) {
+			t.Errorf("call %d: another customer in the session: %v, want a conflict", i, err)
+		}
+	}
+	if run, err := one.Run(ctx, first.ID); err != nil || run.AgentID != bot.ID || run.Session != "conv-1" {
+		t.Errorf("the run as kept: %+v, %v", run, err)
+	}
+	for _, c := range []struct {
+		ag      *models.Agent
+		session string
+	}{{bot, "conv-2"}, {other, "conv-1"}} {
+		if run, err := two.AgentRun(ctx, c.ag, c.session, "cus_1"); err != nil || run.ID == first.ID {
+			t.Errorf("%s's session %s: %+v, %v; want a run of its own", c.ag.Name, c.session, run, err)
+		}
 	}
 }
