@@ -23,7 +23,7 @@ type answering struct {
 // fills it in; done forgets the place. Other requests: w, as it is.
 func (ep *mcpEndpoint) answerToolCalls(w http.ResponseWriter, r *http.Request, m *rpcMessage) (http.ResponseWriter, func()) {
 	r.Header.Del(mcpgate.HeaderAnswer)
-	if m == nil || (m.Method != "tools/call" && m.Method != "prompts/get" && m.Method != "resources/read") || len(m.ID) == 0 {
+	if m == nil || (m.Method != "tools/call" && m.Method != "prompts/get" && m.Method != "resources/read" && m.Method != "completion/complete") || len(m.ID) == 0 {
 		return w, func() {}
 	}
 	name, a, done := ep.answers.Expect()

@@ -36,12 +36,19 @@ func (b *bridge) newLocal(caps *mcp.ServerCapabilities) *mcp.Server {
 	return mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, opts)
 }
 
+// complete asks the server to complete an argument; its answer reaches the
+// client in the bytes the server sent.
 func (b *bridge) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 	remote, err := b.session(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return remote.Complete(ctx, req.Params)
+	cctx, got, _ := upstream.WithResultBytes(ctx)
+	res, err := remote.Complete(cctx, req.Params)
+	if raw := got(); err == nil && raw != nil {
+		return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{}}, Meta: b.answers.keep(raw)}, nil
+	}
+	return res, err
 }
 
 // subscribe subscribes on the server, and again on each new session.

@@ -232,7 +232,12 @@ func (gw *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest, moder
 		if mine {
 			p := *req.Params
 			p.Meta = hopMeta(p.Meta, modern)
-			return u.Complete(ctx, &p, modern)
+			ctx, got, _ := upstream.WithResultBytes(ctx)
+			res, err := u.Complete(ctx, &p, modern)
+			if err == nil && gw.Answers.put(placeOf(req.Extra), u.AsSent(got())) {
+				return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{}}, Meta: mcp.Meta{MetaAnswer: placeOf(req.Extra)}}, nil
+			}
+			return res, err
 		}
 	}
 	return none, nil
