@@ -113,6 +113,11 @@ func (b *bridge) client(asks *mcp.ClientCapabilities) *mcp.Client {
 		},
 		ResourceUpdatedHandler: b.updated,
 		LoggingMessageHandler:  b.logged,
+		// An input-required result (2026-07-28) is the client's to answer,
+		// as the server sent it: the bridge's client does not answer it
+		// itself, which would ask its client in a request that revision
+		// has not.
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	}
 	b.asksAs(opts, asks)
 	c := mcp.NewClient(&mcp.Implementation{Name: mcpgate.BridgeClient, Version: "1"}, opts)
@@ -286,7 +291,10 @@ func (b *bridge) call(ctx context.Context, name string, req *mcp.CallToolRequest
 		}
 	}
 	meta[mcpgate.MetaSession] = conversation
-	params := &mcp.CallToolParams{Name: name, Arguments: req.Params.Arguments, Meta: meta}
+	// A 2026-07-28 client's answers to an input-required result go on with
+	// the server's state, as they came.
+	params := &mcp.CallToolParams{Name: name, Arguments: req.Params.Arguments, Meta: meta,
+		InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}
 	if tok, ok := progressToken(req.Params.GetProgressToken()); ok {
 		params.SetProgressToken(tok)
 		key := progressKey(tok)

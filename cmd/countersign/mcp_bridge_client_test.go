@@ -126,3 +126,68 @@ func TestTheBridgePassesTheServersQuestions(t *testing.T) {
 		cancel()
 	}
 }
+
+// A 2026-07-28 client of the bridge is answered as the revision has it: a
+// server that needs input before it goes on answers with an input-required
+// result (no request to the client), which reaches the client as the
+// server sent it; the client asks again with its answers and the server's
+// state, which reach the server, and it finishes.
+func TestTheBridgePassesInputRequiredToA2026Client(t *testing.T) {
+	up := mcp.NewServer(&mcp.Implementation{Name: "mrtr", Version: "1"}, nil)
+	up.AddTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if len(req.Params.InputResponses) == 0 {
+				return &mcp.CallToolResult{RequestState: "state-1", InputRequests: mcp.InputRequestMap{"who": &mcp.ElicitParams{Message: "Which name?",
+					RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}}}}, nil
+			}
+			e, _ := req.Params.InputResponses["who"].(*mcp.ElicitResult)
+			said := fmt.Sprintf("state %s, elicited:", req.Params.RequestState)
+			if e != nil {
+				said += fmt.Sprintf(" %s %v", e.Action, e.Content["name"])
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: said}}}, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(srv.Close)
+	toolsFile := filepath.Join(t.TempDir(), "tools.yaml")
+	os.WriteFile(toolsFile, []byte("mcp_servers:\n  - name: mrtr\n    url: \""+srv.URL+"\"\n    prefix: false\n"), 0o600)
+	db := storetest.DSN(t)
+	app := serveAppLogging(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile}, io.Discard, io.Discard)
+	key, _ := runCmd(t, "agent", "add", "--name", "desk", "--db", db)
+	toBridge, clientOut := io.Pipe()
+	clientIn, fromBridge := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_ = run(ctx, []string{"mcp", "--url", "http://" + app.Addr(), "--agent-key", strings.TrimSpace(key)}, toBridge, fromBridge, io.Discard)
+		fromBridge.Close()
+	}()
+	asked := make(chan string, 4)
+	client := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- r.Params.Message
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Bea"}}, nil
+		}})
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: clientIn, Writer: clientOut}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	cctx, stop := context.WithTimeout(ctx, 60*time.Second)
+	defer stop()
+	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{}})
+	if err != nil || res.IsError || len(res.Content) == 0 {
+		t.Fatalf("the call through the bridge: %+v %v", res, err)
+	}
+	if said := res.Content[0].(*mcp.TextContent).Text; said != "state state-1, elicited: accept Bea" {
+		t.Errorf("the server was told %q", said)
+	}
+	select {
+	case m := <-asked:
+		if m != "Which name?" {
+			t.Errorf("the client was asked %q", m)
+		}
+	default:
+		t.Error("the client was not asked")
+	}
+}

@@ -17,8 +17,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/countersign/countersign/tools/rawjson"
 )
 
 // Relay is the MCP client a call came from, while its request is open:
@@ -466,48 +464,5 @@ func (w watching) RoundTrip(req *http.Request) (*http.Response, error) {
 	case (r != nil || raw != nil) && strings.HasPrefix(ct, "application/json"):
 		return w.jsonAnswer(resp, r, raw)
 	}
-	return resp, nil
-}
-
-// jsonAnswer reads an answer sent as application/json. One JSON message
-// is read by the SDK through jsonBody (its result kept as it came). Some
-// servers send a call's notifications and then its response as JSON texts
-// one after another in that body (NDJSON; the MCP project's reference
-// everything-server does for test_streaming_elicitation), which the SDK
-// cannot read: the SDK is handed them as the events of a stream instead,
-// each read as any stream's (watchedBody). The answer is read whole first,
-// as the SDK reads application/json anyway.
-func (w watching) jsonAnswer(resp *http.Response, r *Relay, raw *rawResult) (*http.Response, error) {
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	texts := [][]byte{body}
-	if _, err := rawjson.ReadObject(body); err != nil {
-		if t, err := rawjson.Texts(body); err == nil {
-			texts = t
-		}
-	}
-	if len(texts) == 1 {
-		resp.Body = io.NopCloser(bytes.NewReader(body))
-		if raw != nil {
-			resp.Body = &jsonBody{ReadCloser: resp.Body, raw: raw, body: body}
-		}
-		return resp, nil
-	}
-	var events bytes.Buffer
-	for _, t := range texts {
-		// A text's own line breaks (JSON's white space) each start a
-		// data line of the event, which the reader joins again.
-		t = bytes.ReplaceAll(bytes.ReplaceAll(t, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
-		events.WriteString("event: message\ndata: ")
-		events.Write(bytes.ReplaceAll(t, []byte("\n"), []byte("\ndata: ")))
-		events.WriteString("\n\n")
-	}
-	resp.Header.Set("Content-Type", "text/event-stream")
-	resp.Header.Del("Content-Length")
-	resp.ContentLength = -1
-	resp.Body = &watchedBody{ReadCloser: io.NopCloser(&events), u: w.u, relay: r, raw: raw}
 	return resp, nil
 }
