@@ -4,8 +4,9 @@
 // proxy that records nothing (supergateway, stdio to streamable HTTP, from
 // .ci/mcp; and mcp-proxy, the same) and through Countersign's /mcp (agent key, gate, record, forward
 // once) with the 2026-07-28 revision (stateless, what the Go SDK's client
-// speaks by default) and with a 2025 session; same Go SDK client code,
-// alternated, sequential. BENCHMARKS.md.
+// speaks by default) and with a 2025 session, and through a proxy of the Go
+// SDK's own that records nothing (the floor of a hop built as Countersign's
+// is); same Go SDK client code, alternated, sequential. BENCHMARKS.md.
 //
 //	make mcp-servers && go run ./bench/mcpgate -n 2000
 //
@@ -143,14 +144,44 @@ func run(n, textBytes, mediaBytes int) error {
 		return err
 	}
 	defer stop()
+	sdk, stopSDK, err := sdkProxy(ctx, script, dir, tool, connect)
+	if err != nil {
+		return err
+	}
+	defer stopSDK()
 	kinds := []kind{
 		{"straight to the upstream (stdio)", direct, tool},
 		{"through supergateway (records nothing)", plain[0], tool},
 		{"through mcp-proxy (records nothing)", plain[1], tool},
 		{"through Countersign's /mcp, 2026-07-28", gated, "fs__" + tool},
 		{"through Countersign's /mcp, 2025 session", session, "fs__" + tool},
+		{"through a Go SDK proxy (records nothing)", sdk, tool},
 	}
 	return compare(ctx, n, file, kinds)
+}
+
+// sdkProxy is the floor of a hop built on the Go SDK, as Countersign's is:
+// a streamable HTTP server of the SDK whose one tool forwards each call to
+// the upstream over stdio with the SDK's client, and records nothing. A
+// 2025 session of it is returned connected.
+func sdkProxy(ctx context.Context, script, dir, tool string, connect func(url, version string, rt http.RoundTripper) (*mcp.ClientSession, error)) (*mcp.ClientSession, func(), error) {
+	up, err := mcp.NewClient(&mcp.Implementation{Name: "sdk-proxy", Version: "1"}, nil).
+		Connect(ctx, &mcp.CommandTransport{Command: exec.Command("node", script, dir)}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "sdk-proxy", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: tool, InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return up.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: req.Params.Arguments})
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	cs, err := connect(srv.URL, "2025-11-25", http.DefaultTransport)
+	if err != nil {
+		srv.Close()
+		up.Close()
+		return nil, nil, err
+	}
+	return cs, func() { cs.Close(); srv.Close(); up.Close() }, nil
 }
 
 // fileToRead writes the file the reads are of, and says which tool reads
