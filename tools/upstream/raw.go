@@ -109,7 +109,9 @@ type response struct {
 type jsonBody struct {
 	io.ReadCloser
 	raw  *rawResult
-	body []byte        // the answer, when it was read before (nil: read it)
+	body []byte // the answer, when it was read before (nil: read it)
+	// read is body's object, when it was read as one (jsonAnswer).
+	obj  *rawjson.Object
 	read *bytes.Reader // what the SDK reads, once the answer is in
 }
 
@@ -122,7 +124,12 @@ func (b *jsonBody) Read(p []byte) (int, error) {
 				return 0, err
 			}
 		}
-		light, _ := b.raw.lightAnswer(body)
+		var light []byte
+		if b.obj != nil {
+			light, _ = b.raw.lightAnswerOf(body, b.obj, nil)
+		} else {
+			light, _ = b.raw.lightAnswer(body)
+		}
 		b.read = bytes.NewReader(light)
 	}
 	return b.read.Read(p)
@@ -135,6 +142,11 @@ func (b *jsonBody) Read(p []byte) (int, error) {
 // done with it).
 func (r *rawResult) lightAnswer(msg []byte) (out []byte, answer bool) {
 	o, err := rawjson.ReadObject(msg)
+	return r.lightAnswerOf(msg, o, err)
+}
+
+// lightAnswerOf is lightAnswer of msg read already (rawjson.ReadObject).
+func (r *rawResult) lightAnswerOf(msg []byte, o *rawjson.Object, err error) (out []byte, answer bool) {
 	if err != nil || o.Value(msg, "method") != nil || o.Value(msg, "error") != nil {
 		return msg, false
 	}
@@ -188,7 +200,8 @@ func (w watching) jsonAnswer(resp *http.Response, r *Relay, raw *rawResult) (*ht
 		return nil, err
 	}
 	texts := [][]byte{body}
-	if _, err := rawjson.ReadObject(body); err != nil {
+	obj, err := rawjson.ReadObject(body) // read once: jsonBody takes it
+	if err != nil {
 		if t, err := rawjson.Texts(body); err == nil {
 			texts = t
 		}
@@ -196,7 +209,7 @@ func (w watching) jsonAnswer(resp *http.Response, r *Relay, raw *rawResult) (*ht
 	if len(texts) == 1 {
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		if raw != nil {
-			resp.Body = &jsonBody{ReadCloser: resp.Body, raw: raw, body: body}
+			resp.Body = &jsonBody{ReadCloser: resp.Body, raw: raw, body: body, obj: obj}
 		}
 		return resp, nil
 	}
