@@ -19,6 +19,14 @@ type Receipt struct {
 	CreatedAt time.Time
 }
 
+// ReceiptRecords are a call's records as a unit of work wrote them, every
+// one: the call as stored and its audit events in order. A receipt signed
+// in that unit is made of them instead of reading them back.
+type ReceiptRecords struct {
+	Call   *ToolCall
+	Events []AuditEvent
+}
+
 // ReceiptKey is a key that signs receipts. The newest that has a private
 // half signs; every one stays published (GET /api/v1/receipts/keys) so
 // that receipts signed before a rotation still verify. Private is empty

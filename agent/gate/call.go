@@ -88,6 +88,8 @@ type gateCall struct {
 	// the call instead of a person, if one did.
 	rec     recordedDecision
 	granted *grantUse
+	// asked is the audit event that recorded the call, as stored.
+	asked models.AuditEvent
 }
 
 // invalidCall is a call that cannot run as asked, and why, in words for
@@ -264,6 +266,7 @@ func insertCall(tx *storage.Tx, c *gateCall) error {
 	if err := tx.Audit(models.Event{Actor: actor, Kind: c.rec.kind, Subject: call.ID, Payload: c.rec.payload}); err != nil {
 		return err
 	}
+	c.asked = tx.LastEvent()
 	if c.granted != nil {
 		return c.granted.audit(tx, call)
 	}
@@ -282,6 +285,9 @@ func (g *Gate) settle(ctx context.Context, c *gateCall) (Outcome, error) {
 	}
 	if d.Verdict != policy.Allow || !c.tool.Executes() {
 		return out, nil // a decision-only tool's allowed call is the agent's to carry out
+	}
+	if c.granted == nil && c.call.Decision == models.DecidedAllow {
+		ctx = withAsked(ctx, c.asked) // its one event before the outcome's
 	}
 	return g.execute(ctx, c.call, c.req.CustomerName, c.tool, c.norm)
 }

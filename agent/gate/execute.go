@@ -117,13 +117,28 @@ func (g *Gate) outcomeUnit(call *models.ToolCall, o outcome) func(ctx context.Co
 				return err
 			}
 			if g.receipt != nil && o.status.Final() && wantsReceipt(ctx) {
-				if err := g.receipt(ctx, tx, call.ID); err != nil {
+				if err := g.receipt(ctx, tx, call.ID, o.records(ctx, tx, call)); err != nil {
 					g.log.Debug("the receipt is signed after the outcome", "call_id", call.ID, "err", err)
 				}
 			}
 			return nil
 		})
 	}
+}
+
+// records are the call's records as the gate wrote them, when it wrote
+// every one: an allowed call it recorded (its one event, withAsked) and
+// whose outcome this unit records (nil: the receipt reads them).
+func (o outcome) records(ctx context.Context, tx *storage.Tx, call *models.ToolCall) *models.ReceiptRecords {
+	asked, ok := askedOf(ctx, call.ID)
+	if !ok || o.unknown || call.Decision != models.DecidedAllow {
+		return nil
+	}
+	ended := *call // as FinishCall stored it
+	now := tx.Now()
+	ended.Status, ended.Result, ended.Error, ended.ErrorDetail = o.status, string(o.result), o.errForModel, o.errDetail
+	ended.FinishedAt, ended.UpdatedAt = &now, now
+	return &models.ReceiptRecords{Call: &ended, Events: []models.AuditEvent{asked, tx.LastEvent()}}
 }
 
 // executed notes, once the outcome is committed, how long the tool ran and

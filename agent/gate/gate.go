@@ -59,14 +59,19 @@ type Gate struct {
 	metrics *telemetry.Metrics
 	// receipt signs a call's receipt in the unit that records its outcome
 	// (SignReceiptsWith; nil: receipts are signed after).
-	receipt func(ctx context.Context, tx *storage.Tx, callID string) error
+	receipt ReceiptSigner
 }
+
+// ReceiptSigner signs a call's receipt in the unit of work that records
+// its outcome; known, when set, are the call's records as the gate wrote
+// them, every one (nil: they are to be read).
+type ReceiptSigner func(ctx context.Context, tx *storage.Tx, callID string, known *models.ReceiptRecords) error
 
 // SignReceiptsWith has fn sign, in the unit of work that records how a
 // call ended, the receipt of a call whose asker waits for it (WantsReceipt):
 // its answer then carries the receipt without another read or write.
 // fn's error leaves the unit as it was.
-func (g *Gate) SignReceiptsWith(fn func(ctx context.Context, tx *storage.Tx, callID string) error) {
+func (g *Gate) SignReceiptsWith(fn ReceiptSigner) {
 	g.receipt = fn
 }
 
@@ -81,6 +86,20 @@ func WantsReceipt(ctx context.Context) context.Context {
 func wantsReceipt(ctx context.Context) bool {
 	v, _ := ctx.Value(wantsReceiptKey{}).(bool)
 	return v
+}
+
+type askedKey struct{}
+
+// withAsked is ctx carrying the audit event that recorded an allowed call
+// (its only one before its outcome), as stored: the receipt signed with
+// the outcome is made of what the gate wrote, not read back.
+func withAsked(ctx context.Context, ev models.AuditEvent) context.Context {
+	return context.WithValue(ctx, askedKey{}, ev)
+}
+
+func askedOf(ctx context.Context, callID string) (models.AuditEvent, bool) {
+	ev, ok := ctx.Value(askedKey{}).(models.AuditEvent)
+	return ev, ok && ev.Subject == callID && ev.Seq > 0
 }
 
 // Notifier carries the news that something others watch has changed: an

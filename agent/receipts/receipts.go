@@ -427,16 +427,22 @@ func (s *Signer) Fresh(ctx context.Context, ended *models.ToolCall) (*models.Rec
 
 // SignWithin signs and keeps, in the unit of work that records its
 // outcome, the receipt of a call that ends there, from the records as the
-// unit wrote them: the answer that carries it (Fresh) then reads and
-// writes nothing more. Its error leaves nothing written: the unit goes on,
+// unit wrote them (known, an allowed call's records as the gate wrote
+// them, or else read back in the unit): the answer that carries it (Fresh)
+// then reads and writes nothing more. Its error leaves nothing written: the unit goes on,
 // and the receipt is signed as any other.
-func (s *Signer) SignWithin(ctx context.Context, tx *storage.Tx, callID string) error {
+func (s *Signer) SignWithin(ctx context.Context, tx *storage.Tx, callID string, known *models.ReceiptRecords) error {
 	if s.nSigned.Load() >= maxSigned {
 		return errors.New("too many receipts wait for their answers")
 	}
 	return tx.Try(func(tx *storage.Tx) error {
-		call, events, approvals, err := tx.ReceiptRecord(callID)
-		if err != nil {
+		var call *models.ToolCall
+		var events []models.AuditEvent
+		var approvals []models.Approval
+		var err error
+		if known != nil && known.Call != nil && known.Call.ID == callID && known.Call.Decision == models.DecidedAllow {
+			call, events = known.Call, known.Events // allowed: no verdicts
+		} else if call, events, approvals, err = tx.ReceiptRecord(callID); err != nil {
 			return err
 		}
 		if !call.Status.Final() {

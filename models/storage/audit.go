@@ -15,7 +15,14 @@ type chainState struct {
 	dirty  bool
 	seq    int64
 	hash   string
+	// last is the event this unit of work appended last (its payload
+	// left out), undone with the chain by a unit's savepoint.
+	last models.AuditEvent
 }
+
+// LastEvent is the event this unit of work appended last, as stored but
+// for its payload (zero: none).
+func (tx *Tx) LastEvent() models.AuditEvent { return tx.chain.last }
 
 // Audit appends an event to the chain inside this unit of work.
 func (tx *Tx) Audit(ev models.Event) error {
@@ -44,6 +51,8 @@ func (tx *Tx) Audit(ev models.Event) error {
 		return fmt.Errorf("append audit event: %w", err)
 	}
 	tx.chain.seq, tx.chain.hash, tx.chain.dirty = rec.Seq, rec.Hash, true
+	tx.chain.last = rec
+	tx.chain.last.Payload = ""
 	if out := outboxOf(&tx.w.store.outbox); out != nil {
 		return out(tx, ev)
 	}
