@@ -243,8 +243,8 @@ func (b *bridge) relist(ctx context.Context, remote *mcp.ClientSession) error {
 	}
 	for _, t := range tools {
 		name := t.Name
-		if b.listed[name] == seen[name] {
-			continue
+		if was, ok := b.place[name]; ok && was == place[name] && b.listed[name] == seen[name] {
+			continue // unchanged, in its place (a new order is a changed list)
 		}
 		b.local.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return b.call(ctx, name, req)

@@ -171,10 +171,11 @@ func asListed(t *tools.Tool) *mcp.Tool {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: readOnly, DestructiveHint: &destructive}}
 }
 
-// sameShape: a client sees no difference between the two.
+// sameShape: a client sees no difference between the two, in its place in
+// tools/list too (a server's new order is a changed list).
 func sameShape(a, b *tools.Tool) bool {
 	return a.Description == b.Description && a.Risk == b.Risk && string(a.Schema) == string(b.Schema) && string(a.Listing) == string(b.Listing) &&
-		string(a.Wire) == string(b.Wire) && string(a.ModernWire) == string(b.ModernWire)
+		string(a.Wire) == string(b.Wire) && string(a.ModernWire) == string(b.ModernWire) && a.Place == b.Place && a.ModernPlace == b.ModernPlace
 }
 
 func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
