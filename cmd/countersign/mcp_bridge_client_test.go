@@ -147,6 +147,18 @@ func TestTheBridgePassesInputRequiredToA2026Client(t *testing.T) {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: said}}}, nil
 		})
+	up.AddPrompt(&mcp.Prompt{Name: "greet"}, func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		if len(req.Params.InputResponses) == 0 {
+			return &mcp.GetPromptResult{RequestState: "state-2", InputRequests: mcp.InputRequestMap{"who": &mcp.ElicitParams{Message: "Greet whom?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}}}}, nil
+		}
+		e, _ := req.Params.InputResponses["who"].(*mcp.ElicitResult)
+		text := "state " + req.Params.RequestState + ", greet:"
+		if e != nil {
+			text += fmt.Sprintf(" %v", e.Content["name"])
+		}
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: text}}}}, nil
+	})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	t.Cleanup(srv.Close)
 	toolsFile := filepath.Join(t.TempDir(), "tools.yaml")
@@ -189,5 +201,13 @@ func TestTheBridgePassesInputRequiredToA2026Client(t *testing.T) {
 		}
 	default:
 		t.Error("the client was not asked")
+	}
+	// A prompt the same way.
+	p, err := cs.GetPrompt(cctx, &mcp.GetPromptParams{Name: "greet"})
+	if err != nil || len(p.Messages) != 1 {
+		t.Fatalf("the prompt through the bridge: %+v %v", p, err)
+	}
+	if text := p.Messages[0].Content.(*mcp.TextContent).Text; text != "state state-2, greet: Bea" {
+		t.Errorf("the server was told %q", text)
 	}
 }
