@@ -117,6 +117,12 @@ type Tool struct {
 	// came but for the name.
 	Upstream string
 	Listing  json.RawMessage
+	// UpstreamName is the tool's name at its MCP server ("" for others).
+	UpstreamName string
+	// Unlisted: the MCP server does not list the tool; the tools file
+	// forwards calls to it at a risk of its own (unlisted_tools). It is
+	// never offered, only called by name.
+	Unlisted bool
 	// Wire is the same tool in the bytes the server's list held it (nil:
 	// not known, a stdio list read before): what MCP clients are given.
 	// Listing, an encoding of what was read, is what a pin's hash covers.

@@ -32,4 +32,9 @@ type UpstreamStatus struct {
 	// tools it lists at one of the two only.
 	Modern                 bool
 	ModernOnly, LegacyOnly int
+	// Unlisted is the risk calls to tools it does not list are decided at
+	// and then forwarded ("": refused as unknown tools); Prefix is what the
+	// names of its tools begin with ("": prefix: false).
+	Unlisted Risk
+	Prefix   string
 }

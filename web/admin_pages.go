@@ -132,10 +132,20 @@ func (s *Server) toolsView(c echo.Context) views.ToolsView {
 	if s.cfg.Upstreams != nil {
 		for _, u := range s.cfg.Upstreams() {
 			v.Upstreams = append(v.Upstreams, views.UpstreamRow{Name: u.Name, Via: u.Via, Connected: u.Connected, Since: clock(u.Since),
-				Error: u.Error, Tools: u.Tools, Skipped: u.Skipped, Beside: besideTools(u), Off: strings.Join(u.Off, ", "), Relay: relayWords(u), Revisions: revisionWords(u)})
+				Error: u.Error, Tools: u.Tools, Skipped: u.Skipped, Beside: besideTools(u), Off: strings.Join(u.Off, ", "), Relay: relayWords(u), Revisions: revisionWords(u),
+				Unlisted: string(u.Unlisted), UnlistedNames: unlistedNames(u)})
 		}
 	}
 	return v
+}
+
+// unlistedNames says which names a call to a tool an MCP server does not
+// list may have to reach it.
+func unlistedNames(u tools.UpstreamStatus) string {
+	if u.Prefix == "" {
+		return "any name no other tool has"
+	}
+	return "named " + u.Prefix + "…"
 }
 
 // besideTools says what an MCP server offers besides tools ("" if nothing).

@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/upstream"
 	"github.com/countersign/countersign/web/mcpgate"
 )
 
@@ -96,9 +97,24 @@ func (ep *mcpEndpoint) toolsChanged() {
 	}
 }
 
-// resourceUpdated tells the clients subscribed to a resource of an MCP
-// server that it changed.
-func (ep *mcpEndpoint) resourceUpdated(uri string) {
+// told tells the clients what an MCP server said for them to hear: that a
+// resource they subscribed to changed, or that a list changed (one
+// Countersign found the same: each agent's server offers that list again
+// as it is, and the SDK tells the clients it changed).
+func (ep *mcpEndpoint) told(t upstream.Told) {
+	if t.List != "" {
+		ep.mu.Lock()
+		defer ep.mu.Unlock()
+		for id, s := range ep.servers {
+			if t.List == upstream.ListTools {
+				ep.gw.Retell(s.server, s.agent, s.modern, s.tools)
+			} else {
+				s.more = ep.gw.OfferMore(s.server, s.modern, s.more.Without(t.List))
+				ep.servers[id] = s
+			}
+		}
+		return
+	}
 	ep.mu.Lock()
 	var servers []*mcp.Server
 	for _, s := range ep.servers {
@@ -106,7 +122,7 @@ func (ep *mcpEndpoint) resourceUpdated(uri string) {
 	}
 	ep.mu.Unlock()
 	for _, s := range servers {
-		_ = s.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+		_ = s.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: t.Updated})
 	}
 }
 
@@ -117,7 +133,7 @@ func newMCPEndpoint(s *Server) *mcpEndpoint {
 	if s.changes != nil {
 		s.changes.OnToolsChanged(ep.toolsChanged)
 	}
-	s.core.OnResourceUpdated(ep.resourceUpdated)
+	s.core.OnTold(ep.told)
 	return ep
 }
 

@@ -256,6 +256,7 @@ func upstreamsApp(t *testing.T, file string, opts httptool.Options, wait time.Du
 	}
 	t.Cleanup(set.Close)
 	reg, _ := tools.NewRegistry(set.Tools()...)
+	reg.WithUnlisted(set.Unlisted) // as agent/core's Sources.Registry
 	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "test", reg)
 	return startApp(t, appConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(), ToolSet: set,
 		Web: web.Config{Upstreams: set.Upstreams, MCPWait: wait}}, false)

@@ -28,6 +28,7 @@ import (
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
+	"github.com/countersign/countersign/tools/upstream"
 )
 
 // Config is what the core is built from: the store, the tools, the policy
@@ -124,9 +125,9 @@ type Core struct {
 	toolSet   *httptool.Set
 	// serving is toolSet, read without waiting for a reload.
 	serving atomic.Pointer[httptool.Set]
-	// updates are told of a changed resource of an MCP server.
+	// updates are told what an MCP server said for clients to hear.
 	updatesMu sync.Mutex
-	updates   []func(uri string)
+	updates   []func(upstream.Told)
 }
 
 type namedJob struct {

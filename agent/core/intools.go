@@ -153,7 +153,7 @@ func (c *Core) putInForce(ctx context.Context, registry *tools.Registry, toolsVe
 func (c *Core) watchTools(set *httptool.Set) {
 	if set != nil {
 		set.Watch(func() { c.toolsChanged(set) })
-		set.WatchUpdates(c.resourceUpdated)
+		set.WatchTold(c.told)
 	}
 }
 
@@ -164,20 +164,21 @@ func (c *Core) Servers() []*upstream.Server {
 	return c.serving.Load().Servers()
 }
 
-// OnResourceUpdated adds f to those told that a resource of an MCP server
-// of the tools file changed (one a client subscribed to).
-func (c *Core) OnResourceUpdated(f func(uri string)) {
+// OnTold adds f to those told what an MCP server of the tools file said
+// that MCP clients are to hear: a resource a client subscribed to
+// changed, a list said changed that is the same (upstream.Told).
+func (c *Core) OnTold(f func(upstream.Told)) {
 	c.updatesMu.Lock()
 	c.updates = append(c.updates, f)
 	c.updatesMu.Unlock()
 }
 
-func (c *Core) resourceUpdated(uri string) {
+func (c *Core) told(t upstream.Told) {
 	c.updatesMu.Lock()
 	fs := slices.Clone(c.updates)
 	c.updatesMu.Unlock()
 	for _, f := range fs {
-		f(uri)
+		f(t)
 	}
 }
 

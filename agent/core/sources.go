@@ -131,6 +131,9 @@ func (s Sources) Registry(set *httptool.Set) (reg *tools.Registry, version strin
 	if err != nil {
 		return nil, "", fmt.Errorf("tools: %w", err)
 	}
+	if set != nil {
+		reg.WithUnlisted(set.Unlisted) // calls the file forwards to tools no one lists
+	}
 	return reg, version, nil
 }
 

@@ -65,7 +65,7 @@ func (g *Gate) pin(given *tools.Registry) (*tools.Registry, map[string]models.To
 		g.log.Error("could not hold the unaccepted tools", "err", err)
 		return given, pins
 	}
-	return reg, pins
+	return reg.WithUnlisted(given.Unlisted()), pins
 }
 
 // acceptAsConfigured pins what needs no admin: the tools of a server's

@@ -28,15 +28,8 @@ import (
 // test fails when one more fails through, and when one
 // of these passes (then take it off the list).
 var notYetThrough = map[string][]string{
-	"active": {},
-	"2026-07-28": {
-		// The suite changes the lists by calling tools the server does
-		// not list (test_trigger_tool_change, test_trigger_prompt_change),
-		// which Countersign does not forward: it gates only what is
-		// listed.
-		"server-stateless/sep-2575-server-sends-prompts-list-changed-on-subscription",
-		"server-stateless/sep-2575-server-sends-tools-list-changed-on-subscription",
-	},
+	"active":     {},
+	"2026-07-28": {},
 }
 
 // runTime ends the name of the folder the suite writes a scenario's
@@ -46,7 +39,9 @@ var runTime = regexp.MustCompile(`-\d{4}-\d{2}-\d{2}T[0-9-]+Z?$`)
 // The MCP project's conformance suite (@modelcontextprotocol/conformance on
 // Node 22, pinned in .ci/conformance) against its reference
 // everything-server, directly and through Countersign (the server as an
-// mcp_servers entry with prefix: false, a policy allowing everything),
+// mcp_servers entry with prefix: false, a policy allowing everything; the
+// suite changes the server's lists by calling tools it does not list, so
+// the entry forwards those: unlisted_tools),
 // compared check by check: every check that passes direct passes through,
 // but those on notYetThrough.
 func TestConformanceThroughCountersign(t *testing.T) {
@@ -89,7 +84,7 @@ func TestConformanceThroughCountersign(t *testing.T) {
 		work = keep // the suite's reports stay there, to read
 	}
 	toolsPath, policyPath := filepath.Join(work, "tools.yaml"), filepath.Join(work, "policy.yaml")
-	os.WriteFile(toolsPath, []byte("mcp_servers:\n  - name: ev\n    url: "+direct+"\n    prefix: false\n    trust_annotations: true\n"), 0o600)
+	os.WriteFile(toolsPath, []byte("mcp_servers:\n  - name: ev\n    url: "+direct+"\n    prefix: false\n    trust_annotations: true\n    unlisted_tools: high_write\n"), 0o600)
 	os.WriteFile(policyPath, []byte("defaults:\n  read: {decision: allow, reason: allowed}\n  low_write: {decision: allow, reason: allowed}\n  high_write: {decision: allow, reason: allowed}\n"), 0o600)
 	// countersign is a fresh Countersign in front of the server, its /mcp
 	// URL. The suite sends no credentials: a proxy on localhost adds the

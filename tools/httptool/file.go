@@ -86,9 +86,9 @@ type Set struct {
 	// digest is the SHA-256 of the bytes the set was loaded from.
 	digest [sha256.Size]byte
 
-	mu      sync.Mutex
-	watch   func()
-	updated func(uri string)
+	mu     sync.Mutex
+	watch  func()
+	tellTo func(upstream.Told)
 	// loaded: Load is done. Before, a server's tool with the name of
 	// another tool makes the file refused; after, it is skipped and said.
 	loaded bool
@@ -123,20 +123,21 @@ func (s *Set) Watch(f func()) {
 	s.mu.Unlock()
 }
 
-// WatchUpdates sets what is told (on a goroutine of its own) that a
-// resource a client subscribed to changed on one of the file's MCP servers.
-func (s *Set) WatchUpdates(f func(uri string)) {
+// WatchTold sets what is told (on a goroutine of its own) what one of the
+// file's MCP servers said that clients are to hear (upstream.Told): a
+// resource a client subscribed to changed, a list said changed.
+func (s *Set) WatchTold(f func(upstream.Told)) {
 	s.mu.Lock()
-	s.updated = f
+	s.tellTo = f
 	s.mu.Unlock()
 }
 
-func (s *Set) resourceUpdated(uri string) {
+func (s *Set) told(t upstream.Told) {
 	s.mu.Lock()
-	f := s.updated
+	f := s.tellTo
 	s.mu.Unlock()
 	if f != nil {
-		f(uri)
+		f(t)
 	}
 }
 
@@ -211,6 +212,9 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 	}
 	if len(spec.Tools) == 0 && len(spec.MCPServers) == 0 {
 		return nil, fmt.Errorf("tools %s: no tools (the file needs a list under tools: or mcp_servers:)", source)
+	}
+	if err := oneUnlistedByOwnName(spec, at); err != nil {
+		return nil, err
 	}
 	set := &Set{digest: sha256.Sum256(data)}
 	seen := map[string]bool{}
@@ -354,7 +358,7 @@ func (set *Set) upstreamConfig(o Options, at func(string) string, i int) upstrea
 	for _, t := range set.fixed {
 		taken[t.Name] = true
 	}
-	return upstream.Config{Reconnect: o.Reconnect, At: at, Changed: set.changed, Updated: set.resourceUpdated,
+	return upstream.Config{Reconnect: o.Reconnect, At: at, Changed: set.changed, Told: set.told,
 		Taken:  func(name string) bool { return set.isLoaded() && (taken[name] || set.offeredByAnother(i, name)) },
 		Env:    func(s string) (string, error) { return set.env(s, o) },
 		Redact: set.Redact, RedactJSON: set.secrets.json}

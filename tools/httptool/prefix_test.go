@@ -183,3 +183,40 @@ func TestTheSamePromptFromTwoServersIsRefusedAtLoad(t *testing.T) {
 		}
 	}
 }
+
+// unlisted_tools: a name that begins with a server's prefix is that
+// server's alone; two servers with prefix: false that both forward
+// calls to tools they do not list, or a risk that is not one, make the
+// file refused at load.
+func TestUnlistedToolsAreOneServersAndRefusedWhenUnclear(t *testing.T) {
+	_, a := mcpServerOffering(t, "search")
+	_, b := mcpServerOffering(t, "find")
+	set := loadFile(t, "mcp_servers:\n  - name: a\n    url: "+a+"\n    prefix: false\n    unlisted_tools: read\n  - name: b\n    url: "+b+"\n", nil)
+	for name, want := range map[string]string{"poke": "a", "b__poke": "", "search": "", "Search": "", "b__find": "", "bad name": ""} {
+		tool, ok := set.Unlisted(name)
+		if got := ""; ok {
+			got = tool.Upstream
+			if tool.Risk != tools.RiskRead || !tool.Unlisted || tool.UpstreamName != name {
+				t.Errorf("%s: %+v", name, tool)
+			}
+			if got != want {
+				t.Errorf("%s: unlisted at %q, want %q", name, got, want)
+			}
+		} else if want != "" {
+			t.Errorf("%s: not found, want %s's", name, want)
+		}
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"mcp_servers:\n  - name: a\n    url: " + a + "\n    prefix: false\n    unlisted_tools: read\n  - name: b\n    url: " + b + "\n    prefix: false\n    unlisted_tools: high_write\n",
+			"line 9: the MCP servers a and b both have prefix: false and unlisted_tools"},
+		{"mcp_servers:\n  - name: a\n    url: " + a + "\n    unlisted_tools: yes\n", `line 4: risk "yes" is not read, low_write or high_write`},
+	} {
+		set, err := httptool.Load([]byte(tc.file), "tools.yaml", httptool.Options{Env: env(nil)})
+		if err == nil {
+			set.Close()
+			t.Errorf("loaded:\n%s", tc.file)
+		} else if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("refused with %q, want %q", err, tc.want)
+		}
+	}
+}

@@ -39,10 +39,14 @@ type modernSide struct {
 func (u *Server) connectModern(ctx context.Context) *modernSide {
 	client := mcp.NewClient(&mcp.Implementation{Name: "countersign", Version: "1"}, &mcp.ClientOptions{
 		// An input-required result is the client's to answer.
-		MultiRoundTrip:             &mcp.MultiRoundTripOptions{Disabled: true},
-		ToolListChangedHandler:     func(_ context.Context, req *mcp.ToolListChangedRequest) { go u.relistModern(req.Session) },
-		PromptListChangedHandler:   func(_ context.Context, req *mcp.PromptListChangedRequest) { go u.relistOffers(req.Session) },
-		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) { go u.relistOffers(req.Session) },
+		MultiRoundTrip:         &mcp.MultiRoundTripOptions{Disabled: true},
+		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { go u.relistModern(req.Session) },
+		PromptListChangedHandler: func(_ context.Context, req *mcp.PromptListChangedRequest) {
+			go u.relistOffers(req.Session, ListPrompts)
+		},
+		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) {
+			go u.relistOffers(req.Session, ListResources)
+		},
 		// Progress and log messages on a call's stream reach its client
 		// as the server sent them (watchedBody), as at 2025-11-25.
 	})
@@ -77,9 +81,7 @@ func (u *Server) relistModern(s *mcp.ClientSession) {
 	u.modernTools, u.modernSkipped = list, skipped
 	changed := u.use(u.legacyTools, u.legacySkipped)
 	u.mu.Unlock()
-	if changed {
-		u.cfg.Changed()
-	}
+	u.listed(ListTools, changed, nil)
 }
 
 // merged is the server's tools for clients of every revision (u.mu held):

@@ -178,10 +178,10 @@ func (u *Server) OffersAt(modern bool) Offers {
 	return u.Offers()
 }
 
-// relistOffers takes up a prompt or resource list the server says has
-// changed on either of its sessions (s: the 2025 one or the one at
-// ModernProtocol).
-func (u *Server) relistOffers(s *mcp.ClientSession) {
+// relistOffers takes up a prompt or resource list (which: ListPrompts or
+// ListResources) the server says has changed on either of its sessions
+// (s: the 2025 one or the one at ModernProtocol).
+func (u *Server) relistOffers(s *mcp.ClientSession, which string) {
 	ctx, cancel := context.WithTimeout(u.ctx, ConnectTimeout)
 	defer cancel()
 	o, skipped := u.listOffers(ctx, s)
@@ -192,13 +192,15 @@ func (u *Server) relistOffers(s *mcp.ClientSession) {
 		changed = o.Shape() != u.offers.Shape()
 		u.offers, u.offersSkipped = o, skipped
 	case u.modern:
+		o = o.withOthers(u.modernOffers, which)
 		changed = o.Shape() != u.modernOffers.Shape()
 		u.modernOffers, u.modernOffersSkipped = o, skipped
+	default: // a session closed since
+		u.mu.Unlock()
+		return
 	}
 	u.mu.Unlock()
-	if changed {
-		u.cfg.Changed()
-	}
+	u.listed(which, changed, nil)
 }
 
 // forward is the session a client's request goes on (modern: the client

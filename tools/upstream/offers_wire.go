@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/countersign/countersign/tools/rawjson"
@@ -69,4 +70,32 @@ func renamed(wire json.RawMessage, name string) json.RawMessage {
 	}
 	out := append(append(append([]byte(nil), wire[:at.Start]...), to...), wire[at.End:]...)
 	return out
+}
+
+// withOthers is o, a listing asked for because the server said one list
+// changed (which: ListPrompts or ListResources, with the templates), with
+// what prev had of the others. At 2026-07-28 the SDK answers a list the
+// server did not say changed from its cache (SEP-2549's ttlMs), without
+// the bytes it came in: taken as listed, it would look changed.
+func (o Offers) withOthers(prev Offers, which string) Offers {
+	said := map[string]bool{"prompt": which == ListPrompts, "resource": which == ListResources, "template": which == ListResources}
+	if which != ListPrompts {
+		o.Prompts = prev.Prompts
+	}
+	if which != ListResources {
+		o.Resources, o.Templates = prev.Resources, prev.Templates
+	}
+	wire := map[string]json.RawMessage{}
+	for _, from := range []struct {
+		w    map[string]json.RawMessage
+		said bool
+	}{{o.Wire, true}, {prev.Wire, false}} {
+		for key, v := range from.w {
+			if kind, _, _ := strings.Cut(key, "\x00"); said[kind] == from.said {
+				wire[key] = v
+			}
+		}
+	}
+	o.Wire = wire
+	return o
 }

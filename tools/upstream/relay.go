@@ -459,6 +459,8 @@ func (w watching) RoundTrip(req *http.Request) (*http.Response, error) {
 		raw.sent(req)
 	}
 	switch ct := resp.Header.Get("Content-Type"); {
+	case isListen(req) && strings.HasPrefix(ct, "application/json"):
+		return listenAnswer(resp), nil // listen.go
 	case (r != nil || raw != nil) && strings.HasPrefix(ct, "text/event-stream"):
 		resp.Body = &watchedBody{ReadCloser: resp.Body, u: w.u, relay: r, raw: raw}
 	case (r != nil || raw != nil) && strings.HasPrefix(ct, "application/json"):

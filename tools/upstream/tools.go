@@ -196,7 +196,7 @@ func (u *Server) proxy(t *mcp.Tool, wire json.RawMessage) (*tools.Tool, error) {
 		return nil, err
 	}
 	tool.Origin = "MCP server " + ms.Name + " (" + upstreamName + "); risk from " + source
-	tool.Upstream = ms.Name
+	tool.Upstream, tool.UpstreamName = ms.Name, upstreamName
 	tool.TrustListing = ms.TrustAnnotations
 	if listing, err := json.Marshal(t); err == nil {
 		tool.SetListing(json.RawMessage(u.cfg.RedactJSON(listing)))

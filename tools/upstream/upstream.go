@@ -52,6 +52,10 @@ type Spec struct {
 	Prompts     *bool `yaml:"prompts"`
 	Resources   *bool `yaml:"resources"`
 	Completions *bool `yaml:"completions"`
+	// UnlistedTools is the risk a call to a tool the server does not list
+	// is gated at, and then forwarded ("": such a call is refused as an
+	// unknown tool). For servers whose tools come and go between lists.
+	UnlistedTools string `yaml:"unlisted_tools"`
 }
 
 // Prefixed says whether the server's tools are offered as
@@ -95,9 +99,10 @@ type Config struct {
 	// Changed is told (on a goroutine of the server's) when its tools
 	// changed.
 	Changed func()
-	// Updated is told (on a goroutine of the server's) that a resource a
-	// client subscribed to changed (its URI).
-	Updated func(uri string)
+	// Told is told (on a goroutine of the server's) what the server said
+	// that clients are to hear: a resource a client subscribed to changed,
+	// or a list changed that Countersign found the same.
+	Told func(Told)
 	// At says where in the file a key of the entry is, for errors.
 	At func(key string) string
 }
@@ -187,6 +192,9 @@ func New(ms Spec, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("%s: tool %s: risk %q is not read, low_write or high_write", at("tools"), name, ov.Risk)
 		}
 	}
+	if ms.UnlistedTools != "" && !tools.Risk(ms.UnlistedTools).Valid() {
+		return nil, fmt.Errorf("%s: risk %q is not read, low_write or high_write", at("unlisted_tools"), ms.UnlistedTools)
+	}
 	u.ctx, u.cancel = context.WithCancel(context.Background())
 	u.check = make(chan struct{}, 1)
 	u.st = tools.UpstreamStatus{Name: ms.Name, Via: u.via, Since: time.Now()}
@@ -203,12 +211,16 @@ func (u *Server) connect() error {
 	opts := &mcp.ClientOptions{
 		// Listing again waits for an answer: not on the goroutine
 		// that reads the answers.
-		ToolListChangedHandler:     func(_ context.Context, req *mcp.ToolListChangedRequest) { go u.relist(req.Session) },
-		PromptListChangedHandler:   func(_ context.Context, req *mcp.PromptListChangedRequest) { go u.relistOffers(req.Session) },
-		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) { go u.relistOffers(req.Session) },
+		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { go u.relist(req.Session) },
+		PromptListChangedHandler: func(_ context.Context, req *mcp.PromptListChangedRequest) {
+			go u.relistOffers(req.Session, ListPrompts)
+		},
+		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) {
+			go u.relistOffers(req.Session, ListResources)
+		},
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-			if u.cfg.Updated != nil && req.Params != nil {
-				go u.cfg.Updated(req.Params.URI)
+			if req.Params != nil {
+				go u.tell(Told{Updated: req.Params.URI})
 			}
 		},
 	}
@@ -383,9 +395,7 @@ func (u *Server) relist(s *mcp.ClientSession) {
 		changed = u.use(list, skipped)
 	}
 	u.mu.Unlock()
-	if changed {
-		u.cfg.Changed()
-	}
+	u.listed(ListTools, changed, err)
 }
 
 // use puts a list in force (u.mu held) and says whether it changed. A tool
@@ -438,6 +448,7 @@ func (u *Server) Status() tools.UpstreamStatus {
 	st.Prompts, st.Resources, st.Templates, st.Completions = len(o.Prompts), len(o.Resources), len(o.Templates), o.Completions
 	st.Off = slices.Clone(o.Off)
 	st.OverHTTP = u.watched
+	st.Unlisted, st.Prefix = tools.Risk(u.spec.UnlistedTools), u.Prefix()
 	st.Modern = u.modern != nil && u.session != nil
 	for _, t := range u.tools {
 		switch {

@@ -102,6 +102,22 @@ func (gw *Gateway) OfferMore(s *mcp.Server, modern bool, before Offered) Offered
 	return after
 }
 
+// Without is what was offered less one list's entries (upstream.ListPrompts,
+// or ListResources with the templates): given to OfferMore as what was
+// offered before, that list is offered again as it is, and the SDK tells
+// the clients it changed.
+func (o Offered) Without(list string) Offered {
+	out := Offered{}
+	for key, shape := range o {
+		kind, _ := splitKey(key)
+		if kind == "prompt" && list == upstream.ListPrompts || (kind == "resource" || kind == "template") && list == upstream.ListResources {
+			continue
+		}
+		out[key] = shape
+	}
+	return out
+}
+
 func shapeOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)

@@ -11,7 +11,6 @@ package mcpgate
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"github.com/countersign/countersign/agent/telemetry"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/agent/gate"
@@ -61,47 +59,9 @@ func (gw *Gateway) Server(ag *models.Agent, modern bool) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "countersign", Version: "1"}, &mcp.ServerOptions{
 		CompletionHandler: gw.completer(modern), SubscribeHandler: gw.subscribe, UnsubscribeHandler: gw.unsubscribe,
 	})
-	s.AddReceivingMiddleware(UnknownToolAsResult(modern))
+	s.AddReceivingMiddleware(UnknownToolAsResult(modern), gw.unlisted(ag))
 	gw.Offer(s, ag, modern, nil, gw.Outside.Gate.Tools())
 	return s
-}
-
-// UnknownToolAsResult answers a call to a tool Countersign does not offer
-// with a tool error result, as most MCP servers do (the TypeScript and
-// Python SDKs' servers, the reference everything-server) and as a model
-// reads best, instead of the Go SDK's JSON-RPC error: the client reads the
-// refusal where it reads any failed call, and nothing reached a server.
-// (Countersign does not forward such a call to learn how the server
-// would have answered: a tool it does not list is one the gate knows
-// nothing of.) modern: for clients of the revisions without sessions (or
-// a session of such a revision, as the stdio bridge may have).
-func UnknownToolAsResult(modern bool) mcp.Middleware {
-	return func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			res, err := next(ctx, method, req)
-			call, ok := req.(*mcp.CallToolRequest)
-			var rpc *jsonrpc.Error
-			if method != "tools/call" || !ok || call.Params == nil || !errors.As(err, &rpc) ||
-				rpc.Code != jsonrpc.CodeInvalidParams || rpc.Message != fmt.Sprintf("unknown tool %q", call.Params.Name) {
-				return res, err
-			}
-			text, _ := json.Marshal(fmt.Sprintf("unknown tool %q: Countersign offers no tool of that name to this client (tools/list says which it does)",
-				tools.Truncate(call.Params.Name, 100)))
-			wire := `{"content":[{"type":"text","text":` + string(text) + `}],"isError":true`
-			sessionless := modern
-			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && !modern && ss.InitializeParams() != nil {
-				sessionless = ss.InitializeParams().ProtocolVersion >= upstream.ModernProtocol
-			}
-			if sessionless { // decoded, so that the client is told the result is complete, as of every other
-				wire += `,"resultType":"complete"`
-			}
-			out := new(mcp.CallToolResult)
-			if json.Unmarshal([]byte(wire+"}"), out) != nil {
-				return res, err
-			}
-			return out, nil
-		}
-	}
 }
 
 // OfferedAt says whether a tool is offered to clients of the revisions
@@ -143,11 +103,27 @@ func (gw *Gateway) Offer(s *mcp.Server, ag *models.Agent, modern bool, prev, nex
 		if was := before[name]; was != nil && sameShape(was, t) {
 			continue
 		}
-		tool := t
-		s.AddTool(asListed(t), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return gw.call(ctx, ag, tool, req)
-		})
+		gw.add(s, ag, t)
 	}
+}
+
+// Retell offers one tool of those a server built by Server offers (reg)
+// again as it is: the SDK tells the connected clients that the list
+// changed, as an MCP server said of a list Countersign found the same.
+// A server that offers no tool has no list to tell of.
+func (gw *Gateway) Retell(s *mcp.Server, ag *models.Agent, modern bool, reg *tools.Registry) {
+	for _, t := range reg.All() {
+		if t.Executes() && OfferedAt(t, modern) {
+			gw.add(s, ag, t)
+			return
+		}
+	}
+}
+
+func (gw *Gateway) add(s *mcp.Server, ag *models.Agent, t *tools.Tool) {
+	s.AddTool(asListed(t), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return gw.call(ctx, ag, t, req)
+	})
 }
 
 // asListed is a tool as MCP clients see it. An upstream MCP server's tool is
