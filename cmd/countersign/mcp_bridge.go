@@ -42,11 +42,14 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err := b.connect(ctx); err != nil {
 		return fmt.Errorf("connect to %s: %w", b.endpoint, err)
 	}
-	// A tool the server does not offer is an error result, as through /mcp;
-	// the tools are listed in the server's order, not the SDK's by name.
-	// What the server lists and answers is written in its bytes
-	// (mcp_bridge_bytes.go); a 2026-07-28 client is served at that revision.
-	b.local.AddReceivingMiddleware(mcpgate.UnknownToolAsResult(false), b.inServersOrder, b.markListed, b.atClientsRevision, b.setLevel)
+	// A call to a tool the server does not list goes to the server all the
+	// same, which answers it as through /mcp (an error result, or the
+	// call of a tool a server of its tools file does not list:
+	// unlisted_tools); the tools are listed in the server's order, not the
+	// SDK's by name. What the server lists and answers is written in its
+	// bytes (mcp_bridge_bytes.go); a 2026-07-28 client is served at that
+	// revision.
+	b.local.AddReceivingMiddleware(mcpgate.OnUnknownTool(b.unlisted), b.inServersOrder, b.markListed, b.atClientsRevision, b.setLevel)
 	go b.keep(ctx)
 	defer b.close()
 	out := stdiolines.NewWriter(stdout)
@@ -101,15 +104,15 @@ func (b *bridge) client(asks *mcp.ClientCapabilities) *mcp.Client {
 			}
 		},
 		ToolListChangedHandler: func(ctx context.Context, req *mcp.ToolListChangedRequest) {
-			if err := b.relist(ctx, req.Session); err != nil {
+			if err := b.relist(ctx, req.Session, true); err != nil {
 				fmt.Fprintf(b.stderr, "countersign mcp: the server's new tool list could not be read: %v\n", err)
 			}
 		},
 		PromptListChangedHandler: func(ctx context.Context, req *mcp.PromptListChangedRequest) {
-			b.offersChanged(ctx, req.Session)
+			b.offersChanged(ctx, req.Session, upstream.ListPrompts)
 		},
 		ResourceListChangedHandler: func(ctx context.Context, req *mcp.ResourceListChangedRequest) {
-			b.offersChanged(ctx, req.Session)
+			b.offersChanged(ctx, req.Session, upstream.ListResources)
 		},
 		ResourceUpdatedHandler: b.updated,
 		LoggingMessageHandler:  b.logged,
@@ -138,7 +141,7 @@ func (b *bridge) connect(ctx context.Context) error {
 	if b.local == nil { // the first session: the bridge's server declares what the server does
 		b.local = b.newLocal(remote.InitializeResult().Capabilities)
 	}
-	if err := errors.Join(b.relist(ctx, remote), b.relistOffers(ctx, remote)); err != nil {
+	if err := errors.Join(b.relist(ctx, remote, false), b.relistOffers(ctx, remote, "")); err != nil {
 		remote.Close()
 		return err
 	}
@@ -207,9 +210,10 @@ func (b *bridge) session(ctx context.Context) (*mcp.ClientSession, error) {
 }
 
 // relist offers the server's tools now: new ones added, gone ones removed,
-// changed ones replaced; the SDK tells the client the list changed. A list
-// the same as before but for its order changes nothing the SDK sees.
-func (b *bridge) relist(ctx context.Context, remote *mcp.ClientSession) error {
+// changed ones or ones in a new place replaced; the SDK tells the client
+// the list changed. said: the server said it changed, and a list the same
+// as before is told as changed all the same.
+func (b *bridge) relist(ctx context.Context, remote *mcp.ClientSession, said bool) error {
 	seen, place, wire := map[string]string{}, map[string]int{}, map[string]json.RawMessage{}
 	var tools []*mcp.Tool
 	params := &mcp.ListToolsParams{}
@@ -241,11 +245,14 @@ func (b *bridge) relist(ctx context.Context, remote *mcp.ClientSession) error {
 	if len(gone) > 0 {
 		b.local.RemoveTools(gone...)
 	}
-	for _, t := range tools {
+	changed := len(gone) > 0
+	for i, t := range tools {
 		name := t.Name
-		if was, ok := b.place[name]; ok && was == place[name] && b.listed[name] == seen[name] {
+		was, ok := b.place[name]
+		if ok && was == place[name] && b.listed[name] == seen[name] && (i > 0 || !said || changed) {
 			continue // unchanged, in its place (a new order is a changed list)
 		}
+		changed = true
 		b.local.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return b.call(ctx, name, req)
 		})
@@ -270,6 +277,15 @@ func (b *bridge) inServersOrder(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return res, err
 	}
+}
+
+// unlisted forwards a call to a tool the server does not list.
+func (b *bridge) unlisted(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
+	res, err := b.call(ctx, req.Params.Name, req)
+	if res == nil { // not a typed nil: the error stands
+		return nil, err
+	}
+	return res, err
 }
 
 // call forwards one call on the session in use. A call cut by a lost

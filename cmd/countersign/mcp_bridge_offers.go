@@ -110,15 +110,16 @@ func (o *bridgeOffers) keep(kind, id string, v any, wire json.RawMessage) {
 	o.now[kind+":"+id] = listedAs(v) + "\x00" + string(wire)
 }
 
-// listOffers lists the server's prompts, resources and templates.
-func listOffers(ctx context.Context, remote *mcp.ClientSession) (*bridgeOffers, error) {
+// listOffers lists the server's prompts, resources and templates, of the
+// kinds given ("prompt", "resource", "template").
+func listOffers(ctx context.Context, remote *mcp.ClientSession, kinds map[string]bool) (*bridgeOffers, error) {
 	caps := &mcp.ServerCapabilities{}
 	if r := remote.InitializeResult(); r != nil && r.Capabilities != nil {
 		caps = r.Capabilities
 	}
 	o := &bridgeOffers{wire: map[string]json.RawMessage{}, now: map[string]string{}}
 	var errs []error
-	if caps.Prompts != nil {
+	if caps.Prompts != nil && kinds["prompt"] {
 		errs = append(errs, upstream.ListPages(ctx, "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
 			res, err := remote.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
 			if err != nil {
@@ -130,7 +131,7 @@ func listOffers(ctx context.Context, remote *mcp.ClientSession) (*bridgeOffers, 
 			o.keep("prompt", p.Name, p, wire)
 		}))
 	}
-	if caps.Resources != nil {
+	if caps.Resources != nil && kinds["resource"] {
 		errs = append(errs, upstream.ListPages(ctx, "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
 			res, err := remote.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
 			if err != nil {
@@ -156,9 +157,15 @@ func listOffers(ctx context.Context, remote *mcp.ClientSession) (*bridgeOffers, 
 }
 
 // relistOffers offers the server's prompts, resources and templates now:
-// new ones added, gone ones removed, changed ones replaced.
-func (b *bridge) relistOffers(ctx context.Context, remote *mcp.ClientSession) error {
-	o, err := listOffers(ctx, remote)
+// new ones added, gone ones removed, changed ones replaced. said is the
+// list the server said changed (upstream.ListPrompts or ListResources;
+// "": all, as on connecting): only that one is asked for again (at
+// 2026-07-28 the SDK answers the others from its cache, without the bytes
+// they came in), and when it is the same, the client is told it changed
+// all the same, as the server said.
+func (b *bridge) relistOffers(ctx context.Context, remote *mcp.ClientSession, said string) error {
+	kinds := map[string]bool{"prompt": said != upstream.ListResources, "resource": said != upstream.ListPrompts, "template": said != upstream.ListPrompts}
+	o, err := listOffers(ctx, remote, kinds)
 	if err != nil {
 		return err
 	}
@@ -166,9 +173,14 @@ func (b *bridge) relistOffers(ctx context.Context, remote *mcp.ClientSession) er
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var goneP, goneR, goneT []string
-	for key := range b.offered {
+	for key, was := range b.offered {
+		kind, name, _ := strings.Cut(key, ":")
+		if !kinds[kind] {
+			now[key] = was // not asked for again: as it was
+			continue
+		}
 		if _, ok := now[key]; !ok {
-			switch kind, name, _ := strings.Cut(key, ":"); kind {
+			switch kind {
 			case "prompt":
 				goneP = append(goneP, name)
 			case "resource":
@@ -178,16 +190,22 @@ func (b *bridge) relistOffers(ctx context.Context, remote *mcp.ClientSession) er
 			}
 		}
 	}
+	for key, w := range b.offeredWire {
+		if kind, _, _ := strings.Cut(key, "\x00"); !kinds[kind] {
+			o.wire[key] = w
+		}
+	}
 	b.local.RemovePrompts(goneP...)
 	b.local.RemoveResources(goneR...)
 	b.local.RemoveResourceTemplates(goneT...)
-	for _, p := range prompts {
-		if b.offered["prompt:"+p.Name] != now["prompt:"+p.Name] {
+	changed := len(goneP)+len(goneR)+len(goneT) > 0
+	for i, p := range prompts {
+		if b.offered["prompt:"+p.Name] != now["prompt:"+p.Name] || (i == 0 && said == upstream.ListPrompts && !changed) {
 			b.local.AddPrompt(p, b.getPrompt)
 		}
 	}
-	for _, r := range resources {
-		if b.offered["resource:"+r.URI] != now["resource:"+r.URI] {
+	for i, r := range resources {
+		if b.offered["resource:"+r.URI] != now["resource:"+r.URI] || (i == 0 && said == upstream.ListResources && !changed) {
 			b.local.AddResource(r, b.readResource)
 		}
 	}
@@ -270,9 +288,10 @@ func (b *bridge) updated(ctx context.Context, req *mcp.ResourceUpdatedNotificati
 	_ = b.local.ResourceUpdated(ctx, req.Params)
 }
 
-// offersChanged lists the server's prompts and resources again.
-func (b *bridge) offersChanged(ctx context.Context, remote *mcp.ClientSession) {
-	if err := b.relistOffers(ctx, remote); err != nil {
+// offersChanged lists again the server's prompts or resources (said:
+// upstream.ListPrompts or ListResources), which it said changed.
+func (b *bridge) offersChanged(ctx context.Context, remote *mcp.ClientSession, said string) {
+	if err := b.relistOffers(ctx, remote, said); err != nil {
 		fmt.Fprintf(b.stderr, "countersign mcp: the server's new prompts or resources could not be read: %v\n", err)
 	}
 }

@@ -37,19 +37,14 @@ type modernSide struct {
 // ModernProtocol (it is not an error: the 2025 session serves every
 // client then).
 func (u *Server) connectModern(ctx context.Context) *modernSide {
-	client := mcp.NewClient(&mcp.Implementation{Name: "countersign", Version: "1"}, &mcp.ClientOptions{
+	opts := &mcp.ClientOptions{
 		// An input-required result is the client's to answer.
-		MultiRoundTrip:         &mcp.MultiRoundTripOptions{Disabled: true},
-		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { go u.relistModern(req.Session) },
-		PromptListChangedHandler: func(_ context.Context, req *mcp.PromptListChangedRequest) {
-			go u.relistOffers(req.Session, ListPrompts)
-		},
-		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) {
-			go u.relistOffers(req.Session, ListResources)
-		},
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 		// Progress and log messages on a call's stream reach its client
 		// as the server sent them (watchedBody), as at 2025-11-25.
-	})
+	}
+	u.listHandlers(opts, u.relistModern) // told.go
+	client := mcp.NewClient(&mcp.Implementation{Name: "countersign", Version: "1"}, opts)
 	s, err := client.Connect(ctx, u.transport(), &mcp.ClientSessionOptions{ProtocolVersion: ModernProtocol})
 	if err != nil {
 		return nil

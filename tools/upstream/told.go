@@ -1,5 +1,11 @@
 package upstream
 
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
 // What a server says that its clients are to hear, through Countersign.
 
 // The lists a server may say changed (Told.List).
@@ -38,5 +44,18 @@ func (u *Server) listed(list string, changed bool, err error) {
 func (u *Server) tell(t Told) {
 	if u.cfg.Told != nil {
 		u.cfg.Told(t)
+	}
+}
+
+// listHandlers has a session's lists asked for again when the server
+// says one changed (its tools with relistTools), on a goroutine of their
+// own: listing waits for an answer, not on the goroutine that reads them.
+func (u *Server) listHandlers(opts *mcp.ClientOptions, relistTools func(*mcp.ClientSession)) {
+	opts.ToolListChangedHandler = func(_ context.Context, req *mcp.ToolListChangedRequest) { go relistTools(req.Session) }
+	opts.PromptListChangedHandler = func(_ context.Context, req *mcp.PromptListChangedRequest) {
+		go u.relistOffers(req.Session, ListPrompts)
+	}
+	opts.ResourceListChangedHandler = func(_ context.Context, req *mcp.ResourceListChangedRequest) {
+		go u.relistOffers(req.Session, ListResources)
 	}
 }

@@ -209,22 +209,14 @@ func (u *Server) connect() error {
 	ctx, cancel := context.WithTimeout(u.ctx, ConnectTimeout)
 	defer cancel()
 	opts := &mcp.ClientOptions{
-		// Listing again waits for an answer: not on the goroutine
-		// that reads the answers.
-		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { go u.relist(req.Session) },
-		PromptListChangedHandler: func(_ context.Context, req *mcp.PromptListChangedRequest) {
-			go u.relistOffers(req.Session, ListPrompts)
-		},
-		ResourceListChangedHandler: func(_ context.Context, req *mcp.ResourceListChangedRequest) {
-			go u.relistOffers(req.Session, ListResources)
-		},
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			if req.Params != nil {
 				go u.tell(Told{Updated: req.Params.URI})
 			}
 		},
 	}
-	u.relayHandlers(opts) // relay.go
+	u.listHandlers(opts, u.relist) // told.go
+	u.relayHandlers(opts)          // relay.go
 	client := mcp.NewClient(&mcp.Implementation{Name: "countersign", Version: "1"}, opts)
 	client.AddReceivingMiddleware(u.relayRoots)
 	// 2025-11-25: the upstream may then ask the client during a call, and
@@ -274,12 +266,10 @@ func (u *Server) connect() error {
 	if u.modern != nil {
 		_ = u.modern.Close()
 	}
+	offersChanged := offers.Shape() != u.offers.Shape() || modern.offers.Shape() != u.modernOffers.Shape()
 	u.session, u.modern, u.modernTools, u.modernSkipped = session, modern.session, modern.tools, modern.skipped
 	u.modernOffers, u.modernOffersSkipped = modern.offers, modern.offersSkipped
-	changed := u.use(list, skipped)
-	if offers.Shape() != u.offers.Shape() || modern.offers.Shape() != u.modernOffers.Shape() {
-		changed = true
-	}
+	changed := u.use(list, skipped) || offersChanged
 	u.offers, u.offersSkipped = offers, offersSkipped
 	u.st.Connected, u.st.Since, u.st.Error = true, time.Now(), ""
 	u.mu.Unlock()

@@ -24,7 +24,7 @@ import (
 // nothing of.) modern: for clients of the revisions without sessions (or
 // a session of such a revision, as the stdio bridge may have).
 func UnknownToolAsResult(modern bool) mcp.Middleware {
-	return onUnknownTool(func(_ context.Context, call *mcp.CallToolRequest) (mcp.Result, error) {
+	return OnUnknownTool(func(_ context.Context, call *mcp.CallToolRequest) (mcp.Result, error) {
 		text, _ := json.Marshal(fmt.Sprintf("unknown tool %q: Countersign offers no tool of that name to this client (tools/list says which it does)",
 			tools.Truncate(call.Params.Name, 100)))
 		wire := `{"content":[{"type":"text","text":` + string(text) + `}],"isError":true`
@@ -43,10 +43,10 @@ func UnknownToolAsResult(modern bool) mcp.Middleware {
 	})
 }
 
-// onUnknownTool is middleware that hands a tools/call the SDK's server
+// OnUnknownTool is middleware that hands a tools/call the SDK's server
 // refused as a call to a tool it does not have to answer; a nil result
 // and error from answer leave the SDK's refusal.
-func onUnknownTool(answer func(context.Context, *mcp.CallToolRequest) (mcp.Result, error)) mcp.Middleware {
+func OnUnknownTool(answer func(context.Context, *mcp.CallToolRequest) (mcp.Result, error)) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			res, err := next(ctx, method, req)
@@ -75,7 +75,7 @@ func unknownTool(call *mcp.CallToolRequest, err error) bool {
 // does not list (unlisted_tools: the registry finds such a tool by name;
 // it is never listed, so the SDK's server does not have it).
 func (gw *Gateway) unlisted(ag *models.Agent) mcp.Middleware {
-	return onUnknownTool(func(ctx context.Context, call *mcp.CallToolRequest) (mcp.Result, error) {
+	return OnUnknownTool(func(ctx context.Context, call *mcp.CallToolRequest) (mcp.Result, error) {
 		t, found := gw.Outside.Gate.Tools().Get(call.Params.Name)
 		if !found || !t.Unlisted || !t.Executes() {
 			return nil, nil
