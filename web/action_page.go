@@ -171,7 +171,7 @@ func (s *Server) actionBase(c echo.Context, call *models.ToolCall, run *models.R
 		}
 	}
 	if t, ok := s.core.Gate.Tools().Get(call.Tool); ok && t.Upstream != "" {
-		v.Upstream = t.Upstream
+		v.Upstream, v.Unlisted = t.Upstream, t.Unlisted
 	}
 	if v.Pending {
 		v.ToolChanged = toolChanged(s.core.Gate.Tools(), call)

@@ -122,7 +122,15 @@ func TestMCPGatewayForwardsCallsToToolsAServerDoesNotList(t *testing.T) {
 	}
 
 	a.staff(models.Admin, "ada@x.test", "Ada")
-	_, page := a.signIn("ada@x.test").get("/tools")
+	ada := a.signIn("ada@x.test")
+	rows, _ := a.store.PendingActions(ctx, models.ActionFilter{})
+	if len(rows) != 1 || rows[0].Tool != "held__poke" || rows[0].Risk != "high_write" {
+		t.Fatalf("waiting: %+v", rows)
+	}
+	if _, page := ada.get("/actions/" + rows[0].ID); !strings.Contains(page, "which does not list this tool") {
+		t.Fatalf("the held call's page does not say its server does not list the tool:\n%s", page)
+	}
+	_, page := ada.get("/tools")
 	for _, want := range []string{"Calls to tools it does not list (any name no other tool has) are forwarded to it, decided as low_write",
 		"Calls to tools it does not list (named held__…) are forwarded to it, decided as high_write"} {
 		if !strings.Contains(page, want) {

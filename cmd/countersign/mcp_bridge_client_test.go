@@ -159,6 +159,18 @@ func TestTheBridgePassesInputRequiredToA2026Client(t *testing.T) {
 		}
 		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: text}}}}, nil
 	})
+	up.AddResource(&mcp.Resource{URI: "note://who", Name: "who"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		if len(req.Params.InputResponses) == 0 {
+			return &mcp.ReadResourceResult{RequestState: "state-3", InputRequests: mcp.InputRequestMap{"who": &mcp.ElicitParams{Message: "Read for whom?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}}}}, nil
+		}
+		e, _ := req.Params.InputResponses["who"].(*mcp.ElicitResult)
+		text := "state " + req.Params.RequestState + ", read:"
+		if e != nil {
+			text += fmt.Sprintf(" %v", e.Content["name"])
+		}
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "note://who", Text: text}}}, nil
+	})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	t.Cleanup(srv.Close)
 	toolsFile := filepath.Join(t.TempDir(), "tools.yaml")
@@ -208,6 +220,14 @@ func TestTheBridgePassesInputRequiredToA2026Client(t *testing.T) {
 		t.Fatalf("the prompt through the bridge: %+v %v", p, err)
 	}
 	if text := p.Messages[0].Content.(*mcp.TextContent).Text; text != "state state-2, greet: Bea" {
+		t.Errorf("the server was told %q", text)
+	}
+	// A resource read the same way.
+	r, err := cs.ReadResource(cctx, &mcp.ReadResourceParams{URI: "note://who"})
+	if err != nil || len(r.Contents) != 1 {
+		t.Fatalf("the read through the bridge: %+v %v", r, err)
+	}
+	if text := r.Contents[0].Text; text != "state state-3, read: Bea" {
 		t.Errorf("the server was told %q", text)
 	}
 }
