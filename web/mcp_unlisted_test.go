@@ -53,7 +53,8 @@ func pokeServer(t *testing.T, pokes *atomic.Int64) string {
 // takes the others' unlisted names. A name the server lists in another
 // case is not an unlisted tool. The server's saying that its tool list
 // changed reaches the client, though the list is the same. /tools says
-// which servers forward such calls, and at what risk.
+// which servers forward such calls, and at what risk, and the gate API
+// reaches them by name as well.
 func TestMCPGatewayForwardsCallsToToolsAServerDoesNotList(t *testing.T) {
 	var own, held, shut atomic.Int64
 	a := upstreamsApp(t, `mcp_servers:
@@ -117,6 +118,12 @@ func TestMCPGatewayForwardsCallsToToolsAServerDoesNotList(t *testing.T) {
 			t.Fatalf("%s: %v %+v", name, err, r)
 		}
 	}
+	// The gate API reaches it by name too.
+	if r := a.do("POST", "/api/v1/calls", key, `{"tool":"poke","args":{"n":10},"session":"api-1"}`); r.Status != http.StatusCreated ||
+		!strings.Contains(r.Raw, `"status":"succeeded"`) || !strings.Contains(r.Raw, "poked") || own.Load() != 11 {
+		t.Fatalf("through the gate API: %d %s, the server ran %d", r.Status, r.Raw, own.Load())
+	}
+	own.Add(-10)
 	if own.Load() != 1 || held.Load() != 0 || shut.Load() != 0 {
 		t.Fatalf("the servers ran %d, %d, %d pokes", own.Load(), held.Load(), shut.Load())
 	}
