@@ -121,6 +121,8 @@ type Server struct {
 	ctx    context.Context // ended by close
 	cancel context.CancelFunc
 	check  chan struct{} // a call failed: is the server still there?
+	// relisting: the lists being asked for again (told.go).
+	relisting relisting
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
