@@ -209,8 +209,8 @@ func (b *bridge) relistOffers(ctx context.Context, remote *mcp.ClientSession, sa
 			b.local.AddResource(r, b.readResource)
 		}
 	}
-	for _, t := range templates {
-		if b.offered["template:"+t.URITemplate] != now["template:"+t.URITemplate] {
+	for i, t := range templates {
+		if b.offered["template:"+t.URITemplate] != now["template:"+t.URITemplate] || (i == 0 && len(resources) == 0 && said == upstream.ListResources && !changed) {
 			b.local.AddResourceTemplate(t, b.readResource)
 		}
 	}

@@ -19,8 +19,9 @@ import (
 
 // Through the bridge, at either revision: a call to a tool the server
 // does not list reaches it when its entry forwards such calls
-// (unlisted_tools), and the server's saying that its tool or prompt list
-// changed reaches the client though the lists are the same.
+// (unlisted_tools), and the server's saying that its tool, prompt or
+// resource list changed reaches the client though the lists are the same
+// (the resources: a template and no resource).
 func TestTheBridgePassesCallsToUnlistedToolsAndSaidChanges(t *testing.T) {
 	up := mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, nil)
 	look := &mcp.Tool{Name: "look", InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}
@@ -31,18 +32,26 @@ func TestTheBridgePassesCallsToUnlistedToolsAndSaidChanges(t *testing.T) {
 	greeted := func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}, nil
 	}
+	page := &mcp.ResourceTemplate{URITemplate: "note://{id}", Name: "page"}
+	paged := func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "page"}}}, nil
+	}
 	up.AddTool(look, looked)
 	up.AddPrompt(greet, greeted)
+	up.AddResourceTemplate(page, paged) // a template, and no resource
 	up.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			call, ok := req.(*mcp.CallToolRequest)
-			if method != "tools/call" || !ok || (call.Params.Name != "poke" && call.Params.Name != "nudge") {
+			if method != "tools/call" || !ok || (call.Params.Name != "poke" && call.Params.Name != "nudge" && call.Params.Name != "turn") {
 				return next(ctx, method, req)
 			}
-			if call.Params.Name == "poke" {
-				up.AddTool(look, looked) // the same list, said to have changed
-			} else {
+			switch call.Params.Name { // the same list, said to have changed
+			case "poke":
+				up.AddTool(look, looked)
+			case "nudge":
 				up.AddPrompt(greet, greeted)
+			default:
+				up.AddResourceTemplate(page, paged)
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: call.Params.Name + "d"}}}, nil
 		}
@@ -63,10 +72,11 @@ func TestTheBridgePassesCallsToUnlistedToolsAndSaidChanges(t *testing.T) {
 			_ = run(ctx, []string{"mcp", "--url", "http://" + app.Addr(), "--agent-key", strings.TrimSpace(key)}, toBridge, fromBridge, io.Discard)
 			fromBridge.Close()
 		}()
-		tools, prompts := make(chan struct{}, 8), make(chan struct{}, 8)
+		tools, prompts, resources := make(chan struct{}, 8), make(chan struct{}, 8), make(chan struct{}, 8)
 		client := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, &mcp.ClientOptions{
-			ToolListChangedHandler:   func(context.Context, *mcp.ToolListChangedRequest) { tools <- struct{}{} },
-			PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) { prompts <- struct{}{} },
+			ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { tools <- struct{}{} },
+			PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { prompts <- struct{}{} },
+			ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { resources <- struct{}{} },
 		})
 		cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: clientIn, Writer: clientOut}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
@@ -78,7 +88,7 @@ func TestTheBridgePassesCallsToUnlistedToolsAndSaidChanges(t *testing.T) {
 		for _, c := range []struct {
 			name string
 			told chan struct{}
-		}{{"poke", tools}, {"nudge", prompts}} {
+		}{{"poke", tools}, {"nudge", prompts}, {"turn", resources}} {
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c.name, Arguments: map[string]any{}})
 			if b, _ := json.Marshal(res); err != nil || res.IsError || !strings.Contains(string(b), c.name+"d") {
 				t.Fatalf("%s: %s through the bridge: %s %v", version, c.name, b, err)
