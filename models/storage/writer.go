@@ -103,6 +103,12 @@ type writer struct {
 	quit     chan struct{}
 	stopped  chan struct{}
 	once     sync.Once
+	// turn is held while a batch runs: by the writer's goroutine, or by a
+	// caller that found nothing running and runs its unit itself (handing
+	// a unit to another goroutine and back costs two wake-ups, which on a
+	// virtual machine is a large part of a small write). The writer's
+	// goroutine takes it for good when it stops.
+	turn sync.Mutex
 
 	// Statements prepared on the driver connection, only touched by the
 	// writer goroutine (inside conn.Raw).
@@ -166,6 +172,9 @@ func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
 		return err
 	}
 	r := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	if s.writer.runIdle(r) {
+		return <-r.done
+	}
 	select {
 	case s.writer.reqs <- r:
 	case <-s.writer.quit:
@@ -178,12 +187,25 @@ func (s *Store) Write(ctx context.Context, fn func(*Tx) error) error {
 	return <-r.done
 }
 
+// runIdle runs r on the caller's goroutine when no batch is running, and
+// says whether it did. Under load the writer's goroutine has the turn and
+// callers queue for its next batch (group commit) as before.
+func (w *writer) runIdle(r *writeReq) bool {
+	if !w.turn.TryLock() {
+		return false
+	}
+	defer w.turn.Unlock()
+	w.runBatch([]*writeReq{r})
+	return true
+}
+
 func (w *writer) loop() {
 	defer close(w.stopped)
 	defer w.closeStatements()
 	for {
 		select {
 		case r := <-w.reqs:
+			w.turn.Lock()
 			batch := []*writeReq{r}
 		gather:
 			for len(batch) < w.maxBatch {
@@ -194,13 +216,20 @@ func (w *writer) loop() {
 					break gather
 				}
 			}
-			w.run(batch)
-			if w.store.wal != nil {
-				w.store.wal.finish(w.conn)
-			}
+			w.runBatch(batch)
+			w.turn.Unlock()
 		case <-w.quit:
+			w.turn.Lock() // a caller's unit ends first; nobody runs one after
 			return
 		}
+	}
+}
+
+// runBatch runs a batch, then finishes a long log (see walCheckpointer).
+func (w *writer) runBatch(batch []*writeReq) {
+	w.run(batch)
+	if w.store.wal != nil {
+		w.store.wal.finish(w.conn)
 	}
 }
 
@@ -273,7 +302,7 @@ func (w *writer) connectionLost(err error) bool {
 // attempt runs the batch in one transaction. Without savepoints, the first
 // failing unit aborts the attempt (unless it is the only unit).
 func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) error {
-	stx, err := w.conn.BeginTx(context.Background(), nil) // BEGIN IMMEDIATE, see sqliteDSN
+	stx, err := w.begin()
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
