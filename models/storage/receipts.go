@@ -15,8 +15,9 @@ import (
 )
 
 // SetFinished makes fn hear, once each unit of work commits, the calls
-// that reached a final status in it (nil: nobody). It runs on the writer's
-// goroutine: it must be quick and must not write.
+// that reached a final status in it (nil: nobody). It runs while the
+// writer's turn is held, as AfterCommit's hooks do: it must be quick and
+// must not write.
 func (s *Store) SetFinished(fn func(callIDs []string)) {
 	if fn == nil {
 		s.finished.Store(nil)

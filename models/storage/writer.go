@@ -34,8 +34,9 @@ type Tx struct {
 }
 
 // AfterCommit asks for fn to be called once this unit of work is committed,
-// and never if it is not. It runs on the writer's goroutine, so it must be
-// quick and must not write: it is for metrics and notes.
+// and never if it is not. It runs while the writer's turn is held (on the
+// writer's goroutine, or on the caller's when it ran its unit itself), so
+// it must be quick and must not write: it is for metrics and notes.
 func (tx *Tx) AfterCommit(fn func()) { tx.after = append(tx.after, fn) }
 
 // entered notes that a call entered a status in this unit.
