@@ -307,7 +307,10 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
-	gtx := w.store.wdb.Session(&gorm.Session{NewDB: true})
+	// A Context gives the session a Statement of its own: without one,
+	// gorm shares wdb's, and setting the transaction there would leave it
+	// as wdb's pool after the batch (Close could then not reach the pool).
+	gtx := w.store.wdb.Session(&gorm.Session{NewDB: true, Context: context.Background()})
 	gtx.Statement.ConnPool = stx
 	tx := &Tx{db: gtx, w: w, d: w.store.d, self: w.store.self}
 	abort := func(err error) error {

@@ -64,7 +64,11 @@ func Open(t testing.TB) *storage.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close the store: %v", err)
+		}
+	})
 	return s
 }
 
