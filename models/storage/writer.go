@@ -303,7 +303,7 @@ func (w *writer) connectionLost(err error) bool {
 // attempt runs the batch in one transaction. Without savepoints, the first
 // failing unit aborts the attempt (unless it is the only unit).
 func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) error {
-	stx, err := w.conn.BeginTx(context.Background(), nil) // BEGIN IMMEDIATE, see sqliteDSN
+	stx, err := w.begin()
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
