@@ -10,6 +10,12 @@
 //
 //	make mcp-servers && go run ./bench/mcpgate -n 2000
 //
+// Countersign runs in this process (what -cpuprofile sees), or, with
+// -serve BIN, as `countersign serve` from that binary, a process of its
+// own as a user runs it:
+//
+//	go build -tags sqlite_fts5 -o /tmp/cs ./cmd/countersign && go run ./bench/mcpgate -n 1500 -serve /tmp/cs
+//
 // With -text-bytes or -media-bytes the read is of a big file instead: a
 // text of that many bytes (read_text_file) or an image (read_media_file,
 // its bytes base64 in an image block), to see what a big result costs.
@@ -59,6 +65,7 @@ func main() {
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the run here")
 	textBytes := flag.Int("text-bytes", 0, "read a text file of this many bytes instead of one line")
 	mediaBytes := flag.Int("media-bytes", 0, "read an image of this many bytes instead of a text")
+	serve := flag.String("serve", "", "run Countersign as `countersign serve` from this binary, a process of its own (default: in this process, which -cpuprofile sees)")
 	flag.Parse()
 	if *profile != "" {
 		f, err := os.Create(*profile)
@@ -71,13 +78,13 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*n, *textBytes, *mediaBytes); err != nil {
+	if err := run(*n, *textBytes, *mediaBytes, *serve); err != nil {
 		pprof.StopCPUProfile()
 		log.Fatal(err)
 	}
 }
 
-func run(n, textBytes, mediaBytes int) error {
+func run(n, textBytes, mediaBytes int, serve string) error {
 	ctx := context.Background()
 	script, _ := filepath.Abs(".ci/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
 	if _, err := os.Stat(script); err != nil {
@@ -100,33 +107,17 @@ func run(n, textBytes, mediaBytes int) error {
 	}
 	defer direct.Close()
 	// Through Countersign.
-	set, err := httptool.Load([]byte(fmt.Sprintf("mcp_servers:\n  - name: fs\n    command: node\n    args: [%q, %q]\n", script, dir)), "bench", httptool.Options{})
+	toolsYAML := fmt.Sprintf("mcp_servers:\n  - name: fs\n    command: node\n    args: [%q, %q]\n", script, dir)
+	url, key, stopCS, err := countersign(ctx, serve, dir, toolsYAML)
 	if err != nil {
 		return err
 	}
-	defer set.Close()
-	store, err := storage.Open(filepath.Join(dir, "cs.db"), storage.Options{})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	reg, _ := tools.NewRegistry(set.Tools()...)
-	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
-	// One key sends every call: the per-agent rate limit is lifted.
-	app, site := webtest.New(core.Config{Store: store, Tools: reg, Policy: pol, Log: slog.New(slog.DiscardHandler)},
-		web.Config{AgentCallsPerSecond: 1_000_000, AgentCallBurst: 1_000_000})
-	defer app.Close()
-	srv := httptest.NewServer(site.Handler())
-	defer srv.Close()
-	key, _, err := app.Accounts.AddAgent(ctx, "bench", models.Actor{ID: "bench"})
-	if err != nil {
-		return err
-	}
+	defer stopCS()
 	connect := func(url, version string, rt http.RoundTripper) (*mcp.ClientSession, error) {
 		return mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
 			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: rt}}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	}
-	gated, err := connect(srv.URL+"/mcp", "", bearer(key))
+	gated, err := connect(url+"/mcp", "", bearer(key))
 	if err != nil {
 		return err
 	}
@@ -134,7 +125,7 @@ func run(n, textBytes, mediaBytes int) error {
 	if gated.ID() != "" {
 		return fmt.Errorf("the default client opened a session: not the stateless revision")
 	}
-	session, err := connect(srv.URL+"/mcp", "2025-11-25", bearer(key))
+	session, err := connect(url+"/mcp", "2025-11-25", bearer(key))
 	if err != nil {
 		return err
 	}
@@ -158,6 +149,38 @@ func run(n, textBytes, mediaBytes int) error {
 		{"through a Go SDK proxy (records nothing)", sdk, tool},
 	}
 	return compare(ctx, n, file, kinds)
+}
+
+// countersign is Countersign over the tools file given: `countersign
+// serve` from the binary serve (served.go), or, serve "", in this process
+// (what -cpuprofile sees). It returns its URL and an agent key whose
+// limits are lifted.
+func countersign(ctx context.Context, serve, dir, toolsYAML string) (url, key string, stop func(), err error) {
+	if serve != "" {
+		return served(serve, dir, toolsYAML)
+	}
+	set, err := httptool.Load([]byte(toolsYAML), "bench", httptool.Options{})
+	if err != nil {
+		return "", "", nil, err
+	}
+	store, err := storage.Open(filepath.Join(dir, "cs.db"), storage.Options{})
+	if err != nil {
+		set.Close()
+		return "", "", nil, err
+	}
+	reg, _ := tools.NewRegistry(set.Tools()...)
+	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "default", reg)
+	// One key sends every call: the per-agent rate limit is lifted.
+	app, site := webtest.New(core.Config{Store: store, Tools: reg, Policy: pol, Log: slog.New(slog.DiscardHandler)},
+		web.Config{AgentCallsPerSecond: 1_000_000, AgentCallBurst: 1_000_000})
+	srv := httptest.NewServer(site.Handler())
+	stop = func() { srv.Close(); app.Close(); store.Close(); set.Close() }
+	key, _, err = app.Accounts.AddAgent(ctx, "bench", models.Actor{ID: "bench"})
+	if err != nil {
+		stop()
+		return "", "", nil, err
+	}
+	return srv.URL, key, stop, nil
 }
 
 // sdkProxy is the floor of a hop built on the Go SDK, as Countersign's is:
