@@ -34,22 +34,32 @@ func BenchmarkGateCall(b *testing.B) {
 			b.ReportAllocs()
 			before := e.Store.WriterStats()
 			b.ResetTimer()
-			callAllowedRead(b, e.Gate, req, bc.callers)
+			callAllowedRead(context.Background(), b, e.Gate, req, bc.callers, nil)
 			after := e.Store.WriterStats()
 			b.ReportMetric(float64(after.Units-before.Units)/float64(after.Commits-before.Commits), "units/commit")
 		})
 	}
 }
 
-// callAllowedRead makes b.N gate calls of an allowed read, from one caller
-// or from that many at once, and reports calls/s.
-func callAllowedRead(b *testing.B, g *gate.Gate, req gate.CallRequest, callers int) {
-	ctx := context.Background()
+// callAllowedRead makes b.N gate calls of an allowed read with ctx, from one
+// caller or from that many at once, each followed by then (nil: nothing),
+// and reports calls/s.
+func callAllowedRead(ctx context.Context, b *testing.B, g *gate.Gate, req gate.CallRequest, callers int, then func(gate.Outcome) error) {
+	call := func() error {
+		out, err := g.Call(ctx, req)
+		if err != nil || out.Status != "succeeded" {
+			return fmt.Errorf("%v %v", out, err)
+		}
+		if then != nil {
+			return then(out)
+		}
+		return nil
+	}
 	start := time.Now()
 	if callers == 1 {
 		for i := 0; i < b.N; i++ {
-			if out, err := g.Call(ctx, req); err != nil || out.Status != "succeeded" {
-				b.Fatal(out, err)
+			if err := call(); err != nil {
+				b.Fatal(err)
 			}
 		}
 	} else {
@@ -57,8 +67,8 @@ func callAllowedRead(b *testing.B, g *gate.Gate, req gate.CallRequest, callers i
 		b.SetParallelism((callers + procs - 1) / procs)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if out, err := g.Call(ctx, req); err != nil || out.Status != "succeeded" {
-					b.Error(out, err)
+				if err := call(); err != nil {
+					b.Error(err)
 					return
 				}
 			}
