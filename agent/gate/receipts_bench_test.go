@@ -27,7 +27,7 @@ func BenchmarkGateCallReceipts(b *testing.B) {
 				if signing != "off" {
 					go e.Core.Receipts.Run(ctx)
 				}
-				asked, then := context.Background(), func(gate.Outcome) error(nil)
+				asked, then := context.Background(), (func(gate.Outcome) error)(nil)
 				if signing == "within" { // and the answer takes it, as an MCP result's does
 					asked = gate.WantsReceipt(asked)
 					then = func(out gate.Outcome) error {
