@@ -412,59 +412,6 @@ func (s *Signer) For(ctx context.Context, callID string) (*models.Receipt, error
 	return s.keep(ctx, callID, nil)
 }
 
-// Fresh is the receipt of a call that ended just now (its answer, ended,
-// is on its way to the agent that asked): signed and kept without looking
-// for one first, unless another instance or the sweep kept one before,
-// which then is the receipt. The result is not read again: it is ended's
-// when the call's record ended as ended did.
-func (s *Signer) Fresh(ctx context.Context, ended *models.ToolCall) (*models.Receipt, error) {
-	if r, ok := s.signed.LoadAndDelete(ended.ID); ok {
-		s.nSigned.Add(-1)
-		return r.(*models.Receipt), nil
-	}
-	return s.keep(ctx, ended.ID, ended)
-}
-
-// SignWithin signs and keeps, in the unit of work that records its
-// outcome, the receipt of a call that ends there, from the records as the
-// unit wrote them (known, an allowed call's records as the gate wrote
-// them, or else read back in the unit): the answer that carries it (Fresh)
-// then reads and writes nothing more. Its error leaves nothing written: the unit goes on,
-// and the receipt is signed as any other.
-func (s *Signer) SignWithin(ctx context.Context, tx *storage.Tx, callID string, known *models.ReceiptRecords) error {
-	if s.nSigned.Load() >= maxSigned {
-		return errors.New("too many receipts wait for their answers")
-	}
-	return tx.Try(func(tx *storage.Tx) error {
-		var call *models.ToolCall
-		var events []models.AuditEvent
-		var approvals []models.Approval
-		var err error
-		if known != nil && known.Call != nil && known.Call.ID == callID && known.Call.Decision == models.DecidedAllow {
-			call, events = known.Call, known.Events // allowed: no verdicts
-		} else if call, events, approvals, err = tx.ReceiptRecord(callID); err != nil {
-			return err
-		}
-		if !call.Status.Final() {
-			return ErrNotFinal
-		}
-		r, err := s.signRecords(ctx, call, events, approvals, s.signing(), time.Now())
-		if err != nil {
-			return err
-		}
-		kept, err := tx.KeepReceipt(r)
-		if err != nil {
-			return err
-		}
-		tx.AfterCommit(func() {
-			if _, had := s.signed.Swap(callID, kept); !had {
-				s.nSigned.Add(1)
-			}
-		})
-		return nil
-	})
-}
-
 // keep signs a call's receipt and keeps it, or takes the one kept before.
 func (s *Signer) keep(ctx context.Context, callID string, known *models.ToolCall) (*models.Receipt, error) {
 	r, err := s.sign(ctx, callID, known)

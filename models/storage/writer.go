@@ -31,6 +31,16 @@ type Tx struct {
 	// finals are the calls that reached a final status in this unit: once
 	// committed, the store's Finished hook hears of them (receipts).
 	finals []string
+	// before is what the units asked to be done once all of them ran
+	// (BeforeCommit); batched says whether the batch has more than one.
+	before  []beforeCommit
+	batched bool
+}
+
+// beforeCommit is a hook of BeforeCommit, with its unit's time.
+type beforeCommit struct {
+	fn  func(*Tx) error
+	now time.Time
 }
 
 // AfterCommit asks for fn to be called once this unit of work is committed,
@@ -38,6 +48,21 @@ type Tx struct {
 // writer's goroutine, or on the caller's when it ran its unit itself), so
 // it must be quick and must not write: it is for metrics and notes.
 func (tx *Tx) AfterCommit(fn func()) { tx.after = append(tx.after, fn) }
+
+// BeforeCommit asks for fn to be run in this unit's transaction once every
+// unit of its batch has run, before it commits, and never if this unit is
+// undone. fn runs at the unit's time (Now), in a savepoint of its own
+// (Try): its error undoes what it wrote and the hooks it added, and the
+// batch goes on. It must not append to the audit chain. It lets a unit
+// have work done beside the batch's other units (a signature on another
+// goroutine) and keep its result in the same commit.
+func (tx *Tx) BeforeCommit(fn func(*Tx) error) {
+	tx.before = append(tx.before, beforeCommit{fn: fn, now: tx.now})
+}
+
+// Batched says whether other units share this unit's transaction: then
+// work done beside the batch (BeforeCommit) overlaps theirs.
+func (tx *Tx) Batched() bool { return tx.batched }
 
 // entered notes that a call entered a status in this unit.
 func (tx *Tx) entered(id string, status models.CallStatus) {
@@ -326,6 +351,13 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 			return abort(err)
 		}
 	}
+	pending := 0
+	for i := range batch {
+		if results[i] == nil {
+			pending++
+		}
+	}
+	tx.batched = pending > 1
 	ran := 0
 	for i, r := range batch {
 		if results[i] != nil {
@@ -359,6 +391,12 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 	if ran == 0 {
 		return abort(nil)
 	}
+	for i := 0; i < len(tx.before); i++ { // (a hook may add hooks)
+		tx.now = tx.before[i].now
+		if err := tx.Try(tx.before[i].fn); err != nil && retryable(err) {
+			return abort(err)
+		}
+	}
 	if err := tx.saveChainHead(); err != nil {
 		return abort(err)
 	}
@@ -377,9 +415,9 @@ func (tx *Tx) Try(fn func(*Tx) error) error {
 	if _, err := tx.exec("SAVEPOINT try"); err != nil {
 		return fmt.Errorf("savepoint: %w", err)
 	}
-	after, finals := len(tx.after), len(tx.finals)
+	after, finals, before := len(tx.after), len(tx.finals), len(tx.before)
 	if err := fn(tx); err != nil {
-		tx.after, tx.finals = tx.after[:after], tx.finals[:finals]
+		tx.after, tx.finals, tx.before = tx.after[:after], tx.finals[:finals], tx.before[:before]
 		if _, rbErr := tx.exec("ROLLBACK TO SAVEPOINT try"); rbErr != nil {
 			return errors.Join(err, fmt.Errorf("roll back: %w", rbErr))
 		}
@@ -400,13 +438,13 @@ func (tx *Tx) inSavepoint(fn func(*Tx) error) (unitErr, batchErr error) {
 	if _, err := tx.exec("SAVEPOINT unit"); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
-	saved, after, moved, finals := tx.chain, len(tx.after), len(tx.moved), len(tx.finals)
+	saved, after, moved, finals, before := tx.chain, len(tx.after), len(tx.moved), len(tx.finals), len(tx.before)
 	if err := callUnit(fn, tx); err != nil {
 		if retryable(err) {
 			return nil, err // the whole batch again
 		}
 		unitErr = err
-		tx.chain, tx.after, tx.moved, tx.finals = saved, tx.after[:after], tx.moved[:moved], tx.finals[:finals]
+		tx.chain, tx.after, tx.moved, tx.finals, tx.before = saved, tx.after[:after], tx.moved[:moved], tx.finals[:finals], tx.before[:before]
 		if _, rbErr := tx.exec("ROLLBACK TO SAVEPOINT unit"); rbErr != nil {
 			return unitErr, fmt.Errorf("roll back unit: %w", rbErr)
 		}

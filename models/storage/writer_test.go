@@ -87,3 +87,96 @@ func TestAWriteAfterCloseIsRefused(t *testing.T) {
 		t.Fatalf("a write after Close: %v, ran %v", err, ran)
 	}
 }
+
+// What a unit asks to be done before its batch commits (BeforeCommit) runs
+// after every unit of the batch, in the same commit; a hook that fails is
+// undone alone with the hooks it added, and the hooks of a unit that fails
+// are never run. A hook runs at its unit's time. A unit alone in its
+// transaction is told so (Batched).
+func TestHooksBeforeCommitRunOnceTheBatchRanAndFailAlone(t *testing.T) {
+	s := storetest.Open(t)
+	ctx := context.Background()
+	var alone bool
+	if err := s.Write(ctx, func(tx *storage.Tx) error { alone = !tx.Batched(); return nil }); err != nil || !alone {
+		t.Fatalf("a unit on an idle writer: %v, told it shares its transaction: %v", err, !alone)
+	}
+	const callers, each = 16, 30
+	var wg sync.WaitGroup
+	var batched, early sync.Map
+	errs := make([][]error, callers)
+	for c := range callers {
+		errs[c] = make([]error, each)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				id := fmt.Sprintf("run_h%02d_%02d", c, i)
+				errs[c][i] = s.Write(ctx, func(tx *storage.Tx) error {
+					if err := tx.CreateRun(&models.Run{ID: id, Status: "active"}); err != nil {
+						return err
+					}
+					if tx.Batched() {
+						batched.Store(id, true)
+					}
+					unitNow := tx.Now()
+					tx.BeforeCommit(func(tx *storage.Tx) error {
+						if !tx.Now().Equal(unitNow) {
+							early.Store(id+" (at another unit's time)", true)
+						}
+						if _, err := s.Run(ctx, id); err == nil {
+							early.Store(id, true) // (a read sees only what is committed)
+						}
+						if err := tx.CreateRun(&models.Run{ID: id + "_hook", Status: "active"}); err != nil {
+							return err
+						}
+						tx.BeforeCommit(func(tx *storage.Tx) error { // a hook's own hook
+							return tx.CreateRun(&models.Run{ID: id + "_late", Status: "active"})
+						})
+						if i%10 == 5 {
+							return errors.New("the hook fails")
+						}
+						return nil
+					})
+					if i%10 == 3 {
+						return errors.New("refused")
+					}
+					return nil
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	n := 0
+	batched.Range(func(any, any) bool { n++; return true })
+	if n == 0 {
+		t.Fatal("no unit of 16 callers at once shared its transaction")
+	}
+	early.Range(func(k, _ any) bool {
+		t.Fatalf("%s: its unit was committed before its hook ran, or the hook ran at another time", k)
+		return false
+	})
+	for c := range callers {
+		for i := range each {
+			id := fmt.Sprintf("run_h%02d_%02d", c, i)
+			_, unit := s.Run(ctx, id)
+			_, hook := s.Run(ctx, id+"_hook")
+			if _, late := s.Run(ctx, id+"_late"); (late == nil) != (hook == nil) {
+				t.Fatalf("%s: its hook's run %v, and the hook's own hook's %v", id, hook, late)
+			}
+			switch {
+			case i%10 == 3:
+				if errs[c][i] == nil || unit == nil || hook == nil {
+					t.Fatalf("%s failed: told %v; its run %v, its hook's %v", id, errs[c][i], unit, hook)
+				}
+			case i%10 == 5:
+				if errs[c][i] != nil || unit != nil || hook == nil {
+					t.Fatalf("%s, whose hook failed: told %v; its run %v, its hook's %v", id, errs[c][i], unit, hook)
+				}
+			default:
+				if errs[c][i] != nil || unit != nil || hook != nil {
+					t.Fatalf("%s: told %v; its run %v, its hook's %v", id, errs[c][i], unit, hook)
+				}
+			}
+		}
+	}
+}
