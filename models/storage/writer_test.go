@@ -21,28 +21,15 @@ func TestUnitsShareCommitsUnderLoadAndFailAlone(t *testing.T) {
 	ctx := context.Background()
 	before := s.WriterStats()
 	const callers, each = 16, 30
-	var wg sync.WaitGroup
-	errs := make([][]error, callers)
-	for c := range callers {
-		errs[c] = make([]error, each)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				id := fmt.Sprintf("run_w%02d_%02d", c, i)
-				errs[c][i] = s.Write(ctx, func(tx *storage.Tx) error {
-					if err := tx.CreateRun(&models.Run{ID: id, Status: "active"}); err != nil {
-						return err
-					}
-					if i%10 == 3 {
-						return errors.New("refused")
-					}
-					return nil
-				})
-			}
-		}()
-	}
-	wg.Wait()
+	errs := writeAtOnce(s, callers, each, func(c, i int, tx *storage.Tx) error {
+		if err := tx.CreateRun(&models.Run{ID: fmt.Sprintf("run_w%02d_%02d", c, i), Status: "active"}); err != nil {
+			return err
+		}
+		if i%10 == 3 {
+			return errors.New("refused")
+		}
+		return nil
+	})
 	ok := 0
 	for c := range callers {
 		for i := range each {
@@ -68,6 +55,25 @@ func TestUnitsShareCommitsUnderLoadAndFailAlone(t *testing.T) {
 	if commits >= units {
 		t.Fatalf("%d commits for %d units from %d callers at once: no group commit", commits, units, callers)
 	}
+}
+
+// writeAtOnce has that many callers write each units at once, unit i of
+// caller c doing unit(c, i, tx), and returns what each write returned.
+func writeAtOnce(s *storage.Store, callers, each int, unit func(c, i int, tx *storage.Tx) error) [][]error {
+	var wg sync.WaitGroup
+	errs := make([][]error, callers)
+	for c := range callers {
+		errs[c] = make([]error, each)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				errs[c][i] = s.Write(context.Background(), func(tx *storage.Tx) error { return unit(c, i, tx) })
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 // A write after Close is refused, whether or not the writer was idle.
@@ -101,51 +107,39 @@ func TestHooksBeforeCommitRunOnceTheBatchRanAndFailAlone(t *testing.T) {
 		t.Fatalf("a unit on an idle writer: %v, told it shares its transaction: %v", err, !alone)
 	}
 	const callers, each = 16, 30
-	var wg sync.WaitGroup
 	var batched, early sync.Map
-	errs := make([][]error, callers)
-	for c := range callers {
-		errs[c] = make([]error, each)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				id := fmt.Sprintf("run_h%02d_%02d", c, i)
-				errs[c][i] = s.Write(ctx, func(tx *storage.Tx) error {
-					if err := tx.CreateRun(&models.Run{ID: id, Status: "active"}); err != nil {
-						return err
-					}
-					if tx.Batched() {
-						batched.Store(id, true)
-					}
-					unitNow := tx.Now()
-					tx.BeforeCommit(func(tx *storage.Tx) error {
-						if !tx.Now().Equal(unitNow) {
-							early.Store(id+" (at another unit's time)", true)
-						}
-						if _, err := s.Run(ctx, id); err == nil {
-							early.Store(id, true) // (a read sees only what is committed)
-						}
-						if err := tx.CreateRun(&models.Run{ID: id + "_hook", Status: "active"}); err != nil {
-							return err
-						}
-						tx.BeforeCommit(func(tx *storage.Tx) error { // a hook's own hook
-							return tx.CreateRun(&models.Run{ID: id + "_late", Status: "active"})
-						})
-						if i%10 == 5 {
-							return errors.New("the hook fails")
-						}
-						return nil
-					})
-					if i%10 == 3 {
-						return errors.New("refused")
-					}
-					return nil
-				})
+	errs := writeAtOnce(s, callers, each, func(c, i int, tx *storage.Tx) error {
+		id := fmt.Sprintf("run_h%02d_%02d", c, i)
+		if err := tx.CreateRun(&models.Run{ID: id, Status: "active"}); err != nil {
+			return err
+		}
+		if tx.Batched() {
+			batched.Store(id, true)
+		}
+		unitNow := tx.Now()
+		tx.BeforeCommit(func(tx *storage.Tx) error {
+			if !tx.Now().Equal(unitNow) {
+				early.Store(id+" (at another unit's time)", true)
 			}
-		}()
-	}
-	wg.Wait()
+			if _, err := s.Run(ctx, id); err == nil {
+				early.Store(id, true) // (a read sees only what is committed)
+			}
+			if err := tx.CreateRun(&models.Run{ID: id + "_hook", Status: "active"}); err != nil {
+				return err
+			}
+			tx.BeforeCommit(func(tx *storage.Tx) error { // a hook's own hook
+				return tx.CreateRun(&models.Run{ID: id + "_late", Status: "active"})
+			})
+			if i%10 == 5 {
+				return errors.New("the hook fails")
+			}
+			return nil
+		})
+		if i%10 == 3 {
+			return errors.New("refused")
+		}
+		return nil
+	})
 	n := 0
 	batched.Range(func(any, any) bool { n++; return true })
 	if n == 0 {
