@@ -35,8 +35,9 @@ func (s *Signer) SignWithin(ctx context.Context, tx *storage.Tx, callID string, 
 	if s.nSigned.Load() >= maxSigned {
 		return errors.New("too many receipts wait for their answers")
 	}
-	if tx.Batched() && known != nil && known.Call != nil && known.Call.ID == callID &&
-		known.Call.Decision == models.DecidedAllow && known.Call.Status.Final() {
+	// known is every record of an allowed call (it has no verdicts)
+	whole := known != nil && known.Call != nil && known.Call.ID == callID && known.Call.Decision == models.DecidedAllow
+	if whole && tx.Batched() && known.Call.Status.Final() {
 		s.signBeside(ctx, tx, known)
 		return nil
 	}
@@ -45,8 +46,8 @@ func (s *Signer) SignWithin(ctx context.Context, tx *storage.Tx, callID string, 
 		var events []models.AuditEvent
 		var approvals []models.Approval
 		var err error
-		if known != nil && known.Call != nil && known.Call.ID == callID && known.Call.Decision == models.DecidedAllow {
-			call, events = known.Call, known.Events // allowed: no verdicts
+		if whole {
+			call, events = known.Call, known.Events
 		} else if call, events, approvals, err = tx.ReceiptRecord(callID); err != nil {
 			return err
 		}
