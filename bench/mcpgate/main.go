@@ -6,7 +6,10 @@
 // once) with the 2026-07-28 revision (stateless, what the Go SDK's client
 // speaks by default) and with a 2025 session, and through a proxy of the Go
 // SDK's own that records nothing (the floor of a hop built as Countersign's
-// is); same Go SDK client code, alternated, sequential. BENCHMARKS.md.
+// is); same Go SDK client code, alternated, sequential. Each kind is read
+// cold (after a pause in which every process idles) and warm (at once
+// after a read of its own), so that none gains from following another kind
+// the same process serves. BENCHMARKS.md.
 //
 //	make mcp-servers && go run ./bench/mcpgate -n 2000
 //
@@ -65,6 +68,8 @@ func main() {
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the run here")
 	textBytes := flag.Int("text-bytes", 0, "read a text file of this many bytes instead of one line")
 	mediaBytes := flag.Int("media-bytes", 0, "read an image of this many bytes instead of a text")
+	pause := flag.Duration("pause", 3*time.Millisecond, "how long every process idles before each cold read")
+	memprofile := flag.String("memprofile", "", "write the run's allocations (the allocs profile) here")
 	serve := flag.String("serve", "", "run Countersign as `countersign serve` from this binary, a process of its own (default: in this process, which -cpuprofile sees)")
 	flag.Parse()
 	if *profile != "" {
@@ -78,13 +83,31 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*n, *textBytes, *mediaBytes, *serve); err != nil {
+	if err := run(*n, *textBytes, *mediaBytes, *serve, *pause); err != nil {
 		pprof.StopCPUProfile()
 		log.Fatal(err)
 	}
+	if *memprofile != "" {
+		if err := writeAllocs(*memprofile); err != nil {
+			log.Fatal(err)
+		}
+	}
 }
 
-func run(n, textBytes, mediaBytes int, serve string) error {
+// writeAllocs writes what the run allocated, sampled as the runtime does.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func run(n, textBytes, mediaBytes int, serve string, pause time.Duration) error {
 	ctx := context.Background()
 	script, _ := filepath.Abs(".ci/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
 	if _, err := os.Stat(script); err != nil {
@@ -148,7 +171,7 @@ func run(n, textBytes, mediaBytes int, serve string) error {
 		{"through Countersign's /mcp, 2025 session", session, "fs__" + tool},
 		{"through a Go SDK proxy (records nothing)", sdk, tool},
 	}
-	return compare(ctx, n, file, kinds)
+	return compare(ctx, n, file, kinds, pause)
 }
 
 // countersign is Countersign over the tools file given: `countersign
@@ -240,7 +263,12 @@ type kind struct {
 }
 
 // compare reads the file n times each way, alternated, after a warm-up.
-func compare(ctx context.Context, n int, file string, kinds []kind) error {
+// Each round reads once through each kind in turn, twice: the first read
+// comes after a pause in which every process idles (cold: a client that
+// calls now and then), the second at once after it (warm: a busy one).
+// Every kind is measured both ways, so none gains from following another
+// kind served by the same process.
+func compare(ctx context.Context, n int, file string, kinds []kind, pause time.Duration) error {
 	call := func(cs *mcp.ClientSession, name string) error {
 		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"path": file}})
 		if err == nil && r.IsError {
@@ -255,28 +283,41 @@ func compare(ctx context.Context, n int, file string, kinds []kind) error {
 			}
 		}
 	}
-	lat := make([][]time.Duration, len(kinds))
-	total := make([]time.Duration, len(kinds))
+	cold, warm := make([][]time.Duration, len(kinds)), make([][]time.Duration, len(kinds))
 	for i := 0; i < n; i++ {
 		for j, k := range kinds {
-			t0 := time.Now()
-			if err := call(k.cs, k.tool); err != nil {
-				return err
+			time.Sleep(pause)
+			for _, into := range []*[]time.Duration{&cold[j], &warm[j]} {
+				t0 := time.Now()
+				if err := call(k.cs, k.tool); err != nil {
+					return err
+				}
+				*into = append(*into, time.Since(t0))
 			}
-			d := time.Since(t0)
-			lat[j], total[j] = append(lat[j], d), total[j]+d
 		}
 	}
+	fmt.Printf("reads of each kind: %d each way (sequential, alternated)\n", n)
+	report(fmt.Sprintf("cold: after %s with every process idle", pause), kinds, cold)
+	report("warm: right after a read of the same kind", kinds, warm)
+	return nil
+}
+
+// report prints each kind's latencies, and what it adds to the first
+// kind's (straight to the upstream) at the median.
+func report(title string, kinds []kind, lat [][]time.Duration) {
 	p := measure.Percentile
-	fmt.Printf("reads of each kind: %d (sequential, alternated)\n", n)
+	fmt.Println(title)
 	for j, k := range kinds {
-		fmt.Printf("%-42s p50 %.3f ms  p99 %.3f ms  %.0f calls/s", k.label+":", measure.MS(p(lat[j], .5)), measure.MS(p(lat[j], .99)), float64(n)/total[j].Seconds())
+		var total time.Duration
+		for _, d := range lat[j] {
+			total += d
+		}
+		fmt.Printf("  %-42s p50 %.3f ms  p99 %.3f ms  %.0f calls/s", k.label+":", measure.MS(p(lat[j], .5)), measure.MS(p(lat[j], .99)), float64(len(lat[j]))/total.Seconds())
 		if j > 0 {
 			fmt.Printf("  added p50 %.3f ms", measure.MS(p(lat[j], .5)-p(lat[0], .5)))
 		}
 		fmt.Println()
 	}
-	return nil
 }
 
 // plainProxies starts supergateway and mcp-proxy (stdio to streamable
