@@ -69,7 +69,7 @@ func main() {
 	textBytes := flag.Int("text-bytes", 0, "read a text file of this many bytes instead of one line")
 	mediaBytes := flag.Int("media-bytes", 0, "read an image of this many bytes instead of a text")
 	pause := flag.Duration("pause", 3*time.Millisecond, "how long every process idles before each cold read")
-	memprofile := flag.String("memprofile", "", "write the run's allocations (the allocs profile) here")
+	memprofile := flag.String("memprofile", "", "write this process's allocations over the run (the allocs profile) here; with -serve, Countersign's are not in it")
 	serve := flag.String("serve", "", "run Countersign as `countersign serve` from this binary, a process of its own (default: in this process, which -cpuprofile sees)")
 	flag.Parse()
 	if *profile != "" {
