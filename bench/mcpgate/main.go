@@ -6,7 +6,10 @@
 // once) with the 2026-07-28 revision (stateless, what the Go SDK's client
 // speaks by default) and with a 2025 session, and through a proxy of the Go
 // SDK's own that records nothing (the floor of a hop built as Countersign's
-// is); same Go SDK client code, alternated, sequential. Each kind is read
+// is), for a 2025 session and statelessly for 2026-07-28, and through that
+// proxy with the least a gate must write (floor.go: the call committed
+// before it is forwarded, its outcome and a signature over it after); same
+// Go SDK client code, alternated, sequential. Each kind is read
 // cold (after a pause in which every process idles) and warm (at once
 // after a read of its own), so that none gains from following another kind
 // the same process serves. BENCHMARKS.md.
@@ -158,11 +161,21 @@ func run(n, textBytes, mediaBytes int, serve string, pause time.Duration) error 
 		return err
 	}
 	defer stop()
-	sdk, stopSDK, err := sdkProxy(ctx, script, dir, tool, connect)
+	sdk, stopSDK, err := sdkProxy(ctx, script, dir, tool, nil, false, connect)
 	if err != nil {
 		return err
 	}
 	defer stopSDK()
+	sdkModern, stopSDKModern, err := sdkProxy(ctx, script, dir, tool, nil, true, connect)
+	if err != nil {
+		return err
+	}
+	defer stopSDKModern()
+	floor, stopFloor, err := floorGate(ctx, script, dir, tool, connect)
+	if err != nil {
+		return err
+	}
+	defer stopFloor()
 	kinds := []kind{
 		{"straight to the upstream (stdio)", direct, tool},
 		{"through supergateway (records nothing)", plain[0], tool},
@@ -170,6 +183,8 @@ func run(n, textBytes, mediaBytes int, serve string, pause time.Duration) error 
 		{"through Countersign's /mcp, 2026-07-28", gated, "fs__" + tool},
 		{"through Countersign's /mcp, 2025 session", session, "fs__" + tool},
 		{"through a Go SDK proxy (records nothing)", sdk, tool},
+		{"the same, 2026-07-28 (stateless)", sdkModern, tool},
+		{"through a floor gate (2 commits, 1 sig)", floor, tool},
 	}
 	return compare(ctx, n, file, kinds, pause)
 }
@@ -204,30 +219,6 @@ func countersign(ctx context.Context, serve, dir, toolsYAML string) (url, key st
 		return "", "", nil, err
 	}
 	return srv.URL, key, stop, nil
-}
-
-// sdkProxy is the floor of a hop built on the Go SDK, as Countersign's is:
-// a streamable HTTP server of the SDK whose one tool forwards each call to
-// the upstream over stdio with the SDK's client, and records nothing. A
-// 2025 session of it is returned connected.
-func sdkProxy(ctx context.Context, script, dir, tool string, connect func(url, version string, rt http.RoundTripper) (*mcp.ClientSession, error)) (*mcp.ClientSession, func(), error) {
-	up, err := mcp.NewClient(&mcp.Implementation{Name: "sdk-proxy", Version: "1"}, nil).
-		Connect(ctx, &mcp.CommandTransport{Command: exec.Command("node", script, dir)}, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	s := mcp.NewServer(&mcp.Implementation{Name: "sdk-proxy", Version: "1"}, nil)
-	s.AddTool(&mcp.Tool{Name: tool, InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return up.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: req.Params.Arguments})
-	})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-	cs, err := connect(srv.URL, "2025-11-25", http.DefaultTransport)
-	if err != nil {
-		srv.Close()
-		up.Close()
-		return nil, nil, err
-	}
-	return cs, func() { cs.Close(); srv.Close(); up.Close() }, nil
 }
 
 // fileToRead writes the file the reads are of, and says which tool reads
