@@ -22,7 +22,8 @@ import (
 // the upstream over stdio with the SDK's client. With rec nil it records
 // nothing; otherwise rec is told before each call is forwarded and after
 // it came back, and an error from it fails the call. A 2025 session of it
-// is returned connected.
+// is returned connected, or with modern a 2026-07-28 client of it served
+// statelessly (the Go SDK client's default).
 func sdkProxy(ctx context.Context, script, dir, tool string, rec recorder, modern bool, connect func(url, version string, rt http.RoundTripper) (*mcp.ClientSession, error)) (*mcp.ClientSession, func(), error) {
 	up, err := mcp.NewClient(&mcp.Implementation{Name: "sdk-proxy", Version: "1"}, nil).
 		Connect(ctx, &mcp.CommandTransport{Command: exec.Command("node", script, dir)}, nil)
