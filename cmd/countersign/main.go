@@ -76,7 +76,8 @@ Usage:
   countersign audit verify [--db ...] [--checkpoints DIR --audit-public-key FILE]
   countersign audit checkpoint --audit-key FILE --checkpoints DIR [--db ...]
   countersign audit keygen --out FILE                (an Ed25519 key for checkpoints, FILE.pub beside it)
-  countersign evidence verify [--keys JWKS] FILE     (checks a call's evidence bundle offline; exit 1 names each failure)
+  countersign evidence verify --keys JWKS|--trust-bundle-keys [--require-checkpoint] FILE
+                                                    (checks every evidence bundle of FILE offline; exit 1 names each failure)
   countersign receipts rotate-key [--db ...]         (a new key signs receipts; the old ones stay published)
   countersign backup --to FILE [--db ...]            (a consistent copy, safe while serve runs)
   countersign version                                (the release, commit and build of this binary)
