@@ -1,5 +1,7 @@
 package models
 
+import "time"
+
 // CallChange is a conditional state change of a tool call.
 type CallChange struct {
 	ID   string
@@ -20,4 +22,9 @@ type CallEdit struct {
 	OriginalArgs      string
 	RequiredApprovals int
 	RequiredRole      StaffRole
+	// PasskeyRequired and ExpiresAt are what the edit asks for: the
+	// strictest of the original rule's and the rule the edited arguments
+	// matched.
+	PasskeyRequired bool
+	ExpiresAt       *time.Time
 }

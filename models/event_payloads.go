@@ -1,5 +1,7 @@
 package models
 
+import "time"
+
 // The payload of every audit event kind, each a type (EventPayload): an
 // Event takes nothing else, so a payload cannot be a loose map. Fields are
 // in the order of their JSON names, so an event reads like those written
@@ -70,14 +72,18 @@ type CallReconciledPayload struct {
 // ActionEditedPayload is the payload of action.edited: the arguments an
 // approver changed, and the decision made again over them.
 type ActionEditedPayload struct {
-	Args              string    `json:"args"`
-	EditReason        string    `json:"edit_reason"`
-	EditRule          string    `json:"edit_rule"`
-	EditVerdict       string    `json:"edit_verdict"`
-	FromArgsHash      string    `json:"from_args_hash"`
-	RequiredApprovals int       `json:"required_approvals"`
-	RequiredRole      StaffRole `json:"required_role"`
-	ToArgsHash        string    `json:"to_args_hash"`
+	Args        string `json:"args"`
+	EditReason  string `json:"edit_reason"`
+	EditRule    string `json:"edit_rule"`
+	EditVerdict string `json:"edit_verdict"`
+	// ExpiresAt and Passkey are the edited action's (omitted: no expiry,
+	// no passkey asked), the stricter of the two rules'.
+	ExpiresAt         *time.Time `json:"expires_at,omitempty"`
+	FromArgsHash      string     `json:"from_args_hash"`
+	Passkey           bool       `json:"passkey,omitempty"`
+	RequiredApprovals int        `json:"required_approvals"`
+	RequiredRole      StaffRole  `json:"required_role"`
+	ToArgsHash        string     `json:"to_args_hash"`
 }
 
 // ActionApprovalPayload is the payload of action.approval_added and

@@ -115,6 +115,10 @@ type ToolCall struct {
 	// Trace is the W3C traceparent of the call's span, with tracing on: a
 	// person's decision and the execution later join its trace.
 	Trace string `gorm:"size:64;default:''"`
+	// PasskeyRequired: an edit made the action one whose verdicts are
+	// signed with a passkey (the rule the edited arguments matched asks for
+	// it); the original rule may ask too (Gate.AsksPasskeyOf).
+	PasskeyRequired bool `gorm:"default:false"`
 }
 
 // Instance is one running server: it beats while it lives, and its calls are

@@ -66,6 +66,12 @@ func (s *Server) actionApprove(c echo.Context) error {
 		msg := fault.Message(err)
 		if req.Passkey == nil && errors.Is(err, models.ErrPasskeyNeeded) {
 			msg = "This rule asks for your passkey: use Approve with passkey (it needs a passkey on your account page, and JavaScript)"
+			if req.Args != nil {
+				// The edit matched a rule that asks for one: the page offers
+				// it for what was typed.
+				c.Set(passkeyAskedKey, true)
+				msg = "The edited call falls under a rule that asks for your passkey: use Approve edited call with passkey (it needs a passkey on your account page, and JavaScript)"
+			}
 		}
 		return s.actionRerender(c, id, statusForCode(code), msg, nil, req.Args != nil)
 	}
@@ -79,6 +85,10 @@ func (s *Server) actionApprove(c echo.Context) error {
 	}
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.ActionPath(id), q.Encode()))
 }
+
+// passkeyAskedKey marks a request whose edit asked for a passkey the
+// action's own rule does not.
+const passkeyAskedKey = "countersign.passkey-asked"
 
 // staffWords rewrites a validation message for a person: a regular
 // expression means nothing to an approver (the model is still shown it).
@@ -117,6 +127,9 @@ func (s *Server) actionRerender(c echo.Context, id string, status int, msg strin
 		return err
 	}
 	v.FlashError, v.EditOpen = sentence(msg), editOpen
+	if asked, _ := c.Get(passkeyAskedKey).(bool); asked {
+		v.Passkey = true
+	}
 	keepGrantTyped(c, v.GrantOffer)
 	if editOpen && status == http.StatusBadRequest && len(fieldErrs) == 0 {
 		v.EditError = sentence(msg)

@@ -163,7 +163,7 @@ func (s *Server) actionBase(c echo.Context, call *models.ToolCall, run *models.R
 		Customer: customerLabel(run.CustomerID, run.CustomerName), Args: prettyJSON(call.Args), OriginalArgs: prettyJSON(call.OriginalArgs),
 		Required: call.RequiredApprovals, RequiredRole: string(call.RequiredRole), Result: prettyJSON(call.Result), Error: call.Error,
 		Turns: turnsView(turns, calls), Flash: doneMessages[c.QueryParam("done")], AgentContext: call.Context}
-	v.Passkey = s.core.Gate.AsksPasskey(call.Rule)
+	v.Passkey = s.core.Gate.AsksPasskeyOf(call)
 	if run.AgentID != "" {
 		s.outsideContext(call, run, calls, &v)
 		if c.QueryParam("done") == "rejected" {

@@ -150,7 +150,7 @@ func New(cfg Config) (*Core, error) {
 	if ob == nil {
 		ob, _ = outbox.New(cfg.Store, outbox.Config{Log: log}) // the zero config is valid
 	}
-	ob.Attach(g.Tools, bus.ActionChanged, g.AsksPasskey)
+	ob.Attach(g.Tools, bus.ActionChanged, g.AsksPasskeyOf)
 	vs, err := versions.New(versions.Config{Store: cfg.Store, Gate: g, Log: log, People: cfg.PolicyPeople,
 		SinglePerson: cfg.SinglePersonShop, Host: Hostname(), Announce: bus.PolicyChanged, SignWithPasskey: cfg.SignWithPasskey})
 	if err != nil {

@@ -148,7 +148,7 @@ func (g *Gate) approvable(ctx context.Context, actionID string, actor models.Act
 				current.Tool, tools.Truncate(err.Error(), 300))
 		}
 	}
-	if req.Passkey == nil && g.AsksPasskey(current.Rule) {
+	if req.Passkey == nil && g.AsksPasskeyOf(current) {
 		return nil, models.ErrPasskeyNeeded
 	}
 	return &approval{actionID: actionID, actor: actor, req: req, note: note, current: current, tool: tool, policyVersion: g.Policy().Version()}, nil
@@ -159,6 +159,13 @@ func (g *Gate) approvable(ctx context.Context, actionID string, actor models.Act
 func (g *Gate) AsksPasskey(rule string) bool {
 	fp, ok := g.Policy().(*policy.FilePolicy)
 	return ok && fp.AsksPasskey(rule)
+}
+
+// AsksPasskeyOf reports whether the verdicts on this action are signed with
+// a passkey: its rule asks for it under the policy in force, or an edit
+// made it an action whose rule does.
+func (g *Gate) AsksPasskeyOf(call *models.ToolCall) bool {
+	return call.PasskeyRequired || g.AsksPasskey(call.Rule)
 }
 
 // passkeyOver checks that a passkey signature is over this decision of

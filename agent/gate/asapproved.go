@@ -22,6 +22,8 @@ import (
 type requirement struct {
 	approvals int
 	role      models.StaffRole
+	// passkey: only approvals signed with a passkey count.
+	passkey bool
 	// why is set when the call may not run whatever its approvals.
 	why string
 }
@@ -31,7 +33,7 @@ type requirement struct {
 // force, and, when the policy in force is another than the approvals were
 // given under, what it asks of the call now.
 func (g *Gate) approvedUnder(ctx context.Context, call *models.ToolCall, tool *tools.Tool, approvals []models.Approval) requirement {
-	need := requirement{approvals: max(int(call.RequiredApprovals), 1), role: call.RequiredRole}
+	need := requirement{approvals: max(int(call.RequiredApprovals), 1), role: call.RequiredRole, passkey: g.AsksPasskeyOf(call)}
 	now := tool.DefinitionHash()
 	pol := g.Policy()
 	samePolicy := true
@@ -79,6 +81,7 @@ func (g *Gate) approvedUnder(ctx context.Context, call *models.ToolCall, tool *t
 		if roleRaised(need.role, d.Role) {
 			need.role = d.Role
 		}
+		need.passkey = need.passkey || d.Passkey
 	}
 	return need
 }
@@ -109,6 +112,9 @@ func stillMet(tx *storage.Tx, call *models.ToolCall, need requirement) (string, 
 	}
 	var all, counting []Vote
 	for _, a := range approvals {
+		if need.passkey && a.Passkey == "" {
+			continue
+		}
 		if Counts(a, call.ArgsHash, nil) {
 			all = append(all, Vote{StaffID: a.StaffID, Role: a.StaffRole})
 		}
@@ -132,6 +138,9 @@ func needText(need requirement) string {
 	}
 	if need.role != "" {
 		s += fmt.Sprintf(" (one of them a %s)", need.role)
+	}
+	if need.passkey {
+		s += ", each signed with a passkey"
 	}
 	return s + ", more than it has"
 }

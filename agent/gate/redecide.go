@@ -75,7 +75,7 @@ func (g *Gate) RedecidePending(ctx context.Context) (Redecided, error) {
 					return errUnchanged // nothing to record: the event says what happened
 				}
 				if err := tx.EditPendingCall(c.ID, models.CallEdit{Args: c.Args, ArgsHash: c.ArgsHash, OriginalArgs: c.OriginalArgs,
-					RequiredApprovals: approvals, RequiredRole: role}); err != nil {
+					RequiredApprovals: approvals, RequiredRole: role, PasskeyRequired: c.PasskeyRequired, ExpiresAt: c.ExpiresAt}); err != nil {
 					return err
 				}
 				return tx.Audit(models.Event{Actor: models.SystemActor.String(), Kind: models.EventActionRequirementsRaised, Subject: c.ID,

@@ -175,7 +175,7 @@ type notice struct {
 
 func (o *Outbox) notice(tx *storage.Tx, ev models.Event, kind EventType, call *models.ToolCall, customer string, approvals int) notice {
 	return notice{kind: kind, at: tx.Now(), actor: ev.Actor, call: call, customer: customer, summary: o.summarize(call),
-		link: o.cfg.Link(call.ID), approved: approvals, passkey: o.asksPasskey != nil && o.asksPasskey(call.Rule)}
+		link: o.cfg.Link(call.ID), approved: approvals, passkey: o.asksPasskey != nil && o.asksPasskey(call)}
 }
 
 // summarize says what a call asks for in its tool's words (the tool's name

@@ -86,7 +86,7 @@ type Outbox struct {
 	kick  chan struct{}
 	// asksPasskey says whether a rule's decisions are signed with a
 	// passkey: Slack then offers no Approve button (Attach).
-	asksPasskey func(rule string) bool
+	asksPasskey func(call *models.ToolCall) bool
 }
 
 // New checks the configuration and builds the outbox. Install it on the
@@ -327,7 +327,7 @@ func actorName(actor string) string {
 // Attach tells the outbox where the tools in force and the queue's news are
 // (core.New does, before Run): what a call asks for is said with the
 // tools' phrases, and an action marked overdue reaches the queue pages.
-func (o *Outbox) Attach(registry func() *tools.Registry, changed func(callID string), asksPasskey func(rule string) bool) {
+func (o *Outbox) Attach(registry func() *tools.Registry, changed func(callID string), asksPasskey func(call *models.ToolCall) bool) {
 	o.asksPasskey = asksPasskey
 	if o.cfg.Tools == nil {
 		o.cfg.Tools = registry

@@ -85,7 +85,7 @@ func newEnv(t testing.TB, dsn string, cfg outbox.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out.Attach(g.Tools, nil, g.AsksPasskey)
+	out.Attach(g.Tools, nil, g.AsksPasskeyOf)
 	out.Install()
 	return &env{t: t, store: store, gate: g, clock: clk, out: out}
 }

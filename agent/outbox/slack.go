@@ -279,6 +279,6 @@ func (o *Outbox) View(ctx context.Context, callID, by string) (ActionView, error
 		return ActionView{}, err
 	}
 	n := notice{kind: noticeView, actor: by, call: call, customer: customer, summary: o.summarize(call),
-		link: o.cfg.Link(call.ID), approved: approvals, passkey: o.asksPasskey != nil && o.asksPasskey(call.Rule)}
+		link: o.cfg.Link(call.ID), approved: approvals, passkey: o.asksPasskey != nil && o.asksPasskey(call)}
 	return n.view(), nil
 }

@@ -92,6 +92,7 @@ type outcome struct {
 	approvals int
 	role      models.StaffRole
 	expires   time.Duration
+	passkey   bool
 }
 
 type rule struct {
@@ -245,7 +246,7 @@ func compileRule(rs ruleSpec, registry *tools.Registry) (*rule, error) {
 func (v Verdict) valid() bool { return v == Allow || v == NeedsApproval || v == Deny }
 
 func compileOutcome(os outcomeSpec) (*outcome, error) {
-	o := &outcome{verdict: Verdict(os.Decision), approvals: os.Approvals, role: models.StaffRole(os.Role)}
+	o := &outcome{verdict: Verdict(os.Decision), approvals: os.Approvals, role: models.StaffRole(os.Role), passkey: os.Passkey}
 	if !o.verdict.valid() {
 		return nil, fmt.Errorf("decision %q must be allow, needs_approval or deny", os.Decision)
 	}
@@ -341,7 +342,7 @@ func (p *FilePolicy) Decide(ctx context.Context, in Input) (Decision, error) {
 
 func (o *outcome) decision(rule, version string, act *activation) Decision {
 	return Decision{Verdict: o.verdict, Reason: o.reason.render(act), Rule: rule, PolicyVersion: version,
-		Approvals: o.approvals, Role: o.role, Expires: o.expires}
+		Approvals: o.approvals, Role: o.role, Expires: o.expires, Passkey: o.passkey}
 }
 
 // activation exposes the input to CEL. Customer and run facts are loaded

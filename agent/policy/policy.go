@@ -35,6 +35,8 @@ type Decision struct {
 	Approvals int
 	Role      models.StaffRole
 	Expires   time.Duration
+	// Passkey: every verdict on the action is signed with a passkey.
+	Passkey bool
 }
 
 // CustomerFacts is what a policy may know about the run's customer.

@@ -115,8 +115,10 @@ func (tx *Tx) FinishCall(id string, status models.CallStatus, result, errForMode
 
 // EditPendingCall changes the arguments of a call that is still pending.
 func (tx *Tx) EditPendingCall(id string, e models.CallEdit) error {
-	return tx.changeOne(id, `UPDATE tool_calls SET args = ?, args_hash = ?, original_args = ?, required_approvals = ?, required_role = ?, updated_at = ?
-		WHERE id = ? AND status = ?`, e.Args, e.ArgsHash, e.OriginalArgs, e.RequiredApprovals, e.RequiredRole, tx.now, id, models.CallPending)
+	return tx.changeOne(id, `UPDATE tool_calls SET args = ?, args_hash = ?, original_args = ?, required_approvals = ?, required_role = ?,
+		passkey_required = ?, expires_at = ?, updated_at = ?
+		WHERE id = ? AND status = ?`, e.Args, e.ArgsHash, e.OriginalArgs, e.RequiredApprovals, e.RequiredRole,
+		e.PasskeyRequired, e.ExpiresAt, tx.now, id, models.CallPending)
 }
 
 // changeOne runs an update of one call and insists that exactly one row
