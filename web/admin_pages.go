@@ -342,9 +342,8 @@ func revisionWords(u tools.UpstreamStatus) string {
 // relayWords says where what an MCP server says and asks during a call
 // goes (tools/upstream/relay.go).
 func relayWords(u tools.UpstreamStatus) string {
-	const said = "During an allowed call, its progress, log messages and requests to the client (sampling, elicitation, roots) go to the agent that made the call"
 	if u.OverHTTP {
-		return said + " (known by the call's own stream)."
+		return "During an allowed call, its progress, log messages and requests to the client (sampling, elicitation, roots) go to the agent that made the call (known by the call's own stream)."
 	}
-	return said + ", and only while no other call to it is in flight (over stdio nothing says which call a request belongs to)."
+	return "During an allowed call, its progress goes to the agent that made the call; over stdio nothing says which call a log message or a request is for, so it is offered no sampling, elicitation or roots, what it logs stays in Countersign's log and what it asks is refused."
 }

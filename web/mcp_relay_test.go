@@ -73,6 +73,39 @@ func deskMCP(hold func(context.Context)) *mcp.Server {
 			hold(ctx)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil
 		})
+	// "late" answers at once, then, 300 ms later, logs and asks for
+	// sampling about that call (a late asker); "report" says what the
+	// late ask got.
+	var late struct {
+		sync.Mutex
+		got string
+	}
+	up.AddTool(&mcp.Tool{Name: "late", Description: "Asks late", InputSchema: map[string]any{"type": "object"}, Annotations: read},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			ss := req.Session
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				ctx := context.Background()
+				_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "desk", Data: "late: the first agent's order A1001"})
+				got := ""
+				if m, err := ss.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 50,
+					Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "the first agent's order A1001"}}}}); err != nil {
+					got = "late sampling failed: " + err.Error()
+				} else if tc, ok := m.Content.(*mcp.TextContent); ok {
+					got = "late sampled: " + tc.Text
+				}
+				late.Lock()
+				late.got = got
+				late.Unlock()
+			}()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+		})
+	up.AddTool(&mcp.Tool{Name: "report", Description: "What the late ask got", InputSchema: map[string]any{"type": "object"}, Annotations: read},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			late.Lock()
+			defer late.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: late.got}}}, nil
+		})
 	return up
 }
 
@@ -102,6 +135,7 @@ type relayClient struct {
 	mu       sync.Mutex
 	progress []*mcp.ProgressNotificationParams
 	logs     []*mcp.LoggingMessageParams
+	asked    []string // what it was asked to sample
 }
 
 func newRelayClient(t *testing.T, url, key, name string, capable bool) *relayClient {
@@ -123,6 +157,9 @@ func newRelayClient(t *testing.T, url, key, name string, capable bool) *relayCli
 		opts.Capabilities = nil
 		opts.CreateMessageHandler = func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			in := r.Params.Messages[0].Content.(*mcp.TextContent).Text
+			rc.mu.Lock()
+			rc.asked = append(rc.asked, in)
+			rc.mu.Unlock()
 			return &mcp.CreateMessageResult{Role: "assistant", Model: "client-model", Content: &mcp.TextContent{Text: "the " + name + "'s model read: " + in}}, nil
 		}
 		opts.ElicitationHandler = func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -245,11 +282,14 @@ func TestMCPGatewayRelaysWhatTheUpstreamSaysAndAsksDuringACall(t *testing.T) {
 	held.mu.Unlock()
 }
 
-// Over stdio nothing says which call an upstream's request belongs to: it
-// reaches the agent whose call is the only one in flight to that server,
-// and while another agent's call is in flight it is refused to the server
-// rather than handed to either agent.
-func TestMCPGatewayRelaysOverStdioOnlyWhileOneCallIsInFlight(t *testing.T) {
+// Over stdio nothing says which call an upstream's request or log message
+// belongs to, and "the one call in flight" is a guess a late asker defeats:
+// a stdio server is offered no sampling, elicitation or roots; its progress
+// (under the token Countersign sent with the call) reaches the call's
+// agent; what it logs or asks reaches no agent. A server that answered
+// agent A and asks about A's call while only agent B's is in flight gets
+// an error, and B hears nothing of it.
+func TestMCPGatewayPassesNothingUnattributedOverStdio(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -285,30 +325,44 @@ func TestMCPGatewayRelaysOverStdioOnlyWhileOneCallIsInFlight(t *testing.T) {
 	if err != nil || r.IsError {
 		t.Fatalf("ask: %v %+v", err, r)
 	}
-	if got := textOf(r); !strings.Contains(got, "sampled: the agent's model read") || !strings.Contains(got, "elicited: accept Bea") || !strings.Contains(got, "root: file:///srv/shop") {
-		t.Errorf("alone over stdio: %s", got)
+	if got := textOf(r); !strings.Contains(got, "sampling failed") || !strings.Contains(got, "elicitation failed") || !strings.Contains(got, "roots failed") ||
+		strings.Contains(got, "model read") || strings.Contains(got, "Bea") || strings.Contains(got, "file:///srv/shop") {
+		t.Errorf("even alone, a stdio server's asks are not the agent's: %s", got)
 	}
 	alone.mu.Lock()
-	if len(alone.progress) != 3 || alone.progress[0].ProgressToken != float64(7) || len(alone.logs) != 3 {
-		t.Errorf("alone over stdio: progress %+v, logs %+v", alone.progress, alone.logs)
+	if len(alone.progress) != 3 || alone.progress[0].ProgressToken != float64(7) || len(alone.logs) != 0 || len(alone.asked) != 0 {
+		t.Errorf("alone over stdio: progress %+v (want its 3), logs %+v and asks %v (want none)", alone.progress, alone.logs, alone.asked)
 	}
 	alone.mu.Unlock()
 
+	// The late asker: A's call is answered; B's is in flight when the
+	// server logs and asks about A's.
+	if r, err := alone.cs.CallTool(ctx, &mcp.CallToolParams{Name: "late", Arguments: map[string]any{}}); err != nil || textOf(r) != "done" {
+		t.Fatalf("late: %v %+v", err, r)
+	}
 	held := newRelayClient(t, a.srv.URL, other, "other", true)
-	done := make(chan error, 1)
-	go func() {
-		_, err := held.cs.CallTool(ctx, &mcp.CallToolParams{Name: "hold", Arguments: map[string]any{}})
-		done <- err
-	}()
-	time.Sleep(500 * time.Millisecond) // the hold reaches the server
-	r, err = alone.cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"again": true}})
-	if err != nil || r.IsError {
-		t.Fatalf("ask beside a held call: %v %+v", err, r)
-	}
-	if got := textOf(r); !strings.Contains(got, "no client to ask for sampling") || strings.Contains(got, "model read") {
-		t.Errorf("beside another agent's call over stdio: %s", got)
-	}
-	if err := <-done; err != nil {
+	if err := held.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
 		t.Fatal(err)
+	}
+	if r, err := held.cs.CallTool(ctx, &mcp.CallToolParams{Name: "hold", Arguments: map[string]any{}}); err != nil || textOf(r) != "released" {
+		t.Fatalf("hold: %v %+v", err, r)
+	}
+	r, err = alone.cs.CallTool(ctx, &mcp.CallToolParams{Name: "report", Arguments: map[string]any{}})
+	if err != nil || !strings.Contains(textOf(r), "late sampling failed") || !strings.Contains(textOf(r), "no client to ask for sampling") {
+		t.Errorf("the late ask was not refused to the server: %v %s", err, textOf(r))
+	}
+	for _, c := range []*relayClient{held, alone} {
+		c.mu.Lock()
+		for _, l := range c.logs {
+			if strings.Contains(fmt.Sprint(l.Data), "late") {
+				t.Errorf("an agent was sent the late log line: %+v", l)
+			}
+		}
+		for _, in := range c.asked {
+			if strings.Contains(in, "first agent") {
+				t.Errorf("an agent was asked to sample the late request: %q", in)
+			}
+		}
+		c.mu.Unlock()
 	}
 }

@@ -136,37 +136,49 @@ func (u *Server) end(id string) {
 	}
 }
 
-// relayFor is the client a request of the upstream is for. One made as
-// part of a call's answer (a 2026 input-required round trip) carries the
-// call's own context. Over HTTP, one sent on a call's own stream was noted
-// as that call's when it came (watchedBody). Over stdio nothing says which
-// call a request belongs to: it is the client of the one call in flight,
-// or nobody's when several are, never a guess that could hand one agent's
-// data to another.
+// relayFor is the client a request of the upstream is for, when
+// Countersign knows whose call it belongs to. One made as part of a call's
+// answer (a 2026 input-required round trip) carries the call's own
+// context. Over HTTP, one sent on a call's own stream was noted as that
+// call's when it came (watchedBody). Over stdio nothing says which call a
+// request or a log message belongs to, and "the one call in flight" is a
+// guess that a server asking late defeats (it answered agent A, then asked
+// while only B's call was open): such a server is offered no sampling,
+// elicitation or roots, and what it asks or logs anyway reaches no agent
+// (unattributed).
 func (u *Server) relayFor(ctx context.Context, method string, params any) *Relay {
 	if r := relayOf(ctx); r != nil {
 		return r
 	}
+	if !u.watched {
+		return nil
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.watched {
-		key := askedKey(method, params)
-		if rs := u.asked[key]; len(rs) > 0 {
-			u.asked[key] = rs[1:]
-			if len(rs) == 1 {
-				delete(u.asked, key)
-			}
-			return rs[0]
+	key := askedKey(method, params)
+	if rs := u.asked[key]; len(rs) > 0 {
+		u.asked[key] = rs[1:]
+		if len(rs) == 1 {
+			delete(u.asked, key)
 		}
-		return nil
-	}
-	if len(u.calls) != 1 {
-		return nil
-	}
-	for _, r := range u.calls {
-		return r
+		return rs[0]
 	}
 	return nil
+}
+
+// unattributed logs what a server said or asked that no agent's call is
+// known to own, and answers a request with the error the server gets.
+func (u *Server) unattributed(what, method string) error {
+	via := "over stdio, where nothing names the call it is for"
+	if u.watched {
+		via = "outside a call whose client waits on it"
+	}
+	if method == "" { // a log line: a chatty server says many
+		u.logger().Debug("an MCP server's "+what+" reached no agent: "+via, "server", u.spec.Name)
+		return nil
+	}
+	u.logger().Warn("an MCP server's "+what+" was refused: "+via, "server", u.spec.Name, "method", method)
+	return fmt.Errorf("countersign: no client to ask for %s: the request came %s", what, via)
 }
 
 // askedKey is a request of the upstream's as its method and parameters.
@@ -176,12 +188,6 @@ func askedKey(method string, params any) string {
 		b = []byte("{}")
 	}
 	return method + " " + string(b)
-}
-
-// errNoClient answers an upstream's request that no waiting client can
-// take.
-func (u *Server) errNoClient(what string) error {
-	return fmt.Errorf("countersign: no client to ask for %s: the request came outside a call whose client is waiting, or while several calls of its clients were in flight", what)
 }
 
 // clientCaps is what the relay's client declared it can do (nil: it did
@@ -207,12 +213,14 @@ func (u *Server) relayHandlers(opts *mcp.ClientOptions) {
 		}
 		if r := u.relayFor(ctx, "", nil); r != nil {
 			_ = r.Session.Log(r.Ctx, redacted(u, req.Params)) // at the level the client set
+		} else {
+			_ = u.unattributed("log message", "")
 		}
 	}
 	opts.CreateMessageWithToolsHandler = func(ctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
 		r := u.relayFor(ctx, "sampling/createMessage", req.Params)
 		if r == nil {
-			return nil, u.errNoClient("sampling")
+			return nil, u.unattributed("sampling", "sampling/createMessage")
 		}
 		caps := clientCaps(r)
 		if caps == nil || caps.Sampling == nil {
@@ -226,12 +234,20 @@ func (u *Server) relayHandlers(opts *mcp.ClientOptions) {
 	opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		r := u.relayFor(ctx, "elicitation/create", req.Params)
 		if r == nil {
-			return nil, u.errNoClient("elicitation")
+			return nil, u.unattributed("elicitation", "elicitation/create")
 		}
 		return r.Session.Elicit(r.Ctx, redacted(u, req.Params)) // refused there if the client cannot
 	}
 	// What Countersign can pass on: sampling with tools, both elicitation
-	// modes, roots (a change of a client's roots is not passed on).
+	// modes, roots (a change of a client's roots is not passed on). Over
+	// stdio, none of them (relayFor): the SDK declares sampling when a
+	// handler is set, so a stdio server gets none and is refused by
+	// refuseUnattributed, logged, if it asks all the same.
+	if !u.watched {
+		opts.CreateMessageWithToolsHandler, opts.ElicitationHandler = nil, nil
+		opts.Capabilities = &mcp.ClientCapabilities{}
+		return
+	}
 	opts.Capabilities = &mcp.ClientCapabilities{
 		RootsV2:     &mcp.RootCapabilities{},
 		Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
@@ -255,15 +271,23 @@ func (u *Server) progress(p *mcp.ProgressNotificationParams, on *Relay) {
 }
 
 // relayRoots answers an upstream's roots/list with the roots of the call's
-// client.
+// client; a request to the client that was not offered (over stdio) is
+// refused and logged (the SDK would answer some of them itself).
 func (u *Server) relayRoots(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method != "roots/list" {
+		switch method {
+		case "sampling/createMessage", "elicitation/create":
+			if !u.watched && relayOf(ctx) == nil {
+				return nil, u.unattributed(strings.SplitN(method, "/", 2)[0], method)
+			}
+			return next(ctx, method, req)
+		case "roots/list":
+		default:
 			return next(ctx, method, req)
 		}
 		r := u.relayFor(ctx, method, req.GetParams())
 		if r == nil {
-			return nil, u.errNoClient("its roots")
+			return nil, u.unattributed("request for its client's roots", method)
 		}
 		if caps := clientCaps(r); caps == nil || caps.RootsV2 == nil {
 			return nil, errors.New("countersign: the client this call came from does not support roots")

@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -105,6 +106,16 @@ type Config struct {
 	Told func(Told)
 	// At says where in the file a key of the entry is, for errors.
 	At func(key string) string
+	// Log is where what a server said or asked that reached no agent is
+	// noted (nil: slog's default).
+	Log *slog.Logger
+}
+
+func (u *Server) logger() *slog.Logger {
+	if u.cfg.Log != nil {
+		return u.cfg.Log
+	}
+	return slog.Default()
 }
 
 // Server is one MCP server of a tools file, kept connected: a server that
