@@ -23,6 +23,8 @@ type Spec struct {
 	MCPName bool
 	// Schema is the input's JSON Schema; it must describe an object.
 	Schema json.RawMessage
+	// Target is as in Tool: where and how Run sends a call.
+	Target string
 	// Run executes a call. Nil makes a decision-only tool: Countersign
 	// decides and records, and the agent that asked carries it out.
 	Run func(ctx context.Context, call Call, args map[string]any) (any, error)
@@ -65,7 +67,7 @@ func FromSpec(s Spec) (*Tool, error) {
 		return nil, err
 	}
 	t := &Tool{Name: s.Name, Description: s.Description, Summary: s.Summary, Request: s.Request, Amount: s.Amount,
-		Risk: s.Risk, Idempotent: s.Idempotent, Schema: s.Schema, schema: compiled, defaults: defaults,
+		Risk: s.Risk, Idempotent: s.Idempotent, Schema: s.Schema, Target: s.Target, schema: compiled, defaults: defaults,
 		decode: func(b []byte) (any, error) {
 			dec := json.NewDecoder(bytes.NewReader(b))
 			dec.UseNumber() // whole numbers stay exact

@@ -143,6 +143,12 @@ type Tool struct {
 	// (trust_annotations), so a new or changed one needs no admin to
 	// accept it before its annotations count.
 	TrustListing bool
+	// Target is where and how Countersign sends the tool's calls, as the
+	// tools file writes it (an HTTP tool's method, URL template and header
+	// names, and whether it signs its body; never a secret's value): part
+	// of the definition an approval was given under, so a call is not sent
+	// elsewhere than what its approvers approved. "" for other tools.
+	Target string
 
 	schema   *validator.Schema
 	defaults map[string]any
@@ -418,7 +424,8 @@ func (t *Tool) hashDefinition() string {
 		Schema            json.RawMessage
 		Listing           string `json:",omitempty"`
 		Modern            string `json:",omitempty"`
-	}{t.Name, t.Description, t.Risk, t.Idempotent, schema.Bytes(), t.ListingHash(), modernHash(t.ModernWire)})
+		Target            string `json:",omitempty"`
+	}{t.Name, t.Description, t.Risk, t.Idempotent, schema.Bytes(), t.ListingHash(), modernHash(t.ModernWire), t.Target})
 	sum := sha256.Sum256(def)
 	return hex.EncodeToString(sum[:])
 }

@@ -188,3 +188,86 @@ func TestHTTPToolFailureAfterSendingIsUnknown(t *testing.T) {
 		t.Fatalf("after reconciling: %s", call.Status)
 	}
 }
+
+// Where and how an HTTP tool sends a call is part of what its approvers
+// approved: the tools file changed between the first and the second of two
+// approvals (its URL to another host, its method, a header added) and the
+// call ends invalidated, and neither backend is sent anything. Only the
+// values of secrets stay out of the digest.
+func TestAnHTTPToolSentElsewhereThanApprovedDoesNotRun(t *testing.T) {
+	const file = `tools:
+  - name: refund_order
+    risk: high_write
+    input_schema: {type: object, properties: {order_id: {type: string}, amount: {type: number}}, required: [order_id, amount], additionalProperties: false}
+    http: {method: POST, url: "%s/refunds", headers: {Authorization: "Bearer ${TOKEN}"}, timeout: 5s}
+`
+	load := func(t *testing.T, yaml, token string) *tools.Registry {
+		set, err := httptool.Load([]byte(yaml), "tools.yaml", httptool.Options{Env: func(string) (string, bool) { return token, true }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(set.Close)
+		reg, _ := tools.NewRegistry(set.Tools()...)
+		return reg
+	}
+	hash := func(reg *tools.Registry) string { tool, _ := reg.Get("refund_order"); return tool.DefinitionHash() }
+	shop, elsewhere := newRefundBackend(t, ""), newRefundBackend(t, "")
+	first := strings.Replace(file, "%s", shop.URL, 1)
+	if hash(load(t, first, "one")) != hash(load(t, first, "another")) {
+		t.Fatal("a secret's value changed the tool's digest: it would be in what approvals record")
+	}
+	for name, changed := range map[string]string{
+		"its URL":    strings.Replace(file, "%s", elsewhere.URL, 1),
+		"its method": strings.Replace(first, "method: POST", "method: PUT", 1),
+		"its header": strings.Replace(first, `headers: {Authorization: "Bearer ${TOKEN}"}`, `headers: {Authorization: "Bearer ${TOKEN}", X-Forward-To: "x"}`, 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			reg := load(t, first, "tok")
+			pol, err := policy.LoadPolicy([]byte(`
+rules:
+  - name: refunds-two-people
+    tool: refund_order
+    decision: needs_approval
+    approvals: 2
+`), "two.yaml", reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			store := storetest.Open(t)
+			g := gate.New(gate.Config{Store: store, Tools: reg, Policy: pol})
+			t.Cleanup(g.Close)
+			ctx := context.Background()
+			runID := models.NewID("run")
+			_ = store.Write(ctx, func(tx *storage.Tx) error {
+				return tx.CreateRun(&models.Run{ID: runID, CustomerID: "cus_9", CustomerName: "Nine", Channel: "test", Status: models.RunActive})
+			})
+			out, err := g.Call(ctx, gate.CallRequest{RunID: runID, CustomerID: "cus_9", Tool: "refund_order", Args: []byte(`{"order_id":"O1","amount":900}`)})
+			if err != nil || out.Status != models.CallPending {
+				t.Fatalf("%+v %v", out, err)
+			}
+			if _, err := g.Approve(ctx, out.CallID, approver1, gate.ApproveRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			now := load(t, changed, "tok")
+			if hash(now) == hash(reg) {
+				t.Fatalf("changing %s left the tool's digest as it was", name)
+			}
+			g.Reload(now, pol)
+			res, err := g.Approve(ctx, out.CallID, supervisor, gate.ApproveRequest{})
+			call, _ := store.ToolCall(ctx, out.CallID)
+			if (err == nil && res.Outcome != nil && res.Outcome.Status == models.CallSucceeded) || call.Status == models.CallSucceeded {
+				t.Fatalf("the call ran after %s changed between its approvals: %+v %v", name, res, err)
+			}
+			if call.Status != models.CallInvalidated || !strings.Contains(call.Error, "definition changed") {
+				t.Fatalf("the call: %s %q (%v)", call.Status, call.Error, err)
+			}
+			shop.mu.Lock()
+			elsewhere.mu.Lock()
+			defer shop.mu.Unlock()
+			defer elsewhere.mu.Unlock()
+			if len(shop.bodies)+len(elsewhere.bodies) != 0 {
+				t.Fatalf("a backend was sent the call: %v %v", shop.bodies, elsewhere.bodies)
+			}
+		})
+	}
+}

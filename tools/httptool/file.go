@@ -380,7 +380,7 @@ func (set *Set) build(ts toolSpec, o Options, earlier map[string]*tools.Tool, at
 		if err != nil {
 			return nil, err
 		}
-		spec.Run, spec.Check = ex.run, ex.check
+		spec.Run, spec.Check, spec.Target = ex.run, ex.check, target(ex.method, ts.HTTP)
 	}
 	if len(ts.Review) > 0 {
 		var lookups []lookup
@@ -406,6 +406,19 @@ func (set *Set) build(ts toolSpec, o Options, earlier map[string]*tools.Tool, at
 		spec.Review = reviewer(lookups, set.Redact)
 	}
 	return tools.FromSpec(spec)
+}
+
+// target is where and how an HTTP tool sends its calls, as the file
+// writes it (placeholders unfilled, so no secret's value is in it): the
+// method, the URL, the names of its headers, and whether its body is
+// signed.
+func target(method string, h *httpSpec) string {
+	names := make([]string, 0, len(h.Headers))
+	for name := range h.Headers {
+		names = append(names, http.CanonicalHeaderKey(name))
+	}
+	slices.Sort(names)
+	return fmt.Sprintf("%s %s headers=%s signed=%t", method, h.URL, strings.Join(names, ","), h.Secret != "")
 }
 
 var (
