@@ -37,6 +37,8 @@ var (
 type Env struct {
 	T     testing.TB
 	Store *storage.Store
+	// DSN is the store's database, for a test that tampers with it.
+	DSN   string
 	Gate  *gate.Gate
 	Run   *runloop.Runner
 	Model *Swappable
@@ -68,13 +70,13 @@ func (c *Clock) Advance(d time.Duration) {
 // core's configuration before it is built (metrics, say).
 func New(t testing.TB, options ...func(*core.Config)) *Env {
 	t.Helper()
-	store := storetest.Open(t)
+	store, dsn := storetest.OpenDSN(t)
 	clk := &Clock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
 	store.Now = clk.Now
 	if _, err := shop.On(store).Seed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{T: t, Store: store, Clock: clk, Executions: map[string]*atomic.Int64{}}
+	e := &Env{T: t, Store: store, DSN: dsn, Clock: clk, Executions: map[string]*atomic.Int64{}}
 	var counted []*tools.Tool
 	for _, tool := range shop.Tools(store) {
 		counted = append(counted, e.counting(tool))

@@ -275,7 +275,11 @@ func printSignatures(ctx context.Context, stdout io.Writer, store *storage.Store
 		fmt.Fprintf(stdout, "receipts FAIL: %d of %d\n", len(signed.Failures)+signed.MoreFailures, signed.Receipts)
 		printProblems(stdout, signed.Failures, signed.MoreFailures)
 	case signed.Missing > 0:
-		fmt.Fprintf(stdout, "receipts check out: %d; %d final calls are not signed yet (a server signs them when it starts)\n", signed.Receipts, signed.Missing)
+		verb := "are"
+		if signed.Missing == 1 {
+			verb = "is"
+		}
+		fmt.Fprintf(stdout, "receipts check out: %d; %s %s not signed yet (a server signs them when it starts)\n", signed.Receipts, plural(signed.Missing, "final call"), verb)
 	case signed.Receipts > 0:
 		fmt.Fprintf(stdout, "receipts check out: %d, every final call signed\n", signed.Receipts)
 	}

@@ -95,6 +95,32 @@ func (s *Store) CallsWithoutReceipt(ctx context.Context, since time.Time, limit 
 	return ids, nil
 }
 
+// NewestReceiptAt is when the newest receipt was kept (zero: none is).
+func (s *Store) NewestReceiptAt(ctx context.Context) (time.Time, error) {
+	var rs []models.Receipt
+	err := s.db.WithContext(ctx).Select("created_at").Order("created_at DESC").Limit(1).Find(&rs).Error
+	if err != nil || len(rs) == 0 {
+		return time.Time{}, err
+	}
+	return rs[0].CreatedAt, nil
+}
+
+// CallsWithoutReceiptEndedBefore lists up to limit final calls with no
+// receipt that ended (or last changed, for a call that records no end)
+// before a time, oldest first: their id, FinishedAt and UpdatedAt.
+func (s *Store) CallsWithoutReceiptEndedBefore(ctx context.Context, before time.Time, limit int) ([]models.ToolCall, error) {
+	var calls []models.ToolCall
+	err := s.db.WithContext(ctx).Table("tool_calls AS c").Select("c.id, c.finished_at, c.updated_at").
+		Joins("LEFT JOIN receipts r ON r.call_id = c.id").
+		Where("r.call_id IS NULL AND c.status IN ?", models.CallStatusesWhere(models.CallStatus.Final)).
+		Where("COALESCE(c.finished_at, c.updated_at) < ?", before.UTC()).
+		Order("c.created_at, c.id").Limit(limit).Find(&calls).Error
+	if err != nil {
+		return nil, fmt.Errorf("calls without a receipt: %w", err)
+	}
+	return calls, nil
+}
+
 // ReceiptKeys lists every key that has signed receipts, oldest first.
 func (s *Store) ReceiptKeys(ctx context.Context) ([]models.ReceiptKey, error) {
 	var keys []models.ReceiptKey

@@ -60,7 +60,15 @@ func DSN(t testing.TB) string {
 // Open opens a new store for the test, closed after it.
 func Open(t testing.TB) *storage.Store {
 	t.Helper()
-	s, err := storage.Open(DSN(t), storage.Options{Own: shop.Schema})
+	s, _ := OpenDSN(t)
+	return s
+}
+
+// OpenDSN is Open, with the database's DSN (for Tamper).
+func OpenDSN(t testing.TB) (*storage.Store, string) {
+	t.Helper()
+	dsn := DSN(t)
+	s, err := storage.Open(dsn, storage.Options{Own: shop.Schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +77,7 @@ func Open(t testing.TB) *storage.Store {
 			t.Errorf("close the store: %v", err)
 		}
 	})
-	return s
+	return s, dsn
 }
 
 // Tamper runs statements on a test's database (dsn, as DSN gave it) behind
