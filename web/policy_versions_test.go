@@ -267,3 +267,33 @@ func TestLargePoliciesUpTo256KiB(t *testing.T) {
 		t.Fatalf("a 300 KB policy: %d %.300s", r.Status, r.Raw)
 	}
 }
+
+// A version's author disabled after proposing it no longer counts as one of
+// its signers: one other admin's approval does not put it in force (as
+// staff changes and actions drop signers disabled since); a second does.
+func TestAPolicyVersionsDisabledAuthorDoesNotSign(t *testing.T) {
+	a := newApp(t)
+	ctx := context.Background()
+	ada := a.apiToken(models.Admin, "ada@shop.test", "Ada")
+	bob := a.apiToken(models.Admin, "bob@shop.test", "Bob")
+	cy := a.apiToken(models.Admin, "cy@shop.test", "Cy")
+	raised := strings.Replace(string(shop.PolicyYAML), "when: args.amount <= 50", "when: args.amount <= 60", 1)
+	r := a.do("POST", "/api/v1/policy/versions", ada, proposeBody(raised, "refunds up to $60 on their own"))
+	if r.Status != 201 {
+		t.Fatalf("propose: %d %s", r.Status, r.Raw)
+	}
+	path := "/api/v1/policy/versions/" + jsonID(versionOf(t, r))
+	before := a.gate.Policy().Version()
+	adaID, _ := a.store.StaffByEmail(ctx, "ada@shop.test")
+	if err := a.accounts.SetDisabled(ctx, adaID.ID, true, models.Actor{ID: "test", Role: models.Admin}); err != nil {
+		t.Fatal(err)
+	}
+	r = a.do("POST", path+"/approve", bob, `{"note":"fine"}`)
+	if r.Status != 200 || versionOf(t, r)["status"] != "proposed" || a.gate.Policy().Version() != before {
+		t.Fatalf("Bob's approval beside a disabled author put it in force: %d %s", r.Status, r.Raw)
+	}
+	r = a.do("POST", path+"/approve", cy, `{"note":"fine too"}`)
+	if r.Status != 200 || versionOf(t, r)["status"] != "in_force" || a.gate.Policy().Version() == before {
+		t.Fatalf("two admins still trusted: %d %s", r.Status, r.Raw)
+	}
+}

@@ -58,14 +58,30 @@ func authorName(a models.Actor) string {
 }
 
 // signers counts the people who signed: the approvers, and the author when
-// a person proposed it.
-func signers(v *models.PolicyVersion, sigs []models.PolicySignature) int {
+// a person proposed it, but for accounts disabled since (as staff changes
+// and actions drop them: a signature stands for a person still trusted).
+func signers(v *models.PolicyVersion, sigs []models.PolicySignature, disabled map[string]bool) int {
 	seen := map[string]bool{}
-	if v.AuthorID != "" {
+	if v.AuthorID != "" && !disabled[v.AuthorID] {
 		seen[v.AuthorID] = true
 	}
 	for _, sg := range sigs {
-		seen[sg.StaffID] = true
+		if !disabled[sg.StaffID] {
+			seen[sg.StaffID] = true
+		}
 	}
 	return len(seen)
+}
+
+// signerIDs are the accounts that signed a version: its author and
+// approvers.
+func signerIDs(v *models.PolicyVersion, sigs []models.PolicySignature) []string {
+	ids := []string{}
+	if v.AuthorID != "" {
+		ids = append(ids, v.AuthorID)
+	}
+	for _, sg := range sigs {
+		ids = append(ids, sg.StaffID)
+	}
+	return ids
 }

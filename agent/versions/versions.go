@@ -386,7 +386,11 @@ func (s *Service) Approve(ctx context.Context, id int64, a Approval) (*Version, 
 		if sigs, err = tx.PolicySignatures(id); err != nil {
 			return err
 		}
-		people := signers(v, sigs)
+		disabled, err := tx.DisabledStaff(signerIDs(v, sigs))
+		if err != nil {
+			return err
+		}
+		people := signers(v, sigs, disabled)
 		if err := tx.Audit(models.Event{Actor: a.By.String(), Kind: models.EventPolicySigned, Subject: versionSubject(id),
 			Payload: models.PolicySignedPayload{Hash: v.Hash, Note: a.Note, PeopleNeeded: need, ReplayDigest: v.ReplayDigest, Signatures: people}}); err != nil {
 			return err
