@@ -279,14 +279,34 @@ func TestEnrollmentLinkWorksOnceAndExpires(t *testing.T) {
 	if res, _ := a.browser().post(link, url.Values{"password": {"another long password"}, "again": {"another long password"}}); res.StatusCode != http.StatusNotFound {
 		t.Fatalf("the link worked twice: %d", res.StatusCode)
 	}
-	if res, _ := a.browser().post("/login", url.Values{"email": {"nia@x.test"}, "password": {"nia's own long password"}}); res.StatusCode != http.StatusSeeOther {
+	elsewhere := a.browser()
+	if res, _ := elsewhere.post("/login", url.Values{"email": {"nia@x.test"}, "password": {"nia's own long password"}}); res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("sign in with the password set: %d", res.StatusCode)
+	}
+	// A password set again through a new link signs out every other
+	// session of the account (an old password's, a stolen one); the person
+	// who spent the link is signed in.
+	again, _, err := a.accounts.EnrollLink(ctx, "nia@x.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := a.browser()
+	if res, _ := fresh.post(again, url.Values{"password": {"nia's newer long password"}, "again": {"nia's newer long password"}}); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("enroll again: %d", res.StatusCode)
+	}
+	for name, br := range map[string]*browser{"the first": b, "another": elsewhere} {
+		if res, _ := br.get("/queue"); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("%s session is still signed in after the password was set through a link: %d", name, res.StatusCode)
+		}
+	}
+	if res, _ := fresh.get("/queue"); res.StatusCode != 200 {
+		t.Fatalf("the person who set it is not signed in: %d", res.StatusCode)
 	}
 	// A reset, countersigned, ends Nia's sessions; a link past 72 hours
 	// does not work.
 	r = a.do("POST", "/api/v1/staff/changes", ada, `{"kind":"reset","email":"nia@x.test"}`)
 	a.do("POST", "/api/v1/staff/changes/"+r.Body["change"].(map[string]any)["id"].(string)+"/approve", bob, "")
-	if res, _ := b.get("/queue"); res.StatusCode != http.StatusSeeOther {
+	if res, _ := fresh.get("/queue"); res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("a reset left the session open: %d", res.StatusCode)
 	}
 	link, _, _ = a.accounts.EnrollLink(ctx, "nia@x.test")
@@ -307,7 +327,7 @@ func TestEnrollmentLinkWorksOnceAndExpires(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil || host != 3 {
+	if err != nil || host != 4 {
 		t.Fatalf("links made on the host, as the audit says: %d %v", host, err)
 	}
 }

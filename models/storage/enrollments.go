@@ -100,6 +100,12 @@ func (s *Store) useEnrollment(ctx context.Context, tokenHash, passwordHash strin
 		if res.RowsAffected == 0 {
 			return models.ErrNotFound
 		}
+		// Whoever was signed in as the account before the person set their
+		// credential (an old password, a stolen session) is signed out: the
+		// person who spent the link is given the one new session.
+		if err := tx.EndSessions(st.ID); err != nil {
+			return err
+		}
 		credential := "password"
 		if k != nil {
 			credential = "passkey"
