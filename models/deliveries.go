@@ -40,6 +40,14 @@ const (
 	DeliveryFailed    DeliveryStatus = "failed"    // given up after the last attempt
 )
 
+// DeliveryEnrollment is the event of the email that brings a person their
+// enrollment link: a credential until it is spent, so its body is erased
+// (ErasedBody) as soon as the delivery ends, sent or given up.
+const DeliveryEnrollment = "staff.enroll"
+
+// ErasedBody is what an ended delivery that held a credential keeps.
+const ErasedBody = `{"erased":"it held a one-time link, erased when the delivery ended"}`
+
 // Attempt is how one try at a delivery went.
 type Attempt struct {
 	OK    bool

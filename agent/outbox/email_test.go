@@ -10,12 +10,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // mailbox is a real SMTP server (go-smtp) that keeps what it receives and
@@ -158,5 +160,43 @@ func TestEmailReachesThoseWhoMayDecide(t *testing.T) {
 	if len(ds) != 1 || ds[0].Status != models.DeliveryQueued || ds[0].Attempts != 1 || !strings.Contains(ds[0].LastError, "refused the sign-in") ||
 		strings.Contains(ds[0].LastError, "wrong") {
 		t.Fatalf("a refused sign-in: %+v", ds)
+	}
+}
+
+// An enrollment link is a credential until it is spent: the email carries
+// it to its person through a real SMTP server, and the delivery kept
+// afterwards (for the log, in every backup) holds it no longer; one that
+// waits to be tried again keeps it until it ends.
+func TestAnEmailedEnrollmentLinkIsNotKeptOnceSent(t *testing.T) {
+	box, addr := startMailbox(t)
+	ctx := context.Background()
+	const link = "https://cs.example/enroll/enr_secret_one_time_link"
+	queue := func(e *env, to *models.Staff) {
+		if err := e.store.Write(ctx, func(tx *storage.Tx) error {
+			return e.out.QueueEnrollment(tx, to, link, "add", time.Now().Add(time.Hour))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newEnv(t, "", outbox.Config{SMTPURL: "smtp://countersign:mail-pass@" + addr, MailFrom: "cs@shop.example"})
+	nia := e.staff(models.Approver, "nia@shop.example", "Nia")
+	queue(e, nia)
+	e.deliver()
+	box.mu.Lock()
+	if len(box.msgs) != 1 || !strings.Contains(box.msgs[0].body, link) {
+		t.Fatalf("the link was not mailed: %+v", box.msgs)
+	}
+	box.mu.Unlock()
+	ds, _ := e.store.DeliveriesAbout(ctx, nia.ID)
+	if len(ds) != 1 || ds[0].Status != models.DeliveryDelivered || strings.Contains(ds[0].Body, "enr_") {
+		t.Fatalf("the sent enrollment email is kept with its link: %+v", ds)
+	}
+
+	wrong := newEnv(t, "", outbox.Config{SMTPURL: "smtp://countersign:wrong@" + addr, MailFrom: "cs@shop.example"})
+	ned := wrong.staff(models.Approver, "ned@shop.example", "Ned")
+	queue(wrong, ned)
+	wrong.deliver()
+	if ds, _ := wrong.store.DeliveriesAbout(ctx, ned.ID); len(ds) != 1 || ds[0].Status != models.DeliveryQueued || !strings.Contains(ds[0].Body, "enr_") {
+		t.Fatalf("a delivery to be tried again must keep what it sends: %+v", ds)
 	}
 }

@@ -168,5 +168,5 @@ func (o *Outbox) QueueEnrollment(tx *storage.Tx, to *models.Staff, link, purpose
 	if err != nil {
 		return err
 	}
-	return tx.Enqueue(&models.Delivery{Channel: channelEmail, Target: to.Email, Event: "staff.enroll", Subject: to.ID, Body: string(body)})
+	return tx.Enqueue(&models.Delivery{Channel: channelEmail, Target: to.Email, Event: models.DeliveryEnrollment, Subject: to.ID, Body: string(body)})
 }

@@ -101,6 +101,9 @@ func (s *Store) FinishAttempt(ctx context.Context, d models.Delivery, a models.A
 		if a.Ref != "" {
 			set["ref"] = a.Ref
 		}
+		if d.Event == models.DeliveryEnrollment && a.Retry == nil {
+			set["body"] = models.ErasedBody // a backup or a copy of the database holds no live link
+		}
 		res := tx.db.Model(&models.Delivery{}).Where("id = ? AND status = ?", d.ID, models.DeliveryQueued).Updates(set)
 		if res.Error != nil {
 			return fmt.Errorf("record delivery %d: %w", d.ID, res.Error)
