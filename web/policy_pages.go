@@ -309,7 +309,7 @@ func (s *Server) insightsPage(c echo.Context) error {
 	}
 	for _, p := range rep.Vouched {
 		v.Vouched = append(v.Vouched, views.VouchedRow{Proposer: p.ProposerName, ProposerURL: personURL(p.ProposerID), Proposed: p.ProposedName,
-			ProposedURL: personURL(p.ProposedID), Together: p.Together, Examples: p.Examples})
+			ProposedURL: personURL(p.ProposedID), Via: p.Via, Together: p.Together, Examples: p.Examples})
 	}
 	for _, sg := range rep.Suggestions {
 		row := views.SuggestionRow{ID: sg.ID, Text: sg.Text, Warning: sg.Warning, TestsFail: sg.TestsFail, YAML: sg.YAML, Calls: sg.Evidence.CallsTotal}

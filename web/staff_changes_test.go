@@ -401,3 +401,48 @@ func TestAgentLimitsOnTheStaffPage(t *testing.T) {
 		t.Fatalf("the row: %q", row)
 	}
 }
+
+// Vouching is followed down: Ada made Adam able to sign, Adam made Yuri,
+// and when Ada and Yuri co-sign, insights name the pair and who is between
+// them, over the API and on the page.
+func TestInsightsFollowVouchingTwoStepsDeep(t *testing.T) {
+	a := newApp(t)
+	ctx := context.Background()
+	ada := a.apiToken(models.Admin, "ada@x.test", "Ada")
+	bob := a.apiToken(models.Admin, "bob@x.test", "Bob")
+	aud := a.apiToken(models.Auditor, "aud@x.test", "Aud")
+	add := func(by, email, name string) string {
+		r := a.do("POST", "/api/v1/staff/changes", by, `{"kind":"add","email":"`+email+`","role":"admin","name":"`+name+`"}`)
+		if r.Status != 201 {
+			t.Fatalf("propose %s: %d %s", name, r.Status, r.Raw)
+		}
+		a.do("POST", "/api/v1/staff/changes/"+r.Body["change"].(map[string]any)["id"].(string)+"/approve", bob, "")
+		tok, err := a.accounts.CreateAPIToken(ctx, email, models.Actor{ID: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	yuri := add(add(ada, "adam@x.test", "Adam"), "yuri@x.test", "Yuri")
+	raised := strings.Replace(string(shop.PolicyYAML), "when: args.amount <= 50", "when: args.amount <= 60", 1)
+	r := a.do("POST", "/api/v1/policy/versions", ada, proposeBody(raised, "Yuri will sign"))
+	if r := a.do("POST", fmt.Sprintf("/api/v1/policy/versions/%v/approve", versionOf(t, r)["id"]), yuri, ""); r.Status != 200 {
+		t.Fatalf("Yuri approves: %d %s", r.Status, r.Raw)
+	}
+	r = a.do("GET", "/api/v1/insights", aud, "")
+	vouched, _ := r.Body["vouched"].([]any)
+	var found map[string]any
+	for _, v := range vouched {
+		if p := v.(map[string]any); p["proposer"] == "Ada" && p["proposed"] == "Yuri" {
+			found = p
+		}
+	}
+	if r.Status != 200 || found == nil || fmt.Sprint(found["via"]) != "[Adam]" || found["together"] != float64(1) {
+		t.Fatalf("Ada and Yuri, through Adam: %d %s", r.Status, r.Raw)
+	}
+	a.staff(models.Supervisor, "sue@x.test", "Sue")
+	_, page := a.signIn("sue@x.test").get("/insights")
+	if got := between(page, `data-testid="vouched"`, "</ul>"); !strings.Contains(got, "Yuri") || !strings.Contains(got, "through Adam") {
+		t.Fatalf("the insights page: %q", got)
+	}
+}
