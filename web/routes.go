@@ -116,7 +116,7 @@ func (s *Server) routes() {
 	e.POST(views.PathAPIStaffChanges, s.apiStaffChangePropose, s.requireStaffToken)            // accounts asks for an admin
 	e.POST(views.PathAPIStaffChangeApprove, s.apiStaffChangeDecide(true), s.requireStaffToken) // and not the proposer
 	e.POST(views.PathAPIStaffChangeReject, s.apiStaffChangeDecide(false), s.requireStaffToken)
-	e.Any(views.PathMCP, s.serveMCP, s.requireMCPAgent)
+	e.Any(views.PathMCP, s.serveMCP, s.requireMCPAgent, s.bodies.hold)
 	// OAuth for /mcp (web/oauth): the authorization server and its
 	// metadata; the consent is the back office's, an admin's.
 	// Browsers ask for it on every page: no icon, and no warning in the log.
@@ -129,7 +129,7 @@ func (s *Server) routes() {
 	e.GET(views.PathOAuthConsent, s.oauthConsentPage, admins...)
 	e.POST(views.PathOAuthConsent, s.oauthConsent, admins...)
 	e.POST(views.PathOAuthClientRevoke, s.oauthClientRevoke, admins...)
-	e.POST(views.PathAPICalls, s.callCreate, s.requireAgentKey)
+	e.POST(views.PathAPICalls, s.callCreate, s.requireAgentKey, s.bodies.hold)
 	e.GET(views.PathAPICall, s.callGet, s.requireAgentKey)
 	e.POST(views.PathAPICallResult, s.callResult, s.requireAgentKey)
 	e.GET(views.PathAPICallReceipt, s.apiReceipt, s.requireCallReader)

@@ -72,6 +72,10 @@ type Config struct {
 	// session nobody used for that long (0: MCPSessionIdle).
 	MaxHeld, MaxHeldPerAgent, MaxMCPSessionsPerAgent int
 	MCPSessionIdle                                   time.Duration
+	// BodyBudget bounds the bytes of agents' call bodies held at once, and
+	// BodyBudgetWait how long a body waits for room (0: the defaults).
+	BodyBudget     int64
+	BodyBudgetWait time.Duration
 	// RevokedCheckEvery is how often held requests are checked for a
 	// revoked agent key (0: RevokedCheckEvery).
 	RevokedCheckEvery time.Duration
@@ -203,6 +207,8 @@ type Server struct {
 	authorizeIP *limiter
 	// holds caps requests held open (holds.go).
 	holds *holds
+	// bodies bounds the call bodies held at once (body_budget.go).
+	bodies *bodyBudget
 	// versions compares what live instances decide with (instances.go).
 	inForce inForceCheck
 
@@ -238,7 +244,8 @@ func New(c *core.Core, cfg Config) *Server {
 		agentCalls:   newLimiter(time.Second/time.Duration(cfg.AgentCallsPerSecond), cfg.AgentCallBurst, 0).shareAs(shared, "agent_calls"),
 		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
 		grantKey:     newGrantKey(cfg.ChatGrantSeed),
-		holds:        newHolds(cfg.MaxHeld, cfg.MaxHeldPerAgent)}
+		holds:        newHolds(cfg.MaxHeld, cfg.MaxHeldPerAgent),
+		bodies:       newBodyBudget(cfg.BodyBudget, cfg.BodyBudgetWait)}
 	c.Bus.Listen(s.changes)
 	c.Job("live queue pages", func(ctx context.Context) { s.changes.queue.Run(ctx, s.renderQueueRows) })
 	c.Job("end the held requests of revoked agents", func(ctx context.Context) {
@@ -283,6 +290,12 @@ func (c *Config) defaults() {
 	}
 	if c.MaxHeldPerAgent == 0 {
 		c.MaxHeldPerAgent = MaxHeldPerAgent
+	}
+	if c.BodyBudget == 0 {
+		c.BodyBudget = BodyBudget
+	}
+	if c.BodyBudgetWait == 0 {
+		c.BodyBudgetWait = BodyBudgetWait
 	}
 	if c.MaxMCPSessionsPerAgent == 0 {
 		c.MaxMCPSessionsPerAgent = MaxMCPSessionsPerAgent

@@ -1,0 +1,71 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/countersign/countersign/models/fault"
+)
+
+// The bytes of agents' call bodies held at once, across every request and
+// every agent: --max-args bounds one body, and held-request caps how many
+// an agent keeps open, but 64 open requests of a 64 MiB limit each (read,
+// decoded and normalized at several times their size) would hold tens of
+// GiB. Each body over smallBody reserves its length (the most it may be
+// when it does not say) before it is read, after its agent was known;
+// a body that finds no room within BodyBudgetWait is answered 503 with
+// Retry-After, and nothing was done.
+
+// BodyBudget is the default bound on call body bytes held at once (it is
+// never less than one body of the largest size).
+const BodyBudget = 256 << 20
+
+// BodyBudgetWait is how long a body waits for room before it is refused.
+const BodyBudgetWait = 5 * time.Second
+
+// smallBody is what a body may be without reserving: the everyday call.
+const smallBody = 64 << 10
+
+type bodyBudget struct {
+	sem   *semaphore.Weighted
+	total int64
+	wait  time.Duration
+}
+
+func newBodyBudget(total int64, wait time.Duration) *bodyBudget {
+	total = max(total, AgentBodyLimit())
+	return &bodyBudget{sem: semaphore.NewWeighted(total), total: total, wait: wait}
+}
+
+// hold is route middleware, after the agent's key was checked.
+func (b *bodyBudget) hold(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.Method != http.MethodPost {
+			return next(c)
+		}
+		n, limit := r.ContentLength, AgentBodyLimit()
+		if n < 0 || n > limit {
+			n = limit // unsaid, or refused by the limit when read: the most it may hold
+		}
+		if n <= smallBody {
+			return next(c)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), b.wait)
+		err := b.sem.Acquire(ctx, n)
+		cancel()
+		if err != nil {
+			c.Response().Header().Set("Retry-After", fmt.Sprint(max(int(b.wait/time.Second), 1)))
+			c.Response().Header().Set("Connection", "close") // the body is not read
+			return &fault.Error{Code: fault.Unavailable, Message: fmt.Sprintf(
+				"Countersign is holding as many large calls as it takes at once (%d MiB of arguments): nothing was done; send this call again in a few seconds", b.total>>20)}
+		}
+		defer b.sem.Release(n)
+		return next(c)
+	}
+}
