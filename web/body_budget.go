@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/views"
 )
 
 // The bytes of agents' call bodies held at once, across every request and
@@ -60,10 +62,13 @@ func (b *bodyBudget) hold(next echo.HandlerFunc) echo.HandlerFunc {
 		err := b.sem.Acquire(ctx, n)
 		cancel()
 		if err != nil {
+			words := fmt.Sprintf("Countersign is holding as many large calls as it takes at once (%d MiB of arguments): nothing was done; send this call again in a few seconds", b.total>>20)
 			c.Response().Header().Set("Retry-After", fmt.Sprint(max(int(b.wait/time.Second), 1)))
-			c.Response().Header().Set("Connection", "close") // the body is not read
-			return &fault.Error{Code: fault.Unavailable, Message: fmt.Sprintf(
-				"Countersign is holding as many large calls as it takes at once (%d MiB of arguments): nothing was done; send this call again in a few seconds", b.total>>20)}
+			c.Response().Header().Set("Connection", "close") // the rest of the body is not read
+			if r.URL.Path == views.PathMCP {
+				return mcpRefuse(c, io.LimitReader(r.Body, smallBody), words)
+			}
+			return &fault.Error{Code: fault.Unavailable, Message: words}
 		}
 		defer b.sem.Release(n)
 		return next(c)

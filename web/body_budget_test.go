@@ -48,6 +48,21 @@ func TestCallBodiesHeldAtOnceAreBounded(t *testing.T) {
 	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || !strings.Contains(r.Raw, "send this call again") {
 		t.Fatalf("a second large body beside the first: %d %s", r.Status, r.Raw)
 	}
+	// Over /mcp the refusal is in MCP's words: a tool error result.
+	mcp := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"get_order_status","arguments":{"order_id":"` + strings.Repeat("A", 1800<<10) + `"}}}`
+	mreq, _ := http.NewRequest("POST", a.srv.URL+"/mcp", strings.NewReader(mcp))
+	mreq.Header.Set("Authorization", "Bearer "+other)
+	mreq.Header.Set("Content-Type", "application/json")
+	mreq.Header.Set("Accept", "application/json, text/event-stream")
+	mres, err := a.srv.Client().Do(mreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	said, _ := io.ReadAll(mres.Body)
+	mres.Body.Close()
+	if mres.StatusCode != 200 || !strings.Contains(string(said), `"id":7`) || !strings.Contains(string(said), `"isError":true`) || !strings.Contains(string(said), "send this call again") {
+		t.Fatalf("a large MCP call beside the first: %d %s", mres.StatusCode, said)
+	}
 	if r := a.do("POST", "/api/v1/calls", other, `{"tool":"get_order_status","args":{"order_id":"A1001"},"session":"s2","customer_id":"cus_alice"}`); r.Status != http.StatusCreated {
 		t.Fatalf("a small call waited on the large one: %d %s", r.Status, r.Raw)
 	}

@@ -33,17 +33,29 @@ func mcpBody(c echo.Context) ([]byte, bool, error) {
 	if r.ContentLength > 0 {
 		size = fmt.Sprintf("%d bytes", r.ContentLength)
 	}
-	id, method := envelopeStart(body)
 	words := fmt.Sprintf("The request is %s, over Countersign's limit of %d bytes for one MCP message (a call's arguments are at most %d bytes): nothing was done. Send smaller arguments, or split the work into several calls.",
 		size, limit, tools.MaxArgsBytes)
+	c.Response().Header().Set("Connection", "close") // the rest of the body is not read
+	return nil, false, mcpRefuseStart(c, body, words)
+}
+
+// mcpRefuse answers an MCP message that is not taken, in MCP's words, from
+// the start of its body: a tools/call gets a tool error result (the SDKs
+// read it, and a bridge's session goes on), anything else a JSON-RPC error.
+func mcpRefuse(c echo.Context, start io.Reader, words string) error {
+	body, _ := io.ReadAll(start)
+	return mcpRefuseStart(c, body, words)
+}
+
+func mcpRefuseStart(c echo.Context, body []byte, words string) error {
+	id, method := envelopeStart(body)
 	reply := map[string]any{"jsonrpc": "2.0", "id": id}
 	if method == "tools/call" {
 		reply["result"] = map[string]any{"content": []any{map[string]any{"type": "text", "text": words}}, "isError": true}
 	} else {
 		reply["error"] = map[string]any{"code": -32600, "message": words}
 	}
-	c.Response().Header().Set("Connection", "close") // the rest of the body is not read
-	return nil, false, c.JSON(http.StatusOK, reply)
+	return c.JSON(http.StatusOK, reply)
 }
 
 // envelopeStart finds the id and method of a JSON-RPC message from the
