@@ -62,6 +62,12 @@ func (s *Server) mcpTasks(c echo.Context, ag *models.Agent, m *rpcMessage, moder
 		if json.Unmarshal(m.Params, &p) != nil || p.Task == nil || !s.mcp.hasSession(ag, r.Header.Get("Mcp-Session-Id")) || !gw.Offers(p.Name, false) {
 			return false, nil // no task asked for, no session (the SDK answers 404), no such tool (a tool error result)
 		}
+		if gw.TaskForbidden(p.Name, false) {
+			// Nothing is decided or run: the client asked for what the tool
+			// said it never does.
+			return true, c.JSON(http.StatusOK, map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{
+				"code": -32601, "message": "the tool " + p.Name + " is never called as a task (its execution.taskSupport is \"forbidden\"): call it without params.task"}})
+		}
 		t, err := gw.CreateTask(ctx, ag, r.Header.Get("Mcp-Session-Id"), p)
 		return true, rpcReply(c, m.ID, map[string]any{"task": t}, err)
 	case "tasks/get", "tasks/result", "tasks/cancel":

@@ -4,11 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/httptool"
 )
 
 // What a 2025-11-25 session may ask of tasks beside a held call: a call
@@ -83,5 +90,90 @@ func TestTasksAtTheEdges(t *testing.T) {
 	}
 	if pending, _ := a.store.PendingActions(context.Background(), models.ActionFilter{}); len(pending) != 0 {
 		t.Fatalf("a refused request made an action: %+v", pending)
+	}
+}
+
+// rewriting is a response writer that changes what an upstream writes,
+// one write at a time.
+type rewriting struct {
+	http.ResponseWriter
+	old, new string
+}
+
+func (w rewriting) Write(b []byte) (int, error) {
+	_, err := w.ResponseWriter.Write([]byte(strings.ReplaceAll(string(b), w.old, w.new)))
+	return len(b), err
+}
+
+func (w rewriting) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// A tool whose server lists it with execution.taskSupport "forbidden" is
+// listed so to the client and never run as a task: a tools/call asking for
+// one is refused with -32601 and nothing is decided or run; the same call
+// without a task runs.
+func TestATaskForbiddenToolIsNotRunAsATask(t *testing.T) {
+	up := mcp.NewServer(&mcp.Implementation{Name: "strict", Version: "1"}, nil)
+	var ran atomic.Int32
+	up.AddTool(&mcp.Tool{Name: "no_tasks", Description: "Never a task", InputSchema: map[string]any{"type": "object"},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			ran.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran"}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(rewriting{w, `"name":"no_tasks"`, `"execution":{"taskSupport":"forbidden"},"name":"no_tasks"`}, r)
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	set, err := httptool.Load([]byte("mcp_servers:\n  - name: strict\n    url: \""+srv.URL+"\"\n    prefix: false\n"), "tools.yaml", httptool.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	reg, _ := tools.NewRegistry(set.Tools()...)
+	a := mcpApp(t, reg, nil, 300*time.Millisecond)
+	key, _, _ := a.accounts.AddAgent(context.Background(), "strict", models.Actor{ID: "test"})
+	cs, err := mcpSessionClient(t, a.srv.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	send := func(msg string) map[string]any {
+		t.Helper()
+		r := a.doWith("POST", "/mcp", key, msg, "Mcp-Session-Id", cs.ID(), "Mcp-Protocol-Version", "2025-11-25",
+			"Accept", "application/json, text/event-stream")
+		raw := r.Raw
+		for _, line := range strings.Split(raw, "\n") {
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				raw = data
+			}
+		}
+		var out map[string]any
+		_ = json.Unmarshal([]byte(raw), &out)
+		return out
+	}
+	list := send(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)
+	if b, _ := json.Marshal(list); !strings.Contains(string(b), `"taskSupport":"forbidden"`) || strings.Contains(string(b), `"optional"`) {
+		t.Fatalf("the tool as listed: %s", b)
+	}
+	out := send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"no_tasks","arguments":{},"task":{}}}`)
+	if e, _ := out["error"].(map[string]any); e["code"] != float64(-32601) || !strings.Contains(fmt.Sprint(e["message"]), "forbidden") {
+		t.Fatalf("a task asked of a tool that forbids them: %v", out)
+	}
+	if ran.Load() != 0 {
+		t.Fatal("the tool ran for a task it forbids")
+	}
+	n := 0
+	_ = a.store.EachCallRecord(context.Background(), func(*models.CallRecord) error { n++; return nil })
+	if n != 0 {
+		t.Fatalf("a refused task was recorded as %d calls", n)
+	}
+	out = send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"no_tasks","arguments":{}}}`)
+	if b, _ := json.Marshal(out["result"]); !strings.Contains(string(b), "ran") || ran.Load() != 1 {
+		t.Fatalf("the same call without a task: %v", out)
 	}
 }

@@ -171,7 +171,8 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	if gw.Receipt != nil {
 		ctx = gate.WantsReceipt(ctx) // signed with the outcome: the answer carries it
 	}
-	if req.Session.ID() == "" && DeclaresTasks(meta) {
+	asTask := req.Session.ID() == "" && DeclaresTasks(meta) && !gw.TaskForbidden(req.Params.Name, true)
+	if asTask {
 		ctx = withTaskVia(ctx)
 	}
 	// A call asked again with the answers to what the upstream asked is
@@ -182,7 +183,7 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	if err != nil {
 		return nil, err
 	}
-	if call := asked.Brief(); req.Session.ID() == "" && DeclaresTasks(meta) && gw.Outside.Waiting(call) {
+	if call := asked.Brief(); asTask && gw.Outside.Waiting(call) {
 		return gw.asTask(call, tool), nil // a task, not a hold (tasks.go)
 	}
 	call := gw.hold(ctx, req, asked.Brief())

@@ -75,6 +75,30 @@ func (gw *Gateway) Offers(name string, modern bool) bool {
 	return ok
 }
 
+// TaskForbidden says whether the tool named says, as its server listed it,
+// that it is never called as a task (execution.taskSupport "forbidden"):
+// a client that asks for one is refused (-32601), as MCP 2025-11-25 says.
+// A tool that says nothing may be: Countersign lists it as "optional".
+func (gw *Gateway) TaskForbidden(name string, modern bool) bool {
+	tool, ok := gw.offered(name, modern)
+	if !ok {
+		return false
+	}
+	wire := tool.Wire
+	if modern && tool.ModernWire != nil {
+		wire = tool.ModernWire
+	}
+	if wire == nil {
+		wire = tool.Listing
+	}
+	var t struct {
+		Execution struct {
+			TaskSupport string `json:"taskSupport"`
+		} `json:"execution"`
+	}
+	return json.Unmarshal(wire, &t) == nil && t.Execution.TaskSupport == "forbidden"
+}
+
 func (gw *Gateway) offered(name string, modern bool) (*tools.Tool, bool) {
 	tool, ok := gw.Outside.Gate.Tools().Get(name)
 	if !ok || !tool.Executes() || !OfferedAt(tool, modern) {
