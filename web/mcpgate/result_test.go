@@ -155,3 +155,22 @@ func TestSpliceKeepsTheUpstreamsBytes(t *testing.T) {
 		}
 	}
 }
+
+// A call that waits for a person is told so in words, as a result that is
+// not an error, so that clients which raise tool errors (LangChain's MCP
+// adapters, Mastra) hand the words to their model; only a tool whose
+// server lists an output schema gets them as a tool error, since clients
+// refuse a result without the structured content such a tool promises.
+func TestAWaitingCallIsAResultNotAnError(t *testing.T) {
+	t.Parallel()
+	waiting := &models.ToolCall{ID: "call_9", Status: models.CallPending}
+	plain := &tools.Tool{Name: "crm__delete_contact", Upstream: "crm"}
+	if r := result(waiting, plain, "", nil); r.IsError || !strings.HasPrefix(textOf(r), "Waiting for a person to decide (call call_9") {
+		t.Fatalf("waiting, no output schema: isError %v, %q", r.IsError, textOf(r))
+	}
+	schema := &tools.Tool{Name: "fs__write_file", Upstream: "fs"}
+	schema.SetListing(json.RawMessage(`{"name":"write_file","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"bytes":{"type":"number"}}}}`))
+	if r := result(waiting, schema, "", nil); !r.IsError || !strings.HasPrefix(textOf(r), "Waiting for a person to decide (call call_9") {
+		t.Fatalf("waiting, with an output schema: isError %v, %q", r.IsError, textOf(r))
+	}
+}
