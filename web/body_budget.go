@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -66,7 +65,7 @@ func (b *bodyBudget) hold(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Response().Header().Set("Retry-After", fmt.Sprint(max(int(b.wait/time.Second), 1)))
 			c.Response().Header().Set("Connection", "close") // the rest of the body is not read
 			if r.URL.Path == views.PathMCP {
-				return mcpRefuse(c, io.LimitReader(r.Body, smallBody), words)
+				return mcpRefuse(c, r.Body, words)
 			}
 			return &fault.Error{Code: fault.Unavailable, Message: words}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/tools/rawjson"
 )
 
 // mcpBody reads a POST's body for /mcp. Over AgentBodyLimit, the client is
@@ -35,20 +36,28 @@ func mcpBody(c echo.Context) ([]byte, bool, error) {
 	}
 	words := fmt.Sprintf("The request is %s, over Countersign's limit of %d bytes for one MCP message (a call's arguments are at most %d bytes): nothing was done. Send smaller arguments, or split the work into several calls.",
 		size, limit, tools.MaxArgsBytes)
-	c.Response().Header().Set("Connection", "close") // the rest of the body is not read
-	return nil, false, mcpRefuseStart(c, body, words)
+	return nil, false, mcpRefuse(c, io.MultiReader(bytes.NewReader(body), r.Body), words)
 }
 
-// mcpRefuse answers an MCP message that is not taken, in MCP's words, from
-// the start of its body: a tools/call gets a tool error result (the SDKs
-// read it, and a bridge's session goes on), anything else a JSON-RPC error.
-func mcpRefuse(c echo.Context, start io.Reader, words string) error {
-	body, _ := io.ReadAll(start)
-	return mcpRefuseStart(c, body, words)
-}
+// refuseReadsUpTo bounds what is read of a message refused unread to find
+// its id (streamed, nothing kept): past it the client is answered with
+// id null and the connection closed.
+const refuseReadsUpTo = 256 << 20
 
-func mcpRefuseStart(c echo.Context, body []byte, words string) error {
-	id, method := envelopeStart(body)
+// mcpRefuse answers an MCP message that is not taken, in MCP's words, read
+// from body as it streams (not kept) for its id and method, wherever the
+// client wrote them (both TypeScript SDKs write the id after the params):
+// a tools/call gets a tool error result (the SDKs read it, and a bridge's
+// session goes on), anything else a JSON-RPC error.
+func mcpRefuse(c echo.Context, body io.Reader, words string) error {
+	env := rawjson.Envelope(io.LimitReader(body, refuseReadsUpTo), "id", "method")
+	id := json.RawMessage("null")
+	if v := env["id"]; len(v) > 0 && (v[0] == '"' || v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
+		id = v
+	}
+	var method string
+	_ = json.Unmarshal(env["method"], &method)
+	c.Response().Header().Set("Connection", "close") // what is left of the body is not read
 	reply := map[string]any{"jsonrpc": "2.0", "id": id}
 	if method == "tools/call" {
 		reply["result"] = map[string]any{"content": []any{map[string]any{"type": "text", "text": words}}, "isError": true}
@@ -56,35 +65,4 @@ func mcpRefuseStart(c echo.Context, body []byte, words string) error {
 		reply["error"] = map[string]any{"code": -32600, "message": words}
 	}
 	return c.JSON(http.StatusOK, reply)
-}
-
-// envelopeStart finds the id and method of a JSON-RPC message from the
-// start of its body (they come before the params in what SDKs send); an
-// id not found is null.
-func envelopeStart(body []byte) (id json.RawMessage, method string) {
-	id = json.RawMessage("null")
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return id, ""
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return id, method
-		}
-		key, _ := t.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return id, method // the params, cut at the limit
-		}
-		switch key {
-		case "id":
-			if len(v) > 0 && (v[0] == '"' || v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
-				id = v
-			}
-		case "method":
-			_ = json.Unmarshal(v, &method)
-		}
-	}
-	return id, method
 }

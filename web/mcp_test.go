@@ -342,3 +342,23 @@ func TestMCPOversizedCallsAreToolErrors(t *testing.T) {
 		cs.Close()
 	}
 }
+
+// A message over the body limit whose id comes after its params (as both
+// TypeScript SDKs write it) is answered with that id, so the client reads
+// the tool error instead of throwing on an answer to no request.
+func TestMCPOversizedCallAnswersTheIDWrittenLast(t *testing.T) {
+	set, _ := gateAPITools(t)
+	a := mcpApp(t, set, nil, 300*time.Millisecond)
+	key, _, _ := a.accounts.AddAgent(context.Background(), "ts", models.Actor{ID: "test"})
+	for _, id := range []string{`"req-77"`, `77`} {
+		msg := `{"method":"tools/call","params":{"name":"lookup_order","arguments":{"order_id":"` + strings.Repeat("A", 3<<20) + `"}},"jsonrpc":"2.0","id":` + id + `}`
+		r := a.doWith("POST", "/mcp", key, msg, "Mcp-Protocol-Version", "2026-07-28", "Accept", "application/json, text/event-stream")
+		var out map[string]any
+		if err := json.Unmarshal([]byte(r.Raw), &out); err != nil {
+			t.Fatalf("%d %.300s", r.Status, r.Raw)
+		}
+		if got, _ := json.Marshal(out["id"]); string(got) != id || !strings.Contains(r.Raw, `"isError":true`) || !strings.Contains(r.Raw, "over Countersign's limit") {
+			t.Fatalf("id %s written last: %d %.300s", id, r.Status, r.Raw)
+		}
+	}
+}
