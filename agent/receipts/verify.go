@@ -75,29 +75,9 @@ func VerifyStored(ctx context.Context, store *storage.Store) (StoredReport, erro
 	if err != nil {
 		return rep, err
 	}
-	// A final call is signed within a sweep of its end by any server that
-	// runs, and at its start by one that starts after: a call that ended
-	// well before a receipt that was kept has none because it was removed
-	// (or signing it failed, which the server logged).
-	newest, err := store.NewestReceiptAt(ctx)
+	removed, err := removedReceipts(ctx, store, fail)
 	if err != nil {
 		return rep, err
-	}
-	removed := 0
-	if !newest.IsZero() {
-		gone, err := store.CallsWithoutReceiptEndedBefore(ctx, newest.Add(-Overdue), 101)
-		if err != nil {
-			return rep, err
-		}
-		removed = len(gone)
-		for _, c := range gone {
-			ended := c.UpdatedAt
-			if c.FinishedAt != nil {
-				ended = *c.FinishedAt
-			}
-			fail("receipt of call %s is MISSING: the call ended %s, and receipts were kept until %s, so it was signed and removed (or signing it failed: see the server's log)",
-				c.ID, ended.UTC().Format(time.RFC3339), newest.UTC().Format(time.RFC3339))
-		}
 	}
 	ids, err := store.CallsWithoutReceipt(ctx, time.Time{}, 10000)
 	if err != nil {
@@ -105,6 +85,31 @@ func VerifyStored(ctx context.Context, store *storage.Store) (StoredReport, erro
 	}
 	rep.Missing = max(len(ids)-removed, 0) // counted up to 10,000
 	return rep, nil
+}
+
+// removedReceipts fails each call (up to 101) whose receipt was removed and
+// says how many it found. A final call is signed within a sweep of its end
+// by any server that runs, and at its start by one that starts after: a
+// call that ended well before a receipt that was kept has none because it
+// was removed (or signing it failed, which the server logged).
+func removedReceipts(ctx context.Context, store *storage.Store, fail func(string, ...any)) (int, error) {
+	newest, err := store.NewestReceiptAt(ctx)
+	if err != nil || newest.IsZero() {
+		return 0, err
+	}
+	gone, err := store.CallsWithoutReceiptEndedBefore(ctx, newest.Add(-Overdue), 101)
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range gone {
+		ended := c.UpdatedAt
+		if c.FinishedAt != nil {
+			ended = *c.FinishedAt
+		}
+		fail("receipt of call %s is MISSING: the call ended %s, and receipts were kept until %s, so it was signed and removed (or signing it failed: see the server's log)",
+			c.ID, ended.UTC().Format(time.RFC3339), newest.UTC().Format(time.RFC3339))
+	}
+	return len(gone), nil
 }
 
 // Overdue is how long after a call ended a kept receipt shows that the

@@ -37,17 +37,9 @@ func cmdEvidenceVerify(_ context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	var pinned *jose.JSONWebKeySet
-	if *keysFile != "" {
-		kb, err := os.ReadFile(*keysFile)
-		if err != nil {
-			return err
-		}
-		var set jose.JSONWebKeySet
-		if err := json.Unmarshal(kb, &set); err != nil || len(set.Keys) == 0 {
-			return exitError{code: 1, msg: fmt.Sprintf("%s is not a JWK Set with a key in it (%v)", *keysFile, err)}
-		}
-		pinned = &set
+	pinned, err := readKeySet(*keysFile)
+	if err != nil {
+		return err
 	}
 	bundles, err := readBundles(raw)
 	if err != nil {
@@ -101,6 +93,22 @@ func cmdEvidenceVerify(_ context.Context, args []string, stdout, stderr io.Write
 			"Check with --keys FILE (GET /api/v1/receipts/keys, from the deployment you trust), or say --trust-bundle-keys"}
 	}
 	return nil
+}
+
+// readKeySet reads the JWK Set of --keys; none when file is "".
+func readKeySet(file string) (*jose.JSONWebKeySet, error) {
+	if file == "" {
+		return nil, nil
+	}
+	kb, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(kb, &set); err != nil || len(set.Keys) == 0 {
+		return nil, exitError{code: 1, msg: fmt.Sprintf("%s is not a JWK Set with a key in it (%v)", file, err)}
+	}
+	return &set, nil
 }
 
 // aBundle is one bundle of an evidence file and the line it starts on.

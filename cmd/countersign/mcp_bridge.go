@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -69,7 +69,8 @@ type bridge struct {
 	conversation string
 	stderr       io.Writer
 	local        *mcp.Server
-	asking       sync.Map // progressKey(token) -> *mcp.ServerSession
+	asking       sync.Map // the bridge's progress token -> asked
+	tokens       atomic.Int64
 	answers      *answers
 
 	mu     sync.Mutex
@@ -99,8 +100,11 @@ func (b *bridge) client(asks *mcp.ClientCapabilities) *mcp.Client {
 		// Progress the server sends for a call goes back to the client that
 		// asked, under the client's own token.
 		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-			if ss, ok := b.asking.Load(progressKey(req.Params.ProgressToken)); ok {
-				_ = ss.(*mcp.ServerSession).NotifyProgress(ctx, req.Params)
+			key, _ := req.Params.ProgressToken.(string)
+			if a, ok := b.asking.Load(key); ok {
+				p := *req.Params
+				p.ProgressToken = a.(asked).token
+				_ = a.(asked).ss.NotifyProgress(ctx, &p)
 			}
 		},
 		ToolListChangedHandler: func(ctx context.Context, req *mcp.ToolListChangedRequest) {
@@ -311,10 +315,12 @@ func (b *bridge) call(ctx context.Context, name string, req *mcp.CallToolRequest
 	// the server's state, as they came.
 	params := &mcp.CallToolParams{Name: name, Arguments: req.Params.Arguments, Meta: meta,
 		InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}
-	if tok, ok := progressToken(req.Params.GetProgressToken()); ok {
-		params.SetProgressToken(tok)
-		key := progressKey(tok)
-		b.asking.Store(key, req.Session)
+	if tok := req.Params.GetProgressToken(); progressToken(tok) {
+		// The server is sent a token of the bridge's, and the client's
+		// goes back on each notification as it came (2.5, a string, …).
+		key := fmt.Sprintf("countersign-bridge-progress-%d", b.tokens.Add(1))
+		params.SetProgressToken(key)
+		b.asking.Store(key, asked{req.Session, tok})
 		defer b.asking.Delete(key)
 	}
 	for try := 0; ; try++ {
@@ -374,33 +380,21 @@ func (b *bridge) close() {
 	}
 }
 
-// progressToken is a client's progress token as the SDK sends it on: a
-// string, or a whole number (JSON numbers arrive as float64, which the SDK
-// refuses); anything else is no token (the spec allows only those two).
-func progressToken(t any) (any, bool) {
-	switch v := t.(type) {
-	case string:
-		return v, true
-	case float64:
-		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
-			return int64(v), true
-		}
-	case int, int32, int64:
-		return v, true
-	case json.Number:
-		if n, err := v.Int64(); err == nil {
-			return n, true
-		}
-	}
-	return nil, false
+// asked is a client's call in flight whose progress it asked for, under
+// its own token.
+type asked struct {
+	ss    *mcp.ServerSession
+	token any
 }
 
-// progressKey is a token as a map key, the same for 7 and 7.0.
-func progressKey(t any) string {
-	if n, ok := progressToken(t); ok {
-		return fmt.Sprintf("%T:%v", n, n)
+// progressToken says whether a client's progress token is one MCP allows:
+// a string or a number.
+func progressToken(t any) bool {
+	switch t.(type) {
+	case string, float64, int, int32, int64, json.Number:
+		return true
 	}
-	return fmt.Sprint(t)
+	return false
 }
 
 // bearerAuth adds the agent key to every request.

@@ -250,30 +250,6 @@ func TestBridgeFollowsListChangesAndRestarts(t *testing.T) {
 	}
 }
 
-// Whatever a client sends as its progress token, the bridge passes on only
-// what the SDK takes, and never panics doing so (the crash a numeric token
-// caused). `go test -fuzz FuzzProgressToken ./cmd/countersign` explores more.
-func FuzzProgressToken(f *testing.F) {
-	for _, seed := range []string{`7`, `7.0`, `7.5`, `-3`, `1e300`, `"abc"`, `null`, `true`, `[1]`, `{"a":1}`, `9007199254740993`} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		var v any
-		if json.Unmarshal([]byte(raw), &v) != nil {
-			return
-		}
-		tok, ok := progressToken(v)
-		if !ok {
-			return
-		}
-		params := &mcp.CallToolParams{Name: "x"}
-		params.SetProgressToken(tok) // panics on a type the SDK refuses
-		if progressKey(params.GetProgressToken()) != progressKey(v) {
-			t.Fatalf("token %s: key %q sent, %q received", raw, progressKey(params.GetProgressToken()), progressKey(v))
-		}
-	})
-}
-
 // One action per intent survives a restart: a write that waits when the
 // server stops is, asked again by a new client after the server started
 // again, that same action.
@@ -409,8 +385,9 @@ mcp_servers:
 		m["result"].(map[string]any)["isError"] != true || !strings.Contains(fmt.Sprint(m["result"]), `unknown tool "nope"`) {
 		t.Errorf("a tool not offered, through the bridge: %v", m)
 	}
-	// Ids of any JSON type come back as the client wrote them.
-	for _, id := range []string{`1.5`, `true`, `{"b":[1,"x"]}`, `18446744073709551616`, `-0.0`, `"s"`, `12`} {
+	// Ids of the types JSON-RPC allows come back as the client wrote them
+	// (booleans, objects and arrays are refused: TestTheBridgeAtItsLimits).
+	for _, id := range []string{`1.5`, `18446744073709551616`, `-0.0`, `"s"`, `12`} {
 		sent := `{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`
 		if _, err := io.WriteString(clientOut, sent+"\n"); err != nil {
 			t.Fatal(err)
@@ -469,4 +446,119 @@ func orderedUpstream(t *testing.T) string {
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// bridgeLines runs `countersign mcp` against base with the agent key and
+// gives a way to write lines to it as a client does, and to wait for a
+// line it writes back (raw, and decoded).
+func bridgeRaw(t *testing.T, base, key string) (send func(string), next func(time.Duration, string, func(raw string, m map[string]any) bool) (string, map[string]any)) {
+	toBridge, clientOut := io.Pipe()
+	clientIn, fromBridge := io.Pipe()
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	bridged := make(chan error, 1)
+	go func() {
+		bridged <- run(ctx, []string{"mcp", "--url", base, "--agent-key", key}, toBridge, fromBridge, io.Discard)
+		fromBridge.Close()
+	}()
+	type line struct {
+		raw string
+		m   map[string]any
+	}
+	lines := make(chan line, 100)
+	go func() {
+		sc := bufio.NewScanner(clientIn)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				lines <- line{sc.Text(), m}
+			}
+		}
+		close(lines)
+	}()
+	send = func(msg string) {
+		t.Helper()
+		if _, err := io.WriteString(clientOut, msg+"\n"); err != nil {
+			t.Fatalf("write to the bridge: %v", err)
+		}
+	}
+	next = func(within time.Duration, what string, match func(string, map[string]any) bool) (string, map[string]any) {
+		t.Helper()
+		deadline := time.After(within)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("the bridge closed before %s (it said %v)", what, <-bridged)
+				}
+				if match(l.raw, l.m) {
+					return l.raw, l.m
+				}
+			case <-deadline:
+				t.Fatalf("no %s within %s", what, within)
+			}
+		}
+	}
+	return send, next
+}
+
+// The stdio bridge at the edges of what a client may send: a line over
+// 8 MiB is answered with an error carrying its id (written after its
+// params) and the next line is read; an id past 2^53 comes back as the
+// client wrote it; id null, an object or an array get an error; a progress
+// token 2.5 gets its notifications under 2.5; and a request the client
+// cancelled is not answered.
+func TestTheBridgeAtItsLimits(t *testing.T) {
+	dir := t.TempDir()
+	toolsFile := filepath.Join(dir, "tools.yaml")
+	os.WriteFile(toolsFile, []byte(`tools:
+  - name: pay
+    risk: high_write
+    input_schema: {type: object, properties: {n: {type: integer}}, required: [n], additionalProperties: false}
+    http: {method: POST, url: "http://127.0.0.1:9/pay"}
+`), 0o600)
+	db := storetest.DSN(t)
+	app := serveAppLogging(t, config{Addr: "127.0.0.1:0", DB: db, Tools: toolsFile}, io.Discard, io.Discard)
+	key, _ := runCmd(t, "agent", "add", "--name", "desk", "--db", db)
+	send, next := bridgeRaw(t, "http://"+app.Addr(), strings.TrimSpace(key))
+	answerTo := func(id string) func(string, map[string]any) bool {
+		return func(raw string, m map[string]any) bool {
+			return m["method"] == nil && strings.Contains(raw, `"id":`+id+`,`) || strings.HasSuffix(raw, `"id":`+id+`}`)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"edge","version":"1"}}}`)
+	next(10*time.Second, "answer to initialize", answerTo("1"))
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	send(`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"pay","arguments":{"n":"` + strings.Repeat("9", 9<<20) + `"}},"id":2}`)
+	if _, m := next(20*time.Second, "answer to a 9 MiB line", answerTo("2")); m["error"] == nil || !strings.Contains(fmt.Sprint(m["error"]), "over 8 MiB") {
+		t.Fatalf("a 9 MiB line: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`)
+	if raw, m := next(10*time.Second, "answer to a big id", answerTo("9007199254740993")); m["error"] != nil {
+		t.Fatalf("a big id: %s", raw)
+	}
+	for _, id := range []string{`null`, `{"a":1}`, `[1]`} {
+		send(`{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`)
+		if raw, m := next(10*time.Second, "answer to id "+id, answerTo("null")); m["error"] == nil || !strings.Contains(fmt.Sprint(m["error"]), "-32600") {
+			t.Fatalf("id %s: %s", id, raw)
+		}
+	}
+
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"pay","arguments":{"n":1},"_meta":{"progressToken":2.5}}}`)
+	if raw, m := next(20*time.Second, "progress under 2.5", func(_ string, m map[string]any) bool { return m["method"] == "notifications/progress" }); m["params"].(map[string]any)["progressToken"] != 2.5 {
+		t.Fatalf("progress: %s", raw)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"the user moved on"}}`)
+	send(`{"jsonrpc":"2.0","id":4,"method":"ping"}`)
+	time.Sleep(500 * time.Millisecond) // the cancelled call's handler ends meanwhile
+	send(`{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+	for _, want := range []string{"4", "5"} {
+		if raw, _ := next(10*time.Second, "answer to ping "+want, func(raw string, m map[string]any) bool {
+			return m["method"] == nil && m["id"] != nil
+		}); !strings.Contains(raw, `"id":`+want) {
+			t.Fatalf("a cancelled request was answered, or the pings out of order: %s", raw)
+		}
+	}
 }

@@ -12,6 +12,9 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"time"
+
+	"github.com/countersign/countersign/tools/rawjson"
 )
 
 // The stdio bridge answers, itself, the lines a client sends that are not
@@ -32,6 +35,70 @@ type Writer struct {
 	mu  sync.Mutex
 	w   io.Writer
 	ids *ids
+	// cancelled are the requests the client cancelled, by id as the SDK
+	// answers them, and when: their answers are not written (MCP: a
+	// request cancelled is not answered).
+	cancelMu  sync.Mutex
+	cancelled map[string]time.Time
+}
+
+// cancelKept is how long a cancelled request's answer is waited for to be
+// dropped.
+const cancelKept = 5 * time.Minute
+
+// noteCancel notes the request a cancellation from the client names.
+func (l *Writer) noteCancel(line []byte) {
+	if !bytes.Contains(line, []byte("notifications/cancelled")) {
+		return
+	}
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &m) != nil || m.Method != "notifications/cancelled" || len(m.Params.RequestID) == 0 {
+		return
+	}
+	keys := []string{string(compact(m.Params.RequestID))}
+	if name, ok := l.ids.cancelled(compact(m.Params.RequestID)); ok {
+		b, _ := json.Marshal(name)
+		keys = append(keys, string(b))
+	}
+	now := time.Now()
+	l.cancelMu.Lock()
+	defer l.cancelMu.Unlock()
+	if l.cancelled == nil {
+		l.cancelled = map[string]time.Time{}
+	}
+	for k, at := range l.cancelled {
+		if now.Sub(at) > cancelKept {
+			delete(l.cancelled, k)
+		}
+	}
+	for _, k := range keys {
+		l.cancelled[k] = now
+	}
+}
+
+// dropped says whether p answers a request the client cancelled (and
+// forgets it).
+func (l *Writer) dropped(p []byte) bool {
+	l.cancelMu.Lock()
+	defer l.cancelMu.Unlock()
+	if len(l.cancelled) == 0 {
+		return false
+	}
+	env := rawjson.Envelope(bytes.NewReader(p), "id", "method")
+	if env["method"] != nil || env["id"] == nil {
+		return false // a request or a notification of the server's
+	}
+	key := string(compact(env["id"]))
+	if _, ok := l.cancelled[key]; !ok {
+		return false
+	}
+	delete(l.cancelled, key)
+	return true
 }
 
 // NewWriter writes to w.
@@ -40,6 +107,9 @@ func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 // Write writes p whole, with a stand-in id put back.
 func (l *Writer) Write(p []byte) (int, error) {
 	n := len(p)
+	if l.dropped(p) {
+		return n, nil
+	}
 	if l.ids != nil {
 		p = l.ids.restore(p)
 	}
@@ -118,30 +188,95 @@ func Guard(in io.Reader, out *Writer) io.Reader {
 	}
 	pr, pw := io.Pipe()
 	go func() {
-		sc := bufio.NewScanner(in)
-		sc.Buffer(make([]byte, 64<<10), MaxLine)
-		for sc.Scan() {
-			line := bytes.TrimSpace(sc.Bytes())
-			if len(line) == 0 {
-				continue
+		br := bufio.NewReaderSize(in, 64<<10)
+		for {
+			line, over, err := readLine(br)
+			if over != nil {
+				// A line past the bound is read through (kept no longer
+				// than its id) and answered; the next line is read.
+				_, _ = out.Write(rpcError(overID(over), -32600, "Invalid Request: a line over 8 MiB (a call's arguments are at most 1 MiB, escaped): nothing was done"))
 			}
-			if reply := notAMessage(line); reply != nil {
-				_, _ = out.Write(reply)
-				continue
+			if line = bytes.TrimSpace(line); len(line) > 0 {
+				if reply := notAMessage(line); reply != nil {
+					_, _ = out.Write(reply)
+				} else {
+					out.noteCancel(line)
+					line = out.ids.rewrite(line)
+					if _, werr := pw.Write(append(append([]byte(nil), line...), '\n')); werr != nil {
+						return
+					}
+				}
 			}
-			line = out.ids.rewrite(line)
-			if _, err := pw.Write(append(append([]byte(nil), line...), '\n')); err != nil {
+			if err != nil {
+				if err == io.EOF {
+					err = nil
+				}
+				pw.CloseWithError(err)
 				return
 			}
 		}
-		if err := sc.Err(); err != nil {
-			// A line past the bound: said, and the bridge ends (it cannot
-			// find the next line's start).
-			_, _ = out.Write(rpcError(nil, -32600, "a line over 8 MiB: the bridge cannot read past it"))
-		}
-		pw.CloseWithError(sc.Err())
 	}()
 	return pr
+}
+
+// readLine reads the next line, without its newline. One over MaxLine is
+// not returned: over is then a reader of it (its start as read, then the
+// rest as it streams, to the newline), read through before the next call.
+func readLine(br *bufio.Reader) (line []byte, over io.Reader, err error) {
+	for {
+		chunk, e := br.ReadSlice('\n')
+		if len(line)+len(chunk) > MaxLine+1 {
+			return nil, io.MultiReader(bytes.NewReader(append(line, chunk...)), &restOfLine{br: br}), nil
+		}
+		line = append(line, chunk...)
+		switch e {
+		case nil:
+			return line[:len(line)-1], nil, nil
+		case bufio.ErrBufferFull:
+			continue
+		default:
+			return line, nil, e
+		}
+	}
+}
+
+// restOfLine reads br to the end of the line (its newline consumed, not
+// given).
+type restOfLine struct {
+	br      *bufio.Reader
+	pending []byte // read from br's buffer, not given yet
+	done    bool
+}
+
+func (r *restOfLine) Read(p []byte) (int, error) {
+	for len(r.pending) == 0 {
+		if r.done {
+			return 0, io.EOF
+		}
+		chunk, err := r.br.ReadSlice('\n')
+		switch err {
+		case nil:
+			chunk, r.done = chunk[:len(chunk)-1], true
+		case bufio.ErrBufferFull:
+		default:
+			r.done = true // the input ended within the line
+		}
+		r.pending = chunk // br is not read again until it is given
+	}
+	n := copy(p, r.pending)
+	r.pending = r.pending[n:]
+	return n, nil
+}
+
+// overID is the id of a line too long to take, read through: as the
+// client wrote it when it is one an answer may carry, else null.
+func overID(over io.Reader) any {
+	id := rawjson.Envelope(over, "id")["id"]
+	_, _ = io.Copy(io.Discard, over)
+	if len(id) > 0 && (id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9')) {
+		return []byte(id)
+	}
+	return nil
 }
 
 // rewrite gives a request whose id the SDK does not take a stand-in id,
@@ -179,16 +314,17 @@ func (d *ids) rewrite(line []byte) []byte {
 	return line
 }
 
-// SDKID says whether the SDK takes an id as it is: null, a string, or an
-// integer that fits in 64 bits.
+// SDKID says whether the SDK takes an id as it is and gives it back the
+// same: a string, or an integer it holds exactly (within ±2^53: it keeps
+// numbers as float64, so 9007199254740993 would come back as …992).
 func SDKID(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" || raw[0] == '"' {
+	if len(raw) == 0 || raw[0] == '"' {
 		return true
 	}
 	if raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9') {
-		_, err := strconv.ParseInt(string(raw), 10, 64)
-		return err == nil
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		return err == nil && n <= 1<<53 && n >= -(1<<53)
 	}
 	return false
 }
@@ -230,6 +366,15 @@ func notAMessage(line []byte) []byte {
 	_, fault := m["error"]
 	if m["jsonrpc"] != "2.0" || (!method && !result && !fault) {
 		return rpcError(id, -32600, `Invalid Request: a message has "jsonrpc": "2.0" and a method (or a result or an error)`)
+	}
+	if r, ok := raw["id"]; ok && method {
+		// JSON-RPC: an id is a string, a number or null; MCP: never null.
+		switch v := compact(r); {
+		case string(v) == "null":
+			return rpcError(nil, -32600, "Invalid Request: a request's id is a string or an integer, not null (a notification has no id)")
+		case len(v) > 0 && (v[0] == '{' || v[0] == '[' || v[0] == 't' || v[0] == 'f'):
+			return rpcError(nil, -32600, "Invalid Request: an id is a string or a number, not "+map[byte]string{'{': "an object", '[': "an array", 't': "true", 'f': "false"}[v[0]])
+		}
 	}
 	return nil
 }
