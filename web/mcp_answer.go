@@ -14,7 +14,8 @@ import (
 // messages, an upstream's requests) passes as the SDK wrote it.
 type answering struct {
 	http.ResponseWriter
-	a *mcpgate.Answer
+	a      *mcpgate.Answer
+	modern string // the request's method, for a client of a revision without sessions
 }
 
 // answerToolCalls names a place for the answer to a tools/call (or a
@@ -28,12 +29,16 @@ func (ep *mcpEndpoint) answerToolCalls(w http.ResponseWriter, r *http.Request, m
 	}
 	name, a, done := ep.answers.Expect()
 	r.Header.Set(mcpgate.HeaderAnswer, name)
-	return &answering{ResponseWriter: w, a: a}, done
+	modern := ""
+	if r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get("Mcp-Protocol-Version") >= ModernMCP {
+		modern = m.Method
+	}
+	return &answering{ResponseWriter: w, a: a, modern: modern}, done
 }
 
 func (w *answering) Write(b []byte) (int, error) {
 	if raw := w.a.Bytes(); raw != nil && bytes.Contains(b, []byte(mcpgate.MetaAnswer)) {
-		if out, ok := withAnswer(b, raw); ok {
+		if out, ok := withAnswer(b, raw, w.modern); ok {
 			if _, err := w.ResponseWriter.Write(out); err != nil {
 				return 0, err
 			}
@@ -50,9 +55,9 @@ func (w *answering) Flush() { _ = http.NewResponseController(w.ResponseWriter).F
 // withAnswer is what the SDK wrote (one JSON message, or one event of a
 // stream) with its response's result replaced by raw (false: it holds no
 // response with the stand-in).
-func withAnswer(written, raw []byte) ([]byte, bool) {
+func withAnswer(written, raw []byte, modern string) ([]byte, bool) {
 	if t := bytes.TrimSpace(written); len(t) > 0 && t[0] == '{' {
-		return mcpgate.AnswerIn(t, raw)
+		return mcpgate.AnswerIn(t, raw, modern)
 	}
 	// An event: its data line is the message. The result's line breaks
 	// (JSON's white space) would end the line: each goes on a data line
@@ -62,7 +67,7 @@ func withAnswer(written, raw []byte) ([]byte, bool) {
 		return nil, false
 	}
 	data, after, _ := bytes.Cut(rest, []byte("\n"))
-	msg, ok := mcpgate.AnswerIn(data, raw)
+	msg, ok := mcpgate.AnswerIn(data, raw, modern)
 	if !ok {
 		return nil, false
 	}

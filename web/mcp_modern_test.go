@@ -232,3 +232,57 @@ func TestAPromptIsAskedAtTheClientsRevision(t *testing.T) {
 		t.Errorf("the server heard %q", heard)
 	}
 }
+
+// legacyOnly is an MCP server written by hand that speaks 2025-11-25 only
+// (as server-everything does): one prompt, one resource and completions,
+// each answered without the 2026-07-28 revision's resultType.
+func legacyOnly(w http.ResponseWriter, r *http.Request) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&m) != nil || len(m.ID) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	result := map[string]string{
+		"initialize": `{"protocolVersion":"2025-11-25","capabilities":{"prompts":{},"resources":{},"completions":{}},"serverInfo":{"name":"old","version":"1"}}`,
+		"tools/list": `{"tools":[]}`, "prompts/list": `{"prompts":[{"name":"hello"}]}`,
+		"prompts/get":    `{"messages":[{"role":"user","content":{"type":"text","text":"hi"}}]}`,
+		"resources/list": `{"resources":[{"uri":"old://a","name":"a"}]}`, "resources/templates/list": `{"resourceTemplates":[]}`,
+		"resources/read":      `{"contents":[{"uri":"old://a","text":"A"}]}`,
+		"completion/complete": `{"completion":{"values":["x1"],"total":1}}`,
+	}[m.Method]
+	msg := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + result + `}`
+	if result == "" {
+		msg = `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"Method not found"}}`
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(msg))
+}
+
+// A 2026-07-28 client reads an upstream of 2025 only: each prompt, resource
+// read and completion carries the revision's resultType, and a read its
+// cache words, never cached (which the SDKs of that revision require), the
+// upstream's bytes otherwise as sent.
+func TestA2026ClientReadsPromptsResourcesAndCompletionsOfA2025Server(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(legacyOnly))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	a := upstreamsApp(t, "mcp_servers:\n  - name: old\n    url: \""+srv.URL+"\"\n    prefix: false\n", httptool.Options{}, time.Second)
+	key, _, _ := a.accounts.AddAgent(context.Background(), "bot", models.Actor{ID: "test"})
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	for _, c := range []struct{ method, name, params, want string }{
+		{"prompts/get", "hello", `"name":"hello",`, `{"messages":[{"role":"user","content":{"type":"text","text":"hi"}}],"resultType":"complete"`},
+		{"resources/read", "old://a", `"uri":"old://a",`, `{"contents":[{"uri":"old://a","text":"A"}],"resultType":"complete","ttlMs":0,"cacheScope":"private"}`},
+		{"completion/complete", "", `"ref":{"type":"ref/prompt","name":"hello"},"argument":{"name":"n","value":"x"},`, `{"completion":{"values":["x1"],"total":1},"resultType":"complete"`},
+	} {
+		headers := []string{"Mcp-Protocol-Version", "2026-07-28", "Accept", "application/json, text/event-stream", "Mcp-Method", c.method}
+		if c.name != "" {
+			headers = append(headers, "Mcp-Name", c.name)
+		}
+		r := a.doWith("POST", "/mcp", key, `{"jsonrpc":"2.0","id":5,"method":"`+c.method+`","params":{`+c.params+meta+`}}`, headers...)
+		if got := resultOf(t, r.Raw); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s at 2026-07-28 answered\n%s\nwant it to begin\n%s", c.method, got, c.want)
+		}
+	}
+}

@@ -2,19 +2,27 @@
 // pinned), for the gateway's tests: node ts-agent-v2.mjs '{"http": URL,
 // "key": KEY, "call": {"name", "arguments", "_meta"}, "timeout": MS}' (or
 // "stdio": COMMAND, "args", "env" for a process over stdio) makes one call
-// and prints {"result", "error"} as JSON.
+// and prints {"result", "error"} as JSON; with "prompt": {"name",
+// "arguments"}, "read": URI or "complete": {"ref", "argument"} instead of
+// "call", it gets that prompt, reads that resource or asks for that
+// completion; "negotiate": "auto" lets the client probe for 2026-07-28
+// (server/discover) rather than initialize at 2025-11-25, its default.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 
 const spec = JSON.parse(process.argv[2]);
 const out = {};
-const client = new Client({ name: "ts-agent-v2", version: "1.0.0" });
+const client = new Client({ name: "ts-agent-v2", version: "1.0.0" },
+  spec.negotiate ? { versionNegotiation: { mode: spec.negotiate } } : undefined);
 try {
   await client.connect(spec.http
     ? new StreamableHTTPClientTransport(new URL(spec.http), { requestInit: { headers: { Authorization: `Bearer ${spec.key}` } } })
     : new StdioClientTransport({ command: spec.stdio, args: spec.args || [], env: { ...process.env, ...(spec.env || {}) }, stderr: "ignore" }));
   const options = spec.timeout ? { timeout: spec.timeout } : undefined;
-  out.result = await client.callTool({ name: spec.call.name, arguments: spec.call.arguments || {}, ...(spec.call._meta ? { _meta: spec.call._meta } : {}) }, options);
+  if (spec.prompt) out.result = await client.getPrompt(spec.prompt, options);
+  else if (spec.read) out.result = await client.readResource({ uri: spec.read }, options);
+  else if (spec.complete) out.result = await client.complete(spec.complete, options);
+  else out.result = await client.callTool({ name: spec.call.name, arguments: spec.call.arguments || {}, ...(spec.call._meta ? { _meta: spec.call._meta } : {}) }, options);
 } catch (err) {
   out.error = String(err && err.message ? err.message : err);
   process.exitCode = 1;

@@ -91,8 +91,9 @@ type bridge struct {
 	// seen to speak it); asks: what of the client the server may ask for
 	// (its sampling and elicitation capabilities; nil: none, till the
 	// client says).
-	version string
-	asks    *mcp.ClientCapabilities
+	version     string
+	asks        *mcp.ClientCapabilities
+	initialized bool // the client initialized (a 2025 session)
 }
 
 func (b *bridge) client(asks *mcp.ClientCapabilities) *mcp.Client {

@@ -172,7 +172,7 @@ func (b *bridge) filled(line []byte) ([]byte, bool) {
 		if !ok {
 			return nil, false
 		}
-		if out, ok = mcpgate.AnswerIn(msg, raw); !ok {
+		if out, ok = mcpgate.AnswerIn(msg, raw, ""); !ok { // what /mcp sent, resultType and all
 			return nil, false
 		}
 	}

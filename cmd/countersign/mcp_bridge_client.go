@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -23,9 +24,18 @@ const legacyMCP = "2025-11-25"
 
 // atClientsRevision follows the client once it has said who it is
 // (initialize, or server/discover, which only a 2026-07-28 client sends):
-// the server is then spoken to at its revision, with its capabilities.
+// the server is then spoken to at its revision, with its capabilities. A
+// 2026-07-28 client may have asked server/discover of another process
+// (the TypeScript SDK's stdio transport probes a throwaway one): its
+// first request here says its revision and capabilities in _meta, and is
+// followed as discover would have been.
 func (b *bridge) atClientsRevision(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "initialize" && method != "server/discover" {
+			if caps, ok := b.unheralded(req); ok {
+				b.follow(ctx, "", caps)
+			}
+		}
 		res, err := next(ctx, method, req)
 		if err != nil || (method != "initialize" && method != "server/discover") {
 			return res, err
@@ -33,6 +43,10 @@ func (b *bridge) atClientsRevision(next mcp.MethodHandler) mcp.MethodHandler {
 		version := legacyMCP
 		if method == "server/discover" {
 			version = ""
+		} else {
+			b.mu.Lock()
+			b.initialized = true
+			b.mu.Unlock()
 		}
 		var caps *mcp.ClientCapabilities
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.InitializeParams() != nil {
@@ -41,6 +55,34 @@ func (b *bridge) atClientsRevision(next mcp.MethodHandler) mcp.MethodHandler {
 		b.follow(ctx, version, caps)
 		return res, err
 	}
+}
+
+// unheralded says whether req is a 2026-07-28 request (its _meta names
+// the revision) while the server is spoken to at an earlier one, which no
+// initialize chose, and the capabilities it declares.
+func (b *bridge) unheralded(req mcp.Request) (*mcp.ClientCapabilities, bool) {
+	p := req.GetParams()
+	if p == nil || reflect.ValueOf(p).IsNil() { // a notification may have no params: a nil pointer
+		return nil, false
+	}
+	meta := p.GetMeta()
+	if v, _ := meta[mcp.MetaKeyProtocolVersion].(string); v < "2026-07-28" {
+		return nil, false
+	}
+	b.mu.Lock()
+	legacy, initialized := b.version == legacyMCP, b.initialized
+	b.mu.Unlock()
+	if !legacy || initialized {
+		return nil, false
+	}
+	var caps *mcp.ClientCapabilities
+	if raw, err := json.Marshal(meta[mcp.MetaKeyClientCapabilities]); err == nil && string(raw) != "null" {
+		caps = &mcp.ClientCapabilities{}
+		if json.Unmarshal(raw, caps) != nil {
+			caps = nil
+		}
+	}
+	return caps, true
 }
 
 // follow connects to the server anew at version, declaring what of caps

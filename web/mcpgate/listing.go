@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sort"
 
+	"github.com/countersign/countersign/tools/rawjson"
 	"github.com/countersign/countersign/tools/upstream"
 )
 
@@ -80,8 +81,11 @@ func ToolsAsListed(res map[string]json.RawMessage, listed Listed, tasks bool) bo
 // stand-in for an answer (a MetaAnswer in its _meta), with raw, the
 // answer's bytes, as its result, and what the SDK added to the stand-in
 // for the client's revision (WithProtocolWords); false: msg is no such
-// response.
-func AnswerIn(msg, raw []byte) ([]byte, bool) {
+// response. For a client of a revision without sessions, modern is the
+// request's method: a result the upstream wrote at an earlier revision
+// gains what the client's revision requires of it (ModernWords); "" for
+// others.
+func AnswerIn(msg, raw []byte, modern string) ([]byte, bool) {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Result json.RawMessage `json:"result"`
@@ -93,11 +97,46 @@ func AnswerIn(msg, raw []byte) ([]byte, bool) {
 		return nil, false
 	}
 	raw = WithProtocolWords(raw, m.Result)
+	if modern != "" {
+		raw = ModernWords(modern, raw)
+	}
 	out := make([]byte, 0, len(raw)+len(m.ID)+32)
 	out = append(out, `{"jsonrpc":"2.0","id":`...)
 	out = append(out, m.ID...)
 	out = append(out, `,"result":`...)
 	return append(append(out, raw...), '}'), true
+}
+
+// ModernWords is the result of a request (method) that an upstream wrote
+// at a 2025 revision, for a client of 2026-07-28: with the resultType every
+// result there has ("complete": a 2025 server asks nothing in a result),
+// and for a resource read the cache words it requires (ttlMs 0 and scope
+// private: a 2025 server said nothing of how long its contents stay true
+// or for whom, so nothing is cached, nor shared). What the result has of
+// these stays as written; a result that is not an object is left alone.
+func ModernWords(method string, raw []byte) []byte {
+	o, err := rawjson.ReadObject(raw)
+	if err != nil {
+		return raw
+	}
+	var add []byte
+	with := func(key, value string) {
+		if _, ok := o.Members[key]; !ok {
+			if len(add) > 0 || o.Keys > 0 {
+				add = append(add, ',')
+			}
+			add = append(add, `"`+key+`":`+value...)
+		}
+	}
+	with("resultType", `"complete"`)
+	if method == "resources/read" {
+		with("ttlMs", "0")
+		with("cacheScope", `"private"`)
+	}
+	if len(add) == 0 {
+		return raw
+	}
+	return applyEdits(raw, []edit{{o.Closing, o.Closing, add}})
 }
 
 // CacheableList says whether a method's result is a list the Go SDK gives
