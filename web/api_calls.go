@@ -253,7 +253,7 @@ func (s *Server) callGet(c echo.Context) error {
 			d = MaxCallWait
 		}
 		if s.core.Outside.Waiting(call) {
-			err = s.holdRequest(c, func() error {
+			err = s.holdRequest(c, false, func() error {
 				allowLongWrite(c)
 				call = s.core.Outside.Wait(c.Request().Context(), call, d, 0, nil)
 				return nil

@@ -66,6 +66,10 @@ type holds struct {
 	max      int
 	perAgent int
 	byAgent  map[string]map[*hold]struct{}
+	// answering counts the held requests that end with an answer (a held
+	// call, a long poll; not an event stream), idle is closed while none is.
+	answering int
+	idle      chan struct{}
 }
 
 type hold struct{ cancel context.CancelFunc }
@@ -163,15 +167,60 @@ func (s *Server) HeldRequests() int {
 	return total
 }
 
+// answered counts one held request that ends with an answer until the
+// function it returns is called.
+func (h *holds) answered() func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.answering == 0 {
+		h.idle = make(chan struct{})
+	}
+	h.answering++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.answering--; h.answering == 0 {
+				close(h.idle)
+			}
+		})
+	}
+}
+
+// Drain waits until every held request that ends with an answer (a call
+// held over MCP, a long poll) has been answered, or ctx ends. A stopping
+// server calls it after Outside.StopWaiting, before it ends the requests
+// it holds, so that each client hears where its call stands, not a
+// dropped stream.
+func (s *Server) Drain(ctx context.Context) {
+	s.holds.mu.Lock()
+	idle := s.holds.idle
+	n := s.holds.answering
+	s.holds.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	}
+}
+
 // holdRequest runs a held request of the current agent inside a place of
-// the caps: the handler's request context ends with the hold.
-func (s *Server) holdRequest(c echo.Context, serve func() error) error {
+// the caps: the handler's request context ends with the hold. stream: the
+// request is an event stream, which ends only with the client or the
+// server, not with an answer.
+func (s *Server) holdRequest(c echo.Context, stream bool, serve func() error) error {
 	ag := currentAgent(c)
 	ctx, release, err := s.holds.acquire(c.Request().Context(), ag.ID)
 	if err != nil {
 		return err
 	}
 	defer release()
+	if !stream {
+		defer s.holds.answered()()
+	}
 	orig := c.Request()
 	c.SetRequest(orig.WithContext(ctx))
 	defer c.SetRequest(orig) // what follows the hold is not cut by its end

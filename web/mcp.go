@@ -186,7 +186,7 @@ func (s *Server) serveMCP(c echo.Context) error {
 	}
 	// A call may be held while a person decides: no write deadline, but a
 	// place among the held requests.
-	return s.holdRequest(c, func() error {
+	return s.holdRequest(c, r.Method == http.MethodGet, func() error {
 		allowLongWrite(c)
 		w, done := ep.taskCapable(c.Response(), r, ag, msg, modern)
 		w, forget := ep.answerToolCalls(w, r, msg)

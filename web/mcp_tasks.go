@@ -86,7 +86,7 @@ func (s *Server) mcpTasks(c echo.Context, ag *models.Agent, m *rpcMessage, moder
 		return true, rpcReply(c, m.ID, t, err)
 	}
 	// tasks/result waits until the task ends: a held request, as a held call.
-	return true, s.holdRequest(c, func() error {
+	return true, s.holdRequest(c, false, func() error {
 		allowLongWrite(c)
 		res, err := gw.TaskResult(c.Request().Context(), ag, task.TaskID)
 		return rpcReply(c, m.ID, res, err)

@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign/models"
@@ -28,6 +29,36 @@ type Outside struct {
 	// Recheck is how often a waited-for call is read again (0: 2 s; 250 ms
 	// without Changed).
 	Recheck time.Duration
+
+	stopMu sync.Mutex
+	stop   chan struct{} // closed by StopWaiting
+}
+
+// StopWaiting ends every Wait, now and after: a server that stops answers
+// each request it holds with the call as it stands (the client asks again,
+// of another instance or after the restart: the same action), before its
+// streams end. The call itself waits on for its person.
+func (o *Outside) StopWaiting() {
+	o.stopMu.Lock()
+	defer o.stopMu.Unlock()
+	if o.stop == nil {
+		o.stop = make(chan struct{})
+	}
+	select {
+	case <-o.stop:
+	default:
+		close(o.stop)
+	}
+}
+
+// stopped is closed once StopWaiting was called.
+func (o *Outside) stopped() <-chan struct{} {
+	o.stopMu.Lock()
+	defer o.stopMu.Unlock()
+	if o.stop == nil {
+		o.stop = make(chan struct{})
+	}
+	return o.stop
 }
 
 // OutsideCall is one call an outside agent asks for.
@@ -189,6 +220,7 @@ func (o *Outside) Wait(ctx context.Context, call *models.ToolCall, d time.Durati
 	} else if recheck == 0 {
 		recheck = 250 * time.Millisecond
 	}
+	stopping := o.stopped()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	again := time.NewTicker(recheck)
@@ -211,6 +243,8 @@ func (o *Outside) Wait(ctx context.Context, call *models.ToolCall, d time.Durati
 			}
 			return call
 		case <-timer.C:
+			return call
+		case <-stopping:
 			return call
 		case <-ticks:
 			tick(call)

@@ -319,7 +319,14 @@ func (a *App) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	a.log.Info("stopping: no new requests; those under way get 10 s to finish")
-	a.stopReqs() // ends the open event streams, which would hold Shutdown
+	// Each call held for a person is answered where it stands (the client
+	// asks again: the same action), then the open event streams end, which
+	// would hold Shutdown.
+	a.core.Outside.StopWaiting()
+	answered, cancelAnswered := context.WithTimeout(context.Background(), 5*time.Second)
+	a.site.Drain(answered)
+	cancelAnswered()
+	a.stopReqs()
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	defer a.stopMetrics(shutdown)
