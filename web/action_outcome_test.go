@@ -3,6 +3,7 @@ package web
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/models"
 )
@@ -39,5 +40,17 @@ func TestStaffNeverSeeARegularExpression(t *testing.T) {
 	got := staffWords(`"a1002" does not match the pattern ^[A-Z][0-9]+$`)
 	if strings.Contains(got, "^[A-Z]") || !strings.HasPrefix(got, `"a1002" is not in the form`) {
 		t.Fatalf("%q", got)
+	}
+}
+
+// The banner of an action that waits for more approvals gives the time of
+// the last approval, not of the policy's decision to wait.
+func TestTheBannerSaysWhenThePersonApproved(t *testing.T) {
+	decided := time.Date(2026, 12, 7, 5, 41, 48, 0, time.Local)
+	approved := decided.Add(6 * time.Second)
+	call := &models.ToolCall{Status: models.CallPending, RequiredApprovals: 2, ArgsHash: "h", DecidedAt: &decided}
+	news := actionNews(call, []models.Approval{{StaffName: "Ann", Verdict: "approve", ArgsHash: "h", CreatedAt: approved}})
+	if want := "Approved by Ann at " + clock(approved) + ": 1 of 2 so far."; news != want {
+		t.Fatalf("the banner says %q, want %q", news, want)
 	}
 }

@@ -71,7 +71,7 @@ func actionNews(call *models.ToolCall, approvals []models.Approval) string {
 		}
 	}
 	when := ""
-	if call.DecidedAt != nil {
+	if call.DecidedAt != nil && call.Status != models.CallPending { // a waiting call's is the policy's decision
 		when = " at " + clock(*call.DecidedAt)
 	} else if last != nil {
 		when = " at " + clock(last.CreatedAt)
@@ -218,7 +218,7 @@ func (s *Server) actionApprovals(c echo.Context, call *models.ToolCall, v *views
 		}
 		av := views.ApprovalView{Staff: a.StaffName, Role: string(a.StaffRole), Verdict: a.Verdict, Note: a.Note,
 			Args: a.Args, Edited: a.Edited, At: clock(a.CreatedAt), Current: a.ArgsHash == call.ArgsHash, Disabled: disabled[a.StaffID],
-			PersonURL: personURL(a.StaffID)}
+			PersonURL: personURL(a.StaffID), Passkey: a.Passkey != ""}
 		for _, f := range models.DecodeFacts(a.Seen) {
 			av.Seen = append(av.Seen, views.ContextFact{Label: f.Label, Value: f.Value})
 		}

@@ -278,7 +278,8 @@ func TestEditAndApproveInTheBrowserForm(t *testing.T) {
 		t.Fatalf("edit: %d", res.StatusCode)
 	}
 	_, page := b.get("/actions/" + action.ID)
-	if !strings.Contains(page, `&#34;amount&#34;: 450`) || !strings.Contains(page, `&#34;amount&#34;: 900`) || !strings.Contains(page, "with edited arguments") {
+	if !strings.Contains(page, `&#34;amount&#34;: 450`) || !strings.Contains(page, `&#34;amount&#34;: 900`) || !strings.Contains(page, "with edited arguments") ||
+		strings.Contains(page, "arguments :") {
 		t.Fatalf("the page does not show original and edited arguments:\n%.3000s", page)
 	}
 	// What changed is listed by field: the amount, not the untouched order.

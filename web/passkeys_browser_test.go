@@ -135,6 +135,9 @@ func TestBrowserPasskeysSignExactlyWhatWasDecided(t *testing.T) {
 	if r := a.do("GET", "/api/v1/actions/"+first.ID, tok, ""); !strings.Contains(r.Raw, `"passkey":true`) {
 		t.Fatalf("the API does not say the approval is signed: %s", r.Raw)
 	}
+	if _, page := a.signIn("ann@x.test").get("/actions/" + first.ID); !strings.Contains(between(page, `data-testid="approvals"`, "</ul>"), "signed with a passkey") {
+		t.Fatalf("the decided action does not say the verdict was signed with a passkey: %s", between(page, `data-testid="approvals"`, "</ul>"))
+	}
 	var sig models.PasskeySignature
 	_ = json.Unmarshal([]byte(approvals[0].Passkey), &sig)
 	if sig.CallID != first.ID || sig.ArgsHash != approvals[0].ArgsHash || sig.Verdict != "approve" {

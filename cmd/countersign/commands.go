@@ -196,7 +196,7 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "audit chain BROKEN at sequence %d: %s\n", rep.BadSeq, rep.Problem)
 		printProblems(stdout, rep.Breaks[1:], rep.MoreBreaks)
 	} else {
-		fmt.Fprintf(stdout, "audit chain intact: %d events\n", rep.Events)
+		fmt.Fprintf(stdout, "audit chain intact: %s\n", plural(int(rep.Events), "event"))
 	}
 	if pub != nil {
 		bad, err := printAnchors(ctx, stdout, store, cfg.Checkpoints, pub, rep.Events)
@@ -215,15 +215,15 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	if !records.OK {
-		fmt.Fprintf(stdout, "records DISAGREE with the audit chain: %d of %d calls\n", len(records.Disagreements)+records.MoreDisagreements, records.Calls)
+		fmt.Fprintf(stdout, "records DISAGREE with the audit chain: %d of %s\n", len(records.Disagreements)+records.MoreDisagreements, plural(int(records.Calls), "call"))
 		printProblems(stdout, records.Disagreements, records.MoreDisagreements)
 		return exitError{code: 1}
 	}
 	if failed {
-		fmt.Fprintf(stdout, "records agree with the audit chain: %d calls, %d verdicts\n", records.Calls, records.Approvals)
+		fmt.Fprintf(stdout, "records agree with the audit chain: %s, %s\n", plural(int(records.Calls), "call"), plural(int(records.Approvals), "verdict"))
 		return exitError{code: 1}
 	}
-	fmt.Fprintf(stdout, "records agree with the audit chain: %d calls, %d verdicts\n", records.Calls, records.Approvals)
+	fmt.Fprintf(stdout, "records agree with the audit chain: %s, %s\n", plural(int(records.Calls), "call"), plural(int(records.Approvals), "verdict"))
 	return nil
 }
 
@@ -245,8 +245,12 @@ func printAnchors(ctx context.Context, stdout io.Writer, store *storage.Store, d
 		failed = true
 		fmt.Fprintf(stdout, "audit checkpoints MISSING: %s holds none, so nothing outside the database vouches for the chain\n", dir)
 	default:
-		fmt.Fprintf(stdout, "audit chain holds all %d checkpoints (the newest: event %d, taken %s)\n",
-			anchors.Checkpoints, anchors.Latest.Seq, anchors.Latest.At.Format(time.RFC3339))
+		held := fmt.Sprintf("all %d checkpoints", anchors.Checkpoints)
+		if anchors.Checkpoints == 1 {
+			held = "its one checkpoint"
+		}
+		fmt.Fprintf(stdout, "audit chain holds %s (the newest: event %d, taken %s)\n",
+			held, anchors.Latest.Seq, anchors.Latest.At.Format(time.RFC3339))
 	}
 	return failed, nil
 }
@@ -263,7 +267,7 @@ func printSignatures(ctx context.Context, stdout io.Writer, store *storage.Store
 		fmt.Fprintf(stdout, "passkey signatures FAIL: %d of %d\n", len(keys.Failures), keys.Signed)
 		printProblems(stdout, keys.Failures, 0)
 	} else if keys.Signed > 0 {
-		fmt.Fprintf(stdout, "passkey signatures check out: %d verdicts\n", keys.Signed)
+		fmt.Fprintf(stdout, "passkey signatures check out: %s\n", plural(int(keys.Signed), "verdict"))
 	}
 	signed, err := receipts.VerifyStored(ctx, store)
 	if err != nil {
@@ -356,7 +360,7 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "the copy's audit chain is BROKEN at sequence %d: %s\n", rep.BadSeq, rep.Problem)
 		return exitError{code: 1}
 	}
-	fmt.Fprintf(stdout, "the copy's audit chain is intact: %d events\n", rep.Events)
+	fmt.Fprintf(stdout, "the copy's audit chain is intact: %s\n", plural(int(rep.Events), "event"))
 	return nil
 }
 
