@@ -1,6 +1,7 @@
 package web
 
 import (
+	"net"
 	"net/http"
 	"strings"
 
@@ -39,7 +40,17 @@ func (s *Server) enrollView(c echo.Context, e *models.Enrollment, st *models.Sta
 	path := accounts.EnrollPath(c.Param("token"))
 	return views.EnrollView{Action: path, Name: st.Name, Email: st.Email, Role: string(st.Role),
 		Reset: e.Purpose == "reset", Expires: clock(e.ExpiresAt), MinLength: accounts.MinPasswordLength,
-		Passwords: !s.cfg.NoPasswordSignIn, PasskeyAction: path + "/passkey", PasskeyOptions: path + "/passkey/options"}
+		Passwords: !s.cfg.NoPasswordSignIn, PasskeyAction: path + "/passkey", PasskeyOptions: path + "/passkey/options",
+		AtIP: atIPAddress(c.Request().Host)}
+}
+
+// atIPAddress says whether a request's Host is an IP address (with or
+// without a port), where browsers make no passkeys.
+func atIPAddress(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return net.ParseIP(strings.Trim(host, "[]")) != nil
 }
 
 // enrollPasskeyBegin starts registering a passkey through the link.

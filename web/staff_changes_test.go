@@ -263,6 +263,11 @@ func TestEnrollmentLinkWorksOnceAndExpires(t *testing.T) {
 	if res.StatusCode != 200 || !strings.Contains(page, "nia@x.test") || res.Header.Get("Cache-Control") != "no-store" || res.Header.Get("Referrer-Policy") != "same-origin" {
 		t.Fatalf("the link's page: %d %v", res.StatusCode, res.Header)
 	}
+	// Opened at an IP address, where browsers make no passkeys, the page
+	// offers the password alone and says why.
+	if !strings.Contains(page, `data-testid="enroll-no-passkey"`) || strings.Contains(page, `data-testid="enroll-passkey"`) {
+		t.Fatalf("at an IP address, the link's page offers a passkey:\n%s", page)
+	}
 	if res, page := b.post(link, url.Values{"password": {"a long password 1"}, "again": {"a long password 2"}}); res.StatusCode != 422 || !strings.Contains(page, "differ") {
 		t.Fatalf("mismatch: %d", res.StatusCode)
 	}

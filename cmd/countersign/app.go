@@ -293,6 +293,12 @@ func (a *App) Run(ctx context.Context) error {
 		scheme = "https"
 	}
 	base := scheme + "://" + displayAddr(a.Addr())
+	if public := strings.TrimRight(a.cfg.Reach.PublicURL, "/"); public != "" {
+		// The address people open it at: signing in with SSO or a passkey
+		// works there only.
+		fmt.Fprintf(a.stdout, "Countersign is listening on %s\n", base)
+		base = public
+	}
 	fmt.Fprintf(a.stdout, "Countersign is running at %s (health: /healthz)\n", base)
 	fmt.Fprintf(a.stdout, "  back office: %s/login\n", base)
 	if m := a.MetricsAddr(); m != "" {

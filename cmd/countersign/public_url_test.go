@@ -1,0 +1,35 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models/storage/storetest"
+)
+
+// With --public-url, the start banner and `user enroll-link` (given it in
+// the environment, as serve was) give the address people open Countersign
+// at, where single sign-on and passkeys work, not the address it listens
+// on.
+func TestTheBannerAndEnrollLinkGiveThePublicURL(t *testing.T) {
+	db := storetest.DSN(t)
+	out := &lockedBuffer{}
+	cfg := config{Addr: "127.0.0.1:0", DB: db}
+	cfg.Reach.PublicURL = "http://localhost:8080/"
+	app := serveApp(t, cfg, out)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "back office"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no banner: %q", out.String())
+		}
+	}
+	if banner := out.String(); !strings.Contains(banner, "Countersign is running at http://localhost:8080 ") ||
+		!strings.Contains(banner, "back office: http://localhost:8080/login") || !strings.Contains(banner, "listening on http://"+app.Addr()) {
+		t.Fatalf("the banner:\n%s", banner)
+	}
+	runCmdIn(t, "correct horse battery staple\n", "user", "add", "--email", "ines@x.test", "--role", "admin", "--name", "Ines", "--db", db)
+	t.Setenv("COUNTERSIGN_PUBLIC_URL", "http://localhost:8080")
+	if link, _ := runCmd(t, "user", "enroll-link", "--email", "ines@x.test", "--db", db); !strings.HasPrefix(link, "http://localhost:8080/enroll/") {
+		t.Fatalf("the enroll link: %q", link)
+	}
+}
