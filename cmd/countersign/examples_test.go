@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -127,6 +129,25 @@ func TestExampleToolsWithTheExampleBackend(t *testing.T) {
 	_, action := apiDo(t, "GET", base+"/api/v1/actions/"+id, staffTok, "")
 	if raw, _ := json.Marshal(action); !strings.Contains(string(raw), "refund_order") {
 		t.Fatalf("staff API action: %s", raw)
+	}
+	// The action page says what the refund comes to beside the decision,
+	// in money, from the file's review key facts.
+	jar, _ := cookiejar.New(nil)
+	ann := &http.Client{Jar: jar}
+	if res, err := ann.PostForm(base+"/login", url.Values{"email": {"ann@x.test"}, "password": {"correct horse battery staple"}}); err != nil || res.StatusCode != 200 {
+		t.Fatalf("sign in: %v %v", res, err)
+	}
+	if res, err := ann.Get(base + "/actions/" + id); err != nil {
+		t.Fatal(err)
+	} else {
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		page := string(raw)
+		facts := page[max(strings.Index(page, `data-testid="key-facts"`), 0):]
+		facts = facts[:max(strings.Index(facts, "</dl>"), 0)]
+		if !strings.Contains(facts, "<dt>Left to refund</dt><dd>$") || !strings.Contains(facts, "<dt>Total</dt><dd>$") {
+			t.Fatalf("the action page's key facts: %q", facts)
+		}
 	}
 	if status, out := apiDo(t, "POST", base+"/api/v1/actions/"+id+"/approve", staffTok, `{}`); status != 200 {
 		t.Fatalf("approve: %d %v", status, out)

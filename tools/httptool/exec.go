@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 )
 
@@ -310,6 +312,7 @@ type lookup struct {
 	tool  *tools.Tool
 	label string
 	args  map[string]string
+	key   []keySpec
 }
 
 // reviewer runs the lookups when an approver opens the action. A lookup
@@ -340,15 +343,50 @@ func reviewer(lookups []lookup, redact func(string) string) func(ctx context.Con
 				facts = append(facts, tools.Fact{Label: l.label, Value: "could not be looked up: " + redact(msg)})
 				continue
 			}
-			facts = append(facts, flatten(l.label, out)...)
+			facts = append(facts, keyFacts(l.key, out)...)
+			facts = append(facts, flatten(l.label, out, l.key)...)
 		}
 		return facts, nil
 	}
 }
 
+// keyFacts are the fields of a lookup's answer the decision turns on, as
+// the tools file names them; a field the answer lacks is left out.
+func keyFacts(keys []keySpec, out any) []tools.Fact {
+	if len(keys) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(out)
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	var facts []tools.Fact
+	for _, k := range keys {
+		v, ok := m[k.Field]
+		if !ok || v == nil {
+			continue
+		}
+		label := k.Label
+		if label == "" {
+			label = strings.ReplaceAll(k.Field, "_", " ")
+			label = strings.ToUpper(label[:1]) + label[1:]
+		}
+		value := tools.Truncate(text(v), 300)
+		if f, isNum := v.(float64); isNum && k.Format == "money" {
+			if c, err := models.CentsFrom(f); err == nil {
+				value = c.String()
+			}
+		}
+		facts = append(facts, tools.Fact{Label: label, Value: value, Key: true})
+	}
+	return facts
+}
+
 // flatten shows a lookup's answer as facts: each top-level field of an
-// object on its own line, anything else as one.
-func flatten(label string, out any) []tools.Fact {
+// object on its own line (but the key facts, shown already), anything else
+// as one.
+func flatten(label string, out any, key []keySpec) []tools.Fact {
 	b, _ := json.Marshal(out)
 	var m map[string]any
 	if json.Unmarshal(b, &m) != nil || len(m) == 0 {
@@ -356,7 +394,9 @@ func flatten(label string, out any) []tools.Fact {
 	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
-		keys = append(keys, k)
+		if !slices.ContainsFunc(key, func(ks keySpec) bool { return ks.Field == k && m[k] != nil }) {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	facts := make([]tools.Fact, 0, len(keys))

@@ -57,6 +57,20 @@ type reviewSpec struct {
 	Tool  string            `yaml:"tool"`
 	Label string            `yaml:"label"`
 	Args  map[string]string `yaml:"args"`
+	// Key names the fields of the lookup's answer the decision turns on
+	// (the money an order has left): shown beside the decision, under
+	// "What it comes to", as well as with the others.
+	Key []keySpec `yaml:"key"`
+}
+
+// keySpec is one key fact of a review lookup: a top-level field of its
+// answer, the label it is shown under (default: the field's name in
+// words) and how its value is written ("money": a number of dollars as
+// "$1,200.00").
+type keySpec struct {
+	Field  string `yaml:"field"`
+	Label  string `yaml:"label"`
+	Format string `yaml:"format"`
 }
 
 // Options are what loading needs besides the file.
@@ -401,7 +415,12 @@ func (set *Set) build(ts toolSpec, o Options, earlier map[string]*tools.Tool, at
 			if label == "" {
 				label = r.Tool
 			}
-			lookups = append(lookups, lookup{tool: t, label: label, args: r.Args})
+			for k, key := range r.Key {
+				if key.Field == "" || (key.Format != "" && key.Format != "money") {
+					return nil, fmt.Errorf("%s: a key fact names a field of the lookup's answer, and its format is money or none", at(fmt.Sprintf("review[%d].key[%d]", j, k)))
+				}
+			}
+			lookups = append(lookups, lookup{tool: t, label: label, args: r.Args, key: r.Key})
 		}
 		spec.Review = reviewer(lookups, set.Redact)
 	}

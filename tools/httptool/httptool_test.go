@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -254,6 +255,43 @@ func TestReviewShowsTheLookupAndSurvivesItsFailure(t *testing.T) {
 	facts, err = refund.ReviewContext(context.Background(), tools.Call{ID: "call_9"}, `{"amount":900,"order_id":"NOPE"}`)
 	if err != nil || len(facts) != 1 || !strings.Contains(facts[0].Value, "could not be looked up: no order NOPE") {
 		t.Fatalf("failed lookup: %v %v", facts, err)
+	}
+}
+
+// A review's key facts, named in the file, are shown beside the decision
+// ("What it comes to"), money as money, and not again among the others; a
+// key fact with no field or an unknown format is refused with its place.
+func TestReviewKeyFactsAreWhatTheDecisionTurnsOn(t *testing.T) {
+	b := newBackend(t)
+	src := strings.Replace(file(b.URL), `review: [{tool: lookup_order, label: Order, args: {order_id: "{order_id}"}}]`,
+		`review: [{tool: lookup_order, label: Order, args: {order_id: "{order_id}"}, key: [{field: total, format: money}, {field: status, label: Shipping}, {field: absent}]}]`, 1)
+	set, err := httptool.Load([]byte(src), "tools.yaml", httptool.Options{Backoff: time.Millisecond,
+		Env: env(map[string]string{"SHOP_API_KEY": "k", "SHOP_SIGNING_SECRET": secret})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	facts, err := set.Tools()[1].ReviewContext(context.Background(), tools.Call{ID: "call_9"}, `{"amount":900,"order_id":"B7"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key, rest []string
+	for _, f := range facts {
+		if f.Key {
+			key = append(key, f.Label+"="+f.Value)
+		} else {
+			rest = append(rest, f.Label+"="+f.Value)
+		}
+	}
+	if strings.Join(key, ";") != "Total=$1,200.00;Shipping=delivered" || slices.ContainsFunc(rest, func(s string) bool { return strings.HasPrefix(s, "Order: total") }) ||
+		!slices.Contains(rest, "Order: order id=B7") {
+		t.Fatalf("key facts %q, the others %q", key, rest)
+	}
+	for _, bad := range []string{`key: [{label: Total}]`, `key: [{field: total, format: euros}]`} {
+		src := strings.Replace(file(b.URL), `args: {order_id: "{order_id}"}}]`, `args: {order_id: "{order_id}"}, `+bad+`}]`, 1)
+		if _, err := httptool.Load([]byte(src), "tools.yaml", httptool.Options{Env: env(map[string]string{"SHOP_API_KEY": "k", "SHOP_SIGNING_SECRET": secret})}); err == nil ||
+			!strings.Contains(err.Error(), "line 18: a key fact names a field") {
+			t.Errorf("%s: %v", bad, err)
+		}
 	}
 }
 
