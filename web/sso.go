@@ -1,11 +1,14 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -205,7 +208,31 @@ func (s *Server) ssoProviderError(w http.ResponseWriter, r *http.Request, errorT
 // for another audience, expired, or not signed by the provider.
 func (s *Server) ssoRefused(w http.ResponseWriter, r *http.Request, description, _ string) {
 	s.cfg.Log.Warn("single sign-on callback refused", "why", description)
-	_ = s.loginFailed(w, r, http.StatusUnauthorized, "The sign-in through the identity provider did not check out (it was used already, took too long, or was not started here). Try again.")
+	if _, err := r.Cookie("state"); errors.Is(err, http.ErrNoCookie) {
+		_ = s.loginFailed(w, r, http.StatusUnauthorized, fmt.Sprintf("No sign-in through the identity provider was started at this address (%s) in this browser in the last 10 minutes, "+
+			"or it was finished already: sign in again from %s/login.", r.Host, cmp.Or(s.sso.cfg.origin(), "this address")))
+		return
+	}
+	_ = s.loginFailed(w, r, http.StatusUnauthorized, "The sign-in through the identity provider did not check out ("+ssoWhy(description)+"). Try again.")
+}
+
+// ssoWhy says in words why a callback was refused, from the library's
+// description of it.
+func ssoWhy(description string) string {
+	d := strings.ToLower(description)
+	switch {
+	case strings.Contains(d, "state"):
+		return "it does not match the sign-in this browser started"
+	case strings.Contains(d, "expired"):
+		return "the identity provider's answer has expired"
+	case strings.Contains(d, "audience"):
+		return "the identity provider's answer is for another application"
+	case strings.Contains(d, "signature"):
+		return "the identity provider's answer is not signed by it"
+	case strings.Contains(d, "code"):
+		return "the identity provider did not take the sign-in's code: it was used already, or took too long"
+	}
+	return "the identity provider's answer was refused"
 }
 
 // loginFailed shows the sign-in page with what went wrong.
@@ -220,7 +247,19 @@ func (s *Server) loginFailed(w http.ResponseWriter, r *http.Request, status int,
 func (s *Server) loginView(next, msg string) views.LoginView {
 	v := views.LoginView{Next: next, Error: msg, Passwords: !s.cfg.NoPasswordSignIn}
 	if s.sso != nil {
-		v.SSOLabel, v.SSOPath = s.sso.cfg.Label(), views.PathLoginOIDC
+		v.SSOLabel, v.SSOPath = s.sso.cfg.Label(), s.sso.cfg.origin()+views.PathLoginOIDC
 	}
 	return v
+}
+
+// origin is where the provider sends people back to (the public URL's
+// scheme and host): single sign-on starts there too, whatever address the
+// sign-in page was opened at, so that the sign-in's state is kept for the
+// host that receives the callback ("" when the redirect URL has none).
+func (c *SSOConfig) origin() string {
+	u, err := url.Parse(c.RedirectURL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }

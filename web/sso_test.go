@@ -184,8 +184,11 @@ func TestSSOCallbackRefusesReplaysAndOtherClients(t *testing.T) {
 	back := providerSignIn(t, a, jar, "ada", nil)
 	// Another browser with the same callback: no state cookie.
 	other, _ := cookiejar.New(nil)
-	if code, _, body := follow(t, other, back); code != http.StatusUnauthorized || !strings.Contains(body, "did not check out") {
-		t.Fatalf("a foreign browser's callback: %d %.200s", code, body)
+	// It says so, and where to start instead.
+	if code, _, body := follow(t, other, back); code != http.StatusUnauthorized ||
+		!strings.Contains(body, "No sign-in through the identity provider was started at this address ("+strings.TrimPrefix(a.srv.URL, "http://")+")") ||
+		!strings.Contains(body, "sign in again from "+a.srv.URL+"/login") {
+		t.Fatalf("a foreign browser's callback: %d %s", code, between(body, `role="alert"`, "</p>"))
 	}
 	code, loc, body := follow(t, jar, back)
 	if code != http.StatusSeeOther || loc != "/runs" {
@@ -334,5 +337,23 @@ func TestSSOGroupMappingIsCountersigned(t *testing.T) {
 	}
 	if r := a.do("POST", "/api/v1/staff/changes", bob, `{"kind":"groups","groups":["cs-admins=boss"]}`); r.Status != 422 && r.Status != 400 {
 		t.Fatalf("a bad mapping: %d %s", r.Status, r.Raw)
+	}
+}
+
+// The sign-in page, opened at another address than the one the provider
+// returns to (localhost where the public URL says 127.0.0.1), starts single
+// sign-on at the provider's return address, so the callback finds the
+// sign-in it started.
+func TestSSOStartsWhereTheProviderReturns(t *testing.T) {
+	a, _ := ssoApp(t)
+	elsewhere := strings.Replace(a.srv.URL, "127.0.0.1", "localhost", 1)
+	res, err := http.Get(elsewhere + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(body), `data-testid="sso" href="`+a.srv.URL+`/login/oidc?next=`) {
+		t.Fatalf("the sign-in page at %s starts single sign-on at: %s", elsewhere, between(string(body), `data-testid="sso"`, ">"))
 	}
 }

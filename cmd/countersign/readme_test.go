@@ -70,7 +70,7 @@ func TestReadmeRunsAsWritten(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary as the README does")
 	}
-	for _, port := range []string{"8080", "8090"} {
+	for _, port := range []string{"8080", "8081", "8090", "9400"} {
 		if ln, err := net.Listen("tcp", "127.0.0.1:"+port); err != nil {
 			t.Fatalf("the README's commands use port %s, which is taken here: %v", port, err)
 		} else {
@@ -143,7 +143,7 @@ func TestReadmeRunsAsWritten(t *testing.T) {
 		t.Fatalf("the README's shell blocks stopped: %v\n%s", runErr, tail(text, 6000))
 	}
 	// What a newcomer would look for in what they typed.
-	for _, want := range []string{`"status":"pending"`, `"verdict":"needs_approval"`, `"session":"conv-42"`, "created you@example.com"} {
+	for _, want := range []string{`"status":"pending"`, `"verdict":"needs_approval"`, `"session":"conv-42"`, "created you@example.com", "Sign in with Test IdP"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the README's run never showed %q:\n%s", want, tail(text, 4000))
 		}
@@ -195,7 +195,7 @@ func killListeners(t *testing.T, dir string) {
 			_ = syscall.Kill(pid, syscall.SIGTERM)
 		}
 	}
-	for _, port := range []string{"8080", "8090"} {
+	for _, port := range []string{"8080", "8081", "8090", "9400"} {
 		for range 50 {
 			c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, 100*time.Millisecond)
 			if err != nil {
