@@ -199,7 +199,7 @@ func (s *Server) staffView(c echo.Context) (views.StaffView, error) {
 	}
 	for _, st := range all {
 		v.Rows = append(v.Rows, views.StaffRow{ID: st.ID, Email: st.Email, Name: st.Name, Role: string(st.Role), Disabled: st.Disabled, Self: st.ID == me,
-			Tokens: tokens[st.ID], Slack: st.SlackUserID, Origin: originWords(st.Origin), Host: st.Origin == models.OriginHost,
+			Tokens: tokens[st.ID], Slack: st.SlackUserID, Origin: originWords(st.Origin), Host: st.Origin == models.OriginHost, Demo: st.Origin == models.OriginDemo,
 			PersonURL: views.Reverse(views.PathPerson, st.ID), NoPassword: st.PasswordHash == ""})
 	}
 	if err := s.staffChangesInto(c, &v); err != nil {

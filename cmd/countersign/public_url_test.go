@@ -1,6 +1,10 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -31,5 +35,36 @@ func TestTheBannerAndEnrollLinkGiveThePublicURL(t *testing.T) {
 	t.Setenv("COUNTERSIGN_PUBLIC_URL", "http://localhost:8080")
 	if link, _ := runCmd(t, "user", "enroll-link", "--email", "ines@x.test", "--db", db); !strings.HasPrefix(link, "http://localhost:8080/enroll/") {
 		t.Fatalf("the enroll link: %q", link)
+	}
+}
+
+// The demo's four accounts, made by its seed on the host, are marked so on
+// /staff, as the README says.
+func TestTheDemoAccountsAreMarkedMadeOnTheHost(t *testing.T) {
+	out := &lockedBuffer{}
+	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t), Demo: true}, out)
+	password := ""
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) == 5 && f[2] == "ada@demo.countersign" {
+			password = f[4]
+		}
+	}
+	if password == "" {
+		t.Fatalf("no password for the demo admin in:\n%s", out.String())
+	}
+	jar, _ := cookiejar.New(nil)
+	ada := &http.Client{Jar: jar}
+	base := "http://" + app.Addr()
+	if res, err := ada.PostForm(base+"/login", url.Values{"email": {"ada@demo.countersign"}, "password": {password}}); err != nil || res.StatusCode != 200 {
+		t.Fatalf("sign in: %v %v", res, err)
+	}
+	res, err := ada.Get(base + "/staff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if n := strings.Count(string(raw), `data-testid="made-on-host"`); n != 4 {
+		t.Fatalf("%d of the 4 demo accounts are marked made on the host", n)
 	}
 }
