@@ -29,11 +29,14 @@ const (
 	PathRunRetry = "/runs/:id/retry"
 	PathRunClose = "/runs/:id/close"
 
-	PathAudit        = "/audit"
-	PathAuditChain   = "/audit/chain.jsonl"
-	PathAuditExport  = "/audit/export.:format"
-	PathPolicy       = "/policy"
-	PathPolicyReplay = "/policy/replay"
+	PathAudit      = "/audit"
+	PathAuditChain = "/audit/chain.jsonl"
+	// PathAuditChainStatus is the audit page's chain check, which the page
+	// asks for again until the first verification has finished.
+	PathAuditChainStatus = "/audit/chain-status"
+	PathAuditExport      = "/audit/export.:format"
+	PathPolicy           = "/policy"
+	PathPolicyReplay     = "/policy/replay"
 	// Policy versions: proposed on /policy, each with a page of its own
 	// where admins approve or reject it; a diff between any two.
 	PathPolicyVersions       = "/policy/versions"

@@ -162,9 +162,15 @@ func (s *Server) auditPage(c echo.Context) error {
 		}
 		v.Rows = append(v.Rows, row)
 	}
-	v.ChainOK, v.ChainText = s.chainStatus(c)
-	v.ChainChecked = !strings.Contains(v.ChainText, "first verification running")
+	v.ChainOK, v.ChainChecked, v.ChainText = s.chainStatus(c)
 	return render(c, http.StatusOK, views.Audit(v))
+}
+
+// auditChainStatus is the audit page's chain check alone, which the page
+// asks for until the first verification has finished.
+func (s *Server) auditChainStatus(c echo.Context) error {
+	ok, checked, text := s.chainStatus(c)
+	return render(c, http.StatusOK, views.ChainStatus(ok, checked, text))
 }
 
 // decisionWords is a call's decision as the audit table shows it: a call
@@ -193,7 +199,7 @@ func whyDecided(c *models.ToolCall) string {
 // chainStatus reports the last verification of the audit chain. Verifying
 // reads every event, so it runs in the background at most every five
 // minutes and the page never waits for it.
-func (s *Server) chainStatus(c echo.Context) (bool, string) {
+func (s *Server) chainStatus(c echo.Context) (ok, checked bool, text string) {
 	s.chainMu.Lock()
 	defer s.chainMu.Unlock()
 	if !s.chainRunning && time.Since(s.chainAt) > 5*time.Minute {
@@ -201,9 +207,9 @@ func (s *Server) chainStatus(c echo.Context) (bool, string) {
 		go s.verifyChain()
 	}
 	if s.chainAt.IsZero() {
-		return false, "audit chain: first verification running…"
+		return false, false, "audit chain: first verification running…"
 	}
-	return s.chainOK, s.chainText + " (checked " + s.chainAt.UTC().Format("15:04:05 UTC") + ")"
+	return s.chainOK, true, s.chainText + " (checked " + s.chainAt.UTC().Format("15:04:05 UTC") + ")"
 }
 
 func (s *Server) verifyChain() {

@@ -40,6 +40,7 @@ func (s *Server) routes() {
 	e.GET(views.PathRuns, s.runsPage, staff...)
 	e.GET(views.PathRun, s.runPage, staff...)
 	e.GET(views.PathAudit, s.auditPage, staff...)
+	e.GET(views.PathAuditChainStatus, s.auditChainStatus, staff...)
 	// Exports a script fetches: a session or a staff API token.
 	e.GET(views.PathAuditChain, s.auditChainExport, s.sessionOrToken(mayRead))
 	e.GET(views.PathAuditExport, s.auditExport, s.sessionOrToken(mayRead))
