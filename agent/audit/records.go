@@ -82,7 +82,7 @@ func checkRecord(r *models.CallRecord) string {
 	case exp.resultHash != "" && hashOf(c.Result) != exp.resultHash:
 		return "the row's result is not the one its audit events recorded"
 	case len(r.Approvals) != exp.approvals:
-		return fmt.Sprintf("the call has %d approval rows but its audit events record %d verdicts", len(r.Approvals), exp.approvals)
+		return fmt.Sprintf("the call has %s but its audit events record %s", count(len(r.Approvals), "approval row"), count(exp.approvals, "verdict"))
 	}
 	for _, a := range r.Approvals {
 		if a.Verdict != "approve" && a.Verdict != "reject" {
@@ -162,4 +162,12 @@ func replay(events []models.AuditEvent) (expected, string) {
 		}
 	}
 	return exp, ""
+}
+
+// count says n of a noun: "1 verdict", "2 verdicts".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -124,7 +124,7 @@ func TestAuditVerifyCatchesWhatTheChainAloneCannot(t *testing.T) {
 		{"wiped", []string{"DELETE FROM audit_events", "DELETE FROM audit_heads"}, true, "events were removed or the chain was rewound"},
 		{"rewound", []string{"DELETE FROM audit_events WHERE seq > 5", "UPDATE audit_heads SET seq = 5, hash = (SELECT hash FROM audit_events WHERE seq = 5)"}, true, "events were removed or the chain was rewound"},
 		{"call row changed without an event", []string{"UPDATE tool_calls SET status = 'succeeded' WHERE status = 'rejected'"}, true, "the row says succeeded but its audit events say rejected"},
-		{"approval removed", []string{"DELETE FROM approvals WHERE verdict = 'reject'"}, true, "approval rows but its audit events record 1 verdicts"},
+		{"approval removed", []string{"DELETE FROM approvals WHERE verdict = 'reject'"}, true, "approval rows but its audit events record 1 verdict"},
 		{"arguments changed", []string{"UPDATE tool_calls SET args_hash = 'x' || args_hash WHERE status = 'succeeded'"}, true, "arguments are not the ones"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -212,12 +212,12 @@ func TestBackupCommand(t *testing.T) {
 
 	copyPath := filepath.Join(dir, "backup.db")
 	out, code := runCmd(t, "backup", "--db", db, "--to", copyPath)
-	if code != 0 || !strings.Contains(out, "the copy's audit chain is intact: 1 events") {
+	if code != 0 || !strings.Contains(out, "the copy's audit chain is intact: 1 event") {
 		t.Fatalf("backup: code %d\n%s", code, out)
 	}
 	// The copy is a working database: the demo shop is in it.
 	out, code = runCmd(t, "audit", "verify", "--db", copyPath)
-	if code != 0 || !strings.Contains(out, "intact: 1 events") {
+	if code != 0 || !strings.Contains(out, "intact: 1 event") {
 		t.Fatalf("verify the copy: code %d\n%s", code, out)
 	}
 	c, err := storage.Open(copyPath, storage.Options{})

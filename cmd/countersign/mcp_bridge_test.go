@@ -279,7 +279,7 @@ func TestTheSameWriteAfterARestartIsTheSameAction(t *testing.T) {
 		t.Fatalf("before the restart %q, after it %q", first, again)
 	}
 	out, _ := runCmd(t, "audit", "verify", "--db", db)
-	if !strings.Contains(out, "records agree with the audit chain: 1 calls") {
+	if !strings.Contains(out, "records agree with the audit chain: 1 call,") {
 		t.Fatalf("one call only, and the records agree: %s", out)
 	}
 }
