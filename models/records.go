@@ -1,6 +1,7 @@
 package models
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -176,14 +177,33 @@ type Approval struct {
 
 // AuditEvent is one link of the append-only, hash-chained audit log.
 type AuditEvent struct {
-	Seq      int64 `gorm:"primaryKey;autoIncrement:false"`
-	At       time.Time
-	Actor    string    `gorm:"size:200"`
-	Kind     EventKind `gorm:"size:64"`
-	Subject  string    `gorm:"size:64;index"`
-	Payload  string    `gorm:"type:text"`
-	PrevHash string    `gorm:"size:64"`
-	Hash     string    `gorm:"size:64"`
+	Seq      int64     `gorm:"primaryKey;autoIncrement:false" json:"seq"`
+	At       time.Time `json:"at"`
+	Actor    string    `gorm:"size:200" json:"actor"`
+	Kind     EventKind `gorm:"size:64" json:"kind"`
+	Subject  string    `gorm:"size:64;index" json:"subject"`
+	Payload  string    `gorm:"type:text" json:"payload"`
+	PrevHash string    `gorm:"size:64" json:"prev_hash"`
+	Hash     string    `gorm:"size:64" json:"hash"`
+}
+
+// UnmarshalJSON reads an event in the keys of the chain export (seq, at,
+// prev_hash…) and in those an evidence bundle had before it used them
+// (Seq, At, PrevHash…), so that an older bundle still checks.
+func (e *AuditEvent) UnmarshalJSON(b []byte) error {
+	type plain AuditEvent
+	var v struct {
+		plain
+		OldPrevHash string `json:"PrevHash"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*e = AuditEvent(v.plain)
+	if e.PrevHash == "" {
+		e.PrevHash = v.OldPrevHash
+	}
+	return nil
 }
 
 // AuditHead remembers the last link of the chain, so that removing the newest

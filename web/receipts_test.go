@@ -308,6 +308,24 @@ func TestEvidenceBundlesCheckOfflineAndNameEachAlteration(t *testing.T) {
 	if p, problems := receipts.Check(&b, nil); len(problems) != 0 || p.Call != id {
 		t.Fatalf("an untouched bundle: %v", problems)
 	}
+	// Its links are in the chain export's keys; a bundle in the keys
+	// bundles had before (Seq, At, PrevHash…) still checks.
+	if !strings.Contains(r.Raw, `"prev_hash":`) || strings.Contains(r.Raw, `"PrevHash"`) || strings.Contains(r.Raw, `"Seq"`) {
+		t.Fatalf("the links' keys: %.600s", r.Raw[strings.Index(r.Raw, `"links"`):])
+	}
+	old := r.Raw
+	for _, k := range []string{"seq", "at", "actor", "kind", "subject", "payload", "hash"} {
+		old = strings.ReplaceAll(old, `{"`+k+`":`, `{"`+strings.ToUpper(k[:1])+k[1:]+`":`)
+		old = strings.ReplaceAll(old, `,"`+k+`":`, `,"`+strings.ToUpper(k[:1])+k[1:]+`":`)
+	}
+	old = strings.ReplaceAll(old, `"prev_hash":`, `"PrevHash":`)
+	var ob receipts.Bundle
+	if err := json.Unmarshal([]byte(old), &ob); err != nil {
+		t.Fatal(err)
+	}
+	if _, problems := receipts.Check(&ob, nil); len(problems) != 0 || !strings.Contains(old, `"PrevHash":`) {
+		t.Fatalf("a bundle in the older keys: %v", problems)
+	}
 	// The back office links them, and the audit page's filter exports the
 	// bundles of the calls it finds, one per line.
 	a.staff(models.Auditor, "aud@x.test", "Audrey")
