@@ -39,7 +39,7 @@ func TestTheBannerAndEnrollLinkGiveThePublicURL(t *testing.T) {
 }
 
 // The demo's four accounts, made by its seed on the host, are marked so on
-// /staff, as the README says.
+// /staff, as the README says; /policy names the demo's policy in words.
 func TestTheDemoAccountsAreMarkedMadeOnTheHost(t *testing.T) {
 	out := &lockedBuffer{}
 	app := serveApp(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t), Demo: true}, out)
@@ -66,5 +66,15 @@ func TestTheDemoAccountsAreMarkedMadeOnTheHost(t *testing.T) {
 	res.Body.Close()
 	if n := strings.Count(string(raw), `data-testid="made-on-host"`); n != 4 {
 		t.Fatalf("%d of the 4 demo accounts are marked made on the host", n)
+	}
+	// /policy says in words where the policy in force came from.
+	if res, err = ada.Get(base + "/policy"); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(raw), "From the built-in demo shop policy.") {
+		i := strings.Index(string(raw), "From ")
+		t.Fatalf("/policy says: %.80s", string(raw)[max(i, 0):])
 	}
 }
