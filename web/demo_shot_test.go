@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -21,6 +22,27 @@ func TestBrowserDemoPageEmbedsTheWidget(t *testing.T) {
 	}
 	waitForText(t, ctx, in, "Order A1001 (Trail running shoes, $120.00) is on its way.")
 	screenshot(t, ctx, "demo")
+}
+
+// At 1440×900 the open chat leaves the demo page's words readable: it
+// covers none of them.
+func TestBrowserTheOpenChatCoversNoneOfTheDemoPage(t *testing.T) {
+	a := newApp(t)
+	ctx := person(t, newBrowser(t))
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1440, 900)); err != nil {
+		t.Fatal(err)
+	}
+	openWidget(t, ctx, a.srv.URL+"/demo?as=cus_alice")
+	covered, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(() => {
+		const p = document.querySelector("[data-countersign=panel]").getBoundingClientRect();
+		return [...document.querySelectorAll("main p, main li, main h1, main h2, main label, main button, main select")].filter(e => {
+			const r = e.getBoundingClientRect();
+			return r.width > 0 && r.right > p.left && r.left < p.right && r.bottom > p.top && r.top < p.bottom;
+		}).map(e => e.tagName + ": " + e.textContent.trim().slice(0, 60)); })()`))
+	screenshot(t, ctx, "demo-chat-open-1440")
+	if err != nil || len(covered) > 0 {
+		t.Fatalf("the open chat covers (%v):\n%s", err, strings.Join(covered, "\n"))
+	}
 }
 
 // On a phone the panel takes the whole screen and the chat still works.
