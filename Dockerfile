@@ -4,7 +4,10 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=1 go build -tags sqlite_fts5 -trimpath -ldflags="-s -w" -o /out/countersign ./cmd/countersign
+# The context holds no .git: the commit comes as a build argument
+# (docker build --build-arg COMMIT=$(git rev-parse HEAD) .), for `countersign version`.
+ARG COMMIT=
+RUN CGO_ENABLED=1 go build -tags sqlite_fts5 -trimpath -ldflags="-s -w -X main.builtCommit=${COMMIT}" -o /out/countersign ./cmd/countersign
 
 # Run: a small Debian image (glibc for the cgo binary), as a non-root user.
 FROM debian:bookworm-slim

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"runtime/debug"
 	"strings"
 
@@ -17,6 +18,9 @@ func versionLine() string {
 		commit = commit[:12]
 	}
 	parts := []string{"countersign " + version, "commit " + commit}
+	if commit == "unknown" {
+		parts[1] += " (the build recorded none: go run and builds outside a git checkout do not; go build in a clone does, or -ldflags \"-X main.builtCommit=SHA\")"
+	}
 	if modified {
 		parts[1] += " (with uncommitted changes)"
 	}
@@ -40,9 +44,14 @@ func release() string {
 	return version + "+" + commit[:min(12, len(commit))]
 }
 
+// builtCommit is the commit a build outside a git checkout was made from,
+// when it says so (-ldflags "-X main.builtCommit=SHA": the Dockerfile's
+// COMMIT); the toolchain's own record of a checkout wins.
+var builtCommit string
+
 // buildInfo is what the Go toolchain recorded of the build.
 func buildInfo() (version, commit, at string, modified bool, goVersion string) {
-	version, commit = "devel", "unknown"
+	version, commit = "devel", cmp.Or(builtCommit, "unknown")
 	if info, ok := debug.ReadBuildInfo(); ok {
 		goVersion = info.GoVersion
 		if v := info.Main.Version; v != "" && v != "(devel)" {

@@ -23,6 +23,16 @@ func TestVersionSaysWhatWasBuilt(t *testing.T) {
 	if os.Getenv("CI") == "true" && !strings.Contains(line, "SQLite FTS5: yes") {
 		t.Fatalf("CI builds with -tags sqlite_fts5, yet: %q", line)
 	}
+	// A test binary, like go run, records no commit: it says why and what
+	// records one; a commit given at build time is named.
+	if !strings.Contains(line, "commit unknown (the build recorded none") {
+		t.Errorf("a build with no commit recorded: %q", line)
+	}
+	builtCommit = "0123456789abcdef"
+	defer func() { builtCommit = "" }()
+	if line := versionLine(); !strings.Contains(line, "commit 0123456789ab,") {
+		t.Errorf("a build given its commit: %q", line)
+	}
 	var errOut bytes.Buffer
 	err := run(context.Background(), []string{"serve", "--log-level", "loud"}, strings.NewReader(""), io.Discard, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "choose debug, info, warn or error") {
