@@ -71,35 +71,11 @@ func run(nCalls, nPending, nClients int, dir, dsn string) error {
 	if path == "" {
 		path = filepath.Join(dir, "bench.db")
 	}
-	t0 := time.Now()
-	if err := seed(path, nCalls, nPending); err != nil {
-		return err
-	}
-	fmt.Printf("seeded %d decided calls and %d pending actions in %s (%.0f MB)\n", nCalls, nPending, time.Since(t0).Round(time.Second), dbSize(path)/1e6)
-
-	store, err := storage.Open(path, storage.Options{Own: shop.Schema})
+	store, err := seeded(ctx, path, nCalls, nPending)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	if _, err := shop.On(store).Seed(ctx); err != nil {
-		return err
-	}
-	// The seed wrote past the store, so the audit search's index is behind
-	// by every call: bring it up to date (what the store's indexer does in
-	// the background, a batch at a time) before measuring.
-	t1, indexed := time.Now(), 0
-	for {
-		n, err := store.IndexText(ctx)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			break
-		}
-		indexed += n
-	}
-	fmt.Printf("put %d calls in the audit search's index in %s\n", indexed, time.Since(t1).Round(time.Millisecond))
 	reg, _ := tools.NewRegistry(shop.Tools(store)...)
 	policy, err := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
 	if err != nil {
@@ -159,6 +135,42 @@ func run(nCalls, nPending, nClients int, dir, dsn string) error {
 	}
 	fmt.Printf("\nlive updates: %d open queue streams\n", nClients)
 	return liveUpdates(ctx, srv.URL, client, g, store, admin, nClients)
+}
+
+// seeded is the database at path with nCalls decided calls and nPending
+// actions waiting, the demo shop's own rows, and the audit search's index
+// up to date.
+func seeded(ctx context.Context, path string, nCalls, nPending int) (*storage.Store, error) {
+	t0 := time.Now()
+	if err := seed(path, nCalls, nPending); err != nil {
+		return nil, err
+	}
+	fmt.Printf("seeded %d decided calls and %d pending actions in %s (%.0f MB)\n", nCalls, nPending, time.Since(t0).Round(time.Second), dbSize(path)/1e6)
+	store, err := storage.Open(path, storage.Options{Own: shop.Schema})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := shop.On(store).Seed(ctx); err != nil {
+		store.Close()
+		return nil, err
+	}
+	// The seed wrote past the store, so the audit search's index is behind
+	// by every call: bring it up to date (what the store's indexer does in
+	// the background, a batch at a time) before measuring.
+	t1, indexed := time.Now(), 0
+	for {
+		n, err := store.IndexText(ctx)
+		if err != nil {
+			store.Close()
+			return nil, err
+		}
+		if n == 0 {
+			break
+		}
+		indexed += n
+	}
+	fmt.Printf("put %d calls in the audit search's index in %s\n", indexed, time.Since(t1).Round(time.Millisecond))
+	return store, nil
 }
 
 // chromium is the browser the action page is timed in (-chromium).

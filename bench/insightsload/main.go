@@ -51,12 +51,56 @@ func main() {
 }
 
 func run(calls, n, readers int) error {
-	ctx := context.Background()
+	b, cleanup, err := setUp(calls)
+	defer cleanup()
+	if err != nil {
+		return err
+	}
+	for i := range 200 { // warm up
+		if _, err := b.gated(i); err != nil {
+			return err
+		}
+	}
+	alone, err := b.phase("the gate alone:", 1000, n)
+	if err != nil {
+		return err
+	}
+	r := b.read(readers)
+	time.Sleep(500 * time.Millisecond)
+	loaded, err := b.phase(fmt.Sprintf("with %d insights readers:", readers), 1_000_000, n)
+	r.stop()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("insights answered: %d (slowest %.1f s), told to come back (503): %d, other answers: %d\n",
+		r.done.Load(), r.slowest().Seconds(), r.busy.Load(), r.other.Load())
+	p95 := measure.Percentile
+	fmt.Printf("gate p95 with readers / alone: %.2f (target <= 3)\n", float64(p95(loaded, .95))/float64(p95(alone, .95)))
+	return nil
+}
+
+// bench is a server over a seeded history, with an agent's key and an
+// auditor's token.
+type bench struct {
+	srv        *httptest.Server
+	key, token string
+	client     *http.Client
+}
+
+// setUp seeds a history of calls and serves the gate over it; cleanup
+// undoes what was made (also when it fails part way).
+func setUp(calls int) (*bench, func(), error) {
+	var undo []func()
+	cleanup := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"delivered"}`))
 	}))
-	defer backend.Close()
+	undo = append(undo, backend.Close)
 	set, err := httptool.Load([]byte(`tools:
   - name: lookup_order
     risk: read
@@ -70,22 +114,22 @@ func run(calls, n, readers int) error {
     http: {method: POST, url: "`+backend.URL+`/refunds"}
 `), "bench", httptool.Options{})
 	if err != nil {
-		return err
+		return nil, cleanup, err
 	}
 	dir, err := os.MkdirTemp("", "insightsload")
 	if err != nil {
-		return err
+		return nil, cleanup, err
 	}
-	defer os.RemoveAll(dir)
+	undo = append(undo, func() { os.RemoveAll(dir) })
 	path := filepath.Join(dir, "cs.db")
 	store, err := storage.Open(path, storage.Options{})
 	if err != nil {
-		return err
+		return nil, cleanup, err
 	}
-	defer store.Close()
+	undo = append(undo, func() { store.Close() })
 	start := time.Now()
 	if err := seed(path, calls); err != nil {
-		return err
+		return nil, cleanup, err
 	}
 	fmt.Printf("seeded %d calls in %s\n", calls, time.Since(start).Round(time.Second))
 	reg, _ := tools.NewRegistry(set.Tools()...)
@@ -95,116 +139,122 @@ func run(calls, n, readers int) error {
     decision: needs_approval
 `), "bench", reg)
 	if err != nil {
-		return err
+		return nil, cleanup, err
 	}
 	app, site := webtest.New(core.Config{Store: store, Tools: reg, Policy: pol, Log: slog.New(slog.DiscardHandler)},
 		web.Config{AgentCallsPerSecond: 1_000_000, AgentCallBurst: 1_000_000})
-	defer app.Close()
+	undo = append(undo, func() { app.Close() })
 	srv := httptest.NewServer(site.Handler())
-	defer srv.Close()
-	key, _, err := app.Accounts.AddAgent(ctx, "bench", models.Actor{ID: "bench"})
-	if err != nil {
-		return err
+	undo = append(undo, srv.Close)
+	b := &bench{srv: srv, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}}
+	b.key, b.token, err = people(app)
+	return b, cleanup, err
+}
+
+// people adds the agent that calls and the auditor who reads insights.
+func people(app *core.Core) (key, token string, err error) {
+	ctx := context.Background()
+	if key, _, err = app.Accounts.AddAgent(ctx, "bench", models.Actor{ID: "bench"}); err != nil {
+		return "", "", err
 	}
 	if _, err := app.Accounts.AddStaff(ctx, "audit@bench.test", "Audit", models.Auditor, "a long enough password 1", models.Actor{ID: "bench"}); err != nil {
-		return err
+		return "", "", err
 	}
-	token, err := app.Accounts.CreateAPIToken(ctx, "audit@bench.test", models.Actor{ID: "bench"})
-	if err != nil {
-		return err
-	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
-	get := func(req *http.Request) (int, error) {
-		res, err := client.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res.StatusCode, nil
-	}
-	gated := func(i int) (time.Duration, error) {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/calls",
-			strings.NewReader(fmt.Sprintf(`{"tool":"lookup_order","args":{"order_id":"A%d"},"session":"s%d"}`, i, i%50)))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+key)
-		t0 := time.Now()
-		status, err := get(req)
-		if err == nil && status/100 != 2 {
-			err = fmt.Errorf("POST /api/v1/calls: %d", status)
-		}
-		return time.Since(t0), err
-	}
-	phase := func(name string, from int) ([]time.Duration, error) {
-		lat := make([]time.Duration, 0, n)
-		for i := range n {
-			d, err := gated(from + i)
-			if err != nil {
-				return nil, err
-			}
-			lat = append(lat, d)
-		}
-		p := measure.Percentile
-		fmt.Printf("%-34s p50 %7.3f ms  p95 %7.3f ms  p99 %7.3f ms  max %7.3f ms\n", name,
-			measure.MS(p(lat, .5)), measure.MS(p(lat, .95)), measure.MS(p(lat, .99)), measure.MS(p(lat, 1)))
-		return lat, nil
-	}
-	for i := range 200 { // warm up
-		if _, err := gated(i); err != nil {
-			return err
-		}
-	}
-	alone, err := phase("the gate alone:", 1000)
-	if err != nil {
-		return err
-	}
+	token, err = app.Accounts.CreateAPIToken(ctx, "audit@bench.test", models.Actor{ID: "bench"})
+	return key, token, err
+}
 
+// get sends req and reads its answer away.
+func (b *bench) get(req *http.Request) (int, error) {
+	res, err := b.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode, nil
+}
+
+// gated is one allowed read through the gate API, timed.
+func (b *bench) gated(i int) (time.Duration, error) {
+	req, _ := http.NewRequest(http.MethodPost, b.srv.URL+"/api/v1/calls",
+		strings.NewReader(fmt.Sprintf(`{"tool":"lookup_order","args":{"order_id":"A%d"},"session":"s%d"}`, i, i%50)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+b.key)
+	t0 := time.Now()
+	status, err := b.get(req)
+	if err == nil && status/100 != 2 {
+		err = fmt.Errorf("POST /api/v1/calls: %d", status)
+	}
+	return time.Since(t0), err
+}
+
+// phase times n gated calls and prints their percentiles.
+func (b *bench) phase(name string, from, n int) ([]time.Duration, error) {
+	lat := make([]time.Duration, 0, n)
+	for i := range n {
+		d, err := b.gated(from + i)
+		if err != nil {
+			return nil, err
+		}
+		lat = append(lat, d)
+	}
+	p := measure.Percentile
+	fmt.Printf("%-34s p50 %7.3f ms  p95 %7.3f ms  p99 %7.3f ms  max %7.3f ms\n", name,
+		measure.MS(p(lat, .5)), measure.MS(p(lat, .95)), measure.MS(p(lat, .99)), measure.MS(p(lat, 1)))
+	return lat, nil
+}
+
+// readers are people asking for heavy insights, again as each answer
+// comes, until stopped.
+type readers struct {
+	quit              chan struct{}
+	wg                sync.WaitGroup
+	done, busy, other atomic.Int64
+	took              sync.Map
+}
+
+// read starts n readers.
+func (b *bench) read(n int) *readers {
 	queries := []string{"since=720h&bands=50,200,1000", "since=720h&tool=issue_refund&field=amount&bands=50,200,1000", ""}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var done, busy, other atomic.Int64
-	var took sync.Map
-	for r := range readers {
-		wg.Add(1)
+	r := &readers{quit: make(chan struct{})}
+	for i := range n {
+		r.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer r.wg.Done()
 			for k := 0; ; k++ {
 				select {
-				case <-stop:
+				case <-r.quit:
 					return
 				default:
 				}
-				req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/insights?"+queries[(r+k)%len(queries)], nil)
-				req.Header.Set("Authorization", "Bearer "+token)
+				req, _ := http.NewRequest(http.MethodGet, b.srv.URL+"/api/v1/insights?"+queries[(i+k)%len(queries)], nil)
+				req.Header.Set("Authorization", "Bearer "+b.token)
 				t0 := time.Now()
-				status, err := get(req)
+				status, err := b.get(req)
 				switch {
 				case err == nil && status == http.StatusOK:
-					done.Add(1)
-					took.Store(done.Load(), time.Since(t0))
+					r.done.Add(1)
+					r.took.Store(r.done.Load(), time.Since(t0))
 				case err == nil && status == http.StatusServiceUnavailable:
-					busy.Add(1)
+					r.busy.Add(1)
 					time.Sleep(time.Second) // as Retry-After asks, sooner
 				default:
-					other.Add(1)
+					r.other.Add(1)
 				}
 			}
 		}()
 	}
-	time.Sleep(500 * time.Millisecond)
-	loaded, err := phase(fmt.Sprintf("with %d insights readers:", readers), 1_000_000)
-	close(stop)
-	wg.Wait()
-	if err != nil {
-		return err
-	}
-	var slowest time.Duration
-	took.Range(func(_, v any) bool { slowest = max(slowest, v.(time.Duration)); return true })
-	fmt.Printf("insights answered: %d (slowest %.1f s), told to come back (503): %d, other answers: %d\n",
-		done.Load(), slowest.Seconds(), busy.Load(), other.Load())
-	p95 := measure.Percentile
-	fmt.Printf("gate p95 with readers / alone: %.2f (target <= 3)\n", float64(p95(loaded, .95))/float64(p95(alone, .95)))
-	return nil
+	return r
+}
+
+func (r *readers) stop() { close(r.quit); r.wg.Wait() }
+
+// slowest is the longest an answered reader waited.
+func (r *readers) slowest() time.Duration {
+	var d time.Duration
+	r.took.Range(func(_, v any) bool { d = max(d, v.(time.Duration)); return true })
+	return d
 }
 
 // seed writes a month of calls straight into the tables: 80% allowed
