@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,5 +68,46 @@ func TestNoFileOrFunctionTooLongToRead(t *testing.T) {
 	}
 	if checked < 100 {
 		t.Fatalf("only %d files checked: the walk missed the tree", checked)
+	}
+}
+
+// The templ sources are held to the same limits, each component as a
+// function, and hold one page each (one component that lays out a whole
+// page with @Layout), so that a page is found by its file.
+func TestEveryTemplFileIsOnePageAReaderCanHold(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("../../views/*.templ")
+	if err != nil || len(files) < 10 {
+		t.Fatalf("%d templ files found (%v)", len(files), err)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Base(f)
+		lines := strings.Split(string(raw), "\n")
+		if n := len(lines); n > maxFileLines {
+			t.Errorf("%s has %d lines (at most %d): split it by meaning", name, n, maxFileLines)
+		}
+		var pages []string
+		comp, start := "", 0
+		for i, l := range lines {
+			if comp == "" && (strings.HasPrefix(l, "templ ") || strings.HasPrefix(l, "func ")) {
+				comp, start = strings.Fields(strings.NewReplacer("(", " ").Replace(l))[1], i
+			}
+			if comp != "" && strings.Contains(l, "@Layout(") {
+				pages = append(pages, comp)
+			}
+			if comp != "" && l == "}" {
+				if n := i - start + 1; n > maxFuncLines {
+					t.Errorf("%s: %s has %d lines (at most %d)", name, comp, n, maxFuncLines)
+				}
+				comp = ""
+			}
+		}
+		if len(pages) > 1 {
+			t.Errorf("%s holds %d pages (%s): one page a file", name, len(pages), strings.Join(pages, ", "))
+		}
 	}
 }
