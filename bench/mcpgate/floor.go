@@ -66,7 +66,7 @@ type recorder interface {
 }
 
 // floorGate is sdkProxy with the least a gate that keeps Countersign's
-// promises must do on a call's way (DESIGN.md): the call committed before
+// promises must do on a call's way (ARCHITECTURE.md, "A call from an outside agent"): the call committed before
 // it is forwarded, and its outcome committed before the answer, with a
 // signature over it. Two SQLite commits in WAL mode with synchronous
 // NORMAL, as Countersign's store has them, on one table with no index
