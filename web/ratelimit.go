@@ -35,9 +35,8 @@ type limiter struct {
 	mu      sync.Mutex
 	buckets *simplelru.LRU[[16]byte, *rate.Limiter]
 
-	shared     *sharedBuckets
-	name       string
-	lastPruned time.Time
+	shared *sharedBuckets
+	name   string
 }
 
 // sharedBuckets keeps rate limits in the database every instance uses.
@@ -97,7 +96,6 @@ func (l *limiter) allowAt(key string, every time.Duration, burst int) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), sharedWait)
 		ok, err := l.shared.store.TakeToken(ctx, l.name, k[:], every, burst)
 		cancel()
-		l.prune()
 		if err == nil {
 			return ok
 		}
@@ -120,24 +118,28 @@ func (l *limiter) size() int {
 	return l.buckets.Len()
 }
 
-// prune forgets, at most once a minute, shared buckets idle long enough to
-// have refilled (ten times what a full refill takes, at least an hour).
-func (l *limiter) prune() {
-	l.mu.Lock()
-	due := time.Since(l.lastPruned) >= time.Minute
-	if due {
-		l.lastPruned = time.Now()
-	}
-	l.mu.Unlock()
-	if !due {
-		return
-	}
-	idle := max(time.Hour, 10*l.every*time.Duration(l.burst))
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := l.shared.store.PruneTokens(ctx, idle); err != nil {
-			l.shared.log.Warn("could not prune shared rate limits", "limit", l.name, "err", err)
+// pruneShared forgets, every minute until ctx ends, shared buckets idle
+// long enough to have refilled (ten times what a full refill takes, at
+// least an hour): a job of the core's (Server's pruneJob).
+func pruneShared(ctx context.Context, limiters []*limiter) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-	}()
+		for _, l := range limiters {
+			if l.shared == nil {
+				continue
+			}
+			idle := max(time.Hour, 10*l.every*time.Duration(l.burst))
+			pctx, cancel := context.WithTimeout(ctx, time.Minute)
+			if _, err := l.shared.store.PruneTokens(pctx, idle); err != nil && ctx.Err() == nil {
+				l.shared.log.Warn("could not prune shared rate limits", "limit", l.name, "err", err)
+			}
+			cancel()
+		}
+	}
 }

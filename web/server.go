@@ -217,6 +217,8 @@ type Server struct {
 	chainAt      time.Time
 	chainOK      bool
 	chainText    string
+	chainWanted  chan struct{}   // asks the audit chain check job for a check
+	slackClicks  chan slackClick // Slack's clicks, for its workers
 }
 
 // New builds the web side over the core: handlers, their middleware and
@@ -251,6 +253,17 @@ func New(c *core.Core, cfg Config) *Server {
 	c.Job("end the held requests of revoked agents", func(ctx context.Context) {
 		s.holds.watchRevoked(ctx, c.Store, cfg.RevokedCheckEvery, cfg.Log)
 	})
+	if shared != nil {
+		c.Job("prune shared rate limits", func(ctx context.Context) {
+			pruneShared(ctx, []*limiter{s.loginIP, s.loginAccount, s.chatIP, s.registerIP, s.authorizeIP, s.chatRunLimit, s.agentCalls})
+		})
+	}
+	s.chainWanted = make(chan struct{}, 1)
+	c.Job("audit chain check", s.checkChain)
+	s.slackClicks = make(chan slackClick, slackQueue)
+	for range slackWorkers {
+		c.Job("slack clicks", s.takeSlackClicks)
+	}
 	s.mcp = newMCPEndpoint(s)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())

@@ -64,8 +64,42 @@ func (s *Server) slackInteraction(c echo.Context) error {
 	if cb.BlockActionState != nil {
 		reason = cb.BlockActionState.Values[outbox.SlackReasonBlock][outbox.SlackReasonInput].Value
 	}
-	go s.slackDecide(cb.User.ID, act.ActionID, act.Value, reason, cb.ResponseURL)
-	return c.NoContent(http.StatusOK)
+	// Slack wants its answer within 3 seconds; deciding may take longer
+	// (an approval runs the call): one of the core's workers takes it.
+	select {
+	case s.slackClicks <- slackClick{cb.User.ID, act.ActionID, act.Value, reason, cb.ResponseURL}:
+		return c.NoContent(http.StatusOK)
+	default:
+		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+		defer cancel()
+		if err := s.core.Outbox.Respond(ctx, cb.ResponseURL, nil, "Countersign is busy with other clicks: nothing was decided. Try again in a moment."); err != nil {
+			s.cfg.Log.Warn("could not answer in Slack", "err", err)
+		}
+		return c.NoContent(http.StatusOK)
+	}
+}
+
+// slackClick is one click of Approve or Reject, to carry out.
+type slackClick struct{ user, verdict, actionID, reason, responseURL string }
+
+// Slack's clicks wait for one of slackWorkers in a queue of slackQueue; a
+// click that finds it full is told to try again.
+const (
+	slackWorkers = 4
+	slackQueue   = 256
+)
+
+// takeSlackClicks is one of the core's workers carrying out Slack's
+// clicks, until ctx ends.
+func (s *Server) takeSlackClicks(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case k := <-s.slackClicks:
+			s.slackDecide(k.user, k.verdict, k.actionID, k.reason, k.responseURL)
+		}
+	}
 }
 
 // slackDecide carries out a click and tells the person how it went.

@@ -111,3 +111,29 @@ func TestEveryTemplFileIsOnePageAReaderCanHold(t *testing.T) {
 		}
 	}
 }
+
+// The web side starts no goroutine of its own: its background work (live
+// pages, revoked keys, shared rate limits, the audit chain's check, Slack's
+// clicks) runs as the core's named jobs, which Start starts and Close
+// stops (issue 65).
+func TestTheWebSideStartsNoGoroutine(t *testing.T) {
+	t.Parallel()
+	fset := token.NewFileSet()
+	files, _ := filepath.Glob("../../web/*.go")
+	more, _ := filepath.Glob("../../web/*/*.go")
+	for _, f := range append(files, more...) {
+		if strings.HasSuffix(f, "_test.go") || strings.HasSuffix(f, "_templ.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			if g, ok := n.(*ast.GoStmt); ok {
+				t.Errorf("%s: a goroutine started outside the core's jobs", fset.Position(g.Pos()))
+			}
+			return true
+		})
+	}
+}
