@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/models/storage"
@@ -146,18 +147,11 @@ func (h *holds) endRevoked(ctx context.Context, store *storage.Store) error {
 
 // watchRevoked ends revoked agents' held requests until ctx ends.
 func (h *holds) watchRevoked(ctx context.Context, store *storage.Store, every time.Duration, log interface{ Warn(string, ...any) }) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := h.endRevoked(ctx, store); err != nil && ctx.Err() == nil {
-				log.Warn("could not check agents holding requests for revoked keys", "err", err)
-			}
+	agent.Every(ctx, every, func(ctx context.Context) {
+		if err := h.endRevoked(ctx, store); err != nil && ctx.Err() == nil {
+			log.Warn("could not check agents holding requests for revoked keys", "err", err)
 		}
-	}
+	})
 }
 
 // HeldRequests is how many requests the server holds open now (long polls

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models/storage"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -122,14 +123,7 @@ func (l *limiter) size() int {
 // long enough to have refilled (ten times what a full refill takes, at
 // least an hour): a job of the core's (Server's pruneJob).
 func pruneShared(ctx context.Context, limiters []*limiter) {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	agent.Every(ctx, time.Minute, func(ctx context.Context) {
 		for _, l := range limiters {
 			if l.shared == nil {
 				continue
@@ -141,5 +135,5 @@ func pruneShared(ctx context.Context, limiters []*limiter) {
 			}
 			cancel()
 		}
-	}
+	})
 }

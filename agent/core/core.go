@@ -9,6 +9,7 @@ package core
 import (
 	"context"
 	"crypto/ed25519"
+	"github.com/countersign/countersign/agent"
 	"log/slog"
 	"os"
 	"sync"
@@ -311,39 +312,35 @@ func (c *Core) job(ctx context.Context, name string, run func(context.Context)) 
 // beat keeps this instance's row alive and, sharing PostgreSQL, every beat
 // takes over what an instance that stopped beating left in the middle.
 func (c *Core) beat(ctx context.Context) {
-	t := time.NewTicker(models.BeatEvery)
-	defer t.Stop()
 	missed := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := c.Store.Beat(ctx, Hostname()); err != nil && ctx.Err() == nil {
-			c.log.Error("heartbeat failed", "err", err)
-			missed = true
-			continue
-		}
-		if c.alive == 0 {
-			continue // one instance (SQLite): nobody else's calls to take over
-		}
-		if missed {
-			// The database was away: every instance looked gone at once.
-			// Their owners get a beat to come back (and to record the
-			// outcomes they kept) before anyone takes their calls.
-			missed = false
-			continue
-		}
-		rerun, unknown, err := c.Gate.RecoverInterrupted(ctx, c.alive)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			c.log.Error("recovering another instance's calls failed", "err", err)
-		case rerun+unknown > 0:
-			c.log.Warn("took over the calls of an instance that stopped", "rerun", rerun, "unknown", unknown)
-			c.Receipts.Kick() // what it ended before it stopped may be unsigned
-		}
+	agent.Every(ctx, models.BeatEvery, func(ctx context.Context) { missed = c.beatOnce(ctx, missed) })
+}
+
+// beatOnce is one heartbeat; missed says the one before failed, and it
+// says whether this one did.
+func (c *Core) beatOnce(ctx context.Context, missed bool) bool {
+	if err := c.Store.Beat(ctx, Hostname()); err != nil && ctx.Err() == nil {
+		c.log.Error("heartbeat failed", "err", err)
+		return true
 	}
+	if c.alive == 0 {
+		return false // one instance (SQLite): nobody else's calls to take over
+	}
+	if missed {
+		// The database was away: every instance looked gone at once.
+		// Their owners get a beat to come back (and to record the
+		// outcomes they kept) before anyone takes their calls.
+		return false
+	}
+	rerun, unknown, err := c.Gate.RecoverInterrupted(ctx, c.alive)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		c.log.Error("recovering another instance's calls failed", "err", err)
+	case rerun+unknown > 0:
+		c.log.Warn("took over the calls of an instance that stopped", "rerun", rerun, "unknown", unknown)
+		c.Receipts.Kick() // what it ended before it stopped may be unsigned
+	}
+	return false
 }
 
 // Close stops the background jobs and waits for them, then the run loop

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/countersign/countersign/agent"
 	"time"
 
 	"github.com/countersign/countersign/agent/audit"
@@ -19,27 +20,23 @@ const SweepEvery = 5 * time.Second
 // version in force (also changed by the command line's `policy`), and,
 // while the other instances are not heard, everything the pages show.
 func (c *Core) sweep(ctx context.Context) {
-	t := time.NewTicker(SweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if c.Bus.down.Load() {
-			c.Bus.catchUp()
-		} else {
-			c.Gate.Repin()
-			c.resync()
-		}
-		if n, err := c.Gate.ExpireOverdueActions(ctx); err != nil && ctx.Err() == nil {
-			c.log.Error("expiry sweep failed", "err", err)
-		} else if n > 0 {
-			c.log.Info("expired overdue actions", "count", n)
-		}
-		c.tellHostAccounts(ctx)
+	agent.Every(ctx, SweepEvery, c.sweepOnce)
+}
+
+// sweepOnce is one round of the sweep.
+func (c *Core) sweepOnce(ctx context.Context) {
+	if c.Bus.down.Load() {
+		c.Bus.catchUp()
+	} else {
+		c.Gate.Repin()
+		c.resync()
 	}
+	if n, err := c.Gate.ExpireOverdueActions(ctx); err != nil && ctx.Err() == nil {
+		c.log.Error("expiry sweep failed", "err", err)
+	} else if n > 0 {
+		c.log.Info("expired overdue actions", "count", n)
+	}
+	c.tellHostAccounts(ctx)
 }
 
 // tellHostAccounts tells every admin of the accounts made on the host
@@ -68,16 +65,7 @@ func (c *Core) checkpoints(ctx context.Context) {
 	if every <= 0 {
 		every = time.Hour
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.checkpoint(ctx)
-		}
-	}
+	agent.Every(ctx, every, c.checkpoint)
 }
 
 // checkpoint writes one, when there is a key.
