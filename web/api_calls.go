@@ -127,8 +127,8 @@ func (s *Server) sameKeyAgain(c echo.Context, prior *models.ToolCall, req callRe
 		differs = append(differs, "context")
 	}
 	if len(differs) > 0 {
-		return fault.Errorf(fault.Conflict, "this Idempotency-Key was already used for call %s, with a different %s; send a new key for a new call",
-			prior.ID, strings.Join(differs, ", "))
+		return fault.Errorf(fault.Conflict, "this Idempotency-Key was already used for call %s, whose %s differed; send a new key for a new call",
+			prior.ID, strings.Join(differs, " and "))
 	}
 	return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(prior, run.Session)})
 }

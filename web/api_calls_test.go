@@ -183,14 +183,14 @@ func TestGateAPIEndToEnd(t *testing.T) {
 		return int(n)
 	}
 	pendingBefore := waiting()
-	for _, body := range []string{
-		`{"tool":"lookup_order","args":{"order_id":"A9"},"session":"conv-2"}`,
-		`{"tool":"refund_order","args":{"order_id":"A9","amount":7000},"session":"conv-2"}`,
-		`{"tool":"refund_order","args":{"order_id":"A9","amount":700},"session":"conv-9"}`,
-		`{"tool":"refund_order","args":{"order_id":"A9","amount":700},"session":"conv-2","customer_id":"cus_2"}`,
+	for body, differs := range map[string]string{
+		`{"tool":"lookup_order","args":{"order_id":"A9"},"session":"conv-2"}`:                                    "whose tool and args differed",
+		`{"tool":"refund_order","args":{"order_id":"A9","amount":7000},"session":"conv-2"}`:                      "whose args differed",
+		`{"tool":"refund_order","args":{"order_id":"A9","amount":700},"session":"conv-9"}`:                       "whose session differed",
+		`{"tool":"refund_order","args":{"order_id":"A9","amount":700},"session":"conv-2","customer_id":"cus_2"}`: "whose customer_id differed",
 	} {
 		r := a.doWith("POST", "/api/v1/calls", key, body, "Idempotency-Key", "retry-1")
-		if r.Status != 409 || !strings.Contains(r.Raw, "already used for call "+callOf(t, first)["id"].(string)) {
+		if r.Status != 409 || !strings.Contains(r.Raw, "already used for call "+callOf(t, first)["id"].(string)+", "+differs+";") {
 			t.Fatalf("key reused for %s: %d %s", body, r.Status, r.Raw)
 		}
 	}
