@@ -82,9 +82,9 @@ func TestBrowserTheDecisionIsInTheFirstScreen(t *testing.T) {
 	}
 	screenshot(t, ctx, "action-phone-key-facts")
 	// On a phone (390×844) too, what is asked, the money it turns on and
-	// Approve are on the first screen, with no keyboard hint; why it waits
-	// follows the decision.
-	if out := inFirstScreen(t, ctx, "[data-testid=action-summary]", "[data-testid=key-facts]", "[data-testid=approve]"); len(out) > 0 {
+	// Approve are on the first screen, with what it needs and no keyboard
+	// hint; why it waits follows the decision.
+	if out := inFirstScreen(t, ctx, "[data-testid=action-summary]", "[data-testid=key-facts]", "[data-testid=needs-phone]", "[data-testid=approve]"); len(out) > 0 {
 		t.Errorf("not in the first screen at 390×844: %s", strings.Join(out, ", "))
 	}
 	if shown, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid=decide-keys]').getBoundingClientRect().height > 0`)); shown {
