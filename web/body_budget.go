@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -36,6 +37,7 @@ type bodyBudget struct {
 	sem   *semaphore.Weighted
 	total int64
 	wait  time.Duration
+	held  atomic.Int64 // bytes reserved now
 }
 
 func newBodyBudget(total int64, wait time.Duration) *bodyBudget {
@@ -69,7 +71,12 @@ func (b *bodyBudget) hold(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return &fault.Error{Code: fault.Unavailable, Message: words}
 		}
-		defer b.sem.Release(n)
+		b.held.Add(n)
+		defer func() { b.held.Add(-n); b.sem.Release(n) }()
 		return next(c)
 	}
 }
+
+// BodyBytesHeld is how many bytes of large call bodies are reserved now
+// (the metric a test waits on: a body is being read).
+func (s *Server) BodyBytesHeld() int64 { return s.bodies.held.Load() }

@@ -40,8 +40,13 @@ func TestCallBodiesHeldAtOnceAreBounded(t *testing.T) {
 		res.Body.Close()
 		first <- res.StatusCode
 	}()
-	if _, err := pw.Write([]byte(body[:1000])); err != nil { // the server is reading it
+	if _, err := pw.Write([]byte(body[:1000])); err != nil {
 		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); a.server.BodyBytesHeld() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) { // the server is reading it: its room is taken
+			t.Fatal("the first large body never took its room")
+		}
 	}
 
 	r := a.do("POST", "/api/v1/calls", other, body)
