@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/countersign/countersign/agent/gate"
@@ -24,9 +25,19 @@ func TestBrowserBackOfficeOnAPhone(t *testing.T) {
 
 	fits := func(page string) {
 		t.Helper()
-		size, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`[document.documentElement.scrollWidth, screen.width]`))
-		if err != nil {
-			t.Fatal(err)
+		// The layout settles (the phone's viewport applied, the styles
+		// laid out) before it is judged: a loaded machine can be asked
+		// between the two.
+		var size []float64
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var err error
+			size, err = chromedp.Run(ctx, chromedp.Evaluate[[]float64](`[document.documentElement.scrollWidth, screen.width]`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if size[0] <= size[1]+1 || time.Now().After(deadline) {
+				break
+			}
 		}
 		if size[0] > size[1]+1 {
 			wide, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > screen.width + 1).slice(0, 5).map(e => e.tagName + '.' + e.className + '#' + (e.dataset.testid || ''))`))
