@@ -128,7 +128,7 @@ func (ep *mcpEndpoint) told(t upstream.Told) {
 
 func newMCPEndpoint(s *Server) *mcpEndpoint {
 	answers := &mcpgate.Answers{}
-	ep := &mcpEndpoint{gw: &mcpgate.Gateway{Outside: s.core.Outside, Wait: s.cfg.MCPWait, Receipt: s.receiptJWS, Servers: s.core.Servers, Answers: answers},
+	ep := &mcpEndpoint{gw: &mcpgate.Gateway{Outside: s.core.Outside, Wait: s.cfg.MCPWait, QuestionTTL: s.cfg.MCPQuestionTTL, Receipt: s.receiptJWS, Servers: s.core.Servers, Answers: answers},
 		answers: answers, by: map[string]*mcp.StreamableHTTPHandler{}, stateless: map[string]*mcp.StreamableHTTPHandler{}, servers: map[string]agentServer{}}
 	if s.changes != nil {
 		s.changes.OnToolsChanged(ep.toolsChanged)

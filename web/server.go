@@ -65,6 +65,9 @@ type Config struct {
 	// MCPWait is how long /mcp holds a call that needs a person before it
 	// answers that the call waits (0: 50 s).
 	MCPWait time.Duration
+	// MCPQuestionTTL is how long what a 2025 MCP server asks a 2026-07-28
+	// client during a call waits for the client's answer (0: 10 min).
+	MCPQuestionTTL time.Duration
 	// MaxHeld and MaxHeldPerAgent cap requests held open (long polls, MCP
 	// requests and streams), in all and per agent key (0: MaxHeld,
 	// MaxHeldPerAgent); MaxMCPSessionsPerAgent caps an agent's open MCP

@@ -152,6 +152,31 @@ func (o *Outside) Ask(ctx context.Context, req OutsideCall) (Asked, error) {
 	return asked, nil
 }
 
+// AskResult is how an Ask ended.
+type AskResult struct {
+	Asked Asked
+	Err   error
+}
+
+// AskApart is Ask run apart from its asker, who may stop waiting and come
+// back (a ModernProtocol client answering what the tool's server asked of
+// it in an input-required round trip): the call is decided, recorded and,
+// when allowed, run to its end, and how the Ask ended is sent once.
+func (o *Outside) AskApart(ctx context.Context, req OutsideCall) <-chan AskResult {
+	done := make(chan AskResult, 1)
+	o.Gate.inflight.Add(1)
+	go func() {
+		defer o.Gate.inflight.Done()
+		asked, err := o.Ask(context.WithoutCancel(ctx), req)
+		done <- AskResult{asked, err}
+	}()
+	return done
+}
+
+// Stopping is closed once StopWaiting was called: what waits on a client
+// ends.
+func (o *Outside) Stopping() <-chan struct{} { return o.stopped() }
+
 // AgentsCall is the call callID with its run when the agent ag asked for
 // it; another agent's call, or none, is not found (alike, so that an agent
 // learns nothing of another's).

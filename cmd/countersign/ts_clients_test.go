@@ -51,6 +51,7 @@ type tsOut struct {
 	Progress []map[string]any `json:"progress"`
 	Attempts int              `json:"attempts"`
 	Error    string           `json:"error"`
+	Asked    []map[string]any `json:"asked"`
 }
 
 func (o tsOut) text() string {

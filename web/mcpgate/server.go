@@ -47,8 +47,13 @@ type Gateway struct {
 	// Servers are the tools file's MCP servers, whose prompts, resources
 	// and completions pass through (offers.go); nil: none.
 	Servers func() []*upstream.Server
+	// QuestionTTL is how long what a 2025 server asks a ModernProtocol
+	// client during a call waits for its answer (0:
+	// upstream.DefaultQuestionTTL; rounds.go).
+	QuestionTTL time.Duration
 
-	subs subscriptions
+	subs   subscriptions
+	rounds rounds
 }
 
 // Server is the MCP server one agent sees: every tool in force that
@@ -157,6 +162,9 @@ func sameShape(a, b *tools.Tool) bool {
 func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	meta := req.Params.GetMeta()
 	ctx = telemetry.Continue(ctx, traceOf(meta))
+	if ourRound(req.Params.RequestState) {
+		return gw.nextRound(ctx, ag, req) // answers to what a 2025 server asked (rounds.go)
+	}
 	// An upstream's progress, log messages and requests to the client
 	// during a call that runs now reach this client.
 	relay := &upstream.Relay{Session: req.Session, Ctx: ctx, Token: req.Params.GetProgressToken()}
@@ -174,15 +182,24 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	asTask := req.Session.ID() == "" && DeclaresTasks(meta) && !gw.TaskForbidden(req.Params.Name, true)
 	if asTask {
 		ctx = withTaskVia(ctx)
+	} else if asksApart(relay, tool) {
+		return gw.apart(ctx, ag, tool, req, relay)
 	}
 	// A call asked again with the answers to what the upstream asked is
 	// the next round of it, not the same call found again: decided and
 	// run anew.
 	rounds := req.Params.InputResponses != nil || req.Params.RequestState != ""
-	asked, err := gw.ask(ctx, ag, tool, meta, req.Session.ID(), req.Params.Arguments, rounds)
+	asked, err := gw.Outside.Ask(ctx, gw.outsideCall(ag, tool, meta, req.Session.ID(), req.Params.Arguments, rounds))
 	if err != nil {
 		return nil, err
 	}
+	return gw.finish(ctx, req, tool, relay, asked, asTask)
+}
+
+// finish answers a call the gate took: at once when it ended, as a task
+// when the client asked for one and it waits, else once a person decided
+// or the hold ended.
+func (gw *Gateway) finish(ctx context.Context, req *mcp.CallToolRequest, tool *tools.Tool, relay *upstream.Relay, asked gate.Asked, asTask bool) (*mcp.CallToolResult, error) {
 	if call := asked.Brief(); asTask && gw.Outside.Waiting(call) {
 		return gw.asTask(call, tool), nil // a task, not a hold (tasks.go)
 	}
@@ -199,16 +216,14 @@ func (gw *Gateway) call(ctx context.Context, ag *models.Agent, tool *tools.Tool,
 	return gw.answer(ctx, tool, call, !asked.Joined, asked.Replay(), relay, answerPlace(req)), nil
 }
 
-// ask puts a call through the gate. The same intent asked again, from this
-// session or another, another process or instance, after a restart (a
-// client that gave up waiting, or reconnected), while it waits or within
-// the intent window after a person decided it, is that call (Outside.Ask
-// joins it), unless the request says it means a new one.
-func (gw *Gateway) ask(ctx context.Context, ag *models.Agent, tool *tools.Tool, meta mcp.Meta, sessionID string, args json.RawMessage, next bool) (gate.Asked, error) {
+// outsideCall is a call for the gate. The same intent asked again, from
+// this session or another, another process or instance, after a restart
+// (a client that gave up waiting, or reconnected), while it waits or
+// within the intent window after a person decided it, is that call
+// (Outside.Ask joins it), unless the request says it means a new one.
+func (gw *Gateway) outsideCall(ag *models.Agent, tool *tools.Tool, meta mcp.Meta, sessionID string, args json.RawMessage, next bool) gate.OutsideCall {
 	newIntent, _ := meta[MetaNewIntent].(bool)
-	newIntent = newIntent || next
-	return gw.Outside.Ask(ctx, gate.OutsideCall{Agent: ag, Session: session(meta, sessionID), Tool: tool.Name,
-		Args: []byte(args), Context: callContext(meta), NewIntent: newIntent})
+	return gate.OutsideCall{Agent: ag, Session: session(meta, sessionID), Tool: tool.Name, Args: []byte(args), Context: callContext(meta), NewIntent: newIntent || next}
 }
 
 // changeSaid tells what a person changed (note, "": nothing): a text block

@@ -119,7 +119,7 @@ func (gw *Gateway) CreateTask(ctx context.Context, ag *models.Agent, sessionID s
 	}
 	ctx = telemetry.Continue(ctx, traceOf(p.Meta))
 	ctx = withTaskVia(ctx)
-	asked, err := gw.ask(ctx, ag, tool, p.Meta, sessionID, p.Arguments, false)
+	asked, err := gw.Outside.Ask(ctx, gw.outsideCall(ag, tool, p.Meta, sessionID, p.Arguments, false))
 	if err != nil {
 		return nil, err
 	}
