@@ -122,8 +122,6 @@ const (
 	// The back office's links to a call's receipt and evidence (staff).
 	PathCallReceipt  = "/calls/:id/receipt"
 	PathCallEvidence = "/calls/:id/evidence"
-
-	PathSlackInteractions = "/integrations/slack/interactions"
 )
 
 // Reverse fills a pattern's parameters (":id", ":format"), in order, each

@@ -138,5 +138,9 @@ func (s *Server) routes() {
 	e.GET(views.PathAPIReceiptKeys, s.receiptKeys) // public keys, for anyone
 	e.GET(views.PathCallReceipt, s.callReceipt, staff...)
 	e.GET(views.PathCallEvidence, s.callEvidence, staff...)
-	e.POST(views.PathSlackInteractions, s.slackInteraction) // Slack's signature instead of a session
+	// Each channel people answer through (Slack's buttons) has a route of
+	// its own, checked by its service's signature instead of a session.
+	for _, r := range s.core.Outbox.Routes() {
+		e.POST(r.Path, echo.WrapHandler(r.Handler))
+	}
 }

@@ -93,8 +93,6 @@ type Config struct {
 	// AuditSearchTimeout bounds an audit page whose filter searches text
 	// in the arguments (a scan over the calls); default 15 s.
 	AuditSearchTimeout time.Duration
-	// SlackSigningSecret enables Slack's interactions endpoint.
-	SlackSigningSecret string
 }
 
 // DemoCustomer is one customer of the demo shop, as /demo offers them.
@@ -220,8 +218,7 @@ type Server struct {
 	chainAt      time.Time
 	chainOK      bool
 	chainText    string
-	chainWanted  chan struct{}   // asks the audit chain check job for a check
-	slackClicks  chan slackClick // Slack's clicks, for its workers
+	chainWanted  chan struct{} // asks the audit chain check job for a check
 }
 
 // New builds the web side over the core: handlers, their middleware and
@@ -263,10 +260,6 @@ func New(c *core.Core, cfg Config) *Server {
 	}
 	s.chainWanted = make(chan struct{}, 1)
 	c.Job("audit chain check", s.checkChain)
-	s.slackClicks = make(chan slackClick, slackQueue)
-	for range slackWorkers {
-		c.Job("slack clicks", s.takeSlackClicks)
-	}
 	s.mcp = newMCPEndpoint(s)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())

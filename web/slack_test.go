@@ -19,9 +19,11 @@ import (
 
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/channels/slack"
 	"github.com/countersign/countersign/demo/offline"
 	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 	"github.com/countersign/countersign/web"
@@ -95,12 +97,19 @@ func (w *slackWorld) waitHook(t *testing.T, n int) map[string]any {
 // interactions endpoint on.
 func slackApp(t *testing.T, w *slackWorld) *app {
 	t.Helper()
-	return outboxApp(t, outbox.Config{SlackWebhook: w.srv.URL + "/hook"},
-		web.Config{Customers: web.NewCustomerVerifier(secret), ReplyWait: 5 * time.Second, SlackSigningSecret: slackSecret})
+	return outboxApp(t, outbox.Config{}, web.Config{Customers: web.NewCustomerVerifier(secret), ReplyWait: 5 * time.Second},
+		func(store *storage.Store) outbox.Channel {
+			ch, err := slack.New(slack.Config{Webhook: w.srv.URL + "/hook", SigningSecret: slackSecret, Store: store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ch
+		})
 }
 
-// outboxApp is the demo app with an outbox of the given configuration.
-func outboxApp(t *testing.T, oc outbox.Config, wc web.Config) *app {
+// outboxApp is the demo app with an outbox of the given configuration,
+// over the channels given.
+func outboxApp(t *testing.T, oc outbox.Config, wc web.Config, channels ...func(*storage.Store) outbox.Channel) *app {
 	t.Helper()
 	store := openStore(t)
 	if _, err := shop.On(store).Seed(context.Background()); err != nil {
@@ -112,6 +121,9 @@ func outboxApp(t *testing.T, oc outbox.Config, wc web.Config) *app {
 		t.Fatal(err)
 	}
 	oc.Link = func(id string) string { return "https://cs.example" + views.ActionPath(id) }
+	for _, ch := range channels {
+		oc.Channels = append(oc.Channels, ch(store))
+	}
 	ob, err := outbox.New(store, oc)
 	if err != nil {
 		t.Fatal(err)
@@ -133,14 +145,14 @@ func (a *app) click(key string, at time.Time, user, button, actionID, reason, re
 	payload, _ := json.Marshal(map[string]any{
 		"type": "block_actions", "user": map[string]any{"id": user}, "response_url": base + responsePath,
 		"actions": []map[string]any{{"action_id": button, "block_id": "countersign_actions", "value": actionID, "type": "button"}},
-		"state": map[string]any{"values": map[string]any{outbox.SlackReasonBlock: map[string]any{
-			outbox.SlackReasonInput: map[string]any{"type": "plain_text_input", "value": reason}}}},
+		"state": map[string]any{"values": map[string]any{slack.SlackReasonBlock: map[string]any{
+			slack.SlackReasonInput: map[string]any{"type": "plain_text_input", "value": reason}}}},
 	})
 	body := url.Values{"payload": {string(payload)}}.Encode()
 	ts := strconv.FormatInt(at.Unix(), 10)
 	mac := hmac.New(sha256.New, []byte(key))
 	fmt.Fprintf(mac, "v0:%s:%s", ts, body)
-	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+views.PathSlackInteractions, strings.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+"/integrations/slack/interactions", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("X-Slack-Request-Timestamp", ts)
 	req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
@@ -197,19 +209,19 @@ func TestSlackApprovesAsTheLinkedAccount(t *testing.T) {
 		t.Fatalf("the message: %s", blocks)
 	}
 	now := time.Now()
-	if code := a.click("wrong-secret", now, "U0SUE", outbox.SlackApprove, out.CallID, "", "/r/bad", w); code != http.StatusUnauthorized {
+	if code := a.click("wrong-secret", now, "U0SUE", slack.SlackApprove, out.CallID, "", "/r/bad", w); code != http.StatusUnauthorized {
 		t.Fatalf("a bad signature: %d", code)
 	}
-	if code := a.click(slackSecret, now.Add(-6*time.Minute), "U0SUE", outbox.SlackApprove, out.CallID, "", "/r/old", w); code != http.StatusUnauthorized {
+	if code := a.click(slackSecret, now.Add(-6*time.Minute), "U0SUE", slack.SlackApprove, out.CallID, "", "/r/old", w); code != http.StatusUnauthorized {
 		t.Fatalf("an old timestamp: %d", code)
 	}
-	if code := a.click(slackSecret, now, "U0NOBODY", outbox.SlackApprove, out.CallID, "", "/r/nobody", w); code != http.StatusOK {
+	if code := a.click(slackSecret, now, "U0NOBODY", slack.SlackApprove, out.CallID, "", "/r/nobody", w); code != http.StatusOK {
 		t.Fatalf("an unlinked user: %d", code)
 	}
 	if r := w.waitReply(t, "/r/nobody"); r["response_type"] != "ephemeral" || !strings.Contains(fmt.Sprint(r["text"]), "not linked") {
 		t.Fatalf("the unlinked user was told: %v", r)
 	}
-	a.click(slackSecret, now, "U0OTTO", outbox.SlackApprove, out.CallID, "", "/r/otto", w)
+	a.click(slackSecret, now, "U0OTTO", slack.SlackApprove, out.CallID, "", "/r/otto", w)
 	if r := w.waitReply(t, "/r/otto"); r["response_type"] != "ephemeral" || !strings.Contains(fmt.Sprint(r["text"]), "cannot decide") {
 		t.Fatalf("the auditor was told: %v", r)
 	}
@@ -217,7 +229,7 @@ func TestSlackApprovesAsTheLinkedAccount(t *testing.T) {
 		t.Fatalf("after refused clicks: %s, %d approvals", st, n)
 	}
 
-	a.click(slackSecret, now, "U0SUE", outbox.SlackApprove, out.CallID, "", "/r/sue", w)
+	a.click(slackSecret, now, "U0SUE", slack.SlackApprove, out.CallID, "", "/r/sue", w)
 	r := w.waitReply(t, "/r/sue")
 	if r["replace_original"] != true || !strings.Contains(mustJSON(r["blocks"]), "1 of 2") {
 		t.Fatalf("the first approval's message: %v", r)
@@ -225,13 +237,13 @@ func TestSlackApprovesAsTheLinkedAccount(t *testing.T) {
 	if st, n := a.approvalsOf(out.CallID); st != models.CallPending || n != 1 {
 		t.Fatalf("after one of two: %s, %d approvals", st, n)
 	}
-	a.click(slackSecret, now, "U0ANN", outbox.SlackReject, out.CallID, "  ", "/r/ann-reject", w)
+	a.click(slackSecret, now, "U0ANN", slack.SlackReject, out.CallID, "  ", "/r/ann-reject", w)
 	if r := w.waitReply(t, "/r/ann-reject"); !strings.Contains(fmt.Sprint(r["text"]), "Type a reason") {
 		t.Fatalf("a rejection without a reason: %v", r)
 	}
-	a.click(slackSecret, now, "U0ANN", outbox.SlackApprove, out.CallID, "", "/r/ann", w)
+	a.click(slackSecret, now, "U0ANN", slack.SlackApprove, out.CallID, "", "/r/ann", w)
 	r = w.waitReply(t, "/r/ann")
-	if !strings.Contains(mustJSON(r["blocks"]), "Approved") || strings.Contains(mustJSON(r["blocks"]), outbox.SlackApprove) {
+	if !strings.Contains(mustJSON(r["blocks"]), "Approved") || strings.Contains(mustJSON(r["blocks"]), slack.SlackApprove) {
 		t.Fatalf("the decided message: %v", r)
 	}
 	if st, n := a.approvalsOf(out.CallID); n != 2 || (st != models.CallSucceeded && st != models.CallExecuting && st != models.CallApproved) {
@@ -285,7 +297,7 @@ func TestQueueMarksOverdueActions(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if code := a.click(slackSecret, time.Now(), "U0ANN", outbox.SlackApprove, out.CallID, "", "/r", nil); code != http.StatusNotFound {
+	if code := a.click(slackSecret, time.Now(), "U0ANN", slack.SlackApprove, out.CallID, "", "/r", nil); code != http.StatusNotFound {
 		t.Fatalf("Slack interactions without a signing secret: %d", code)
 	}
 }

@@ -151,7 +151,7 @@ func New(cfg Config) (*Core, error) {
 	if ob == nil {
 		ob, _ = outbox.New(cfg.Store, outbox.Config{Log: log}) // the zero config is valid
 	}
-	ob.Attach(g.Tools, bus.ActionChanged, g.AsksPasskeyOf)
+	ob.Attach(g.Tools, bus.ActionChanged, g.AsksPasskeyOf, desk{gate: g, outbox: ob, store: cfg.Store})
 	vs, err := versions.New(versions.Config{Store: cfg.Store, Gate: g, Log: log, People: cfg.PolicyPeople,
 		SinglePerson: cfg.SinglePersonShop, Host: Hostname(), Announce: bus.PolicyChanged, SignWithPasskey: cfg.SignWithPasskey})
 	if err != nil {
@@ -240,6 +240,9 @@ func (c *Core) Start(ctx context.Context) (Started, error) {
 	c.checkpoint(ctx) // the head as this process finds it
 	ctx, c.stop = context.WithCancel(ctx)
 	c.job(ctx, "outbox", func(ctx context.Context) { c.Outbox.Run(ctx, time.Second) })
+	for _, j := range c.Outbox.Jobs() { // a channel's own (Slack's clicks)
+		c.job(ctx, j.Name, j.Run)
+	}
 	c.job(ctx, "sweep", c.sweep)
 	c.job(ctx, "receipts", c.Receipts.Run) // first what a crash left unsigned
 	if c.cfg.AuditKey != nil {

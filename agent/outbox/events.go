@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"encoding/json"
-	"slices"
 	"strings"
 	"time"
 
@@ -36,11 +35,13 @@ func TypeNames(sep string) string {
 	return strings.Join(names, sep)
 }
 
-// What Slack and email also say, that no webhook hears: a step toward a
-// decision, and an approver looking at the action (Slack's View button).
+// What people also hear, that no webhook does: a step toward a decision,
+// an action as it stands when someone acts on it in a channel, and how an
+// action (not every call) ended.
 const (
-	noticeApprovalAdded EventType = "action.approval_added"
-	noticeView          EventType = "action.view"
+	NoticeApprovalAdded EventType = "action.approval_added"
+	NoticeView          EventType = "action.view"
+	NoticeActionEnded   EventType = "action.ended"
 )
 
 // Event is what a webhook receives: one thing that happened, as JSON, with
@@ -104,14 +105,18 @@ func (o *Outbox) Record(tx *storage.Tx, ev models.Event) error {
 	case models.EventActionApproved, models.EventActionRejected, models.EventActionExpired, models.EventActionCancelled:
 		return o.tell(tx, ev, TypeActionDecided)
 	case models.EventActionApprovalAdded:
-		return o.tell(tx, ev, noticeApprovalAdded)
+		return o.tell(tx, ev, NoticeApprovalAdded)
 	case models.EventActionOverdue:
 		return o.tell(tx, ev, TypeActionOverdue)
 	case models.EventActionReminder:
 		return o.tell(tx, ev, TypeActionReminder)
 	case models.EventCallSucceeded, models.EventCallFailed, models.EventCallUnknown, models.EventCallInvalidated:
-		if !o.webhooksHear(TypeCallFinished) {
-			// Only webhooks hear of every call; people hear how an action ended.
+		if !o.hears(TypeCallFinished) {
+			// No channel hears of every call: those that hear how an
+			// action ended are told of actions alone.
+			if !o.hears(NoticeActionEnded) {
+				return nil
+			}
 			decision, err := tx.CallDecision(ev.Subject)
 			if err != nil || decision != models.DecidedNeedsApproval {
 				return err
@@ -128,115 +133,60 @@ func (o *Outbox) Record(tx *storage.Tx, ev models.Event) error {
 	return nil
 }
 
+// hears says whether some channel may say something of notices of a kind.
+func (o *Outbox) hears(kind EventType) bool {
+	for _, ch := range o.cfg.Channels {
+		if ch.Hears(kind) {
+			return true
+		}
+	}
+	return false
+}
+
+// queue hands n to every channel that hears its kind.
+func (o *Outbox) queue(tx *storage.Tx, n Notice) error {
+	for _, ch := range o.cfg.Channels {
+		if !ch.Hears(n.Kind) {
+			continue
+		}
+		if err := ch.Queue(tx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // tell queues what each channel says of an event about a call.
 func (o *Outbox) tell(tx *storage.Tx, ev models.Event, kind EventType) error {
+	if !o.hears(kind) && !(kind == TypeCallFinished && o.hears(NoticeActionEnded)) {
+		return nil
+	}
 	call, customer, approvals, err := tx.CallNotice(ev.Subject)
 	if err != nil {
 		return err
 	}
-	n := o.notice(tx, ev, kind, call, customer, approvals)
-	if kind != noticeApprovalAdded { // a step toward a decision: Slack shows it, receivers hear the decision
-		if err := o.queueWebhooks(tx, n.event()); err != nil {
-			return err
-		}
+	n := o.notice(tx.Now(), ev.Actor, kind, call, customer, approvals)
+	if kind != TypeCallFinished {
+		return o.queue(tx, n)
 	}
-	if o.slackEnabled() {
-		if err := o.queueSlack(tx, n); err != nil {
-			return err
+	for _, ch := range o.cfg.Channels {
+		if ch.Hears(TypeCallFinished) || (ch.Hears(NoticeActionEnded) && call.Decision == models.DecidedNeedsApproval) {
+			if err := ch.Queue(tx, n); err != nil {
+				return err
+			}
 		}
-	}
-	if o.smtp != nil {
-		return o.queueEmail(tx, n)
 	}
 	return nil
 }
 
 func (o *Outbox) runFailed(tx *storage.Tx, ev models.Event) error {
+	if !o.hears(TypeRunFailed) {
+		return nil
+	}
 	run, err := tx.RunNotice(ev.Subject)
 	if err != nil {
 		return err
 	}
-	return o.queueWebhooks(tx, Event{ID: models.NewID("evt"), Type: TypeRunFailed, CreatedAt: tx.Now(), Actor: ev.Actor,
+	return o.queue(tx, Notice{Kind: TypeRunFailed, At: tx.Now(), Actor: ev.Actor,
 		Run: &RunData{ID: run.ID, CustomerID: run.CustomerID, Error: run.LastError}})
-}
-
-// notice is an event about a call, with what every channel needs to say it.
-type notice struct {
-	kind     EventType
-	at       time.Time
-	actor    string
-	call     *models.ToolCall
-	customer string // the customer's name, or id, or ""
-	summary  string
-	link     string
-	approved int
-	passkey  bool // the rule asks for a passkey signature
-}
-
-func (o *Outbox) notice(tx *storage.Tx, ev models.Event, kind EventType, call *models.ToolCall, customer string, approvals int) notice {
-	return notice{kind: kind, at: tx.Now(), actor: ev.Actor, call: call, customer: customer, summary: o.summarize(call),
-		link: o.cfg.Link(call.ID), approved: approvals, passkey: o.asksPasskey != nil && o.asksPasskey(call)}
-}
-
-// summarize says what a call asks for in its tool's words (the tool's name
-// when it is no longer registered).
-func (o *Outbox) summarize(call *models.ToolCall) string {
-	if o.cfg.Tools != nil {
-		if t, ok := o.cfg.Tools().Get(call.Tool); ok {
-			return t.Summarize(call.Args)
-		}
-	}
-	return call.Tool
-}
-
-func (n notice) event() Event {
-	ev := Event{ID: models.NewID("evt"), Type: n.kind, CreatedAt: n.at, Actor: n.actor}
-	c := n.call
-	if n.kind == TypeCallFinished {
-		ev.Call = &CallData{ID: c.ID, RunID: c.RunID, CustomerID: c.CustomerID, Tool: c.Tool, Summary: n.summary,
-			Status: string(c.Status), Error: c.Error, Action: c.Decision == models.DecidedNeedsApproval}
-		return ev
-	}
-	ev.Action = &ActionData{ID: c.ID, RunID: c.RunID, CustomerID: c.CustomerID, Tool: c.Tool, Summary: n.summary,
-		Args: json.RawMessage(c.Args), Status: string(c.Status), Rule: c.Rule, Reason: c.Reason,
-		RequiredApprovals: max(c.RequiredApprovals, 1), RequiredRole: string(c.RequiredRole), Approvals: n.approved,
-		ExpiresAt: c.ExpiresAt, URL: n.link}
-	if c.Status != models.CallPending && c.Status != models.CallApproved {
-		ev.Action.Outcome = c.Error
-	}
-	return ev
-}
-
-// webhooksHear says whether webhooks receive events of the type.
-func (o *Outbox) webhooksHear(eventType EventType) bool {
-	return len(o.cfg.Webhooks) > 0 && (len(o.cfg.WebhookEvents) == 0 || slices.Contains(o.cfg.WebhookEvents, string(eventType)))
-}
-
-// queueWebhooks queues the event for every webhook that hears its type.
-func (o *Outbox) queueWebhooks(tx *storage.Tx, ev Event) error {
-	if !o.webhooksHear(ev.Type) {
-		return nil
-	}
-	body, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	subject := string(ev.Type)
-	switch {
-	case ev.Action != nil:
-		subject = ev.Action.ID
-	case ev.Call != nil:
-		subject = ev.Call.ID
-	case ev.Run != nil:
-		subject = ev.Run.ID
-	case ev.Staff != nil:
-		subject = cmpOr(ev.Staff.Change, ev.Staff.AccountID)
-	}
-	for _, u := range o.cfg.Webhooks {
-		if err := tx.Enqueue(&models.Delivery{Channel: channelWebhook, Target: redactURL(u), Event: string(ev.Type),
-			Subject: subject, Body: string(body)}); err != nil {
-			return err
-		}
-	}
-	return nil
 }

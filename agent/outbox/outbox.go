@@ -16,9 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -30,22 +27,10 @@ import (
 
 // Config says whom to reach and how. The zero value reaches nobody.
 type Config struct {
-	// Webhooks receive every event as signed JSON (WebhookSecret), or
-	// only the types WebhookEvents names (empty: every type, EventTypes).
-	Webhooks      []string
-	WebhookSecret string
-	WebhookEvents []string
-	// Slack: SlackWebhook (an incoming webhook's URL) posts messages; with
-	// SlackToken and SlackChannel they are posted through Slack's Web API
-	// instead, which can also update them when the action is decided.
-	SlackWebhook string
-	SlackToken   string
-	SlackChannel string
-	SlackAPIURL  string // tests: a Slack of their own ("" is Slack's)
-	// SMTPURL (smtp://user:pass@host:587, smtps://… for TLS from the
-	// start) and MailFrom send email to staff.
-	SMTPURL  string
-	MailFrom string
+	// Channels are the ways people are reached (channels/webhook,
+	// channels/slack, channels/email, or a channel of your own), each
+	// built and checked from its own configuration.
+	Channels []Channel
 	// EscalateAfter is how long a pending action may wait before it is
 	// marked overdue and supervisors are told (0: 15 minutes; negative:
 	// never). RemindBefore is how long before an action expires its
@@ -60,9 +45,8 @@ type Config struct {
 	// to other pages ("": paths alone).
 	Base string
 	// Tools is the registry in force, to say what a call asks for.
-	Tools  func() *tools.Registry
-	Client *http.Client // nil: a client with a 10 s timeout
-	Log    *slog.Logger
+	Tools func() *tools.Registry
+	Log   *slog.Logger
 	// Metrics counts the deliveries (nil: nothing).
 	Metrics *telemetry.Metrics
 }
@@ -82,53 +66,30 @@ const (
 type Outbox struct {
 	store *storage.Store
 	cfg   Config
-	smtp  *smtpTarget
 	kick  chan struct{}
 	// asksPasskey says whether a rule's decisions are signed with a
-	// passkey: Slack then offers no Approve button (Attach).
+	// passkey (a channel then offers the back office, not Approve).
 	asksPasskey func(call *models.ToolCall) bool
+	// desk carries out the decisions that come in through a channel.
+	desk Desk
 }
 
-// New checks the configuration and builds the outbox. Install it on the
-// store (Install) and start it (Run).
+// New builds the outbox over its channels. Install it on the store
+// (Install) and start it (Run).
 func New(store *storage.Store, cfg Config) (*Outbox, error) {
-	for _, u := range cfg.Webhooks {
-		if err := checkURL("--webhook", u); err != nil {
-			return nil, err
+	names := map[string]bool{}
+	for _, ch := range cfg.Channels {
+		if names[ch.Name()] {
+			return nil, fmt.Errorf("two channels are named %q", ch.Name())
 		}
-	}
-	if len(cfg.Webhooks) > 0 && cfg.WebhookSecret == "" {
-		return nil, errors.New("--webhook needs --webhook-secret: receivers must be able to check that an event came from here")
-	}
-	for _, t := range cfg.WebhookEvents {
-		if !slices.Contains(EventTypes, EventType(t)) {
-			return nil, fmt.Errorf("--webhook-events: there is no event type %q; the types are: %s", t, TypeNames(", "))
-		}
-	}
-	if cfg.SlackWebhook != "" {
-		if err := checkURL("--slack-webhook", cfg.SlackWebhook); err != nil {
-			return nil, err
-		}
-	}
-	if (cfg.SlackToken == "") != (cfg.SlackChannel == "") {
-		return nil, errors.New("--slack-token and --slack-channel go together")
+		names[ch.Name()] = true
 	}
 	o := &Outbox{store: store, cfg: cfg, kick: make(chan struct{}, 1)}
-	if cfg.SMTPURL != "" {
-		t, err := parseSMTP(cfg.SMTPURL, cfg.MailFrom)
-		if err != nil {
-			return nil, err
-		}
-		o.smtp = t
-	}
 	if o.cfg.EscalateAfter == 0 {
 		o.cfg.EscalateAfter = DefaultEscalateAfter
 	}
 	if o.cfg.RemindBefore == 0 {
 		o.cfg.RemindBefore = DefaultRemindBefore
-	}
-	if o.cfg.Client == nil {
-		o.cfg.Client = &http.Client{Timeout: 10 * time.Second}
 	}
 	if o.cfg.Log == nil {
 		o.cfg.Log = slog.New(slog.DiscardHandler)
@@ -139,31 +100,8 @@ func New(store *storage.Store, cfg Config) (*Outbox, error) {
 	return o, nil
 }
 
-func checkURL(flag, raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%s %q: not an http(s) URL", flag, redactURL(raw))
-	}
-	return nil
-}
-
-// redactURL is a URL as staff may see it: scheme, host and path, without
-// credentials or query.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "(a URL that does not parse)"
-	}
-	return u.Scheme + "://" + u.Host + u.Path
-}
-
-// slackEnabled says whether Slack is configured.
-func (o *Outbox) slackEnabled() bool { return o.cfg.SlackWebhook != "" || o.cfg.SlackToken != "" }
-
 // Enabled says whether anyone is to be reached.
-func (o *Outbox) Enabled() bool {
-	return len(o.cfg.Webhooks) > 0 || o.slackEnabled() || o.smtp != nil
-}
+func (o *Outbox) Enabled() bool { return len(o.cfg.Channels) > 0 }
 
 // Install makes the store's audit events pass through Record.
 func (o *Outbox) Install() { o.store.SetOutbox(o.Record) }
@@ -258,7 +196,7 @@ func (o *Outbox) attempt(ctx context.Context, d models.Delivery) {
 	a := models.Attempt{OK: err == nil, Ref: ref}
 	if err != nil {
 		a.Error = err.Error()
-		var final permanent
+		var final Permanent
 		if !errors.As(err, &final) && d.Attempts+1 < MaxAttempts {
 			at := o.store.Now().Add(Backoff(d.Attempts + 1))
 			a.Retry = &at
@@ -293,42 +231,21 @@ func Backoff(n int) time.Duration {
 	return min(d, time.Hour)
 }
 
-// permanent is a failure that trying again cannot mend.
-type permanent struct{ error }
-
 func (o *Outbox) send(ctx context.Context, d models.Delivery) (string, error) {
-	switch d.Channel {
-	case channelWebhook:
-		return "", o.sendWebhook(ctx, d)
-	case channelSlack:
-		return o.sendSlack(ctx, d)
-	case channelEmail:
-		return "", o.sendEmail(ctx, d)
+	for _, ch := range o.cfg.Channels {
+		if ch.Name() == d.Channel {
+			return ch.Send(ctx, d)
+		}
 	}
-	return "", permanent{fmt.Errorf("unknown channel %q", d.Channel)}
-}
-
-// The channels of deliveries.
-const (
-	channelWebhook = "webhook"
-	channelSlack   = "slack"
-	channelEmail   = "email"
-)
-
-// actorName is the name in an audit actor ("staff:ID (Name)"), or the
-// actor as written.
-func actorName(actor string) string {
-	if i := strings.Index(actor, " ("); i > 0 && strings.HasSuffix(actor, ")") {
-		return actor[i+2 : len(actor)-1]
-	}
-	return actor
+	return "", Permanent{fmt.Errorf("the %s channel is no longer set up", d.Channel)}
 }
 
 // Attach tells the outbox where the tools in force and the queue's news are
 // (core.New does, before Run): what a call asks for is said with the
-// tools' phrases, and an action marked overdue reaches the queue pages.
-func (o *Outbox) Attach(registry func() *tools.Registry, changed func(callID string), asksPasskey func(call *models.ToolCall) bool) {
-	o.asksPasskey = asksPasskey
+// tools' phrases, an action marked overdue reaches the queue pages, and
+// decisions that come in through a channel are carried out at desk.
+func (o *Outbox) Attach(registry func() *tools.Registry, changed func(callID string), asksPasskey func(call *models.ToolCall) bool, desk Desk) {
+	o.asksPasskey, o.desk = asksPasskey, desk
 	if o.cfg.Tools == nil {
 		o.cfg.Tools = registry
 	}
@@ -337,19 +254,42 @@ func (o *Outbox) Attach(registry func() *tools.Registry, changed func(callID str
 	}
 }
 
-// Channels names what is set up, for the staff page.
+// Channels says what is set up, for the staff page.
 func (o *Outbox) Channels() []string {
 	var out []string
-	if n := len(o.cfg.Webhooks); n == 1 {
-		out = append(out, "a webhook")
-	} else if n > 1 {
-		out = append(out, fmt.Sprintf("%d webhooks", n))
+	for _, ch := range o.cfg.Channels {
+		out = append(out, ch.Describe())
 	}
-	if o.slackEnabled() {
-		out = append(out, "Slack")
+	return out
+}
+
+// Route is a channel's inbound route.
+type Route struct {
+	Channel, Path string
+	Handler       http.Handler
+}
+
+// Routes are the inbound routes of the channels people answer through,
+// for the web side's route table.
+func (o *Outbox) Routes() []Route {
+	var out []Route
+	for _, ch := range o.cfg.Channels {
+		if in, ok := ch.(Inbound); ok && o.desk != nil {
+			if path, h := in.Route(o.desk); h != nil {
+				out = append(out, Route{Channel: ch.Name(), Path: path, Handler: h})
+			}
+		}
 	}
-	if o.smtp != nil {
-		out = append(out, "email to staff")
+	return out
+}
+
+// Jobs are the channels' background work, for the root to start.
+func (o *Outbox) Jobs() []Job {
+	var out []Job
+	for _, ch := range o.cfg.Channels {
+		if w, ok := ch.(Worker); ok {
+			out = append(out, w.Jobs()...)
+		}
 	}
 	return out
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/outbox"
+	"github.com/countersign/countersign/agent/outbox/outboxtest"
+	"github.com/countersign/countersign/channels/slack"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 )
@@ -19,13 +21,20 @@ import (
 // inserted in the call's transaction). Nothing is sent: this is what the
 // gate pays. Compare the three in one run.
 func BenchmarkGateCallWithOutbox(b *testing.B) {
+	slackHook := func(store *storage.Store) outbox.Channel {
+		c, err := slack.New(slack.Config{Webhook: "https://hooks.slack.invalid/x", Store: store})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
 	for _, ch := range []struct {
-		name string
-		cfg  *outbox.Config
+		name     string
+		channels []func(*storage.Store) outbox.Channel
 	}{
 		{"off", nil},
-		{"slack", &outbox.Config{SlackWebhook: "https://hooks.slack.invalid/x"}},
-		{"webhook", &outbox.Config{Webhooks: []string{"https://receiver.invalid/hook"}, WebhookSecret: "s"}},
+		{"slack", []func(*storage.Store) outbox.Channel{slackHook}},
+		{"webhook", []func(*storage.Store) outbox.Channel{hooks(b, "s", "https://receiver.invalid/hook")}},
 	} {
 		for _, callers := range []int{1, 16} {
 			name := ch.name + "/serial"
@@ -33,17 +42,13 @@ func BenchmarkGateCallWithOutbox(b *testing.B) {
 				name = ch.name + "/callers16"
 			}
 			b.Run(name, func(b *testing.B) {
-				cfg := outbox.Config{}
-				if ch.cfg != nil {
-					cfg = *ch.cfg
-				}
-				e := newEnv(b, "", cfg)
-				if ch.cfg == nil {
-					e.store.SetOutbox(nil) // what serve does when nothing is configured
+				e := outboxtest.New(b, "", outbox.Config{}, ch.channels...)
+				if ch.channels == nil {
+					e.Store.SetOutbox(nil) // what serve does when nothing is configured
 				}
 				run := models.NewID("run")
 				ctx := context.Background()
-				if err := e.store.Write(ctx, func(tx *storage.Tx) error {
+				if err := e.Store.Write(ctx, func(tx *storage.Tx) error {
 					return tx.CreateRun(&models.Run{ID: run, CustomerID: "cus_alice", CustomerName: "Alice", Channel: "test", Status: models.RunActive})
 				}); err != nil {
 					b.Fatal(err)
@@ -54,7 +59,7 @@ func BenchmarkGateCallWithOutbox(b *testing.B) {
 				start := time.Now()
 				if callers == 1 {
 					for i := 0; i < b.N; i++ {
-						if out, err := e.gate.Call(ctx, req); err != nil || out.Status != models.CallSucceeded {
+						if out, err := e.Gate.Call(ctx, req); err != nil || out.Status != models.CallSucceeded {
 							b.Fatal(out, err)
 						}
 					}
@@ -63,7 +68,7 @@ func BenchmarkGateCallWithOutbox(b *testing.B) {
 					b.SetParallelism((callers + procs - 1) / procs)
 					b.RunParallel(func(pb *testing.PB) {
 						for pb.Next() {
-							if out, err := e.gate.Call(ctx, req); err != nil || out.Status != models.CallSucceeded {
+							if out, err := e.Gate.Call(ctx, req); err != nil || out.Status != models.CallSucceeded {
 								b.Error(out, err)
 								return
 							}

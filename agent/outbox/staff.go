@@ -1,8 +1,7 @@
 package outbox
 
 import (
-	"encoding/json"
-	"fmt"
+	"errors"
 	"time"
 
 	"github.com/countersign/countersign/models"
@@ -87,86 +86,35 @@ func (o *Outbox) TellHostAccount(tx *storage.Tx, st *models.Staff) error {
 		Role: string(st.Role), Via: "host"})
 }
 
-// announce queues a staff.changed webhook and an email to every admin.
+// announce tells every channel that hears of staff changes (a
+// staff.changed webhook, an email to every admin).
 func (o *Outbox) announce(tx *storage.Tx, actor string, d StaffData) error {
 	d.URL = o.Address("/staff")
-	if err := o.queueWebhooks(tx, Event{ID: models.NewID("evt"), Type: TypeStaffChanged, CreatedAt: tx.Now(), Actor: actor, Staff: &d}); err != nil {
-		return err
-	}
-	if o.smtp == nil {
-		return nil
-	}
-	admins, err := tx.StaffWhoMayDecide(models.Admin)
-	if err != nil {
-		return err
-	}
-	subject, text := staffEmail(d, actor)
-	for _, st := range admins {
-		if st.ID == d.AccountID && d.Via != "host" {
-			continue // the account concerned hears of its own account by its enrollment link
-		}
-		body, err := json.Marshal(email{To: st.Email, Subject: subject, Text: text})
-		if err != nil {
-			return err
-		}
-		if err := tx.Enqueue(&models.Delivery{Channel: channelEmail, Target: st.Email, Event: string(TypeStaffChanged), Subject: cmpOr(d.Change, d.AccountID),
-			Body: string(body)}); err != nil {
-			return err
+	return o.queue(tx, Notice{Kind: TypeStaffChanged, At: tx.Now(), Actor: actor, Staff: &d})
+}
+
+// SendsEmail reports whether a channel reaches people at their own
+// address (enrollment links go there; otherwise the host prints them).
+func (o *Outbox) SendsEmail() bool { return o.personal() != nil }
+
+func (o *Outbox) personal() Personal {
+	for _, ch := range o.cfg.Channels {
+		if p, ok := ch.(Personal); ok {
+			return p
 		}
 	}
 	return nil
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func staffEmail(d StaffData, actor string) (subject, text string) {
-	what := map[string]string{"add": "a new account for " + d.Email + " as " + d.Role, "role": d.Email + " as " + d.Role,
-		"enable": "enabling " + d.Email + " again", "reset": "resetting the password and passkeys of " + d.Email, "disable": "disabling " + d.Email,
-		"groups": "a new single sign-on group mapping"}[d.Kind]
-	by := actorName(actor)
-	switch {
-	case d.Via == "host":
-		subject = "Account made on the host: " + d.Email
-		text = fmt.Sprintf("An account was made on the host with `countersign user add`: %s, as %s. It can sign at once.\nIf nobody you know did this, disable it on the staff page.\n", d.Email, d.Role)
-	case d.Status == string(models.ChangeProposed):
-		subject = "Staff change to countersign: " + what
-		text = fmt.Sprintf("%s proposed %s. It takes effect when another admin approves it.\n", d.ProposedBy, what)
-	case d.Status == string(models.ChangeRejected):
-		subject = "Staff change rejected: " + what
-		text = fmt.Sprintf("%s rejected %s (proposed by %s).\n", by, what, d.ProposedBy)
-	case d.Via == "at_once":
-		subject = "Staff change: " + what
-		text = fmt.Sprintf("%s changed this at once: %s.\n", by, what)
-	default:
-		subject = "Staff change in effect: " + what
-		text = fmt.Sprintf("%s, proposed by %s, took effect when %s approved it.\n", what, d.ProposedBy, by)
-	}
-	return subject, text + "\nStaff: " + d.URL + "\n"
-}
-
-// SendsEmail reports whether email reaches people.
-func (o *Outbox) SendsEmail() bool { return o.smtp != nil }
-
 // Address is the public address of a back-office path.
 func (o *Outbox) Address(path string) string { return o.cfg.Base + path }
 
-// QueueEnrollment queues the email that brings a person their enrollment
+// QueueEnrollment queues the message that brings a person their enrollment
 // link, to them alone.
 func (o *Outbox) QueueEnrollment(tx *storage.Tx, to *models.Staff, link, purpose string, expires time.Time) error {
-	subject, lead := "Your Countersign account", "An account was made for you in Countersign's back office, as "+string(to.Role)+"."
-	if purpose == "reset" {
-		subject, lead = "Set your Countersign password again", "Your Countersign password and passkeys were reset, as approved by two admins."
+	p := o.personal()
+	if p == nil {
+		return errors.New("no channel reaches people at their own address (set up email)")
 	}
-	text := fmt.Sprintf("%s\n\nSet your password with this link (it works once, until %s):\n%s\n\nNobody else has this link; do not forward it. If you did not expect it, tell an admin.\n",
-		lead, expires.UTC().Format("2006-01-02 15:04 UTC"), link)
-	body, err := json.Marshal(email{To: to.Email, Subject: subject, Text: text})
-	if err != nil {
-		return err
-	}
-	return tx.Enqueue(&models.Delivery{Channel: channelEmail, Target: to.Email, Event: models.DeliveryEnrollment, Subject: to.ID, Body: string(body)})
+	return p.QueueEnrollment(tx, to, link, purpose, expires)
 }

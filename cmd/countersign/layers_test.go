@@ -118,8 +118,9 @@ func layerViolations(p goPackage) []string {
 		refuse(p.Deps, "tools sit under the agent and the web and need only the words", func(imp string) bool {
 			return ours(imp, "agent", "web", "views", "cmd", "models/storage", "demo")
 		})
-	case ours(path, "agent/agenttest"):
-		// The gate's and the run loop's tests run on the demo shop.
+	case ours(path, "agent/agenttest", "agent/outbox/outboxtest"):
+		// The gate's, the run loop's and the outbox's tests run on the
+		// demo shop.
 		refuse(p.Deps, "the core knows no HTTP server, page or process", func(imp string) bool { return ours(imp, "web", "views", "cmd") })
 	case ours(path, "agent"):
 		refuse(p.Deps, "the core knows no HTTP server, page or process, and no business", func(imp string) bool {
@@ -127,8 +128,28 @@ func layerViolations(p goPackage) []string {
 		})
 	case ours(path, "web"):
 		refuse(p.Deps, "the web layer is under the process and knows no business", func(imp string) bool { return ours(imp, "cmd", "demo") })
+	case ours(path, "channels"):
+		// A channel is a room of its own beside the web: it knows the
+		// outbox and the words, not the pages, the process or another
+		// channel.
+		refuse(p.Deps, "a channel reaches people through the outbox alone", func(imp string) bool {
+			return ours(imp, "web", "views", "cmd", "demo") || (ours(imp, "channels") && !ours(imp, strings.TrimPrefix(path, module+"/")))
+		})
+	}
+	// A channel's service is spoken to by that channel alone.
+	for sdk, channel := range channelSDKs {
+		if !ours(path, channel) {
+			refuse(p.Imports, "only "+channel+" speaks to its service", func(imp string) bool { return strings.HasPrefix(imp, sdk) })
+		}
 	}
 	return bad
+}
+
+// channelSDKs are the SDKs of channels' services, each the one channel's.
+var channelSDKs = map[string]string{
+	"github.com/slack-go/slack":   "channels/slack",
+	"github.com/emersion/go-smtp": "channels/email",
+	"github.com/emersion/go-sasl": "channels/email",
 }
 
 // The rules catch what they are for: a made-up package of each kind that
@@ -151,6 +172,10 @@ func TestLayerRulesRefuseWhatTheyMust(t *testing.T) {
 		{ImportPath: module + "/demo/shop", Imports: []string{module + "/agent/gate"}},
 		{ImportPath: module + "/demo/offline", Imports: []string{module + "/agent/runloop"}},
 		{ImportPath: module + "/demo/shop", Imports: []string{"gorm.io/gorm"}},
+		{ImportPath: module + "/web", Imports: []string{"github.com/slack-go/slack"}},
+		{ImportPath: module + "/agent/outbox", Imports: []string{"github.com/emersion/go-smtp"}},
+		{ImportPath: module + "/channels/slack", Deps: []string{module + "/channels/webhook"}},
+		{ImportPath: module + "/channels/email", Deps: []string{module + "/web"}},
 	} {
 		if len(layerViolations(p)) == 0 {
 			t.Errorf("%s with %v passed", p.ImportPath, slices.Concat(p.Imports, p.Deps))

@@ -3,11 +3,16 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/countersign/countersign/agent/outbox"
+	"github.com/countersign/countersign/channels/email"
+	"github.com/countersign/countersign/channels/slack"
+	"github.com/countersign/countersign/channels/webhook"
+	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/views"
 )
 
@@ -52,8 +57,9 @@ func (cfg *config) reachFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&r.RemindBefore, "remind-before", outbox.DefaultRemindBefore, "approvers are reminded this long before an action expires (0: never)")
 }
 
-// outboxConfig turns the flags into the outbox's configuration.
-func (cfg *config) outboxConfig() (outbox.Config, error) {
+// outboxConfig turns the flags into the outbox's configuration: the
+// channels set up (each checks its own flags), who is reached and when.
+func (cfg *config) outboxConfig(store *storage.Store, log *slog.Logger) (outbox.Config, error) {
 	r := cfg.Reach
 	public := strings.TrimRight(r.PublicURL, "/")
 	if public == "" {
@@ -65,18 +71,46 @@ func (cfg *config) outboxConfig() (outbox.Config, error) {
 	} else if u, err := url.Parse(public); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return outbox.Config{}, fmt.Errorf("--public-url %q: want http(s)://host[:port][/path]", r.PublicURL)
 	}
-	if r.SlackSigning != "" && r.SlackWebhook == "" && r.SlackToken == "" {
-		return outbox.Config{}, fmt.Errorf("--slack-signing-secret needs --slack-webhook or --slack-token: the buttons are on the messages they post")
-	}
 	never := func(d time.Duration) time.Duration {
 		if d == 0 {
 			return -1
 		}
 		return d
 	}
-	return outbox.Config{Webhooks: r.Webhooks, WebhookSecret: r.WebhookSecret, WebhookEvents: r.WebhookEvents,
-		SlackWebhook: r.SlackWebhook, SlackToken: r.SlackToken, SlackChannel: r.SlackChannel, SlackAPIURL: r.SlackAPIURL,
-		SMTPURL: r.SMTPURL, MailFrom: r.MailFrom,
-		EscalateAfter: never(r.EscalateAfter), RemindBefore: never(r.RemindBefore),
+	channels, err := cfg.channels(store, log)
+	if err != nil {
+		return outbox.Config{}, err
+	}
+	return outbox.Config{Channels: channels, EscalateAfter: never(r.EscalateAfter), RemindBefore: never(r.RemindBefore), Log: log,
 		Link: func(id string) string { return public + views.Reverse(views.PathAction, id) }, Base: public}, nil
+}
+
+// channels are the ways of reaching people the flags set up, in the order
+// the staff page names them.
+func (cfg *config) channels(store *storage.Store, log *slog.Logger) ([]outbox.Channel, error) {
+	r := cfg.Reach
+	var out []outbox.Channel
+	wh, err := webhook.New(webhook.Config{URLs: r.Webhooks, Secret: r.WebhookSecret, Events: r.WebhookEvents})
+	if err != nil {
+		return nil, err
+	}
+	if wh != nil {
+		out = append(out, wh)
+	}
+	sl, err := slack.New(slack.Config{Webhook: r.SlackWebhook, Token: r.SlackToken, Channel: r.SlackChannel, APIURL: r.SlackAPIURL,
+		SigningSecret: r.SlackSigning, Store: store, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	if sl != nil {
+		out = append(out, sl)
+	}
+	em, err := email.New(email.Config{SMTPURL: r.SMTPURL, From: r.MailFrom, Now: store.Now})
+	if err != nil {
+		return nil, err
+	}
+	if em != nil {
+		out = append(out, em)
+	}
+	return out, nil
 }

@@ -91,11 +91,11 @@ func (a *App) configs(in core.InForce) (core.Config, web.Config, error) {
 	if err != nil {
 		return core.Config{}, web.Config{}, err
 	}
-	reach, err := cfg.outboxConfig()
+	reach, err := cfg.outboxConfig(a.store, log)
 	if err != nil {
 		return core.Config{}, web.Config{}, err
 	}
-	reach.Log, reach.Metrics = log, a.metrics
+	reach.Metrics = a.metrics
 	ssoCfg, noPasswords, err := cfg.ssoConfig(reach.Base)
 	if err != nil {
 		return core.Config{}, web.Config{}, err
@@ -112,7 +112,7 @@ func (a *App) configs(in core.InForce) (core.Config, web.Config, error) {
 				MaxPendingPerAgent: cfg.AgentMaxWaiting, MaxPendingPerSession: cfg.SessionMaxWaiting}},
 		web.Config{Log: log, Customers: customers, ChatGrantSeed: grantSeed, WidgetOrigins: origins, MCPOrigins: mcpOrigins,
 			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, PublicURL: cfg.Reach.PublicURL, Upstreams: a.upstreams,
-			SlackSigningSecret: cfg.Reach.SlackSigning, MCPWait: cfg.MCPHold, AgentCallsPerSecond: cfg.AgentCallsPerSecond, AgentCallBurst: cfg.AgentCallBurst,
+			MCPWait: cfg.MCPHold, AgentCallsPerSecond: cfg.AgentCallsPerSecond, AgentCallBurst: cfg.AgentCallBurst,
 			SSO: ssoCfg, NoPasswordSignIn: noPasswords}, nil
 }
 

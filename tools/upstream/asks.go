@@ -112,4 +112,3 @@ func (u *Server) relayRoots(next mcp.MethodHandler) mcp.MethodHandler {
 		return r.Session.ListRoots(r.Ctx, p)
 	}
 }
-

@@ -1,4 +1,4 @@
-package outbox_test
+package email
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/countersign/countersign/agent/outbox"
+	"github.com/countersign/countersign/agent/outbox/outboxtest"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 )
@@ -115,25 +116,25 @@ func (b *mailbox) to() []string {
 // it asks and links to it. A wrong password is a failed, retried delivery.
 func TestEmailReachesThoseWhoMayDecide(t *testing.T) {
 	box, addr := startMailbox(t)
-	e := newEnv(t, "", outbox.Config{SMTPURL: "smtp://countersign:mail-pass@" + addr, MailFrom: "Countersign <cs@shop.example>"})
-	e.staff(models.Approver, "ann@shop.example", "Ann")
-	e.staff(models.Supervisor, "sue@shop.example", "Sue")
-	e.staff(models.Admin, "ada@shop.example", "Ada")
-	e.staff(models.Auditor, "otto@shop.example", "Otto")
-	gone := e.staff(models.Approver, "gone@shop.example", "Gone")
+	e := outboxtest.New(t, "", outbox.Config{}, mailer(t, "smtp://countersign:mail-pass@"+addr, "Countersign <cs@shop.example>"))
+	e.Staff(models.Approver, "ann@shop.example", "Ann")
+	e.Staff(models.Supervisor, "sue@shop.example", "Sue")
+	e.Staff(models.Admin, "ada@shop.example", "Ada")
+	e.Staff(models.Auditor, "otto@shop.example", "Otto")
+	gone := e.Staff(models.Approver, "gone@shop.example", "Gone")
 	disabled := true
-	if err := e.store.UpdateStaff(context.Background(), gone.ID, nil, &disabled, "test"); err != nil {
+	if err := e.Store.UpdateStaff(context.Background(), gone.ID, nil, &disabled, "test"); err != nil {
 		t.Fatal(err)
 	}
-	e.deliver() // disabling an account is told to every admin
+	e.Deliver() // disabling an account is told to every admin
 	if got := strings.Join(box.to(), " "); got != "ada@shop.example" || box.msgs[0].msg.Header.Get("Subject") != "Staff change: disabling gone@shop.example" {
 		t.Fatalf("disabling mailed to %q: %q", got, box.msgs[0].msg.Header.Get("Subject"))
 	}
 	box.mu.Lock()
 	box.msgs = nil
 	box.mu.Unlock()
-	small := e.refund("cus_alice", "Alice", `{"order_id":"A1001","amount":100}`)
-	e.deliver()
+	small := e.Refund("cus_alice", "Alice", `{"order_id":"A1001","amount":100}`)
+	e.Deliver()
 	if got := strings.Join(box.to(), " "); got != "ada@shop.example ann@shop.example sue@shop.example" {
 		t.Fatalf("mailed to %s", got)
 	}
@@ -146,17 +147,17 @@ func TestEmailReachesThoseWhoMayDecide(t *testing.T) {
 	box.mu.Lock()
 	box.msgs = nil
 	box.mu.Unlock()
-	e.refund("cus_bob", "Bob", `{"order_id":"B2001","amount":1200}`)
-	e.deliver()
+	e.Refund("cus_bob", "Bob", `{"order_id":"B2001","amount":1200}`)
+	e.Deliver()
 	if got := strings.Join(box.to(), " "); got != "ada@shop.example sue@shop.example" {
 		t.Fatalf("a supervisor's action mailed to %s", got)
 	}
 
-	wrong := newEnv(t, "", outbox.Config{SMTPURL: "smtp://countersign:wrong@" + addr, MailFrom: "cs@shop.example"})
-	wrong.staff(models.Approver, "ann@shop.example", "Ann")
-	out := wrong.refund("cus_alice", "Alice", `{"order_id":"A1001","amount":100}`)
-	wrong.deliver()
-	ds, _ := wrong.store.DeliveriesAbout(context.Background(), out.CallID)
+	wrong := outboxtest.New(t, "", outbox.Config{}, mailer(t, "smtp://countersign:wrong@"+addr, "cs@shop.example"))
+	wrong.Staff(models.Approver, "ann@shop.example", "Ann")
+	out := wrong.Refund("cus_alice", "Alice", `{"order_id":"A1001","amount":100}`)
+	wrong.Deliver()
+	ds, _ := wrong.Store.DeliveriesAbout(context.Background(), out.CallID)
 	if len(ds) != 1 || ds[0].Status != models.DeliveryQueued || ds[0].Attempts != 1 || !strings.Contains(ds[0].LastError, "refused the sign-in") ||
 		strings.Contains(ds[0].LastError, "wrong") {
 		t.Fatalf("a refused sign-in: %+v", ds)
@@ -171,32 +172,43 @@ func TestAnEmailedEnrollmentLinkIsNotKeptOnceSent(t *testing.T) {
 	box, addr := startMailbox(t)
 	ctx := context.Background()
 	const link = "https://cs.example/enroll/enr_secret_one_time_link"
-	queue := func(e *env, to *models.Staff) {
-		if err := e.store.Write(ctx, func(tx *storage.Tx) error {
-			return e.out.QueueEnrollment(tx, to, link, "add", time.Now().Add(time.Hour))
+	queue := func(e *outboxtest.Env, to *models.Staff) {
+		if err := e.Store.Write(ctx, func(tx *storage.Tx) error {
+			return e.Out.QueueEnrollment(tx, to, link, "add", time.Now().Add(time.Hour))
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e := newEnv(t, "", outbox.Config{SMTPURL: "smtp://countersign:mail-pass@" + addr, MailFrom: "cs@shop.example"})
-	nia := e.staff(models.Approver, "nia@shop.example", "Nia")
+	e := outboxtest.New(t, "", outbox.Config{}, mailer(t, "smtp://countersign:mail-pass@"+addr, "cs@shop.example"))
+	nia := e.Staff(models.Approver, "nia@shop.example", "Nia")
 	queue(e, nia)
-	e.deliver()
+	e.Deliver()
 	box.mu.Lock()
 	if len(box.msgs) != 1 || !strings.Contains(box.msgs[0].body, link) {
 		t.Fatalf("the link was not mailed: %+v", box.msgs)
 	}
 	box.mu.Unlock()
-	ds, _ := e.store.DeliveriesAbout(ctx, nia.ID)
+	ds, _ := e.Store.DeliveriesAbout(ctx, nia.ID)
 	if len(ds) != 1 || ds[0].Status != models.DeliveryDelivered || strings.Contains(ds[0].Body, "enr_") {
 		t.Fatalf("the sent enrollment email is kept with its link: %+v", ds)
 	}
 
-	wrong := newEnv(t, "", outbox.Config{SMTPURL: "smtp://countersign:wrong@" + addr, MailFrom: "cs@shop.example"})
-	ned := wrong.staff(models.Approver, "ned@shop.example", "Ned")
+	wrong := outboxtest.New(t, "", outbox.Config{}, mailer(t, "smtp://countersign:wrong@"+addr, "cs@shop.example"))
+	ned := wrong.Staff(models.Approver, "ned@shop.example", "Ned")
 	queue(wrong, ned)
-	wrong.deliver()
-	if ds, _ := wrong.store.DeliveriesAbout(ctx, ned.ID); len(ds) != 1 || ds[0].Status != models.DeliveryQueued || !strings.Contains(ds[0].Body, "enr_") {
+	wrong.Deliver()
+	if ds, _ := wrong.Store.DeliveriesAbout(ctx, ned.ID); len(ds) != 1 || ds[0].Status != models.DeliveryQueued || !strings.Contains(ds[0].Body, "enr_") {
 		t.Fatalf("a delivery to be tried again must keep what it sends: %+v", ds)
+	}
+}
+
+// mailer is email through the server at smtpURL, on the env's clock.
+func mailer(t testing.TB, smtpURL, from string) func(*storage.Store) outbox.Channel {
+	return func(store *storage.Store) outbox.Channel {
+		ch, err := New(Config{SMTPURL: smtpURL, From: from, Now: store.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
 	}
 }

@@ -1,4 +1,4 @@
-package outbox_test
+package slack
 
 import (
 	"context"
@@ -11,7 +11,9 @@ import (
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/outbox"
+	"github.com/countersign/countersign/agent/outbox/outboxtest"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/storage"
 )
 
 // fakeSlack is Slack's Web API as the outbox uses it (chat.postMessage,
@@ -60,53 +62,53 @@ func TestSlackMessageIsPostedAndUpdated(t *testing.T) {
 	fake := &fakeSlack{}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	e := newEnv(t, "", outbox.Config{SlackToken: "xoxb-test", SlackChannel: "C0APPROVE", SlackAPIURL: srv.URL + "/api/"})
-	out := e.refund("cus_bob", "Bob", `{"order_id":"B2001","amount":1200}`)
-	e.deliver()
+	e := outboxtest.New(t, "", outbox.Config{}, poster(t, Config{Token: "xoxb-test", Channel: "C0APPROVE", APIURL: srv.URL + "/api/"}))
+	out := e.Refund("cus_bob", "Bob", `{"order_id":"B2001","amount":1200}`)
+	e.Deliver()
 	calls := fake.all()
 	if len(calls) != 1 || calls[0].method != "chat.postMessage" || calls[0].channel != "C0APPROVE" {
 		t.Fatalf("posted: %+v", calls)
 	}
 	post := calls[0]
-	for _, want := range []string{outbox.SlackApprove, outbox.SlackReject, outbox.SlackReasonInput, `"value":"` + out.CallID + `"`,
+	for _, want := range []string{SlackApprove, SlackReject, SlackReasonInput, `"value":"` + out.CallID + `"`,
 		"Refund $1,200.00 on order B2001", "Bob", "0 of 2", "supervisor", "https://cs.example/actions/" + out.CallID} {
 		if !strings.Contains(post.blocks, want) {
 			t.Fatalf("the message lacks %q: %s", want, post.blocks)
 		}
 	}
 	ctx := context.Background()
-	sue := e.staff(models.Supervisor, "sue@example.com", "Sue <admin>")
-	ann := e.staff(models.Approver, "ann@example.com", "Ann")
-	if _, err := e.gate.Approve(ctx, out.CallID, sue.Actor(), gate.ApproveRequest{}); err != nil {
+	sue := e.Staff(models.Supervisor, "sue@example.com", "Sue <admin>")
+	ann := e.Staff(models.Approver, "ann@example.com", "Ann")
+	if _, err := e.Gate.Approve(ctx, out.CallID, sue.Actor(), gate.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	e.deliver()
+	e.Deliver()
 	calls = fake.all()
 	if len(calls) != 2 || calls[1].method != "chat.update" || calls[1].ts != "1700000000.000100" || calls[1].channel != "C0APPROVE" ||
 		!strings.Contains(calls[1].blocks, "1 of 2") || !strings.Contains(calls[1].blocks, `Sue \u0026lt;admin\u0026gt;`) || calls[1].text != "Refund $1,200.00 on order B2001: approved by Sue &lt;admin&gt; (1 of 2)." ||
-		!strings.Contains(calls[1].blocks, outbox.SlackApprove) {
+		!strings.Contains(calls[1].blocks, SlackApprove) {
 		t.Fatalf("after the first approval: %+v", calls[len(calls)-1])
 	}
-	if _, err := e.gate.Approve(ctx, out.CallID, ann.Actor(), gate.ApproveRequest{}); err != nil {
+	if _, err := e.Gate.Approve(ctx, out.CallID, ann.Actor(), gate.ApproveRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
-		e.deliver()
+		e.Deliver()
 	}
 	calls = fake.all()
 	last := calls[len(calls)-1]
 	if len(calls) != 4 || last.method != "chat.update" || !strings.Contains(last.blocks, "Approved and done") ||
-		strings.Contains(last.blocks, outbox.SlackApprove) {
+		strings.Contains(last.blocks, SlackApprove) {
 		t.Fatalf("after the decision: %d calls, last %+v", len(calls), last)
 	}
 	if !strings.Contains(calls[2].blocks, "Approved by Ann") {
 		t.Fatalf("who decided: %s", calls[2].blocks)
 	}
 	// A bad token is a failed delivery, retried, and the token is not in the log.
-	bad := newEnv(t, "", outbox.Config{SlackToken: "xoxb-wrong", SlackChannel: "C1", SlackAPIURL: srv.URL + "/api/"})
-	o := bad.refund("cus_alice", "Alice", `{"order_id":"A1001","amount":100}`)
-	bad.deliver()
-	ds, _ := bad.store.DeliveriesAbout(ctx, o.CallID)
+	bad := outboxtest.New(t, "", outbox.Config{}, poster(t, Config{Token: "xoxb-wrong", Channel: "C1", APIURL: srv.URL + "/api/"}))
+	o := bad.Refund("cus_alice", "Alice", `{"order_id":"A1001","amount":100}`)
+	bad.Deliver()
+	ds, _ := bad.Store.DeliveriesAbout(ctx, o.CallID)
 	if len(ds) != 1 || ds[0].Status != models.DeliveryQueued || !strings.Contains(ds[0].LastError, "invalid_auth") || strings.Contains(ds[0].LastError, "xoxb") {
 		t.Fatalf("a bad token: %+v", ds)
 	}
@@ -115,16 +117,28 @@ func TestSlackMessageIsPostedAndUpdated(t *testing.T) {
 // An action whose rule asks for a passkey has no Approve or Reject button
 // in Slack, which cannot sign: the message opens the back office.
 func TestSlackOffersTheBackOfficeForPasskeyActions(t *testing.T) {
-	v := outbox.ActionView{ID: "call_x", Summary: "Refund $900.00 on order A1002", Link: "https://cs.example/actions/call_x",
+	v := ActionView{ID: "call_x", Summary: "Refund $900.00 on order A1002", Link: "https://cs.example/actions/call_x",
 		Status: models.CallPending, Required: 1, Passkey: true}
-	body, _ := json.Marshal(outbox.ActionBlocks(v, true))
-	if strings.Contains(string(body), outbox.SlackApprove) || strings.Contains(string(body), outbox.SlackReject) ||
+	body, _ := json.Marshal(ActionBlocks(v, true))
+	if strings.Contains(string(body), SlackApprove) || strings.Contains(string(body), SlackReject) ||
 		!strings.Contains(string(body), "Open to sign with your passkey") || !strings.Contains(string(body), v.Link) {
 		t.Fatalf("blocks: %s", body)
 	}
 	v.Passkey = false
-	body, _ = json.Marshal(outbox.ActionBlocks(v, true))
-	if !strings.Contains(string(body), outbox.SlackApprove) {
+	body, _ = json.Marshal(ActionBlocks(v, true))
+	if !strings.Contains(string(body), SlackApprove) {
 		t.Fatalf("an ordinary action lost its buttons: %s", body)
+	}
+}
+
+// poster is the Slack channel as cfg sets it up, over the env's store.
+func poster(t testing.TB, cfg Config) func(*storage.Store) outbox.Channel {
+	return func(store *storage.Store) outbox.Channel {
+		cfg.Store = store
+		ch, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
 	}
 }

@@ -1,4 +1,8 @@
-package outbox
+// Package slack is the channel that posts each action that waits to a
+// Slack channel, with Approve and Reject, and updates the message as the
+// action is decided; its inbound route (inbound.go) takes the clicks.
+// Only this package speaks Slack (slack-go).
+package slack
 
 import (
 	"context"
@@ -7,14 +11,15 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/slack-go/slack"
+	slack "github.com/slack-go/slack"
 
+	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 )
 
-// The ids of a Slack message's parts, read back by the interactions
-// endpoint (web): the buttons' action ids carry the verdict, their value the
+// The ids of a Slack message's parts, read back by the inbound route
+// (inbound.go): the buttons' action ids carry the verdict, their value the
 // action's id, and the reason box is read from the message's state.
 const (
 	SlackApprove     = "countersign_approve"
@@ -32,25 +37,25 @@ type slackMessage struct {
 	Blocks json.RawMessage `json:"blocks"`
 }
 
-// queueSlack queues what Slack is told of an action: the action when it
-// waits (with buttons), the step or the outcome when that changes, a note
-// when it is overdue or about to expire.
-func (o *Outbox) queueSlack(tx *storage.Tx, n notice) error {
+// Queue queues what Slack is told of an action: the action when it waits
+// (with buttons), the step or the outcome when that changes, a note when
+// it is overdue or about to expire.
+func (c *Channel) Queue(tx *storage.Tx, n outbox.Notice) error {
 	var m slackMessage
-	switch n.kind {
-	case TypeActionPending:
-		m = slackMessage{Text: "Approval needed: " + n.summary, Blocks: mustBlocks(ActionBlocks(n.view(), true))}
-	case noticeApprovalAdded, TypeActionDecided:
-		m = slackMessage{Update: true, Text: n.statusLine(), Blocks: mustBlocks(ActionBlocks(n.view(), n.call.Status == models.CallPending))}
-	case TypeCallFinished:
-		if n.call.Decision != models.DecidedNeedsApproval {
+	switch n.Kind {
+	case outbox.TypeActionPending:
+		m = slackMessage{Text: "Approval needed: " + n.Summary, Blocks: mustBlocks(ActionBlocks(view(n), true))}
+	case outbox.NoticeApprovalAdded, outbox.TypeActionDecided:
+		m = slackMessage{Update: true, Text: statusLine(n), Blocks: mustBlocks(ActionBlocks(view(n), n.Call.Status == models.CallPending))}
+	case outbox.TypeCallFinished:
+		if n.Call.Decision != models.DecidedNeedsApproval {
 			return nil
 		}
-		m = slackMessage{Update: true, Text: n.statusLine(), Blocks: mustBlocks(ActionBlocks(n.view(), false))}
-	case TypeActionOverdue, TypeActionReminder:
-		text := n.statusLine()
+		m = slackMessage{Update: true, Text: statusLine(n), Blocks: mustBlocks(ActionBlocks(view(n), false))}
+	case outbox.TypeActionOverdue, outbox.TypeActionReminder:
+		text := statusLine(n)
 		m = slackMessage{Text: text, Blocks: mustBlocks(slack.Blocks{BlockSet: []slack.Block{
-			slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, escapeSlack(text)+"\n<"+n.link+"|Open it>", false, false), nil, nil)}})}
+			slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, escapeSlack(text)+"\n<"+n.Link+"|Open it>", false, false), nil, nil)}})}
 	default:
 		return nil
 	}
@@ -58,7 +63,7 @@ func (o *Outbox) queueSlack(tx *storage.Tx, n notice) error {
 	if err != nil {
 		return err
 	}
-	return tx.Enqueue(&models.Delivery{Channel: channelSlack, Target: "slack", Event: string(n.kind), Subject: n.call.ID, Body: string(body)})
+	return tx.Enqueue(&models.Delivery{Channel: c.Name(), Target: "slack", Event: string(n.Kind), Subject: n.Call.ID, Body: string(body)})
 }
 
 // ActionView is what a Slack message says of an action.
@@ -74,12 +79,12 @@ type ActionView struct {
 	Passkey bool
 }
 
-func (n notice) view() ActionView {
-	c := n.call
-	v := ActionView{ID: c.ID, Summary: n.summary, Customer: n.customer, Rule: c.Rule, Reason: c.Reason, Link: n.link,
-		Status: c.Status, Approvals: n.approved, Required: max(c.RequiredApprovals, 1), Role: string(c.RequiredRole), Passkey: n.passkey}
-	if n.kind != TypeActionPending {
-		v.By = actorName(n.actor)
+func view(n outbox.Notice) ActionView {
+	c := n.Call
+	v := ActionView{ID: c.ID, Summary: n.Summary, Customer: n.Customer, Rule: c.Rule, Reason: c.Reason, Link: n.Link,
+		Status: c.Status, Approvals: n.Approved, Required: n.Required(), Role: string(c.RequiredRole), Passkey: n.Passkey}
+	if n.Kind != outbox.TypeActionPending {
+		v.By = n.By()
 	}
 	if c.Status != models.CallPending && c.Status != models.CallApproved {
 		v.Outcome = c.Error
@@ -88,17 +93,17 @@ func (n notice) view() ActionView {
 }
 
 // statusLine says in one line where the action is.
-func (n notice) statusLine() string {
-	by := actorName(n.actor)
-	switch n.kind {
-	case TypeActionOverdue:
-		return fmt.Sprintf("Overdue: %s for %s has waited too long for a decision.", n.summary, orAnonymous(n.customer))
-	case TypeActionReminder:
-		return fmt.Sprintf("Reminder: %s for %s expires soon unless someone decides.", n.summary, orAnonymous(n.customer))
-	case noticeApprovalAdded:
-		return fmt.Sprintf("%s: approved by %s (%d of %d).", n.summary, by, n.approved, max(n.call.RequiredApprovals, 1))
+func statusLine(n outbox.Notice) string {
+	by := n.By()
+	switch n.Kind {
+	case outbox.TypeActionOverdue:
+		return fmt.Sprintf("Overdue: %s for %s has waited too long for a decision.", n.Summary, n.CustomerOrAnonymous())
+	case outbox.TypeActionReminder:
+		return fmt.Sprintf("Reminder: %s for %s expires soon unless someone decides.", n.Summary, n.CustomerOrAnonymous())
+	case outbox.NoticeApprovalAdded:
+		return fmt.Sprintf("%s: approved by %s (%d of %d).", n.Summary, by, n.Approved, n.Required())
 	}
-	return fmt.Sprintf("%s: %s.", n.summary, outcomeWords(n.call.Status, by))
+	return fmt.Sprintf("%s: %s.", n.Summary, outcomeWords(n.Call.Status, by))
 }
 
 func outcomeWords(s models.CallStatus, by string) string {
@@ -123,7 +128,7 @@ func outcomeWords(s models.CallStatus, by string) string {
 	return string(s)
 }
 
-func orAnonymous(customer string) string {
+func orAnonymous(customer string) string { // ActionView's customer
 	if customer == "" {
 		return "an anonymous customer"
 	}
@@ -199,23 +204,23 @@ func mustBlocks(b slack.Blocks) json.RawMessage {
 	return out
 }
 
-// sendSlack posts or updates a message. Through the Web API the posted
+// Send posts or updates a message. Through the Web API the posted
 // message's channel and timestamp come back as the delivery's ref, and an
 // update edits that message; through an incoming webhook (which cannot
 // edit) an update is posted as a message of its own.
-func (o *Outbox) sendSlack(ctx context.Context, d models.Delivery) (string, error) {
+func (c *Channel) Send(ctx context.Context, d models.Delivery) (string, error) {
 	var m slackMessage
 	if err := json.Unmarshal([]byte(d.Body), &m); err != nil {
-		return "", permanent{fmt.Errorf("a Slack message that does not decode: %w", err)}
+		return "", outbox.Permanent{Err: fmt.Errorf("a Slack message that does not decode: %w", err)}
 	}
 	var blocks slack.Blocks
 	if err := json.Unmarshal(m.Blocks, &blocks); err != nil {
-		return "", permanent{fmt.Errorf("a Slack message that does not decode: %w", err)}
+		return "", outbox.Permanent{Err: fmt.Errorf("a Slack message that does not decode: %w", err)}
 	}
-	if o.cfg.SlackToken != "" {
-		api := o.slackAPI()
+	if c.cfg.Token != "" {
+		api := c.api()
 		if m.Update {
-			ref, err := o.store.DeliveryRef(ctx, channelSlack, string(TypeActionPending), d.Subject)
+			ref, err := c.cfg.Store.DeliveryRef(ctx, c.Name(), string(outbox.TypeActionPending), d.Subject)
 			if err != nil {
 				return "", err
 			}
@@ -224,25 +229,25 @@ func (o *Outbox) sendSlack(ctx context.Context, d models.Delivery) (string, erro
 				return "", slackError(err)
 			}
 		}
-		channel, ts, err := api.PostMessageContext(ctx, o.cfg.SlackChannel, slack.MsgOptionText(escapeSlack(m.Text), false), slack.MsgOptionBlocks(blocks.BlockSet...))
+		channel, ts, err := api.PostMessageContext(ctx, c.cfg.Channel, slack.MsgOptionText(escapeSlack(m.Text), false), slack.MsgOptionBlocks(blocks.BlockSet...))
 		if err != nil {
 			return "", slackError(err)
 		}
 		return channel + "/" + ts, nil
 	}
-	if o.cfg.SlackWebhook == "" {
-		return "", permanent{errors.New("no Slack webhook or token is configured any longer")}
+	if c.cfg.Webhook == "" {
+		return "", outbox.Permanent{Err: errors.New("no Slack webhook or token is configured any longer")}
 	}
-	return "", slackError(slack.PostWebhookCustomHTTPContext(ctx, o.cfg.SlackWebhook, o.cfg.Client,
+	return "", slackError(slack.PostWebhookCustomHTTPContext(ctx, c.cfg.Webhook, c.cfg.Client,
 		&slack.WebhookMessage{Text: escapeSlack(m.Text), Blocks: &blocks}))
 }
 
-func (o *Outbox) slackAPI() *slack.Client {
-	opts := []slack.Option{slack.OptionHTTPClient(o.cfg.Client)}
-	if o.cfg.SlackAPIURL != "" {
-		opts = append(opts, slack.OptionAPIURL(o.cfg.SlackAPIURL))
+func (c *Channel) api() *slack.Client {
+	opts := []slack.Option{slack.OptionHTTPClient(c.cfg.Client)}
+	if c.cfg.APIURL != "" {
+		opts = append(opts, slack.OptionAPIURL(c.cfg.APIURL))
 	}
-	return slack.New(o.cfg.SlackToken, opts...)
+	return slack.New(c.cfg.Token, opts...)
 }
 
 // slackError keeps Slack's answer and drops anything that could hold the
@@ -258,9 +263,9 @@ func slackError(err error) error {
 	return errors.New("Slack: " + msg)
 }
 
-// Respond answers a Slack interaction through its response_url: replace
-// the message the person clicked (replace), or tell them alone (ephemeral).
-func (o *Outbox) Respond(ctx context.Context, responseURL string, v *ActionView, text string) error {
+// respond answers a Slack interaction through its response_url: replace
+// the message the person clicked (v), or tell them alone (v nil).
+func (c *Channel) respond(ctx context.Context, responseURL string, v *ActionView, text string) error {
 	msg := &slack.WebhookMessage{Text: escapeSlack(text)}
 	if v != nil {
 		blocks := ActionBlocks(*v, v.Status == models.CallPending)
@@ -268,17 +273,5 @@ func (o *Outbox) Respond(ctx context.Context, responseURL string, v *ActionView,
 	} else {
 		msg.ResponseType = slack.ResponseTypeEphemeral
 	}
-	return slackError(slack.PostWebhookCustomHTTPContext(ctx, responseURL, o.cfg.Client, msg))
-}
-
-// View is what a Slack message says of an action as it stands now; by is
-// who acted last ("" for nobody).
-func (o *Outbox) View(ctx context.Context, callID, by string) (ActionView, error) {
-	call, customer, approvals, err := o.store.CallNotice(ctx, callID)
-	if err != nil {
-		return ActionView{}, err
-	}
-	n := notice{kind: noticeView, actor: by, call: call, customer: customer, summary: o.summarize(call),
-		link: o.cfg.Link(call.ID), approved: approvals, passkey: o.asksPasskey != nil && o.asksPasskey(call)}
-	return n.view(), nil
+	return slackError(slack.PostWebhookCustomHTTPContext(ctx, responseURL, c.cfg.Client, msg))
 }

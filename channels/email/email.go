@@ -1,4 +1,8 @@
-package outbox
+// Package email is the channel that writes to staff: who may decide an
+// action that waits or is about to expire, supervisors when one is
+// overdue, every admin when who may sign changes, and a person alone their
+// enrollment link. It speaks SMTP through go-smtp.
+package email
 
 import (
 	"context"
@@ -16,9 +20,64 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 )
+
+// Config is the mail server and who email comes from.
+type Config struct {
+	// SMTPURL is smtp://user:pass@host:587 (STARTTLS), smtps://… for TLS
+	// from the start (--smtp-url); From is the sender (--mail-from).
+	SMTPURL string
+	From    string
+	// Now is the clock of the Date header (nil: time.Now).
+	Now func() time.Time
+}
+
+// Channel sends email to staff.
+type Channel struct {
+	t   *smtpTarget
+	now func() time.Time
+}
+
+// New checks the configuration: nil, nil when no mail server is given.
+func New(cfg Config) (*Channel, error) {
+	if cfg.SMTPURL == "" {
+		return nil, nil
+	}
+	t, err := parseSMTP(cfg.SMTPURL, cfg.From)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Channel{t: t, now: cfg.Now}, nil
+}
+
+// Name is the deliveries' channel.
+func (c *Channel) Name() string { return "email" }
+
+// Describe says email reaches staff.
+func (c *Channel) Describe() string { return "email to staff" }
+
+// Hears says what staff are written about.
+func (c *Channel) Hears(kind outbox.EventType) bool {
+	switch kind {
+	case outbox.TypeActionPending, outbox.TypeActionReminder, outbox.TypeActionOverdue, outbox.TypeStaffChanged:
+		return true
+	}
+	return false
+}
+
+// Queue queues an email to each person who should hear of n.
+func (c *Channel) Queue(tx *storage.Tx, n outbox.Notice) error {
+	if n.Staff != nil {
+		return c.queueStaff(tx, n)
+	}
+	return c.queueAction(tx, n)
+}
 
 // smtpTarget is where email goes: the server, how to reach it, who sends.
 type smtpTarget struct {
@@ -71,19 +130,19 @@ type email struct {
 	Text    string `json:"text"`
 }
 
-// queueEmail queues an email to each person who should hear of the event:
-// those who may decide the action when it waits or is about to expire;
+// queueAction queues an email to each person who should hear of an
+// action: those who may decide it when it waits or is about to expire;
 // supervisors and admins when it is overdue.
-func (o *Outbox) queueEmail(tx *storage.Tx, n notice) error {
+func (c *Channel) queueAction(tx *storage.Tx, n outbox.Notice) error {
 	var role models.StaffRole
 	var subject, lead string
-	switch n.kind {
-	case TypeActionPending:
-		role, subject, lead = n.call.RequiredRole, "Approval needed: "+n.summary, "An action waits for your decision."
-	case TypeActionReminder:
-		role, subject, lead = n.call.RequiredRole, "Expires soon: "+n.summary, "An action expires soon unless someone decides."
-	case TypeActionOverdue:
-		role, subject, lead = models.Supervisor, "Overdue: "+n.summary, "An action has waited too long for a decision."
+	switch n.Kind {
+	case outbox.TypeActionPending:
+		role, subject, lead = n.Call.RequiredRole, "Approval needed: "+n.Summary, "An action waits for your decision."
+	case outbox.TypeActionReminder:
+		role, subject, lead = n.Call.RequiredRole, "Expires soon: "+n.Summary, "An action expires soon unless someone decides."
+	case outbox.TypeActionOverdue:
+		role, subject, lead = models.Supervisor, "Overdue: "+n.Summary, "An action has waited too long for a decision."
 	default:
 		return nil
 	}
@@ -92,41 +151,47 @@ func (o *Outbox) queueEmail(tx *storage.Tx, n notice) error {
 		return err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\n%s\nCustomer: %s\nRule: %s (%s)\nApprovals: %d of %d\n", lead, n.summary,
-		orAnonymous(n.customer), n.call.Rule, n.call.Reason, n.approved, max(n.call.RequiredApprovals, 1))
-	if n.call.RequiredRole != "" {
-		fmt.Fprintf(&b, "Needs: %s\n", n.call.RequiredRole)
+	fmt.Fprintf(&b, "%s\n\n%s\nCustomer: %s\nRule: %s (%s)\nApprovals: %d of %d\n", lead, n.Summary,
+		n.CustomerOrAnonymous(), n.Call.Rule, n.Call.Reason, n.Approved, n.Required())
+	if n.Call.RequiredRole != "" {
+		fmt.Fprintf(&b, "Needs: %s\n", n.Call.RequiredRole)
 	}
-	if n.call.ExpiresAt != nil {
-		fmt.Fprintf(&b, "Expires: %s\n", n.call.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
+	if n.Call.ExpiresAt != nil {
+		fmt.Fprintf(&b, "Expires: %s\n", n.Call.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
 	}
-	fmt.Fprintf(&b, "\nOpen it: %s\n", n.link)
+	fmt.Fprintf(&b, "\nOpen it: %s\n", n.Link)
 	for _, st := range people {
-		body, err := json.Marshal(email{To: st.Email, Subject: subject, Text: b.String()})
-		if err != nil {
-			return err
-		}
-		if err := tx.Enqueue(&models.Delivery{Channel: channelEmail, Target: st.Email, Event: string(n.kind), Subject: n.call.ID,
-			Body: string(body)}); err != nil {
+		if err := c.enqueue(tx, email{To: st.Email, Subject: subject, Text: b.String()}, string(n.Kind), n.Call.ID); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (o *Outbox) sendEmail(ctx context.Context, d models.Delivery) error {
-	if o.smtp == nil {
-		return permanent{errors.New("email is no longer configured")}
+// enqueue queues one email.
+func (c *Channel) enqueue(tx *storage.Tx, m email, event, subject string) error {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return err
 	}
+	return tx.Enqueue(&models.Delivery{Channel: c.Name(), Target: m.To, Event: event, Subject: subject, Body: string(body)})
+}
+
+// Send sends one email.
+func (c *Channel) Send(ctx context.Context, d models.Delivery) (string, error) {
+	return "", c.send(ctx, d)
+}
+
+func (ch *Channel) send(ctx context.Context, d models.Delivery) error {
 	var m email
 	if err := json.Unmarshal([]byte(d.Body), &m); err != nil {
-		return permanent{fmt.Errorf("an email that does not decode: %w", err)}
+		return outbox.Permanent{Err: fmt.Errorf("an email that does not decode: %w", err)}
 	}
 	to, err := mail.ParseAddress(m.To)
 	if err != nil {
-		return permanent{fmt.Errorf("recipient %q: %v", m.To, err)}
+		return outbox.Permanent{Err: fmt.Errorf("recipient %q: %v", m.To, err)}
 	}
-	t := o.smtp
+	t := ch.t
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	var conn net.Conn
 	if t.implicit {
@@ -154,7 +219,7 @@ func (o *Outbox) sendEmail(ctx context.Context, d models.Delivery) error {
 			return fmt.Errorf("the mail server %s refused the sign-in: %v", t.addr, err)
 		}
 	}
-	if err := c.SendMail(t.from.Address, []string{to.Address}, strings.NewReader(message(t.from, to, m, d.ID, o.store.Now()))); err != nil {
+	if err := c.SendMail(t.from.Address, []string{to.Address}, strings.NewReader(message(t.from, to, m, d.ID, ch.now()))); err != nil {
 		return fmt.Errorf("the mail server %s: %v", t.addr, err)
 	}
 	return c.Quit()
