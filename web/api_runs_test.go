@@ -81,7 +81,8 @@ func demoAppOn(t *testing.T, store *storage.Store, configure func(*web.Config), 
 
 func openStore(t *testing.T) *storage.Store {
 	t.Helper()
-	return storetest.Open(t)
+	s, _ := storetest.OpenWith(t, storage.Options{Own: shop.Schema})
+	return s
 }
 
 // startApp wires and serves an app on a port for one test.

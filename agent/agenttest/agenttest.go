@@ -6,7 +6,6 @@ package agenttest
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +16,7 @@ import (
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/runloop"
-	"github.com/countersign/countersign/demo/shop"
+	"github.com/countersign/countersign/business"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/models/storage/storetest"
@@ -32,8 +31,9 @@ var (
 	Auditor    = models.Actor{ID: "stf_aud", Name: "Audrey", Role: models.Auditor}
 )
 
-// Env is a gate and a run loop on a real SQLite file with the demo shop and
-// the default policy.
+// Env is a gate and a run loop on a real database (SQLite, or PostgreSQL:
+// storetest) with a business's tables, data, tools, policy and facts (the
+// demo shop's, demo.Shop, in most tests: the test names it).
 type Env struct {
 	T     testing.TB
 	Store *storage.Store
@@ -66,31 +66,36 @@ func (c *Clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// New opens the env; it closes with the test. Each option may change the
-// core's configuration before it is built (metrics, say).
-func New(t testing.TB, options ...func(*core.Config)) *Env {
+// New opens the env on business b; it closes with the test. Each option
+// may change the core's configuration before it is built (metrics, say).
+func New(t testing.TB, b business.Business, options ...func(*core.Config)) *Env {
 	t.Helper()
-	store, dsn := storetest.OpenDSN(t)
+	store, dsn := storetest.OpenWith(t, storage.Options{Own: b.Schema})
 	clk := &Clock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
 	store.Now = clk.Now
-	if _, err := shop.On(store).Seed(context.Background()); err != nil {
-		t.Fatal(err)
+	if b.Seed != nil {
+		if _, err := b.Seed(context.Background(), store); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e := &Env{T: t, Store: store, DSN: dsn, Clock: clk, Executions: map[string]*atomic.Int64{}}
 	var counted []*tools.Tool
-	for _, tool := range shop.Tools(store) {
+	for _, tool := range b.Tools(store) {
 		counted = append(counted, e.counting(tool))
 	}
 	reg, err := tools.NewRegistry(counted...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
+	pol, err := policy.LoadPolicy(b.Policy, "default", reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Model, e.Notes = &Swappable{}, &Notes{}
-	cfg := core.Config{Store: store, Tools: reg, Policy: pol, Model: e.Model, Business: shop.Facts{Store: store}}
+	cfg := core.Config{Store: store, Tools: reg, Policy: pol, Model: e.Model}
+	if b.Facts != nil {
+		cfg.Business = b.Facts(store)
+	}
 	for _, o := range options {
 		o(&cfg)
 	}
@@ -189,16 +194,6 @@ func (e *Env) Call(runID, customerID, tool, args string) gate.Outcome {
 		e.T.Fatalf("call %s %s: %v", tool, args, err)
 	}
 	return out
-}
-
-// Order reads a demo order (A… is Alice's, B… Bob's).
-func (e *Env) Order(id string) *shop.Order {
-	e.T.Helper()
-	o, err := shop.On(e.Store).CustomerOrder(context.Background(), strings.ToLower("cus_")+map[byte]string{'A': "alice", 'B': "bob"}[id[0]], id)
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	return o
 }
 
 // CallRecord reads a recorded call.

@@ -11,6 +11,7 @@ import (
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/demo"
 	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 )
@@ -34,13 +35,13 @@ func TestAnEditCarriesThePasskeyOfTheStricterRule(t *testing.T) {
 	if !strings.Contains(yaml, "passkey: true") {
 		t.Fatal("the shop's policy no longer has the two-person rule this test changes")
 	}
-	e := agenttest.New(t, func(c *core.Config) {
+	e := &env{agenttest.New(t, demo.Shop, func(c *core.Config) {
 		p, err := policy.LoadPolicy([]byte(yaml), "passkey", c.Tools)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.Policy = p
-	})
+	})}
 	ctx := context.Background()
 	out := e.Call(e.NewRun("cus_bob", "Bob"), "cus_bob", "issue_refund", `{"order_id":"B2001","amount":60}`)
 	if out.Status != models.CallPending || out.Decision.Rule != "refund-needs-approval" {

@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/demo"
 	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
@@ -20,7 +21,17 @@ import (
 
 type env struct{ *agenttest.Env }
 
-func newEnv(t testing.TB) *env { return &env{agenttest.New(t)} }
+func newEnv(t testing.TB) *env { return &env{agenttest.New(t, demo.Shop)} }
+
+// Order reads a demo order (A… is Alice's, B… Bob's).
+func (e *env) Order(id string) *shop.Order {
+	e.T.Helper()
+	o, err := shop.On(e.Store).CustomerOrder(context.Background(), "cus_"+map[byte]string{'A': "alice", 'B': "bob"}[id[0]], id)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return o
+}
 
 var (
 	approver1  = agenttest.Approver1

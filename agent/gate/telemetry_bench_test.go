@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/telemetry"
+	"github.com/countersign/countersign/demo"
 )
 
 // BenchmarkGateTelemetry is BenchmarkGateCall with metrics and tracing off
@@ -56,7 +57,7 @@ func BenchmarkGateTelemetry(b *testing.B) {
 						c.Store.Observe(c.Metrics)
 					})
 				}
-				e := agenttest.New(b, options...)
+				e := agenttest.New(b, demo.Shop, options...)
 				run := e.NewRun("cus_alice", "Alice")
 				req := gate.CallRequest{RunID: run, CustomerID: "cus_alice", Tool: "get_order_status", Args: []byte(`{"order_id":"A1002"}`)}
 				ctx := context.Background()

@@ -71,3 +71,14 @@ type Reply struct {
 
 // ErrModel wraps failures of a model provider; the run fails and staff can retry.
 var ErrModel = errors.New("model provider failed")
+
+// None is the model when none was chosen: every run it is asked for ends
+// with ErrNoModel, which says what to choose. The gate API, MCP and the
+// back office need no model.
+type None struct{}
+
+// ErrNoModel is None's answer.
+var ErrNoModel = errors.New("no model is set up for Countersign's own chat: start it with --model openai, anthropic or offline (the demo shop's scripted model)")
+
+// Next refuses.
+func (None) Next(context.Context, Request) (Reply, error) { return Reply{}, ErrNoModel }

@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/outbox/outboxtest"
 	"github.com/countersign/countersign/channels/slack"
+	"github.com/countersign/countersign/demo"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 )
@@ -42,7 +43,7 @@ func BenchmarkGateCallWithOutbox(b *testing.B) {
 				name = ch.name + "/callers16"
 			}
 			b.Run(name, func(b *testing.B) {
-				e := outboxtest.New(b, "", outbox.Config{}, ch.channels...)
+				e := outboxtest.New(b, "", demo.Shop, outbox.Config{}, ch.channels...)
 				if ch.channels == nil {
 					e.Store.SetOutbox(nil) // what serve does when nothing is configured
 				}

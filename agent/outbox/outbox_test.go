@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/outbox/outboxtest"
 	"github.com/countersign/countersign/channels/webhook"
+	"github.com/countersign/countersign/demo"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/models/storage/storetest"
@@ -36,7 +37,7 @@ func TestDeliveriesSurviveARestart(t *testing.T) {
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
 	dsn := storetest.DSN(t)
-	first := outboxtest.New(t, dsn, outbox.Config{}, hooks(t, "s", srv.URL))
+	first := outboxtest.New(t, dsn, demo.Shop, outbox.Config{}, hooks(t, "s", srv.URL))
 	out := first.Refund("cus_bob", "Bob", `{"order_id":"B2001","amount":1200}`)
 	if out.Status != models.CallPending {
 		t.Fatalf("refund: %s", out.Status)
@@ -45,7 +46,7 @@ func TestDeliveriesSurviveARestart(t *testing.T) {
 	if n := len(rcv.All()); n != 0 {
 		t.Fatalf("%d sent before the restart", n)
 	}
-	again := outboxtest.New(t, dsn, outbox.Config{}, hooks(t, "s", srv.URL))
+	again := outboxtest.New(t, dsn, demo.Shop, outbox.Config{}, hooks(t, "s", srv.URL))
 	again.Deliver()
 	got := rcv.All()
 	if len(got) != 1 || got[0].Event != "action.pending" || !strings.Contains(string(got[0].Body), out.CallID) {
@@ -118,7 +119,7 @@ func TestEscalationFollowsTheClock(t *testing.T) {
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
 	var changed []string
-	e := outboxtest.New(t, "", outbox.Config{EscalateAfter: 15 * time.Minute, RemindBefore: 10 * time.Minute,
+	e := outboxtest.New(t, "", demo.Shop, outbox.Config{EscalateAfter: 15 * time.Minute, RemindBefore: 10 * time.Minute,
 		Changed: func(id string) { changed = append(changed, id) }}, hooks(t, "s", srv.URL))
 	ctx := context.Background()
 	out := e.Refund("cus_alice", "Alice", `{"order_id":"A1001","amount":100}`)
@@ -182,7 +183,7 @@ func TestOutboxConfiguration(t *testing.T) {
 	if _, err := outbox.New(store, outbox.Config{Channels: []outbox.Channel{one, one}}); err == nil || !strings.Contains(err.Error(), "two channels") {
 		t.Errorf("two webhook channels: %v", err)
 	}
-	e := outboxtest.New(t, "", outbox.Config{})
+	e := outboxtest.New(t, "", demo.Shop, outbox.Config{})
 	e.Refund("cus_alice", "Alice", `{"order_id":"A1001","amount":100}`)
 	if ds, _ := e.Store.Deliveries(context.Background(), 10); len(ds) != 0 {
 		t.Fatalf("queued with nobody to tell: %+v", ds)

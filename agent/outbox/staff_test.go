@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/outbox/outboxtest"
+	"github.com/countersign/countersign/demo"
 	"github.com/countersign/countersign/models"
 )
 
@@ -20,7 +21,7 @@ func TestAccountsMadeOnTheHostAreTold(t *testing.T) {
 	rcv := &outboxtest.Receiver{}
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
-	e := outboxtest.New(t, "", outbox.Config{Base: "https://cs.example"}, hooks(t, "whsec-test", srv.URL))
+	e := outboxtest.New(t, "", demo.Shop, outbox.Config{Base: "https://cs.example"}, hooks(t, "whsec-test", srv.URL))
 	ctx := context.Background()
 	svc := accounts.New(e.Store)
 	svc.Mailer = e.Out

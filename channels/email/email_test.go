@@ -17,6 +17,7 @@ import (
 
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/outbox/outboxtest"
+	"github.com/countersign/countersign/demo"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 )
@@ -116,7 +117,7 @@ func (b *mailbox) to() []string {
 // it asks and links to it. A wrong password is a failed, retried delivery.
 func TestEmailReachesThoseWhoMayDecide(t *testing.T) {
 	box, addr := startMailbox(t)
-	e := outboxtest.New(t, "", outbox.Config{}, mailer(t, "smtp://countersign:mail-pass@"+addr, "Countersign <cs@shop.example>"))
+	e := outboxtest.New(t, "", demo.Shop, outbox.Config{}, mailer(t, "smtp://countersign:mail-pass@"+addr, "Countersign <cs@shop.example>"))
 	e.Staff(models.Approver, "ann@shop.example", "Ann")
 	e.Staff(models.Supervisor, "sue@shop.example", "Sue")
 	e.Staff(models.Admin, "ada@shop.example", "Ada")
@@ -153,7 +154,7 @@ func TestEmailReachesThoseWhoMayDecide(t *testing.T) {
 		t.Fatalf("a supervisor's action mailed to %s", got)
 	}
 
-	wrong := outboxtest.New(t, "", outbox.Config{}, mailer(t, "smtp://countersign:wrong@"+addr, "cs@shop.example"))
+	wrong := outboxtest.New(t, "", demo.Shop, outbox.Config{}, mailer(t, "smtp://countersign:wrong@"+addr, "cs@shop.example"))
 	wrong.Staff(models.Approver, "ann@shop.example", "Ann")
 	out := wrong.Refund("cus_alice", "Alice", `{"order_id":"A1001","amount":100}`)
 	wrong.Deliver()
@@ -179,7 +180,7 @@ func TestAnEmailedEnrollmentLinkIsNotKeptOnceSent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := outboxtest.New(t, "", outbox.Config{}, mailer(t, "smtp://countersign:mail-pass@"+addr, "cs@shop.example"))
+	e := outboxtest.New(t, "", demo.Shop, outbox.Config{}, mailer(t, "smtp://countersign:mail-pass@"+addr, "cs@shop.example"))
 	nia := e.Staff(models.Approver, "nia@shop.example", "Nia")
 	queue(e, nia)
 	e.Deliver()
@@ -193,7 +194,7 @@ func TestAnEmailedEnrollmentLinkIsNotKeptOnceSent(t *testing.T) {
 		t.Fatalf("the sent enrollment email is kept with its link: %+v", ds)
 	}
 
-	wrong := outboxtest.New(t, "", outbox.Config{}, mailer(t, "smtp://countersign:wrong@"+addr, "cs@shop.example"))
+	wrong := outboxtest.New(t, "", demo.Shop, outbox.Config{}, mailer(t, "smtp://countersign:wrong@"+addr, "cs@shop.example"))
 	ned := wrong.Staff(models.Approver, "ned@shop.example", "Ned")
 	queue(wrong, ned)
 	wrong.Deliver()

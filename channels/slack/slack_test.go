@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/outbox/outboxtest"
+	"github.com/countersign/countersign/demo"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 )
@@ -62,7 +63,7 @@ func TestSlackMessageIsPostedAndUpdated(t *testing.T) {
 	fake := &fakeSlack{}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	e := outboxtest.New(t, "", outbox.Config{}, poster(t, Config{Token: "xoxb-test", Channel: "C0APPROVE", APIURL: srv.URL + "/api/"}))
+	e := outboxtest.New(t, "", demo.Shop, outbox.Config{}, poster(t, Config{Token: "xoxb-test", Channel: "C0APPROVE", APIURL: srv.URL + "/api/"}))
 	out := e.Refund("cus_bob", "Bob", `{"order_id":"B2001","amount":1200}`)
 	e.Deliver()
 	calls := fake.all()
@@ -105,7 +106,7 @@ func TestSlackMessageIsPostedAndUpdated(t *testing.T) {
 		t.Fatalf("who decided: %s", calls[2].blocks)
 	}
 	// A bad token is a failed delivery, retried, and the token is not in the log.
-	bad := outboxtest.New(t, "", outbox.Config{}, poster(t, Config{Token: "xoxb-wrong", Channel: "C1", APIURL: srv.URL + "/api/"}))
+	bad := outboxtest.New(t, "", demo.Shop, outbox.Config{}, poster(t, Config{Token: "xoxb-wrong", Channel: "C1", APIURL: srv.URL + "/api/"}))
 	o := bad.Refund("cus_alice", "Alice", `{"order_id":"A1001","amount":100}`)
 	bad.Deliver()
 	ds, _ := bad.Store.DeliveriesAbout(ctx, o.CallID)

@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/outbox/outboxtest"
 	"github.com/countersign/countersign/channels/webhook"
+	"github.com/countersign/countersign/demo"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 )
@@ -55,7 +56,7 @@ func TestWebhookEventsAreSignedAndRetried(t *testing.T) {
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
 	const secret = "whsec-test"
-	e := outboxtest.New(t, "", outbox.Config{}, hooks(t, secret, srv.URL+"/hooks/countersign?token=abc"))
+	e := outboxtest.New(t, "", demo.Shop, outbox.Config{}, hooks(t, secret, srv.URL+"/hooks/countersign?token=abc"))
 	out := e.Refund("cus_alice", "Alice", `{"order_id":"A1001","amount":100}`)
 	if out.Status != models.CallPending {
 		t.Fatalf("refund: %s", out.Status)

@@ -24,7 +24,8 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/agent/telemetry"
-	"github.com/countersign/countersign/demo/shop"
+	"github.com/countersign/countersign/business"
+	"github.com/countersign/countersign/demo"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
@@ -136,13 +137,9 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 	return a, nil
 }
 
-// openStore opens --db, with the demo shop's own tables under --demo.
+// openStore opens --db, with the business's own tables.
 func openStore(cfg config, log *slog.Logger) (*storage.Store, error) {
-	var opts storage.Options
-	if cfg.Demo {
-		opts.Own = shop.Schema
-	}
-	store, err := storage.Open(cfg.DB, opts)
+	store, err := storage.Open(cfg.DB, storage.Options{Own: cfg.business().Schema})
 	if err != nil {
 		return nil, err
 	}
@@ -193,38 +190,36 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-// demoCustomers are the demo shop's customers as /demo offers them.
-func demoCustomers() []web.DemoCustomer {
+// business is the one business the flags choose (--demo: the demo
+// shop), or none: nothing else asks whether this is the demo.
+func (cfg config) business() business.Business {
+	if cfg.Demo {
+		return demo.Shop
+	}
+	return business.Business{}
+}
+
+// tryOutCustomers are the business's customers as /demo offers them.
+func tryOutCustomers(b business.Business) []web.DemoCustomer {
 	var out []web.DemoCustomer
-	for _, cu := range shop.Customers() {
+	for _, cu := range b.Customers {
 		out = append(out, web.DemoCustomer(cu))
 	}
 	return out
 }
 
-// demoStaff are the accounts --demo creates, one per role.
-var demoStaff = []struct {
-	email, name string
-	role        models.StaffRole
-}{
-	{"ann@demo.countersign", "Ann Approver", models.Approver},
-	{"sam@demo.countersign", "Sam Supervisor", models.Supervisor},
-	{"audrey@demo.countersign", "Audrey Auditor", models.Auditor},
-	{"ada@demo.countersign", "Ada Admin", models.Admin},
-}
-
-// seedDemoStaff creates the demo accounts that are missing and prints their
-// passwords, once, when it creates them.
-func (a *App) seedDemoStaff(ctx context.Context) error {
-	for _, d := range demoStaff {
-		if _, err := a.store.StaffByEmail(ctx, d.email); err == nil {
+// seedStaff creates the business's try-out accounts that are missing and
+// prints their passwords, once.
+func (a *App) seedStaff(ctx context.Context) error {
+	for _, d := range a.cfg.business().Staff {
+		if _, err := a.store.StaffByEmail(ctx, d.Email); err == nil {
 			continue
 		}
 		password := randomSecret()[:20]
-		if _, err := a.accounts.AddStaff(ctx, d.email, d.name, d.role, password, models.Actor{ID: "demo", Name: "demo seed"}); err != nil {
-			return fmt.Errorf("demo staff %s: %w", d.email, err)
+		if _, err := a.accounts.AddStaff(ctx, d.Email, d.Name, d.Role, password, models.Actor{ID: "demo", Name: "demo seed"}); err != nil {
+			return fmt.Errorf("demo staff %s: %w", d.Email, err)
 		}
-		fmt.Fprintf(a.stdout, "demo %-10s %-26s password: %s\n", d.role, d.email, password)
+		fmt.Fprintf(a.stdout, "demo %-10s %-26s password: %s\n", d.Role, d.Email, password)
 	}
 	return nil
 }
@@ -392,7 +387,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.PolicyPeople, "policy-people", 0, "how many admins sign a policy change, its author counted (1 only with --single-person-shop); the first instance on a database sets it (2 when not given), later ones must agree or leave it out; `countersign policy people N` changes it")
 	fs.BoolVar(&cfg.SinglePersonShop, "single-person-shop", false, "allows --policy-people 1: an admin puts their own policy change in force, and /policy says so")
 	fs.StringVar(&cfg.ShadowPolicy, "shadow-policy", "", "a policy file tried beside the one in force: it decides nothing, and /policy shows where it disagrees")
-	fs.StringVar(&cfg.Model, "model", "offline", "model provider: offline, openai or anthropic")
+	fs.StringVar(&cfg.Model, "model", "", "model provider: openai, anthropic or offline (the demo shop's scripted model; the default with --demo, none without)")
 	fs.StringVar(&cfg.ModelName, "model-name", "", "model to ask for (openai: gpt-4o-mini, anthropic: claude-sonnet-4-5 by default)")
 	fs.StringVar(&cfg.ModelBaseURL, "model-base-url", "", "base URL of an OpenAI-compatible server (Ollama: http://localhost:11434/v1/)")
 	fs.StringVar(&cfg.ModelAPIKey, "model-api-key", "", "API key of the model provider (never logged, never shown to the model)")

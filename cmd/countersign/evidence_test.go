@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/receipts"
+	"github.com/countersign/countersign/demo"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/models/storage/storetest"
@@ -34,7 +35,7 @@ func TestEvidenceVerifyNamesEachAlteration(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	e := agenttest.New(t, func(c *core.Config) { c.AuditKey, c.Checkpoints = key, dir })
+	e := agenttest.New(t, demo.Shop, func(c *core.Config) { c.AuditKey, c.Checkpoints = key, dir })
 	ctx := context.Background()
 	out := e.Call(e.NewRun("cus_alice", "Alice"), "cus_alice", "issue_refund", `{"order_id":"A1002","amount":200,"reason":"arrived broken"}`)
 	if out.Status != models.CallPending {
@@ -118,7 +119,7 @@ func TestRotateKeyMakesOneKeyAndKeepsTheOld(t *testing.T) {
 // one per line) is checked whole: altering only the last bundle fails the
 // file, naming that line; the untouched ones are still reported as holding.
 func TestEvidenceVerifyChecksEveryBundleOfAFile(t *testing.T) {
-	e := agenttest.New(t)
+	e := agenttest.New(t, demo.Shop)
 	ctx := context.Background()
 	var lines [][]byte
 	for _, order := range []string{"A1001", "A1002", "A1003"} {
@@ -175,7 +176,7 @@ func TestEvidenceVerifyPinsKeysAndAnchors(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	e := agenttest.New(t, func(c *core.Config) { c.AuditKey, c.Checkpoints = key, dir })
+	e := agenttest.New(t, demo.Shop, func(c *core.Config) { c.AuditKey, c.Checkpoints = key, dir })
 	ctx := context.Background()
 	out := e.Call(e.NewRun("cus_alice", "Alice"), "cus_alice", "get_order_status", `{"order_id":"A1001"}`)
 	if _, _, err := audit.Take(ctx, e.Store, key, dir, time.Now()); err != nil {

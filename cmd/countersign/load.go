@@ -10,8 +10,7 @@ import (
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/runloop"
-	"github.com/countersign/countersign/demo/offline"
-	"github.com/countersign/countersign/demo/shop"
+	"github.com/countersign/countersign/demo"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 )
@@ -19,8 +18,13 @@ import (
 func newModel(cfg config) (llm.Model, error) {
 	pc := llm.Config{BaseURL: cfg.ModelBaseURL, APIKey: cfg.ModelAPIKey, Model: cfg.ModelName, Timeout: cfg.ModelTimeout}
 	switch cfg.Model {
-	case "", "offline":
-		return offline.Model{}, nil
+	case "":
+		if m := cfg.business().Model; m != nil {
+			return m, nil
+		}
+		return llm.None{}, nil
+	case "offline":
+		return demo.Shop.Model, nil // the demo shop's scripted model, with or without its tools
 	case "openai":
 		pc.APIKey = cmp.Or(pc.APIKey, os.Getenv("OPENAI_API_KEY"))
 		pc.BaseURL = cmp.Or(pc.BaseURL, os.Getenv("OPENAI_BASE_URL"))
@@ -45,9 +49,11 @@ func newModel(cfg config) (llm.Model, error) {
 // The store may be nil where the tools are only described.
 func sources(cfg config, store *storage.Store) core.Sources {
 	src := core.Sources{ToolsFile: cfg.Tools, PolicyFile: cfg.Policy, PolicyFromFile: cfg.PolicyFromFile, ShadowFile: cfg.ShadowPolicy}
-	if cfg.Demo {
-		src.BuiltIn, src.BuiltInName = shop.PolicyYAML, "(built-in demo shop policy)"
-		src.Extra = func() []*tools.Tool { return shop.Tools(store) }
+	if b := cfg.business(); b.Policy != nil || b.Tools != nil {
+		src.BuiltIn, src.BuiltInName = b.Policy, b.PolicyName
+		if b.Tools != nil {
+			src.Extra = func() []*tools.Tool { return b.Tools(store) }
+		}
 	}
 	return src
 }
@@ -56,10 +62,7 @@ func sources(cfg config, store *storage.Store) core.Sources {
 // the demo shop's with --demo, else "" (the neutral default).
 func systemPrompt(cfg config) (string, error) {
 	if cfg.SystemPrompt == "" {
-		if cfg.Demo {
-			return shop.SystemPrompt, nil
-		}
-		return "", nil
+		return cfg.business().Prompt, nil
 	}
 	b, err := os.ReadFile(cfg.SystemPrompt)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign/agent/agenttest"
 	"github.com/countersign/countersign/agent/receipts"
+	"github.com/countersign/countersign/demo"
 	"github.com/countersign/countersign/models/storage/storetest"
 )
 
@@ -16,7 +17,7 @@ import (
 // that the call's own was signed; a call that ended after the newest
 // receipt (a server stopped before it signed) is only "not signed yet".
 func TestAuditVerifyFailsOnARemovedReceipt(t *testing.T) {
-	e := agenttest.New(t)
+	e := agenttest.New(t, demo.Shop)
 	ctx := context.Background()
 	sign := func(ids ...string) {
 		if err := e.Core.Receipts.SignAll(ctx, ids); err != nil {

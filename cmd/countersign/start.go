@@ -11,11 +11,10 @@ import (
 
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
+	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/agent/versions"
-	"github.com/countersign/countersign/demo/offline"
-	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/web"
 )
 
@@ -35,13 +34,13 @@ func (a *App) loadInForce(ctx context.Context) (core.InForce, error) {
 				"server", u.Name, "err", u.Error)
 		}
 	}
-	if a.cfg.Demo {
-		n, err := shop.On(a.store).Seed(ctx)
+	if b := a.cfg.business(); b.Seed != nil {
+		n, err := b.Seed(ctx, a.store)
 		if err != nil {
-			return in, fmt.Errorf("seed demo data: %w", err)
+			return in, fmt.Errorf("seed %s: %w", b.Name, err)
 		}
 		if n > 0 {
-			a.log.Info("demo shop seeded", "records", n)
+			a.log.Info(b.Name+" seeded", "records", n)
 		}
 	}
 	return in, nil
@@ -56,10 +55,20 @@ func (a *App) configs(in core.InForce) (core.Config, web.Config, error) {
 	if err != nil {
 		return core.Config{}, web.Config{}, err
 	}
-	if _, offline := model.(offline.Model); offline && !cfg.Demo {
+	switch {
+	case model == llm.Model(llm.None{}):
+		log.Info("no --model: Countersign's own chat answers nobody until you choose --model openai or anthropic (or offline, the demo shop's scripted model); the gate API, MCP and the back office need none")
+	case cfg.Model == "offline" && cfg.business().Model == nil:
 		log.Info("the offline model only talks about the demo shop's tools: Countersign's own chat needs --model openai or anthropic for yours (the gate API works with any agent)")
 	}
-	model = telemetry.WatchModel(cmp.Or(cfg.Model, "offline"), cmp.Or(cfg.ModelName, cmp.Or(cfg.Model, "offline")), model, a.metrics)
+	provider := cfg.Model
+	if provider == "" {
+		provider = "none"
+		if cfg.business().Model != nil {
+			provider = "offline" // the business's own, scripted
+		}
+	}
+	model = telemetry.WatchModel(provider, cmp.Or(cfg.ModelName, provider), model, a.metrics)
 	customers, demoSecret, err := a.customerVerifier(context.Background())
 	if err != nil {
 		return core.Config{}, web.Config{}, err
@@ -83,9 +92,9 @@ func (a *App) configs(in core.InForce) (core.Config, web.Config, error) {
 		return core.Config{}, web.Config{}, err
 	}
 	a.demoPage = demoSecret != ""
-	var business gate.BusinessFacts
-	if cfg.Demo {
-		business = shop.Facts{Store: a.store}
+	var facts gate.BusinessFacts
+	if b := cfg.business(); b.Facts != nil {
+		facts = b.Facts(a.store)
 	}
 	prompt, err := systemPrompt(cfg)
 	if err != nil {
@@ -106,12 +115,12 @@ func (a *App) configs(in core.InForce) (core.Config, web.Config, error) {
 	}
 	return core.Config{Store: a.store, Tools: in.Registry, ToolsVersion: in.ToolsVersion, Policy: in.Policy, Model: model,
 			Sources: sources(cfg, a.store), ToolSet: in.Set,
-			Business: business, Log: log, Outbox: ob, SystemPrompt: prompt, Metrics: a.metrics,
+			Business: facts, Log: log, Outbox: ob, SystemPrompt: prompt, Metrics: a.metrics,
 			PolicyOrigin: versions.Origin{File: cfg.Policy, FileRules: cfg.PolicyFromFile}, PolicyPeople: cfg.PolicyPeople,
 			SinglePersonShop: cfg.SinglePersonShop, IntentWindow: cfg.IntentWindow, SignWithPasskey: cfg.SignIn.SignWithPasskey, Limits: gate.Limits{MaxPendingPerRun: cfg.RunMaxWaiting, MaxPendingPerCustomer: cfg.CustomerMaxWaiting,
 				MaxPendingPerAgent: cfg.AgentMaxWaiting, MaxPendingPerSession: cfg.SessionMaxWaiting}},
 		web.Config{Log: log, Customers: customers, ChatGrantSeed: grantSeed, WidgetOrigins: origins, MCPOrigins: mcpOrigins,
-			DemoSecret: demoSecret, DemoCustomers: demoCustomers(), TrustProxy: cfg.TrustProxy, PublicURL: cfg.Reach.PublicURL, Upstreams: a.upstreams,
+			DemoSecret: demoSecret, DemoCustomers: tryOutCustomers(cfg.business()), TrustProxy: cfg.TrustProxy, PublicURL: cfg.Reach.PublicURL, Upstreams: a.upstreams,
 			MCPWait: cfg.MCPHold, AgentCallsPerSecond: cfg.AgentCallsPerSecond, AgentCallBurst: cfg.AgentCallBurst,
 			SSO: ssoCfg, NoPasswordSignIn: noPasswords}, nil
 }
@@ -126,19 +135,19 @@ func (a *App) customerVerifier(ctx context.Context) (v *web.CustomerVerifier, de
 	v = web.NewCustomerVerifier(cfg.CustomerSecret, cfg.CustomerSecretPrevious)
 	v.MaxLifetime, v.Issuer, v.Audience = cfg.CustomerTokenMaxAge, cfg.CustomerTokenIssuer, cfg.CustomerTokenAudience
 	switch {
-	case cfg.Demo && (cfg.CustomerSecret == "" || cfg.DemoPage):
+	case len(cfg.business().Customers) > 0 && (cfg.CustomerSecret == "" || cfg.DemoPage):
 		if demoSecret, err = a.store.Secret(ctx, "demo-page"); err != nil {
 			return nil, "", err
 		}
 		var ids []string
-		for _, c := range shop.Customers() {
+		for _, c := range cfg.business().Customers {
 			ids = append(ids, c.ID)
 		}
 		v.AcceptDemo(demoSecret, ids...)
 		if cfg.CustomerSecret == "" {
 			a.log.Info("no customer secret given: only the demo page's customers can sign in to the chat")
 		}
-	case cfg.Demo:
+	case len(cfg.business().Customers) > 0:
 		a.log.Info("the demo page is off because a customer secret is set (--demo-page shows it)")
 	}
 	return v, demoSecret, nil
@@ -148,10 +157,8 @@ func (a *App) customerVerifier(ctx context.Context) (v *web.CustomerVerifier, de
 // previous process left, records the versions this instance runs and
 // starts every background job.
 func (a *App) startCore(ctx context.Context) error {
-	if a.cfg.Demo {
-		if err := a.seedDemoStaff(ctx); err != nil {
-			return err
-		}
+	if err := a.seedStaff(ctx); err != nil {
+		return err
 	}
 	started, err := a.core.Start(context.WithoutCancel(ctx))
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 // Seeding twice makes the shop once, and a customer reaches only their own
 // orders.
 func TestSeedIsIdempotent(t *testing.T) {
-	s := storetest.Open(t)
+	s := open(t)
 	ctx := context.Background()
 	n, err := shop.On(s).Seed(ctx)
 	if err != nil || n != 6 {
@@ -49,4 +49,11 @@ func TestTheShopSeedsOnlyItsOwnTables(t *testing.T) {
 	if _, err := shop.On(s).Seed(context.Background()); err == nil || !strings.Contains(err.Error(), "not opened for the demo") {
 		t.Fatalf("seeding a database made without --demo: %v", err)
 	}
+}
+
+// open is a store for the test with the shop's own tables.
+func open(t *testing.T) *storage.Store {
+	t.Helper()
+	s, _ := storetest.OpenWith(t, storage.Options{Own: shop.Schema})
+	return s
 }

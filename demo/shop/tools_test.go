@@ -9,14 +9,13 @@ import (
 	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
-	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 )
 
 // shopAt is the demo shop's tools over a seeded store of the test's own.
 func shopAt(t *testing.T) (*storage.Store, *tools.Registry) {
 	t.Helper()
-	store := storetest.Open(t)
+	store := open(t)
 	if _, err := shop.On(store).Seed(context.Background()); err != nil {
 		t.Fatal(err)
 	}

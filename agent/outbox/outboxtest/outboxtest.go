@@ -1,5 +1,5 @@
-// Package outboxtest is the outbox's and its channels' test kit: the demo
-// shop's gate on a store of its own, with an outbox over the channels a
+// Package outboxtest is the outbox's and its channels' test kit: a
+// business's gate (the demo shop's, in the tests) on a store of its own, with an outbox over the channels a
 // test gives, installed, and a clock the test moves; and a webhook
 // receiver that fails when told to.
 package outboxtest
@@ -19,7 +19,7 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
-	"github.com/countersign/countersign/demo/shop"
+	"github.com/countersign/countersign/business"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/models/storage/storetest"
@@ -55,15 +55,15 @@ type Env struct {
 	Out   *outbox.Outbox
 }
 
-// New is the demo shop's gate on a store of its own (dsn "": a new one),
+// New is business b's gate on a store of its own (dsn "": a new one),
 // with an outbox configured by cfg, installed, and a clock the test
 // controls. channels, when given, builds the channels over the store.
-func New(t testing.TB, dsn string, cfg outbox.Config, channels ...func(*storage.Store) outbox.Channel) *Env {
+func New(t testing.TB, dsn string, b business.Business, cfg outbox.Config, channels ...func(*storage.Store) outbox.Channel) *Env {
 	t.Helper()
 	if dsn == "" {
 		dsn = storetest.DSN(t)
 	}
-	store, err := storage.Open(dsn, storage.Options{Own: shop.Schema})
+	store, err := storage.Open(dsn, storage.Options{Own: b.Schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,14 +71,14 @@ func New(t testing.TB, dsn string, cfg outbox.Config, channels ...func(*storage.
 	clk := &Clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
 	store.Now = clk.Now
 	ctx := context.Background()
-	if _, err := shop.On(store).Seed(ctx); err != nil {
+	if _, err := b.Seed(ctx, store); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := tools.NewRegistry(shop.Tools(store)...)
+	reg, err := tools.NewRegistry(b.Tools(store)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.LoadPolicy(shop.PolicyYAML, "default", reg)
+	pol, err := policy.LoadPolicy(b.Policy, "default", reg)
 	if err != nil {
 		t.Fatal(err)
 	}

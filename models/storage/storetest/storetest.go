@@ -17,7 +17,6 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx"
 	_ "github.com/mattn/go-sqlite3"    // database/sql's "sqlite3"
 
-	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models/storage"
 )
 
@@ -67,8 +66,14 @@ func Open(t testing.TB) *storage.Store {
 // OpenDSN is Open, with the database's DSN (for Tamper).
 func OpenDSN(t testing.TB) (*storage.Store, string) {
 	t.Helper()
+	return OpenWith(t, storage.Options{})
+}
+
+// OpenWith is OpenDSN with options (a business's own tables: Own).
+func OpenWith(t testing.TB, opts storage.Options) (*storage.Store, string) {
+	t.Helper()
 	dsn := DSN(t)
-	s, err := storage.Open(dsn, storage.Options{Own: shop.Schema})
+	s, err := storage.Open(dsn, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
