@@ -2,10 +2,10 @@ package web
 
 import (
 	"log/slog"
-	"slices"
 	"sync"
 
 	"github.com/countersign/countersign/agent/runloop"
+	"github.com/countersign/countersign/tools/upstream"
 )
 
 // Changes is what the web side hears on the core's bus: a changed action
@@ -17,8 +17,12 @@ type Changes struct {
 	queue *QueueHub
 	runs  *Broker
 
-	mu    sync.Mutex
-	tools []func() // told when the tools in force change
+	// revoked ends what an agent holds open (set by New, before it
+	// listens).
+	revoked func(agentID string)
+
+	mu  sync.Mutex
+	mcp *mcpEndpoint // told when the tools or offers change (set by New)
 }
 
 func newChanges(log *slog.Logger) *Changes {
@@ -35,19 +39,38 @@ func (c *Changes) RunChanged(ev runloop.Event) { c.runs.Publish(ev) }
 // look again.
 func (c *Changes) Missed() { c.queue.ChangedAll() }
 
-// ToolsChanged tells those that offer the tools (the MCP endpoint).
-func (c *Changes) ToolsChanged() {
-	c.mu.Lock()
-	fs := slices.Clone(c.tools)
-	c.mu.Unlock()
-	for _, f := range fs {
-		f()
+// AgentRevoked implements core.Revoked: the requests the agent holds open
+// end.
+func (c *Changes) AgentRevoked(agentID string) {
+	if c.revoked != nil {
+		c.revoked(agentID)
 	}
 }
 
-// OnToolsChanged adds f to those told when the tools in force change.
-func (c *Changes) OnToolsChanged(f func()) {
+// ToolsChanged tells the MCP endpoint, which offers the tools.
+func (c *Changes) ToolsChanged() {
+	if ep := c.endpoint(); ep != nil {
+		ep.toolsChanged()
+	}
+}
+
+// OffersChanged implements core.Offers: the MCP endpoint offers the
+// servers' prompts and resources again.
+func (c *Changes) OffersChanged() {
+	if ep := c.endpoint(); ep != nil {
+		ep.toolsChanged()
+	}
+}
+
+// Told implements core.Offers: the MCP endpoint tells its clients.
+func (c *Changes) Told(t upstream.Told) {
+	if ep := c.endpoint(); ep != nil {
+		ep.told(t)
+	}
+}
+
+func (c *Changes) endpoint() *mcpEndpoint {
 	c.mu.Lock()
-	c.tools = append(c.tools, f)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	return c.mcp
 }

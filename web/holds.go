@@ -8,10 +8,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
-	"github.com/countersign/countersign/models/storage"
 )
 
 // Held requests: a long poll (GET /api/v1/calls/:id?wait=) or an MCP
@@ -21,8 +19,9 @@ import (
 // leaked key) cannot take the file descriptors that /healthz, the back
 // office and everyone else need: over the cap a request is answered at once
 // with 429 and Retry-After. Each held request's context is ended when its
-// agent's key is revoked (checked every Config.RevokedCheckEvery, one query
-// for every agent holding something).
+// agent's key is revoked (the core's bus tells, Changes.AgentRevoked: at
+// once when revoked on any instance, within a sweep when by the command
+// line).
 
 // Defaults for the caps (Config.MaxHeldPerAgent, Config.MaxHeld).
 const (
@@ -56,10 +55,6 @@ func (s *Server) agentTooFast(ag *models.Agent) error {
 	return fault.Errorf(fault.RateLimited, "this agent key sends calls faster than it may (%d a second after %d at once); slow down and try again",
 		perSecond, burst)
 }
-
-// RevokedCheckEvery is how often the agents holding requests are checked
-// for a revoked key (Config.RevokedCheckEvery).
-const RevokedCheckEvery = 3 * time.Second
 
 type holds struct {
 	mu       sync.Mutex
@@ -120,38 +115,13 @@ func (h *holds) held(agentID string) (total, agent int) {
 	return h.total, len(h.byAgent[agentID])
 }
 
-// endRevoked ends the held requests of every agent whose key was revoked.
-func (h *holds) endRevoked(ctx context.Context, store *storage.Store) error {
-	h.mu.Lock()
-	ids := make([]string, 0, len(h.byAgent))
-	for id := range h.byAgent {
-		ids = append(ids, id)
-	}
-	h.mu.Unlock()
-	if len(ids) == 0 {
-		return nil
-	}
-	revoked, err := store.RevokedAgents(ctx, ids)
-	if err != nil {
-		return err
-	}
+// endAgent ends every request an agent holds (its key was revoked).
+func (h *holds) endAgent(agentID string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, id := range revoked {
-		for one := range h.byAgent[id] {
-			one.cancel()
-		}
+	for one := range h.byAgent[agentID] {
+		one.cancel()
 	}
-	return nil
-}
-
-// watchRevoked ends revoked agents' held requests until ctx ends.
-func (h *holds) watchRevoked(ctx context.Context, store *storage.Store, every time.Duration, log interface{ Warn(string, ...any) }) {
-	agent.Every(ctx, every, func(ctx context.Context) {
-		if err := h.endRevoked(ctx, store); err != nil && ctx.Err() == nil {
-			log.Warn("could not check agents holding requests for revoked keys", "err", err)
-		}
-	})
 }
 
 // HeldRequests is how many requests the server holds open now (long polls

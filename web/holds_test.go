@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
 )
@@ -42,7 +43,7 @@ func heldGet(a *app, path, key string) chan apiResp {
 // cancels its waiting actions.
 func TestHeldRequestsAreCappedAndEndWithTheKey(t *testing.T) {
 	a, _ := gateAPIAppWith(t, func(cfg *web.Config) {
-		cfg.MaxHeldPerAgent, cfg.MaxHeld, cfg.RevokedCheckEvery = 3, 5, 50*time.Millisecond
+		cfg.MaxHeldPerAgent, cfg.MaxHeld = 3, 5
 	})
 	ctx := context.Background()
 	keys := map[string]string{}
@@ -233,5 +234,36 @@ func TestAgentCallsAreRateLimited(t *testing.T) {
 	}
 	if r := refund("A8", "s2"); !strings.Contains(r.Raw, "limit:pending_per_agent") {
 		t.Fatalf("a second held call past the agent's own limit of 1: %d %s", r.Status, r.Raw)
+	}
+}
+
+// A key revoked by the command line, in another process the bus does not
+// hear (on SQLite), still ends what the agent holds open: the core's sweep
+// finds the revocation and tells the same way.
+func TestARevocationTheBusDidNotCarryEndsHeldRequests(t *testing.T) {
+	a, _ := gateAPIAppWith(t, nil)
+	ctx := context.Background()
+	key, ag, err := a.accounts.AddAgent(ctx, "bot", models.Actor{ID: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := a.do("POST", "/api/v1/calls", key, `{"tool":"refund_order","args":{"order_id":"A1","amount":900},"session":"s-A1"}`)
+	call, _ := callOf(t, r)["id"].(string)
+	held := heldGet(a, "/api/v1/calls/"+call+"?wait=60s", key)
+	for deadline := time.Now().Add(10 * time.Second); a.server.HeldRequests() != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the long poll was not held")
+		}
+	}
+	if _, err := a.store.RevokeAgent(ctx, ag.ID, "host"); err != nil { // as `countersign agent revoke` does
+		t.Fatal(err)
+	}
+	select {
+	case r := <-held:
+		if r.Status != 200 || callOf(t, r)["status"] != "cancelled" {
+			t.Fatalf("the revoked agent's long poll: %d %s", r.Status, r.Raw)
+		}
+	case <-time.After(3 * core.SweepEvery):
+		t.Fatal("a revocation by the command line left the agent's long poll open")
 	}
 }

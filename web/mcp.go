@@ -131,9 +131,10 @@ func newMCPEndpoint(s *Server) *mcpEndpoint {
 	ep := &mcpEndpoint{gw: &mcpgate.Gateway{Outside: s.core.Outside, Wait: s.cfg.MCPWait, QuestionTTL: s.cfg.MCPQuestionTTL, Receipt: s.receiptJWS, Servers: s.core.Servers, Answers: answers},
 		answers: answers, by: map[string]*mcp.StreamableHTTPHandler{}, stateless: map[string]*mcp.StreamableHTTPHandler{}, servers: map[string]agentServer{}}
 	if s.changes != nil {
-		s.changes.OnToolsChanged(ep.toolsChanged)
+		s.changes.mu.Lock()
+		s.changes.mcp = ep
+		s.changes.mu.Unlock()
 	}
-	s.core.OnTold(ep.told)
 	return ep
 }
 

@@ -79,9 +79,6 @@ type Config struct {
 	// BodyBudgetWait how long a body waits for room (0: the defaults).
 	BodyBudget     int64
 	BodyBudgetWait time.Duration
-	// RevokedCheckEvery is how often held requests are checked for a
-	// revoked agent key (0: RevokedCheckEvery).
-	RevokedCheckEvery time.Duration
 	// AgentCallsPerSecond and AgentCallBurst limit what one agent key
 	// sends (gate API calls, MCP requests): so many a second after a burst
 	// of so many (0: AgentCallsPerSecond, AgentCallBurst); on PostgreSQL the
@@ -248,11 +245,9 @@ func New(c *core.Core, cfg Config) *Server {
 		grantKey:     newGrantKey(cfg.ChatGrantSeed),
 		holds:        newHolds(cfg.MaxHeld, cfg.MaxHeldPerAgent),
 		bodies:       newBodyBudget(cfg.BodyBudget, cfg.BodyBudgetWait)}
+	s.changes.revoked = s.holds.endAgent
 	c.Bus.Listen(s.changes)
 	c.Job("live queue pages", func(ctx context.Context) { s.changes.queue.Run(ctx, s.renderQueueRows) })
-	c.Job("end the held requests of revoked agents", func(ctx context.Context) {
-		s.holds.watchRevoked(ctx, c.Store, cfg.RevokedCheckEvery, cfg.Log)
-	})
 	if shared != nil {
 		c.Job("prune shared rate limits", func(ctx context.Context) {
 			pruneShared(ctx, []*limiter{s.loginIP, s.loginAccount, s.chatIP, s.registerIP, s.authorizeIP, s.chatRunLimit, s.agentCalls})
@@ -311,9 +306,6 @@ func (c *Config) defaults() {
 	}
 	if c.MCPSessionIdle == 0 {
 		c.MCPSessionIdle = MCPSessionIdle
-	}
-	if c.RevokedCheckEvery == 0 {
-		c.RevokedCheckEvery = RevokedCheckEvery
 	}
 	if c.AgentCallsPerSecond == 0 {
 		c.AgentCallsPerSecond = AgentCallsPerSecond

@@ -41,6 +41,10 @@ type Service struct {
 	// SignWithPasskey asks every approval of a staff change for the
 	// admin's passkey signature (--sign-with-passkey).
 	SignWithPasskey bool
+	// Revoked is told of an agent whose key was revoked here, with the
+	// waiting actions cancelled with it (the core's bus: what the agent
+	// holds open ends at once).
+	Revoked func(agentID string, cancelled []string)
 }
 
 // MaxConcurrentHashes is how many password hashes run at once.

@@ -62,6 +62,9 @@ func (a *Service) RevokeAgent(ctx context.Context, name string, by models.Actor)
 		}
 		return nil, fault.Wrap(err, "could not revoke the agent")
 	}
+	if a.Revoked != nil {
+		a.Revoked(ag.ID, cancelled)
+	}
 	return cancelled, nil
 }
 

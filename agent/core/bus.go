@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/tools/upstream"
 )
 
 // Bus carries what changes (an action, a run's turn or status, the tools
@@ -64,6 +65,7 @@ type notice struct {
 	Status string `json:"status,omitempty"` // the run's new status
 	Tools  bool   `json:"tools,omitempty"`  // the tools' pins changed
 	Policy bool   `json:"policy,omitempty"` // the policy version in force changed
+	Agent  string `json:"agent,omitempty"`  // an agent whose key was revoked
 }
 
 func newBus(log *slog.Logger, store *storage.Store) *Bus {
@@ -151,13 +153,36 @@ func (b *Bus) ToolsChanged() {
 	b.tell(notice{Tools: true})
 }
 
+// Offers is what a listener also implements when it offers what the tools
+// file's MCP servers offer besides tools (prompts, resources), and what
+// they say for clients to hear (Told).
+type Offers interface {
+	OffersChanged()
+	Told(t upstream.Told)
+}
+
 // OffersChanged tells the listeners here that what the tools file's MCP
 // servers offer besides tools may have changed (each instance has its own
 // connections: nothing is told to the others). They are told on a
 // goroutine of their own: the teller may hold the reload's lock, which
 // they may need.
 func (b *Bus) OffersChanged() {
-	go b.each(func(l agent.Notifier) { l.ToolsChanged() })
+	go b.each(func(l agent.Notifier) {
+		if o, ok := l.(Offers); ok {
+			o.OffersChanged()
+		}
+	})
+}
+
+// Told tells the listeners here what an MCP server said that MCP clients
+// are to hear: a resource a client subscribed to changed, a list said
+// changed that is the same (each instance has its own connections).
+func (b *Bus) Told(t upstream.Told) {
+	b.each(func(l agent.Notifier) {
+		if o, ok := l.(Offers); ok {
+			o.Told(t)
+		}
+	})
 }
 
 // PolicyChanged tells the other instances that the policy version in
@@ -223,6 +248,9 @@ func (b *Bus) heard(ctx context.Context, payload string) {
 	}
 	if n.Action != "" {
 		b.actionHere(n.Action)
+	}
+	if n.Agent != "" {
+		b.revokedHere(n.Agent)
 	}
 	if n.Run == "" {
 		return

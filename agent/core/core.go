@@ -9,12 +9,13 @@ package core
 import (
 	"context"
 	"crypto/ed25519"
-	"github.com/countersign/countersign/agent"
 	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/countersign/countersign/agent"
 
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/agent/gate"
@@ -29,7 +30,6 @@ import (
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
-	"github.com/countersign/countersign/tools/upstream"
 )
 
 // Config is what the core is built from: the store, the tools, the policy
@@ -126,9 +126,6 @@ type Core struct {
 	toolSet   *httptool.Set
 	// serving is toolSet, read without waiting for a reload.
 	serving atomic.Pointer[httptool.Set]
-	// updates are told what an MCP server said for clients to hear.
-	updatesMu sync.Mutex
-	updates   []func(upstream.Told)
 }
 
 type namedJob struct {
@@ -167,6 +164,7 @@ func New(cfg Config) (*Core, error) {
 		log:     log, cfg: cfg, stop: func() {}, policy: cfg.Policy, origin: cfg.PolicyOrigin}
 	c.Accounts.Mailer = ob // enrollment links go by email when it reaches people
 	c.Accounts.SignWithPasskey = cfg.SignWithPasskey
+	c.Accounts.Revoked = bus.AgentRevoked
 	bus.repin, bus.resync = g.Repin, c.resync
 	c.toolSet = cfg.ToolSet
 	c.serving.Store(cfg.ToolSet)

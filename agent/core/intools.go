@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/policy"
@@ -164,23 +163,9 @@ func (c *Core) Servers() []*upstream.Server {
 	return c.serving.Load().Servers()
 }
 
-// OnTold adds f to those told what an MCP server of the tools file said
-// that MCP clients are to hear: a resource a client subscribed to
-// changed, a list said changed that is the same (upstream.Told).
-func (c *Core) OnTold(f func(upstream.Told)) {
-	c.updatesMu.Lock()
-	c.updates = append(c.updates, f)
-	c.updatesMu.Unlock()
-}
-
-func (c *Core) told(t upstream.Told) {
-	c.updatesMu.Lock()
-	fs := slices.Clone(c.updates)
-	c.updatesMu.Unlock()
-	for _, f := range fs {
-		f(t)
-	}
-}
+// told passes on what an MCP server of the tools file said that MCP
+// clients are to hear (upstream.Told), on the bus.
+func (c *Core) told(t upstream.Told) { c.Bus.Told(t) }
 
 // Upstreams says how the MCP servers of the tools file in force are doing.
 func (c *Core) Upstreams() []tools.UpstreamStatus {

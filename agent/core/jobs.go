@@ -17,10 +17,15 @@ const SweepEvery = 5 * time.Second
 
 // sweep expires overdue actions and polls for what the bus may have
 // missed: the tools' pins another instance's admin accepted, the policy
-// version in force (also changed by the command line's `policy`), and,
-// while the other instances are not heard, everything the pages show.
+// version in force (also changed by the command line's `policy`), the
+// agents revoked by the command line, and, while the other instances are
+// not heard, everything the pages show.
 func (c *Core) sweep(ctx context.Context) {
-	agent.Every(ctx, SweepEvery, c.sweepOnce)
+	revoked := c.Store.Now()
+	agent.Every(ctx, SweepEvery, func(ctx context.Context) {
+		c.sweepOnce(ctx)
+		revoked = c.revocationsSince(ctx, revoked)
+	})
 }
 
 // sweepOnce is one round of the sweep.

@@ -22,12 +22,13 @@ import (
 type Outside struct {
 	Gate  *Gate
 	Store *storage.Store
-	// Changed, when set, tells when a call changed on this instance (a
-	// person decided, it ran); it returns a stop function. A call changed
-	// by another instance is seen by reading it again every Recheck.
+	// Changed, when set, tells when a call changed, here or on another
+	// instance (the core's bus, whose catch-up signals every watched call
+	// when notices may have been lost); it returns a stop function. The
+	// call is read again only then.
 	Changed func(callID string) (<-chan struct{}, func())
-	// Recheck is how often a waited-for call is read again (0: 2 s; 250 ms
-	// without Changed).
+	// Recheck is how often a waited-for call is read again besides (0:
+	// never with Changed; 250 ms without).
 	Recheck time.Duration
 
 	stopMu sync.Mutex
@@ -239,8 +240,12 @@ func (o *Outside) Wait(ctx context.Context, call *models.ToolCall, d time.Durati
 		ch, stop := o.Changed(call.ID)
 		defer stop()
 		changed = ch
-		if recheck == 0 {
-			recheck = 2 * time.Second
+		// What changed between the read the caller holds and the watch.
+		if now, err := o.Store.ToolCall(ctx, call.ID); err == nil {
+			call = now
+		}
+		if !o.Waiting(call) {
+			return call
 		}
 	} else if recheck == 0 {
 		recheck = 250 * time.Millisecond
@@ -248,8 +253,12 @@ func (o *Outside) Wait(ctx context.Context, call *models.ToolCall, d time.Durati
 	stopping := o.stopped()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	again := time.NewTicker(recheck)
-	defer again.Stop()
+	var again <-chan time.Time
+	if recheck > 0 {
+		t := time.NewTicker(recheck)
+		defer t.Stop()
+		again = t.C
+	}
 	var ticks <-chan time.Time
 	if tick != nil && every > 0 {
 		t := time.NewTicker(every)
@@ -275,7 +284,7 @@ func (o *Outside) Wait(ctx context.Context, call *models.ToolCall, d time.Durati
 			tick(call)
 			continue
 		case <-changed:
-		case <-again.C:
+		case <-again:
 		}
 		if now, err := o.Store.ToolCall(ctx, call.ID); err == nil {
 			call = now

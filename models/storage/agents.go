@@ -213,6 +213,9 @@ func (s *Store) CallByAgentKey(ctx context.Context, agentKey string) (*models.To
 
 // RevokedAgents is which of the agents ids names have had their key revoked.
 func (s *Store) RevokedAgents(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
 	var out []string
 	err := s.db.WithContext(ctx).Model(&models.Agent{}).Where("id IN ? AND revoked_at IS NOT NULL", ids).Pluck("id", &out).Error
 	return out, err
@@ -275,4 +278,11 @@ func (s *Store) MarkDelivered(ctx context.Context, callID string) error {
 		_, err := tx.exec(`UPDATE tool_calls SET delivered_at = ? WHERE id = ? AND delivered_at IS NULL`, tx.now, callID)
 		return err
 	})
+}
+
+// AgentsRevokedSince are the agents whose key was revoked after since.
+func (s *Store) AgentsRevokedSince(ctx context.Context, since time.Time) ([]string, error) {
+	var out []string
+	err := s.db.WithContext(ctx).Model(&models.Agent{}).Where("revoked_at > ?", since.UTC()).Order("id").Pluck("id", &out).Error
+	return out, err
 }
