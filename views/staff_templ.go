@@ -373,7 +373,7 @@ func staffDeliveries(v StaffView) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		if v.Reaching == "" {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<p class=\"muted\">Nothing outside is told of actions: start <code>serve</code> with <code>--webhook</code>, <code>--slack-webhook</code> or <code>--smtp-url</code> (README, \"Reaching approvers\").</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<p class=\"muted\">Nothing outside is told of actions: start <code>serve</code> with <code>--webhook</code>, <code>--slack-webhook</code> or <code>--smtp-url</code> (docs/how-to/reaching-approvers.md).</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

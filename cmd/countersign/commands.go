@@ -330,7 +330,7 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageError("backup needs --to FILE")
 	}
 	if storage.IsPostgres(cfg.DB) {
-		return errors.New("backup copies a SQLite file; on PostgreSQL use pg_dump (see the README, \"Backups\")")
+		return errors.New("backup copies a SQLite file; on PostgreSQL use pg_dump (see docs/how-to/postgresql.md, \"Backups\")")
 	}
 	store, err := openExisting(cfg.DB)
 	if err != nil {

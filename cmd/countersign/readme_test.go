@@ -18,9 +18,10 @@ import (
 	"github.com/countersign/countersign/models/storage/storetest"
 )
 
-// readmeBlock is one of the README's shell blocks and what the comment
-// above it says of it.
+// readmeBlock is one of the shell blocks of the README or a document of
+// docs/, and what the comment above it says of it.
 type readmeBlock struct {
+	file   string // README.md, docs/…
 	line   int
 	text   string
 	notRun string // why the doc test does not run it ("": it runs)
@@ -31,7 +32,7 @@ type readmeBlock struct {
 var readmeMark = regexp.MustCompile(`^<!-- (doctest: (serves (\S+)|stops the servers before it)|not run by the doc test: (.+)) -->$`)
 
 // readmeBlocks reads the shell blocks of a Markdown file, in order.
-func readmeBlocks(t *testing.T, md string) []readmeBlock {
+func readmeBlocks(t *testing.T, file, md string) []readmeBlock {
 	t.Helper()
 	var out []readmeBlock
 	lines := strings.Split(md, "\n")
@@ -39,12 +40,12 @@ func readmeBlocks(t *testing.T, md string) []readmeBlock {
 		if lines[i] != "```sh" {
 			continue
 		}
-		b := readmeBlock{line: i + 1}
+		b := readmeBlock{file: file, line: i + 1}
 		if i > 0 {
 			if m := readmeMark.FindStringSubmatch(lines[i-1]); m != nil {
 				b.serves, b.stops, b.notRun = m[3], strings.HasPrefix(m[2], "stops"), m[4]
 			} else if strings.HasPrefix(lines[i-1], "<!--") {
-				t.Fatalf("README.md:%d: a mark the doc test does not know: %s", i, lines[i-1])
+				t.Fatalf("%s:%d: a mark the doc test does not know: %s", file, i, lines[i-1])
 			}
 		}
 		var body []string
@@ -57,7 +58,9 @@ func readmeBlocks(t *testing.T, md string) []readmeBlock {
 	return out
 }
 
-// The README is executable: its shell blocks run as written, in order, in
+// The README and docs/ are executable: their shell blocks run as written,
+// the README's first, then each document in the order docs/README.md lists
+// them, in
 // one shell, in a fresh copy of the repository, as a newcomer following it
 // would run them (a block that serves runs in the background until the
 // shell reaches a block that stops the servers, as a reader presses
@@ -77,13 +80,16 @@ func TestReadmeRunsAsWritten(t *testing.T) {
 			ln.Close()
 		}
 	}
-	md, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
+	var blocks []readmeBlock
+	for _, f := range documents(t) {
+		md, err := os.ReadFile(filepath.Join("../..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks = append(blocks, readmeBlocks(t, f, string(md))...)
 	}
-	blocks := readmeBlocks(t, string(md))
 	if len(blocks) < 5 {
-		t.Fatalf("found %d shell blocks in the README", len(blocks))
+		t.Fatalf("found %d shell blocks in the README and docs/", len(blocks))
 	}
 	dir := freshCopy(t)
 
@@ -93,11 +99,11 @@ func TestReadmeRunsAsWritten(t *testing.T) {
 	ran := 0
 	for _, b := range blocks {
 		if b.notRun != "" {
-			t.Logf("README.md:%d not run: %s", b.line, b.notRun)
+			t.Logf("%s:%d not run: %s", b.file, b.line, b.notRun)
 			continue
 		}
 		ran++
-		fmt.Fprintf(&script, "echo '== README.md:%d'\n", b.line)
+		fmt.Fprintf(&script, "echo '== %s:%d'\n", b.file, b.line)
 		if b.stops {
 			script.WriteString(`for p in "${servers[@]}"; do kill -TERM -- -$p 2>/dev/null || kill -TERM $p 2>/dev/null || true; done` + "\n")
 			script.WriteString("for p in \"${servers[@]}\"; do while kill -0 $p 2>/dev/null; do sleep 0.2; done; done\nservers=()\n")
@@ -112,7 +118,7 @@ func TestReadmeRunsAsWritten(t *testing.T) {
 		script.WriteString(b.text)
 	}
 	script.WriteString("echo '== the README ran to its end'\n")
-	t.Logf("ran %d of the README's %d shell blocks", ran, len(blocks))
+	t.Logf("ran %d of the %d shell blocks of the README and docs/", ran, len(blocks))
 	if err := os.WriteFile(filepath.Join(dir, "readme.sh"), []byte(script.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +157,35 @@ func TestReadmeRunsAsWritten(t *testing.T) {
 	if strings.Contains(text, `"status":"invalid"`) || strings.Contains(text, `"status":"denied"`) || strings.Contains(text, "policy:not-loaded") {
 		t.Errorf("a README call was refused:\n%s", tail(text, 4000))
 	}
+}
+
+// documents are the README and the documents docs/README.md lists, in
+// its order; every Markdown file under docs/ is listed there.
+func documents(t *testing.T) []string {
+	t.Helper()
+	index, err := os.ReadFile("../../docs/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{"README.md"}
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\d+\. \[[^\]]+\]\(([^)]+\.md)\)`).FindAllStringSubmatch(string(index), -1) {
+		out = append(out, "docs/"+m[1])
+		listed["docs/"+m[1]] = true
+	}
+	err = filepath.WalkDir("../../docs", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".md") || path == "../../docs/README.md" {
+			return err
+		}
+		if rel := strings.TrimPrefix(path, "../../"); !listed[rel] {
+			t.Errorf("%s is not listed in docs/README.md", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // freshCopy is the repository's tracked files in a new folder, as a clone
@@ -212,4 +247,23 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "…" + s[len(s)-n:]
+}
+
+// Every link of the README and docs/ to a file of the repository finds it.
+func TestDocumentLinksResolve(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+	for _, f := range documents(t) {
+		md, err := os.ReadFile(filepath.Join("../..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(md), -1) {
+			if strings.Contains(m[1], "://") || strings.HasPrefix(m[1], "mailto:") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join("../..", filepath.Dir(f), m[1])); err != nil {
+				t.Errorf("%s links to %s, which is not there", f, m[1])
+			}
+		}
+	}
 }

@@ -80,21 +80,21 @@ func holdsFlags(t *testing.T, where, text, command string, flags []string, excep
 	}
 }
 
-// The usage lists every flag of every command, and so does the README's
-// Commands block (which says once which commands take --db); neither
+// The usage lists every flag of every command, and so does the Commands
+// block of docs/reference/commands.md (which says once which commands take --db); neither
 // lists a flag that is not there.
 func TestUsageAndReadmeListEveryFlag(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/reference/commands.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)## Commands\n\n```\n(.*?)```").FindSubmatch(readme)
+	m := regexp.MustCompile("(?s)# Commands\n\n```\n(.*?)```").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("README has no Commands block")
+		t.Fatal("docs/reference/commands.md has no Commands block")
 	}
 	commandsBlock := string(m[1])
 	if !strings.Contains(string(readme), "Every command that reads the database (all but `mcp`, `policy test` and `evidence verify`) takes\n`--db`") {
-		t.Fatal("README no longer says that every command takes --db")
+		t.Fatal("docs/reference/commands.md no longer says that every command takes --db")
 	}
 	for _, c := range commands {
 		flags := flagsOf(t, c)

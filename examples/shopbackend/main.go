@@ -1,7 +1,7 @@
 // Command shopbackend is a small order system for trying Countersign with
 // your own tools (examples/tools.yaml): orders in memory, a lookup, refunds
 // that check Countersign's signature and use its Idempotency-Key, so a
-// retried refund is paid once. README, "Try it with your own backend".
+// retried refund is paid once. docs/tutorials/your-own-tools.md, "Try it with your own backend".
 //
 //	SHOP_SIGNING_SECRET=… go run ./examples/shopbackend -addr 127.0.0.1:8090
 package main

@@ -16,7 +16,7 @@ import (
 // exists is refused rather than overwritten.
 func (s *Store) Backup(ctx context.Context, path string) error {
 	if s.d.pg {
-		return errors.New("backup copies a SQLite file; back up PostgreSQL with pg_dump (README, \"Backups\")")
+		return errors.New("backup copies a SQLite file; back up PostgreSQL with pg_dump (docs/how-to/postgresql.md, \"Backups\")")
 	}
 	if path == "" {
 		return errors.New("the backup needs a file name")
