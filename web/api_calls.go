@@ -1,11 +1,9 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
-	"reflect"
 	"strings"
 	"time"
 
@@ -101,58 +99,6 @@ func agentCallView(c *models.ToolCall, session string) agentCallJSON {
 	return out
 }
 
-// sameKeyAgain answers a call asked with an Idempotency-Key already used:
-// the same request gets the call it made (200, its own session), a
-// different one under that key is refused, as Stripe does, instead of
-// being answered with a call it did not ask for.
-func (s *Server) sameKeyAgain(c echo.Context, prior *models.ToolCall, req callRequestJSON) error {
-	run, err := s.core.Store.Run(c.Request().Context(), prior.RunID)
-	if err != nil {
-		return err
-	}
-	var differs []string
-	if req.Tool != prior.Tool {
-		differs = append(differs, "tool")
-	}
-	if !sameJSON(req.Args, prior.RawArgs) {
-		differs = append(differs, "args")
-	}
-	if req.Session != run.Session {
-		differs = append(differs, "session")
-	}
-	if req.CustomerID != prior.CustomerID {
-		differs = append(differs, "customer_id")
-	}
-	if req.Context != prior.Context {
-		differs = append(differs, "context")
-	}
-	if len(differs) > 0 {
-		return fault.Errorf(fault.Conflict, "this Idempotency-Key was already used for call %s, whose %s differed; send a new key for a new call",
-			prior.ID, strings.Join(differs, " and "))
-	}
-	return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(prior, run.Session)})
-}
-
-// sameJSON says whether two JSON texts hold the same value (key order and
-// spacing aside); an absent value is the empty object the call was made with.
-func sameJSON(a json.RawMessage, b string) bool {
-	decode := func(raw []byte) (any, bool) {
-		if len(raw) == 0 {
-			raw = []byte("{}")
-		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		var v any
-		return v, dec.Decode(&v) == nil
-	}
-	va, okA := decode(a)
-	vb, okB := decode([]byte(b))
-	if !okA || !okB {
-		return string(a) == b
-	}
-	return reflect.DeepEqual(va, vb)
-}
-
 // callCreate asks the gate about one call: POST /api/v1/calls.
 func (s *Server) callCreate(c echo.Context) error {
 	ag := currentAgent(c)
@@ -182,27 +128,14 @@ func (s *Server) callCreate(c echo.Context) error {
 	}
 	// A caller's traceparent header: the call's spans join its trace.
 	ctx := telemetry.Continue(c.Request().Context(), propagation.HeaderCarrier(c.Request().Header))
-	agentKey := ""
-	if k := strings.TrimSpace(c.Request().Header.Get("Idempotency-Key")); k != "" {
-		if len(k) > 200 {
-			return fault.Errorf(fault.Invalid, "the Idempotency-Key is at most 200 characters")
-		}
-		agentKey = ag.ID + ":" + k
-		if prior, err := s.core.Store.CallByAgentKey(ctx, agentKey); err == nil {
-			return s.sameKeyAgain(c, prior, req)
-		}
-	}
-	// A key not seen before says the agent means this action, even when
-	// the same one was decided before: a new intent.
+	// The Idempotency-Key's rules are the core's (gate.Outside).
 	asked, err := s.core.Outside.Ask(ctx, gate.OutsideCall{Agent: ag, Session: req.Session, CustomerID: req.CustomerID, Context: req.Context,
-		Tool: req.Tool, Args: req.Args, Key: agentKey, NewIntent: agentKey != ""})
+		Tool: req.Tool, Args: req.Args, IdempotencyKey: c.Request().Header.Get("Idempotency-Key")})
 	if err != nil {
-		if agentKey != "" { // the same key at the same moment: the first one won
-			if prior, perr := s.core.Store.CallByAgentKey(ctx, agentKey); perr == nil {
-				return s.sameKeyAgain(c, prior, req)
-			}
-		}
 		return err
+	}
+	if asked.SameKey {
+		return c.JSON(http.StatusOK, map[string]any{"call": agentCallView(asked.Call, asked.Session)})
 	}
 	call, err := s.core.Outside.Record(ctx, asked)
 	if err != nil {

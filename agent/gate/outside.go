@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,7 +74,10 @@ type OutsideCall struct {
 	Context string
 	Tool    string
 	Args    []byte // JSON; empty is {}
-	// Key is the agent's Idempotency-Key, prefixed with its id ("" none).
+	// IdempotencyKey is the agent's Idempotency-Key, as it sent it (""
+	// none): see keyed.
+	IdempotencyKey string
+	// Key is the Idempotency-Key scoped to the agent (set by Ask).
 	Key string
 	// NewIntent: the agent means a second identical action (a new
 	// Idempotency-Key, _meta["countersign/new-intent"]).
@@ -93,6 +97,9 @@ type Asked struct {
 	// Joined: the same call, asked before and still waiting or decided
 	// within the intent window, rather than a new one.
 	Joined bool
+	// SameKey: the call the same Idempotency-Key made, for the same
+	// request asked again (Call and Session are that call's).
+	SameKey bool
 }
 
 // Replay reports whether the answer is a call a person decided before,
@@ -114,8 +121,16 @@ func ViaOf(ctx context.Context) string {
 	return v
 }
 
-// Ask records the call in its session's run and puts it through the gate.
+// Ask records the call in its session's run and puts it through the gate;
+// a call sent with an Idempotency-Key follows the key's rules (keyed).
 func (o *Outside) Ask(ctx context.Context, req OutsideCall) (Asked, error) {
+	if strings.TrimSpace(req.IdempotencyKey) != "" {
+		return o.keyed(ctx, req)
+	}
+	return o.ask(ctx, req)
+}
+
+func (o *Outside) ask(ctx context.Context, req OutsideCall) (Asked, error) {
 	run, err := o.Store.AgentRun(ctx, req.Agent, req.Session, req.CustomerID)
 	if err != nil {
 		if errors.Is(err, models.ErrConflict) {
