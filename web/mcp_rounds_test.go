@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/mcpgate"
 )
 
 // roundsApp is a Countersign in front of the desk server (2025 only), whose
@@ -183,4 +184,25 @@ func (a *app) callsOf(t *testing.T, tool string) []models.ToolCall {
 		}
 	}
 	return of
+}
+
+// An agent that never answers cannot pile up calls waiting on it: past
+// MaxRoundsPerAgent, the server hears at once that no answer will come, and
+// the call ends with what it made of that. Another agent is not held back.
+func TestAnAgentsUnansweredQuestionsAreCapped(t *testing.T) {
+	a := roundsApp(t, time.Minute)
+	key, _, _ := a.accounts.AddAgent(context.Background(), "bot", models.Actor{ID: "test"})
+	other, _, _ := a.accounts.AddAgent(context.Background(), "other", models.Actor{ID: "test"})
+	for i := range mcpgate.MaxRoundsPerAgent {
+		if res, rpcErr := modernAsk(t, a, key, "", nil); rpcErr != nil || res["resultType"] != "input_required" {
+			t.Fatalf("call %d: %v %v", i+1, rpcErr, res)
+		}
+	}
+	res, rpcErr := modernAsk(t, a, key, "", nil)
+	if rpcErr != nil || res["resultType"] != "complete" || !strings.Contains(asJSONText(res["content"]), "calls waiting for its answers already") {
+		t.Fatalf("one call too many: %v %v", rpcErr, res)
+	}
+	if res, _ := modernAsk(t, a, other, "", nil); res["resultType"] != "input_required" {
+		t.Fatalf("another agent: %v", res)
+	}
 }

@@ -349,6 +349,7 @@ func (c *Core) beatOnce(ctx context.Context, missed bool) bool {
 // running finish (gate.Close), and (sharing PostgreSQL) says this
 // instance has left. The store stays open: it is the caller's.
 func (c *Core) Close() {
+	c.Outside.StopWaiting() // nothing waits on a client any longer (a server's question, a hold)
 	c.stop()
 	c.jobs.Wait()
 	c.Runner.Close()

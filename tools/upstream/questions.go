@@ -103,6 +103,7 @@ func (q *Questions) Close(why string) {
 		delete(q.open, id)
 		close(x.answer)
 	}
+	q.arrived = nil // nothing waits to be shown now, nor will
 }
 
 // ask puts the server's request to the client and waits for its answer.

@@ -3,6 +3,7 @@ package mcpgate
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -42,15 +43,27 @@ type round struct {
 // upstream's own, passed to it.
 const roundState = "countersign-round-"
 
-// keep files rd under a new requestState.
+// MaxRoundsPerAgent is how many calls of one agent may wait at once for
+// its answers to what their servers asked: each holds its server's request
+// and a call running. Past it, the server is told no answer will come.
+const MaxRoundsPerAgent = 32
+
+// keep files rd under a new requestState ("": the agent has
+// MaxRoundsPerAgent waiting already).
 func (rs *rounds) keep(rd *round) string {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	now := time.Now()
+	mine := 0
 	for k, x := range rs.open {
 		if now.After(x.expires) {
 			delete(rs.open, k)
+		} else if x.agent == rd.agent {
+			mine++
 		}
+	}
+	if mine >= MaxRoundsPerAgent {
+		return ""
 	}
 	if rs.open == nil {
 		rs.open = map[string]*round{}
@@ -123,6 +136,12 @@ func (gw *Gateway) follow(ctx context.Context, req *mcp.CallToolRequest, rd *rou
 		return gw.roundEnded(ctx, req, rd, r)
 	case <-q.Arrived():
 		state := gw.rounds.keep(rd)
+		if state == "" {
+			// Too many of this agent's calls wait for its answers: the
+			// server hears that none will come, and the call goes on.
+			q.Close(fmt.Sprintf("the agent has %d calls waiting for its answers already; answer those first", MaxRoundsPerAgent))
+			return gw.follow(ctx, req, rd)
+		}
 		return &mcp.CallToolResult{InputRequests: q.Pending(), RequestState: state}, nil
 	case <-ctx.Done():
 		q.Close("the client stopped waiting for the call before it could be asked")
