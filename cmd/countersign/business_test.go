@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"strings"
 	"testing"
@@ -28,7 +27,7 @@ func TestTheDemoIsOneChoice(t *testing.T) {
 	if p, _ := systemPrompt(config{}); p != "" {
 		t.Errorf("without --demo the prompt is %q", p)
 	}
-	var log bytes.Buffer
+	var log lockedBuffer
 	serveAppLogging(t, config{Addr: "127.0.0.1:0", DB: storetest.DSN(t)}, io.Discard, &log)
 	if !strings.Contains(log.String(), "no --model: Countersign's own chat answers nobody until you choose --model openai or anthropic") {
 		t.Errorf("the start log does not say what to choose:\n%s", log.String())
