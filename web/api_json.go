@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // decodeJSON reads a request body strictly: JSON only, no unknown fields,
@@ -100,25 +101,12 @@ type callJSON struct {
 	Receipt string `json:"receipt,omitempty"`
 }
 
-type decisionJSON struct {
-	Verdict       string `json:"verdict"`
-	Rule          string `json:"rule"`
-	Reason        string `json:"reason"`
-	PolicyVersion string `json:"policy_version"`
-}
+// decisionJSON is what the policy decided of a call.
+type decisionJSON = doorkit.DecisionJSON
 
 // argsJSON shows the normalized arguments, or what the model sent when it
 // was not valid JSON (as a string).
-func argsJSON(c *models.ToolCall) json.RawMessage {
-	if c.Args != "" {
-		return json.RawMessage(c.Args)
-	}
-	if json.Valid([]byte(c.RawArgs)) && c.RawArgs != "" {
-		return json.RawMessage(c.RawArgs)
-	}
-	b, _ := json.Marshal(c.RawArgs)
-	return b
-}
+func argsJSON(c *models.ToolCall) json.RawMessage { return doorkit.ArgsJSON(c) }
 
 func toCallJSON(c *models.ToolCall) callJSON {
 	out := callJSON{ID: c.ID, Tool: c.Tool, Args: argsJSON(c), Status: string(c.Status)}

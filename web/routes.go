@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign/static"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/gateapi"
 )
 
 // routes registers every route with its path from views/paths.go, where
@@ -130,9 +131,7 @@ func (s *Server) routes() {
 	e.GET(views.PathOAuthConsent, s.oauthConsentPage, admins...)
 	e.POST(views.PathOAuthConsent, s.oauthConsent, admins...)
 	e.POST(views.PathOAuthClientRevoke, s.oauthClientRevoke, admins...)
-	e.POST(views.PathAPICalls, s.callCreate, s.requireAgentKey, s.bodies.hold)
-	e.GET(views.PathAPICall, s.callGet, s.requireAgentKey)
-	e.POST(views.PathAPICallResult, s.callResult, s.requireAgentKey)
+	gateapi.Mount(e, s.kit)
 	e.GET(views.PathAPICallReceipt, s.apiReceipt, s.requireCallReader)
 	e.GET(views.PathAPICallEvidence, s.apiEvidence, s.requireCallReader)
 	e.GET(views.PathAPIReceiptKeys, s.receiptKeys) // public keys, for anyone

@@ -14,9 +14,11 @@ import (
 
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/policy"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // Config is what the server is built from.
@@ -178,6 +180,8 @@ type Server struct {
 	oldPolicies sync.Map
 	// changes is what the pages hear on the core's bus.
 	changes *Changes
+	// kit is what the agent doors share (web/doorkit).
+	kit *doorkit.Kit
 	// sso is the company's identity provider (nil: none).
 	sso *sso
 	// Sign-in attempts per client address, and per address and account.
@@ -246,6 +250,13 @@ func New(c *core.Core, cfg Config) *Server {
 		holds:        newHolds(cfg.MaxHeld, cfg.MaxHeldPerAgent),
 		bodies:       newBodyBudget(cfg.BodyBudget, cfg.BodyBudgetWait)}
 	s.changes.revoked = s.holds.endAgent
+	s.kit = &doorkit.Kit{Core: c, Log: cfg.Log, Decode: decodeJSON, Hold: s.holdRequest, Bodies: s.bodies.hold,
+		Allow: func(ag *models.Agent) error {
+			if !s.agentAllowed(ag) {
+				return s.agentTooFast(ag)
+			}
+			return nil
+		}}
 	c.Bus.Listen(s.changes)
 	c.Job("live queue pages", func(ctx context.Context) { s.changes.queue.Run(ctx, s.renderQueueRows) })
 	if shared != nil {

@@ -1,0 +1,78 @@
+// Package doorkit is what every door agents come in by needs, shared: the
+// agent key's check, the agent's own rate, the caps on requests held open
+// (and their end when the key is revoked), the body budget, strict JSON,
+// and the call as the agent that asked sees it. A door (the gate API,
+// web/gateapi) is a package of handlers over the core and this kit; the
+// web side builds one Kit and mounts each door with one line of its route
+// table.
+package doorkit
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/agent/core"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/fault"
+)
+
+// Kit is the shared part of the agent doors; the web side fills it.
+type Kit struct {
+	Core *core.Core
+	Log  *slog.Logger
+	// Decode reads a request's JSON body strictly (no unknown fields, one
+	// object, within the body limit), with errors that say what to fix.
+	Decode func(c echo.Context, v any) error
+	// Allow takes one of an agent's calls from its rate (nil: allowed;
+	// else the error to answer, 429 with its words).
+	Allow func(ag *models.Agent) error
+	// Hold serves a request held open for the current agent inside the
+	// caps (per agent and in all; over them it answers 429 or 503), ended
+	// when its key is revoked. stream: an event stream, which ends only
+	// with the client or the server.
+	Hold func(c echo.Context, stream bool, serve func() error) error
+	// Bodies holds a large request body's bytes within the server's budget.
+	Bodies echo.MiddlewareFunc
+}
+
+type agentKey struct{}
+
+// RequireAgentKey lets through requests with a valid agent key, as the
+// agent it names (Agent).
+func (k *Kit) RequireAgentKey(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		key, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+		if !ok || strings.TrimSpace(key) == "" {
+			return fault.Errorf(fault.Unauthorized, "send an agent key as Authorization: Bearer <key> (countersign agent add)")
+		}
+		ag, err := k.Core.Accounts.AgentForKey(c.Request().Context(), key)
+		if err != nil {
+			return err
+		}
+		return next(WithAgent(c, ag))
+	}
+}
+
+// WithAgent is c with the agent that asks.
+func WithAgent(c echo.Context, ag *models.Agent) echo.Context {
+	c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), agentKey{}, ag)))
+	return c
+}
+
+// Agent is the agent that asks (nil: none).
+func Agent(c echo.Context) *models.Agent {
+	ag, _ := c.Request().Context().Value(agentKey{}).(*models.Agent)
+	return ag
+}
+
+// HandedOver records when the agent was first handed the outcome of a
+// call that waited for a person, for the record. Best effort: it decides
+// nothing.
+func (k *Kit) HandedOver(ctx context.Context, call *models.ToolCall) {
+	if err := k.Core.Outside.HandedOver(ctx, call); err != nil {
+		k.Log.Warn("could not record that an agent was handed an outcome", "call_id", call.ID, "err", err)
+	}
+}
