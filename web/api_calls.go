@@ -19,8 +19,3 @@ func (s *Server) requireAgentKey(next echo.HandlerFunc) echo.HandlerFunc {
 func withAgent(c echo.Context, ag *models.Agent) echo.Context { return doorkit.WithAgent(c, ag) }
 
 func currentAgent(c echo.Context) *models.Agent { return doorkit.Agent(c) }
-
-// agentCallView is a call as the agent that asked it sees it.
-func agentCallView(c *models.ToolCall, session string) doorkit.CallJSON {
-	return doorkit.CallView(c, session)
-}
