@@ -29,6 +29,7 @@ import (
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/webtest"
 )
 
 const secret = "test-secret-test-secret-test-secret"
@@ -110,16 +111,10 @@ type appConfig struct {
 
 func startApp(t *testing.T, cfg appConfig, tls bool) *app {
 	t.Helper()
-	co, err := core.New(core.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, Model: cfg.Model, Business: cfg.Business,
+	// The one root, as `countersign serve` and the benchmarks boot it.
+	co, site := webtest.New(core.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, Model: cfg.Model, Business: cfg.Business,
 		Log: cfg.Log, ExecutionWait: cfg.ExecutionWait, Outbox: cfg.Outbox, SignWithPasskey: cfg.SignWithPasskey,
-		AuditKey: cfg.AuditKey, Checkpoints: cfg.Checkpoints, ToolSet: cfg.ToolSet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Web.Log == nil {
-		cfg.Web.Log = cfg.Log
-	}
-	site := web.New(co, cfg.Web)
+		AuditKey: cfg.AuditKey, Checkpoints: cfg.Checkpoints, ToolSet: cfg.ToolSet}, cfg.Web)
 	if _, err := co.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

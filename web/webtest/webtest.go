@@ -1,6 +1,7 @@
 // Package webtest boots the one root (core.New, then web.New over it) the
-// way `countersign serve` does, for the benchmark programs that serve the
-// product over httptest. Start and Close are the core's.
+// way `countersign serve` does, for the web side's tests and the benchmark
+// programs that serve the product over httptest. Start and Close are the
+// core's.
 package webtest
 
 import (
