@@ -2,16 +2,14 @@ package web
 
 import (
 	"log/slog"
-	"sync"
 
 	"github.com/countersign/countersign/agent/runloop"
-	"github.com/countersign/countersign/tools/upstream"
 )
 
 // Changes is what the web side hears on the core's bus: a changed action
 // reaches the open queue pages and that action's pages (QueueHub), a run's
-// new turn or status reaches the streams that follow it (Broker), changed
-// tools reach the MCP endpoint. Changes made on other instances arrive the
+// new turn or status reaches the streams that follow it (Broker), a
+// revoked agent's held requests end. Changes made on other instances arrive the
 // same way (core.Bus).
 type Changes struct {
 	queue *QueueHub
@@ -20,9 +18,6 @@ type Changes struct {
 	// revoked ends what an agent holds open (set by New, before it
 	// listens).
 	revoked func(agentID string)
-
-	mu  sync.Mutex
-	mcp *mcpEndpoint // told when the tools or offers change (set by New)
 }
 
 func newChanges(log *slog.Logger) *Changes {
@@ -45,32 +40,4 @@ func (c *Changes) AgentRevoked(agentID string) {
 	if c.revoked != nil {
 		c.revoked(agentID)
 	}
-}
-
-// ToolsChanged tells the MCP endpoint, which offers the tools.
-func (c *Changes) ToolsChanged() {
-	if ep := c.endpoint(); ep != nil {
-		ep.toolsChanged()
-	}
-}
-
-// OffersChanged implements core.Offers: the MCP endpoint offers the
-// servers' prompts and resources again.
-func (c *Changes) OffersChanged() {
-	if ep := c.endpoint(); ep != nil {
-		ep.toolsChanged()
-	}
-}
-
-// Told implements core.Offers: the MCP endpoint tells its clients.
-func (c *Changes) Told(t upstream.Told) {
-	if ep := c.endpoint(); ep != nil {
-		ep.told(t)
-	}
-}
-
-func (c *Changes) endpoint() *mcpEndpoint {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mcp
 }

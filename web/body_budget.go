@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/countersign/countersign/models/fault"
-	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // The bytes of agents' call bodies held at once, across every request and
@@ -41,39 +41,42 @@ type bodyBudget struct {
 }
 
 func newBodyBudget(total int64, wait time.Duration) *bodyBudget {
-	total = max(total, AgentBodyLimit())
+	total = max(total, doorkit.BodyLimit())
 	return &bodyBudget{sem: semaphore.NewWeighted(total), total: total, wait: wait}
 }
 
-// hold is route middleware, after the agent's key was checked.
-func (b *bodyBudget) hold(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		r := c.Request()
-		if r.Method != http.MethodPost {
-			return next(c)
-		}
-		n, limit := r.ContentLength, AgentBodyLimit()
-		if n < 0 || n > limit {
-			n = limit // unsaid, or refused by the limit when read: the most it may hold
-		}
-		if n <= smallBody {
-			return next(c)
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), b.wait)
-		err := b.sem.Acquire(ctx, n)
-		cancel()
-		if err != nil {
-			words := fmt.Sprintf("Countersign is holding as many large calls as it takes at once (%d MiB of arguments): nothing was done; send this call again in a few seconds", b.total>>20)
-			c.Response().Header().Set("Retry-After", fmt.Sprint(max(int(b.wait/time.Second), 1)))
-			c.Response().Header().Set("Connection", "close") // the rest of the body is not read
-			if r.URL.Path == views.PathMCP {
-				return mcpRefuse(c, r.Body, words)
+// hold is route middleware, after the agent's key was checked; a call
+// refused for want of room is answered by refuse (nil: a 503).
+func (b *bodyBudget) hold(refuse doorkit.Refuse) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			if r.Method != http.MethodPost {
+				return next(c)
 			}
-			return &fault.Error{Code: fault.Unavailable, Message: words}
+			n, limit := r.ContentLength, doorkit.BodyLimit()
+			if n < 0 || n > limit {
+				n = limit // unsaid, or refused by the limit when read: the most it may hold
+			}
+			if n <= smallBody {
+				return next(c)
+			}
+			ctx, cancel := context.WithTimeout(r.Context(), b.wait)
+			err := b.sem.Acquire(ctx, n)
+			cancel()
+			if err != nil {
+				words := fmt.Sprintf("Countersign is holding as many large calls as it takes at once (%d MiB of arguments): nothing was done; send this call again in a few seconds", b.total>>20)
+				c.Response().Header().Set("Retry-After", fmt.Sprint(max(int(b.wait/time.Second), 1)))
+				c.Response().Header().Set("Connection", "close") // the rest of the body is not read
+				if refuse != nil {
+					return refuse(c, r.Body, words)
+				}
+				return &fault.Error{Code: fault.Unavailable, Message: words}
+			}
+			b.held.Add(n)
+			defer func() { b.held.Add(-n); b.sem.Release(n) }()
+			return next(c)
 		}
-		b.held.Add(n)
-		defer func() { b.held.Add(-n); b.sem.Release(n) }()
-		return next(c)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/doorkit"
+	"github.com/countersign/countersign/web/mcpgate"
 )
 
 // bearer adds an agent key to every request of an MCP client.
@@ -192,12 +194,12 @@ func TestMCPStatelessRevisionOverHTTP(t *testing.T) {
 
 	c := mcp.NewClient(&mcp.Implementation{Name: "modern-agent", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: a.srv.URL + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{key}}, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: web.ModernMCP})
+		HTTPClient: &http.Client{Transport: bearer{key}}, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: mcpgate.ModernMCP})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	if v := cs.InitializeResult().ProtocolVersion; v != web.ModernMCP {
+	if v := cs.InitializeResult().ProtocolVersion; v != mcpgate.ModernMCP {
 		t.Fatalf("negotiated %q, not the stateless revision", v)
 	}
 	if cs.ID() != "" {
@@ -327,7 +329,7 @@ func TestMCPOversizedCallsAreToolErrors(t *testing.T) {
 			size int
 			want string
 		}{
-			{3 << 20, fmt.Sprintf("over Countersign's limit of %d bytes for one MCP message", web.AgentBodyLimit())},
+			{3 << 20, fmt.Sprintf("over Countersign's limit of %d bytes for one MCP message", doorkit.BodyLimit())},
 			{(1 << 20) + 100, "over the limit of 1048576 bytes"},
 		} {
 			r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_order", Arguments: map[string]any{"order_id": strings.Repeat("A", tc.size)}})

@@ -8,6 +8,7 @@ import (
 	"github.com/countersign/countersign/static"
 	"github.com/countersign/countersign/views"
 	"github.com/countersign/countersign/web/gateapi"
+	"github.com/countersign/countersign/web/mcpgate"
 )
 
 // routes registers every route with its path from views/paths.go, where
@@ -118,7 +119,8 @@ func (s *Server) routes() {
 	e.POST(views.PathAPIStaffChanges, s.apiStaffChangePropose, s.requireStaffToken)            // accounts asks for an admin
 	e.POST(views.PathAPIStaffChangeApprove, s.apiStaffChangeDecide(true), s.requireStaffToken) // and not the proposer
 	e.POST(views.PathAPIStaffChangeReject, s.apiStaffChangeDecide(false), s.requireStaffToken)
-	e.Any(views.PathMCP, s.serveMCP, s.requireMCPAgent, s.bodies.hold)
+	mcpgate.Mount(e, s.kit, mcpgate.Options{Wait: s.cfg.MCPWait, QuestionTTL: s.cfg.MCPQuestionTTL, MaxSessionsPerAgent: s.cfg.MaxMCPSessionsPerAgent,
+		SessionIdle: s.cfg.MCPSessionIdle, Origins: s.cfg.MCPOrigins, Receipt: s.receiptJWS})
 	// OAuth for /mcp (web/oauth): the authorization server and its
 	// metadata; the consent is the back office's, an admin's.
 	// Browsers ask for it on every page: no icon, and no warning in the log.

@@ -73,8 +73,8 @@ type Config struct {
 	// MaxHeld and MaxHeldPerAgent cap requests held open (long polls, MCP
 	// requests and streams), in all and per agent key (0: MaxHeld,
 	// MaxHeldPerAgent); MaxMCPSessionsPerAgent caps an agent's open MCP
-	// sessions (0: MaxMCPSessionsPerAgent), and MCPSessionIdle ends a
-	// session nobody used for that long (0: MCPSessionIdle).
+	// sessions (0: mcpgate.MaxSessionsPerAgent), and MCPSessionIdle ends a
+	// session nobody used for that long (0: mcpgate.SessionIdle).
 	MaxHeld, MaxHeldPerAgent, MaxMCPSessionsPerAgent int
 	MCPSessionIdle                                   time.Duration
 	// BodyBudget bounds the bytes of agents' call bodies held at once, and
@@ -135,19 +135,13 @@ func lastForwarded(v string) string {
 // BodyLimit caps every request body but a proposed policy's.
 const BodyLimit = "64K"
 
-// AgentBodyLimit caps the body of an agent's call (the gate API's POST
-// /api/v1/calls and a POST to /mcp): its arguments may be up to
-// tools.MaxArgsBytes, escaped (each byte at most twice over in what SDKs
-// send), in an envelope.
-func AgentBodyLimit() int64 { return 2*int64(tools.MaxArgsBytes) + 64<<10 }
-
-// tooBigForAgent says what an agent's call over AgentBodyLimit is told.
+// tooBigForAgent says what an agent's call over doorkit.BodyLimit is told.
 func tooBigForAgent() string {
-	return fmt.Sprintf("the body is over the limit of %d bytes (a call's arguments are at most %d bytes)", AgentBodyLimit(), tools.MaxArgsBytes)
+	return fmt.Sprintf("the body is over the limit of %d bytes (a call's arguments are at most %d bytes)", doorkit.BodyLimit(), tools.MaxArgsBytes)
 }
 
 // agentCall is a request of an agent's call. /mcp caps its own body
-// (mcpBody), to answer in MCP's words.
+// (mcpgate), to answer in MCP's words.
 func agentCall(c echo.Context) bool {
 	r := c.Request()
 	return r.Method == http.MethodPost && r.URL.Path == views.PathAPICalls
@@ -194,9 +188,8 @@ type Server struct {
 	streams *streamCounter
 	// grantKey signs chat grants (chat_grant.go).
 	grantKey []byte
-	// mcp serves /mcp (mcp.go); oauth is its authorization server, built
-	// when first asked for (oauth_pages.go).
-	mcp   *mcpEndpoint
+	// oauth is /mcp's authorization server, built when first asked for
+	// (oauth_pages.go).
 	oauth oauthHolder
 	// registerIP bounds OAuth client registrations per address: anyone may
 	// register, nobody may fill the database with clients.
@@ -251,6 +244,7 @@ func New(c *core.Core, cfg Config) *Server {
 		bodies:       newBodyBudget(cfg.BodyBudget, cfg.BodyBudgetWait)}
 	s.changes.revoked = s.holds.endAgent
 	s.kit = &doorkit.Kit{Core: c, Log: cfg.Log, Decode: decodeJSON, Hold: s.holdRequest, Bodies: s.bodies.hold,
+		RequireAgent: s.requireMCPAgent, PublicHost: s.publicHost,
 		Allow: func(ag *models.Agent) error {
 			if !s.agentAllowed(ag) {
 				return s.agentTooFast(ag)
@@ -266,13 +260,12 @@ func New(c *core.Core, cfg Config) *Server {
 	}
 	s.chainWanted = make(chan struct{}, 1)
 	c.Job("audit chain check", s.checkChain)
-	s.mcp = newMCPEndpoint(s)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
 	e.Use(logRequests(cfg.Log))
 	e.Use(middleware.Recover())
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: BodyLimit, Skipper: func(c echo.Context) bool { return policyUpload(c) || agentCall(c) || mcpPost(c) }}))
-	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: fmt.Sprint(AgentBodyLimit()), Skipper: func(c echo.Context) bool { return !agentCall(c) }}))
+	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: fmt.Sprint(doorkit.BodyLimit()), Skipper: func(c echo.Context) bool { return !agentCall(c) }}))
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: PolicyBodyLimit, Skipper: func(c echo.Context) bool { return !policyUpload(c) }}))
 	e.Use(securityHeaders)
 	e.Use(s.loadStaff)
@@ -311,12 +304,6 @@ func (c *Config) defaults() {
 	}
 	if c.BodyBudgetWait == 0 {
 		c.BodyBudgetWait = BodyBudgetWait
-	}
-	if c.MaxMCPSessionsPerAgent == 0 {
-		c.MaxMCPSessionsPerAgent = MaxMCPSessionsPerAgent
-	}
-	if c.MCPSessionIdle == 0 {
-		c.MCPSessionIdle = MCPSessionIdle
 	}
 	if c.AgentCallsPerSecond == 0 {
 		c.AgentCallsPerSecond = AgentCallsPerSecond

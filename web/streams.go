@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/web/doorkit"
 	"github.com/labstack/echo/v4"
 )
 
@@ -109,11 +110,5 @@ func startSSE(c echo.Context) *echo.Response {
 	return w
 }
 
-// ExportWriteTimeout is how long a download (an export of the whole audit)
-// may take, instead of the server's usual write timeout.
-const ExportWriteTimeout = 30 * time.Minute
-
 // allowLongWrite gives a download more time than an ordinary response.
-func allowLongWrite(c echo.Context) {
-	_ = http.NewResponseController(c.Response().Writer).SetWriteDeadline(time.Now().Add(ExportWriteTimeout))
-}
+func allowLongWrite(c echo.Context) { doorkit.LongWrite(c) }

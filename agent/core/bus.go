@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/countersign/countersign/agent"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
@@ -27,7 +26,7 @@ type Bus struct {
 
 	// listeners is replaced whole by Listen (read without a lock or a
 	// copy on every change).
-	listeners atomic.Pointer[[]agent.Notifier]
+	listeners atomic.Pointer[[]any]
 	mu        sync.Mutex
 	actions   map[string]map[chan struct{}]struct{}
 
@@ -43,10 +42,20 @@ type Bus struct {
 	repin, resync func()
 }
 
-// Missed is what a listener also implements when it wants to know that
-// notices from other instances may have been lost: what it shows should
-// be looked at again.
-type Missed interface{ Missed() }
+// What a listener hears is what it implements of these, Offers and
+// Revoked: one typed event each.
+type (
+	// Actions hears that an action changed (a call was held, decided,
+	// ran), here or on another instance.
+	Actions interface{ ActionChanged(callID string) }
+	// RunTurns hears a run's new turn or status.
+	RunTurns interface{ RunChanged(ev runloop.Event) }
+	// Tools hears that the tools in force changed.
+	Tools interface{ ToolsChanged() }
+	// Missed hears that notices from other instances may have been lost:
+	// what it shows should be looked at again.
+	Missed interface{ Missed() }
+)
 
 // MaxUntold is how many notices may wait to be told to the other
 // instances; past that (the database not answering) one is dropped, and
@@ -76,13 +85,13 @@ func newBus(log *slog.Logger, store *storage.Store) *Bus {
 	return b
 }
 
-// Listen adds l to those told of every change made here or heard from
-// another instance. A listener that also implements Missed is told when
-// notices may have been lost.
-func (b *Bus) Listen(l agent.Notifier) {
+// Listen adds l to those told of the changes made here or heard from
+// another instance that it hears: each of Actions, RunTurns, Tools,
+// Offers, Revoked and Missed it implements.
+func (b *Bus) Listen(l any) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var ls []agent.Notifier
+	var ls []any
 	if cur := b.listeners.Load(); cur != nil {
 		ls = slices.Clone(*cur)
 	}
@@ -90,10 +99,13 @@ func (b *Bus) Listen(l agent.Notifier) {
 	b.listeners.Store(&ls)
 }
 
-func (b *Bus) each(f func(agent.Notifier)) {
+// tell calls f for each listener that hears T.
+func tell[T any](b *Bus, f func(T)) {
 	if ls := b.listeners.Load(); ls != nil {
 		for _, l := range *ls {
-			f(l)
+			if t, ok := l.(T); ok {
+				f(t)
+			}
 		}
 	}
 }
@@ -128,7 +140,7 @@ func (b *Bus) actionHere(id string) {
 		}
 	}
 	b.mu.Unlock()
-	b.each(func(l agent.Notifier) { l.ActionChanged(id) })
+	tell(b, func(l Actions) { l.ActionChanged(id) })
 }
 
 // ActionChanged implements gate.Notifier.
@@ -139,7 +151,7 @@ func (b *Bus) ActionChanged(id string) {
 
 // RunChanged implements runloop.Notifier.
 func (b *Bus) RunChanged(ev runloop.Event) {
-	b.each(func(l agent.Notifier) { l.RunChanged(ev) })
+	tell(b, func(l RunTurns) { l.RunChanged(ev) })
 	n := notice{Run: ev.RunID, Status: string(ev.Status)}
 	if ev.Turn != nil {
 		n.Seq = ev.Turn.Seq
@@ -149,7 +161,7 @@ func (b *Bus) RunChanged(ev runloop.Event) {
 
 // ToolsChanged implements gate.Notifier: the tools in force changed here.
 func (b *Bus) ToolsChanged() {
-	b.each(func(l agent.Notifier) { l.ToolsChanged() })
+	tell(b, func(l Tools) { l.ToolsChanged() })
 	b.tell(notice{Tools: true})
 }
 
@@ -167,22 +179,14 @@ type Offers interface {
 // goroutine of their own: the teller may hold the reload's lock, which
 // they may need.
 func (b *Bus) OffersChanged() {
-	go b.each(func(l agent.Notifier) {
-		if o, ok := l.(Offers); ok {
-			o.OffersChanged()
-		}
-	})
+	go tell(b, func(l Offers) { l.OffersChanged() })
 }
 
 // Told tells the listeners here what an MCP server said that MCP clients
 // are to hear: a resource a client subscribed to changed, a list said
 // changed that is the same (each instance has its own connections).
 func (b *Bus) Told(t upstream.Told) {
-	b.each(func(l agent.Notifier) {
-		if o, ok := l.(Offers); ok {
-			o.Told(t)
-		}
-	})
+	tell(b, func(l Offers) { l.Told(t) })
 }
 
 // PolicyChanged tells the other instances that the policy version in
@@ -263,7 +267,7 @@ func (b *Bus) heard(ctx context.Context, payload string) {
 		}
 		ev.Turn = &turns[0]
 	}
-	b.each(func(l agent.Notifier) { l.RunChanged(ev) })
+	tell(b, func(l RunTurns) { l.RunChanged(ev) })
 }
 
 // catchUp is what a lost notice may have missed, looked at again: the
@@ -282,9 +286,5 @@ func (b *Bus) catchUp() {
 		}
 	}
 	b.mu.Unlock()
-	b.each(func(l agent.Notifier) {
-		if m, ok := l.(Missed); ok {
-			m.Missed()
-		}
-	})
+	tell(b, func(l Missed) { l.Missed() })
 }

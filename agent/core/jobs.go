@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/countersign/countersign/agent"
 	"time"
+
+	"github.com/countersign/countersign/agent"
 
 	"github.com/countersign/countersign/agent/audit"
 	"github.com/countersign/countersign/agent/policy"

@@ -3,8 +3,6 @@ package core
 import (
 	"context"
 	"time"
-
-	"github.com/countersign/countersign/agent"
 )
 
 // Revoked is what a listener also implements when it holds something for
@@ -24,11 +22,7 @@ func (b *Bus) AgentRevoked(agentID string, cancelled []string) {
 }
 
 func (b *Bus) revokedHere(agentID string) {
-	b.each(func(l agent.Notifier) {
-		if r, ok := l.(Revoked); ok {
-			r.AgentRevoked(agentID)
-		}
-	})
+	tell(b, func(l Revoked) { l.AgentRevoked(agentID) })
 }
 
 // revocationsSince is the catch-up for revocations nothing told this

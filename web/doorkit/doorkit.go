@@ -9,14 +9,18 @@ package doorkit
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/tools"
 )
 
 // Kit is the shared part of the agent doors; the web side fills it.
@@ -34,8 +38,38 @@ type Kit struct {
 	// when its key is revoked. stream: an event stream, which ends only
 	// with the client or the server.
 	Hold func(c echo.Context, stream bool, serve func() error) error
-	// Bodies holds a large request body's bytes within the server's budget.
-	Bodies echo.MiddlewareFunc
+	// Bodies holds a large request body's bytes within the server's
+	// budget; a call refused for want of room is answered by refuse with
+	// the words to say (nil: a 503 with them).
+	Bodies func(refuse Refuse) echo.MiddlewareFunc
+	// RequireAgent lets through requests with an agent key or an OAuth
+	// access token of an authorized client, as the agent it acts as
+	// (Agent); a door that takes OAuth tokens (MCP) uses it instead of
+	// RequireAgentKey.
+	RequireAgent echo.MiddlewareFunc
+	// PublicHost is the host the client asked for (the Host header, or a
+	// trusted proxy's X-Forwarded-Host), which a browser's Origin names.
+	PublicHost func(r *http.Request) string
+}
+
+// Refuse answers a request refused before it was read, in the door's own
+// words.
+type Refuse func(c echo.Context, body io.Reader, words string) error
+
+// BodyLimit caps the body of an agent's call (the gate API's POST
+// /api/v1/calls and a POST to /mcp): its arguments may be up to
+// tools.MaxArgsBytes, escaped (each byte at most twice over in what SDKs
+// send), in an envelope.
+func BodyLimit() int64 { return 2*int64(tools.MaxArgsBytes) + 64<<10 }
+
+// LongWriteTimeout is how long a held request or a download may take to
+// be written, instead of the server's usual write timeout.
+const LongWriteTimeout = 30 * time.Minute
+
+// LongWrite gives a response that may be held (or a download) more time
+// than an ordinary one.
+func LongWrite(c echo.Context) {
+	_ = http.NewResponseController(c.Response().Writer).SetWriteDeadline(time.Now().Add(LongWriteTimeout))
 }
 
 type agentKey struct{}

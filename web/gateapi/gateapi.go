@@ -29,7 +29,7 @@ type Door struct{ kit *doorkit.Kit }
 // Mount adds the gate API's routes to e.
 func Mount(e *echo.Echo, kit *doorkit.Kit) {
 	d := &Door{kit: kit}
-	e.POST(views.PathAPICalls, d.create, kit.RequireAgentKey, kit.Bodies)
+	e.POST(views.PathAPICalls, d.create, kit.RequireAgentKey, kit.Bodies(nil))
 	e.GET(views.PathAPICall, d.get, kit.RequireAgentKey)
 	e.POST(views.PathAPICallResult, d.result, kit.RequireAgentKey)
 }

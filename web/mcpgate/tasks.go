@@ -247,7 +247,7 @@ func taskNotFound(err error, id string) error {
 const TasksExtension = "io.modelcontextprotocol/tasks"
 
 // MetaTask is the _meta key under which the gateway's own server hands web
-// the task a 2026 call became, for web to answer with it (web/mcp_tasks.go);
+// the task a 2026 call became, for web to answer with it (door_tasks.go);
 // the result around it says, in text, that the call waits.
 const MetaTask = "countersign/task"
 

@@ -1,4 +1,4 @@
-package web
+package mcpgate
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
-	"github.com/countersign/countersign/web/mcpgate"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // TasksMCP is the MCP revision whose sessions may ask for tasks (they are
@@ -41,25 +41,25 @@ func readMessage(body []byte) *rpcMessage {
 // task, and tasks/get, tasks/result and tasks/cancel. A task belongs to the
 // agent, not to the MCP session: it is read after the session is gone, on
 // another instance, after a restart. true when it answered.
-func (s *Server) mcpTasks(c echo.Context, ag *models.Agent, m *rpcMessage, modern bool) (bool, error) {
+func (ep *Door) tasks(c echo.Context, ag *models.Agent, m *rpcMessage, modern bool) (bool, error) {
 	r := c.Request()
 	if m == nil || len(m.ID) == 0 || string(m.ID) == "null" {
 		return false, nil // the SDK's to answer or refuse
 	}
 	if modern {
-		return s.mcpModernTasks(c, ag, *m)
+		return ep.modernTasks(c, ag, *m)
 	}
 	if r.Header.Get("Mcp-Protocol-Version") != TasksMCP {
 		return false, nil
 	}
-	ctx, gw := r.Context(), s.mcp.gw
+	ctx, gw := r.Context(), ep.gw
 	var task struct {
 		TaskID string `json:"taskId"`
 	}
 	switch m.Method {
 	case "tools/call":
-		var p mcpgate.TaskCall
-		if json.Unmarshal(m.Params, &p) != nil || p.Task == nil || !s.mcp.hasSession(ag, r.Header.Get("Mcp-Session-Id")) || !gw.Offers(p.Name, false) {
+		var p TaskCall
+		if json.Unmarshal(m.Params, &p) != nil || p.Task == nil || !ep.hasSession(ag, r.Header.Get("Mcp-Session-Id")) || !gw.Offers(p.Name, false) {
 			return false, nil // no task asked for, no session (the SDK answers 404), no such tool (a tool error result)
 		}
 		if gw.TaskForbidden(p.Name, false) {
@@ -86,8 +86,8 @@ func (s *Server) mcpTasks(c echo.Context, ag *models.Agent, m *rpcMessage, moder
 		return true, rpcReply(c, m.ID, t, err)
 	}
 	// tasks/result waits until the task ends: a held request, as a held call.
-	return true, s.holdRequest(c, false, func() error {
-		allowLongWrite(c)
+	return true, ep.kit.Hold(c, false, func() error {
+		doorkit.LongWrite(c)
 		res, err := gw.TaskResult(c.Request().Context(), ag, task.TaskID)
 		return rpcReply(c, m.ID, res, err)
 	})
@@ -100,7 +100,7 @@ func (s *Server) mcpTasks(c echo.Context, ag *models.Agent, m *rpcMessage, moder
 // missing-capability error for one that did not. tasks/update (input for
 // a task that asks for it) has nothing to update here: no held call asks
 // its client anything.
-func (s *Server) mcpModernTasks(c echo.Context, ag *models.Agent, m rpcMessage) (bool, error) {
+func (ep *Door) modernTasks(c echo.Context, ag *models.Agent, m rpcMessage) (bool, error) {
 	switch m.Method {
 	case "tasks/get", "tasks/cancel", "tasks/update":
 	default:
@@ -111,15 +111,15 @@ func (s *Server) mcpModernTasks(c echo.Context, ag *models.Agent, m rpcMessage) 
 		TaskID string         `json:"taskId"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
-	if !mcpgate.DeclaresTasks(p.Meta) {
+	if !DeclaresTasks(p.Meta) {
 		return true, c.JSON(http.StatusOK, map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{
-			"code": -32021, "message": m.Method + " needs the client capability " + mcpgate.TasksExtension + " (declare it in the request's _meta)",
-			"data": map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{mcpgate.TasksExtension: map[string]any{}}}}}})
+			"code": -32021, "message": m.Method + " needs the client capability " + TasksExtension + " (declare it in the request's _meta)",
+			"data": map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}}}})
 	}
 	if p.TaskID == "" {
 		return true, rpcReply(c, m.ID, nil, fault.Errorf(fault.Invalid, "%s needs params.taskId", m.Method))
 	}
-	ctx, gw := c.Request().Context(), s.mcp.gw
+	ctx, gw := c.Request().Context(), ep.gw
 	switch m.Method {
 	case "tasks/get":
 		t, err := gw.DetailedTask(ctx, ag, p.TaskID)
@@ -162,7 +162,7 @@ func rpcReply(c echo.Context, id json.RawMessage, result any, err error) error {
 }
 
 // hasSession says whether the agent has the MCP session id open here.
-func (ep *mcpEndpoint) hasSession(ag *models.Agent, id string) bool {
+func (ep *Door) hasSession(ag *models.Agent, id string) bool {
 	if id == "" {
 		return false
 	}
@@ -181,7 +181,7 @@ func (ep *mcpEndpoint) hasSession(ag *models.Agent, id string) bool {
 // "optional" in tools/list (a call may wait for a person; a client may
 // wait as a task or be held); not to the stdio bridge (bridged). Other
 // requests: w itself, and done does nothing.
-func (ep *mcpEndpoint) taskCapable(w http.ResponseWriter, r *http.Request, ag *models.Agent, m *rpcMessage, modern bool) (http.ResponseWriter, func()) {
+func (ep *Door) taskCapable(w http.ResponseWriter, r *http.Request, ag *models.Agent, m *rpcMessage, modern bool) (http.ResponseWriter, func()) {
 	if m == nil {
 		return w, func() {}
 	}
@@ -192,10 +192,10 @@ func (ep *mcpEndpoint) taskCapable(w http.ResponseWriter, r *http.Request, ag *m
 	}
 	switch {
 	case modern && m.Method == "server/discover":
-	case modern && m.Method == "tools/call" && json.Unmarshal(m.Params, &p) == nil && mcpgate.DeclaresTasks(p.Meta):
+	case modern && m.Method == "tools/call" && json.Unmarshal(m.Params, &p) == nil && DeclaresTasks(p.Meta):
 	case !modern && m.Method == "initialize" && !ep.bridged(ag, r, m):
-	case m.Method == "tools/list": // each tool as its server listed it (mcp_listing.go)
-	case mcpgate.CacheableList(m.Method): // entries as listed; no 2026-07-28 words to a 2025 session
+	case m.Method == "tools/list": // each tool as its server listed it (door_listing.go)
+	case CacheableList(m.Method): // entries as listed; no 2026-07-28 words to a 2025 session
 	default:
 		return w, func() {}
 	}
@@ -204,14 +204,14 @@ func (ep *mcpEndpoint) taskCapable(w http.ResponseWriter, r *http.Request, ag *m
 		out := cw.buf.Bytes()
 		if cw.code == http.StatusOK {
 			out = rewriteMessages(out, func(res map[string]json.RawMessage) bool {
-				stripped := !modern && mcpgate.CacheableList(m.Method)
+				stripped := !modern && CacheableList(m.Method)
 				if stripped {
-					mcpgate.WithoutCacheWords(res)
+					WithoutCacheWords(res)
 				}
 				if m.Method == "tools/list" {
-					return mcpgate.ToolsAsListed(res, ep.lister(modern), tasks) || stripped
+					return ToolsAsListed(res, ep.lister(modern), tasks) || stripped
 				}
-				if mcpgate.EntriesAsListed(res, m.Method, ep.gw.OfferedWire(modern)) {
+				if EntriesAsListed(res, m.Method, ep.gw.OfferedWire(modern)) {
 					return true
 				}
 				return addTasks(m.Method, res) || stripped
@@ -251,10 +251,10 @@ func rewriteMessages(body []byte, edit func(map[string]json.RawMessage) bool) []
 			return msg // as it was written
 		}
 		var err error
-		if env["result"], err = mcpgate.MarshalRaw(res); err != nil {
+		if env["result"], err = MarshalRaw(res); err != nil {
 			return msg
 		}
-		out, err := mcpgate.MarshalRaw(env)
+		out, err := MarshalRaw(env)
 		if err != nil {
 			return msg
 		}
@@ -295,20 +295,20 @@ func addTasks(method string, res map[string]json.RawMessage) bool {
 		if json.Unmarshal(caps["extensions"], &ext) != nil || ext == nil {
 			ext = map[string]json.RawMessage{}
 		}
-		ext[mcpgate.TasksExtension] = json.RawMessage(`{}`)
-		caps["extensions"], _ = mcpgate.MarshalRaw(ext)
-		res["capabilities"], _ = mcpgate.MarshalRaw(caps)
+		ext[TasksExtension] = json.RawMessage(`{}`)
+		caps["extensions"], _ = MarshalRaw(ext)
+		res["capabilities"], _ = MarshalRaw(caps)
 		return true
 	case "tools/call":
 		// A call that waits, as the task it became.
 		var meta map[string]json.RawMessage
-		var t mcpgate.Task
-		if json.Unmarshal(res["_meta"], &meta) != nil || json.Unmarshal(meta[mcpgate.MetaTask], &t) != nil || t.TaskID == "" {
+		var t Task
+		if json.Unmarshal(res["_meta"], &meta) != nil || json.Unmarshal(meta[MetaTask], &t) != nil || t.TaskID == "" {
 			return false
 		}
 		clear(res)
 		for k, v := range t.Modern("task") {
-			res[k], _ = mcpgate.MarshalRaw(v)
+			res[k], _ = MarshalRaw(v)
 		}
 		return true
 	case "initialize":
@@ -318,7 +318,7 @@ func addTasks(method string, res map[string]json.RawMessage) bool {
 			return false
 		}
 		caps["tasks"] = json.RawMessage(`{"cancel":{},"requests":{"tools":{"call":{}}}}`)
-		res["capabilities"], _ = mcpgate.MarshalRaw(caps)
+		res["capabilities"], _ = MarshalRaw(caps)
 		return true
 	}
 	return false
@@ -340,7 +340,7 @@ func rawReply(id json.RawMessage, result any) ([]byte, bool) {
 		}
 		rest := maps.Clone(r)
 		delete(rest, "result")
-		b, err := mcpgate.MarshalRaw(rest)
+		b, err := MarshalRaw(rest)
 		if err != nil || len(b) < 2 {
 			return nil, false
 		}
@@ -358,8 +358,8 @@ func rawReply(id json.RawMessage, result any) ([]byte, bool) {
 }
 
 // bridged says whether a 2025 session's initialize or tools/list comes
-// from the stdio bridge (mcpgate.BridgeClient).
-func (ep *mcpEndpoint) bridged(ag *models.Agent, r *http.Request, m *rpcMessage) bool {
+// from the stdio bridge (BridgeClient).
+func (ep *Door) bridged(ag *models.Agent, r *http.Request, m *rpcMessage) bool {
 	switch m.Method {
 	case "initialize":
 		var p struct {
@@ -367,7 +367,7 @@ func (ep *mcpEndpoint) bridged(ag *models.Agent, r *http.Request, m *rpcMessage)
 				Name string `json:"name"`
 			} `json:"clientInfo"`
 		}
-		return json.Unmarshal(m.Params, &p) == nil && p.ClientInfo.Name == mcpgate.BridgeClient
+		return json.Unmarshal(m.Params, &p) == nil && p.ClientInfo.Name == BridgeClient
 	case "tools/list":
 		id := r.Header.Get("Mcp-Session-Id")
 		if id == "" {
@@ -376,7 +376,7 @@ func (ep *mcpEndpoint) bridged(ag *models.Agent, r *http.Request, m *rpcMessage)
 		for ss := range ep.server(ag, false).Sessions() {
 			if ss.ID() == id {
 				p := ss.InitializeParams()
-				return p != nil && p.ClientInfo != nil && p.ClientInfo.Name == mcpgate.BridgeClient
+				return p != nil && p.ClientInfo != nil && p.ClientInfo.Name == BridgeClient
 			}
 		}
 	}

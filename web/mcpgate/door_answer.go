@@ -1,20 +1,18 @@
-package web
+package mcpgate
 
 import (
 	"bytes"
 	"net/http"
-
-	"github.com/countersign/countersign/web/mcpgate"
 )
 
 // answering is where the SDK writes its answer to a tools/call: the
-// stand-in result the gateway gave it (mcpgate.MetaAnswer) is written as
+// stand-in result the gateway gave it (MetaAnswer) is written as
 // the upstream's result in its own bytes, Countersign's words spliced in
 // (mcpgate's answer.go). Everything else on the stream (progress, log
 // messages, an upstream's requests) passes as the SDK wrote it.
 type answering struct {
 	http.ResponseWriter
-	a      *mcpgate.Answer
+	a      *Answer
 	modern string // the request's method, for a client of a revision without sessions
 }
 
@@ -22,13 +20,13 @@ type answering struct {
 // prompts/get, a resources/read: an upstream's answer in its bytes) among
 // the request's headers (over any a client sent) and returns the writer that
 // fills it in; done forgets the place. Other requests: w, as it is.
-func (ep *mcpEndpoint) answerToolCalls(w http.ResponseWriter, r *http.Request, m *rpcMessage) (http.ResponseWriter, func()) {
-	r.Header.Del(mcpgate.HeaderAnswer)
+func (ep *Door) answerToolCalls(w http.ResponseWriter, r *http.Request, m *rpcMessage) (http.ResponseWriter, func()) {
+	r.Header.Del(HeaderAnswer)
 	if m == nil || (m.Method != "tools/call" && m.Method != "prompts/get" && m.Method != "resources/read" && m.Method != "completion/complete") || len(m.ID) == 0 {
 		return w, func() {}
 	}
 	name, a, done := ep.answers.Expect()
-	r.Header.Set(mcpgate.HeaderAnswer, name)
+	r.Header.Set(HeaderAnswer, name)
 	modern := ""
 	if r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get("Mcp-Protocol-Version") >= ModernMCP {
 		modern = m.Method
@@ -37,7 +35,7 @@ func (ep *mcpEndpoint) answerToolCalls(w http.ResponseWriter, r *http.Request, m
 }
 
 func (w *answering) Write(b []byte) (int, error) {
-	if raw := w.a.Bytes(); raw != nil && bytes.Contains(b, []byte(mcpgate.MetaAnswer)) {
+	if raw := w.a.Bytes(); raw != nil && bytes.Contains(b, []byte(MetaAnswer)) {
 		if out, ok := withAnswer(b, raw, w.modern); ok {
 			if _, err := w.ResponseWriter.Write(out); err != nil {
 				return 0, err
@@ -57,7 +55,7 @@ func (w *answering) Flush() { _ = http.NewResponseController(w.ResponseWriter).F
 // response with the stand-in).
 func withAnswer(written, raw []byte, modern string) ([]byte, bool) {
 	if t := bytes.TrimSpace(written); len(t) > 0 && t[0] == '{' {
-		return mcpgate.AnswerIn(t, raw, modern)
+		return AnswerIn(t, raw, modern)
 	}
 	// An event: its data line is the message. The result's line breaks
 	// (JSON's white space) would end the line: each goes on a data line
@@ -67,7 +65,7 @@ func withAnswer(written, raw []byte, modern string) ([]byte, bool) {
 		return nil, false
 	}
 	data, after, _ := bytes.Cut(rest, []byte("\n"))
-	msg, ok := mcpgate.AnswerIn(data, raw, modern)
+	msg, ok := AnswerIn(data, raw, modern)
 	if !ok {
 		return nil, false
 	}

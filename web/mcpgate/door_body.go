@@ -1,4 +1,4 @@
-package web
+package mcpgate
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/rawjson"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // mcpBody reads a POST's body for /mcp. Over AgentBodyLimit, the client is
@@ -18,9 +19,9 @@ import (
 // (and that ends a bridge's session): a tools/call gets a tool error
 // result naming the limit, anything else a JSON-RPC error; false then.
 // The body is read again from the request, and returned.
-func mcpBody(c echo.Context) ([]byte, bool, error) {
+func readBody(c echo.Context) ([]byte, bool, error) {
 	r := c.Request()
-	limit := AgentBodyLimit()
+	limit := doorkit.BodyLimit()
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return nil, false, err
@@ -36,7 +37,7 @@ func mcpBody(c echo.Context) ([]byte, bool, error) {
 	}
 	words := fmt.Sprintf("The request is %s, over Countersign's limit of %d bytes for one MCP message (a call's arguments are at most %d bytes): nothing was done. Send smaller arguments, or split the work into several calls.",
 		size, limit, tools.MaxArgsBytes)
-	return nil, false, mcpRefuse(c, io.MultiReader(bytes.NewReader(body), r.Body), words)
+	return nil, false, Refuse(c, io.MultiReader(bytes.NewReader(body), r.Body), words)
 }
 
 // refuseReadsUpTo bounds what is read of a message refused unread to find
@@ -49,7 +50,7 @@ const refuseReadsUpTo = 256 << 20
 // client wrote them (both TypeScript SDKs write the id after the params):
 // a tools/call gets a tool error result (the SDKs read it, and a bridge's
 // session goes on), anything else a JSON-RPC error.
-func mcpRefuse(c echo.Context, body io.Reader, words string) error {
+func Refuse(c echo.Context, body io.Reader, words string) error {
 	env := rawjson.Envelope(io.LimitReader(body, refuseReadsUpTo), "id", "method")
 	id := json.RawMessage("null")
 	if v := env["id"]; len(v) > 0 && (v[0] == '"' || v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {

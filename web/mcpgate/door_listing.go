@@ -1,20 +1,18 @@
-package web
+package mcpgate
 
 import (
 	"encoding/json"
-
-	"github.com/countersign/countersign/web/mcpgate"
 )
 
 // lister is how each tool is shown to clients of the revisions with
 // sessions (modern false) or without (listedTool), over the tools in force
 // now; the order of the servers is read once, when first asked.
-func (ep *mcpEndpoint) lister(modern bool) mcpgate.Listed {
+func (ep *Door) lister(modern bool) Listed {
 	reg := ep.gw.Outside.Gate.Tools()
 	var servers map[string]int
 	return func(name string) (json.RawMessage, [2]int, bool) {
 		t, ok := reg.Get(name)
-		if !ok || !t.Executes() || !mcpgate.OfferedAt(t, modern) || t.Upstream == "" {
+		if !ok || !t.Executes() || !OfferedAt(t, modern) || t.Upstream == "" {
 			return nil, [2]int{}, false
 		}
 		if servers == nil {
@@ -29,6 +27,6 @@ func (ep *mcpEndpoint) lister(modern bool) mcpgate.Listed {
 		if modern && t.Revision == "" {
 			place = t.ModernPlace
 		}
-		return mcpgate.Wire(t, modern), [2]int{servers[t.Upstream], place}, true
+		return Wire(t, modern), [2]int{servers[t.Upstream], place}, true
 	}
 }
