@@ -330,6 +330,7 @@ func oddApp(t *testing.T, toolsFile string, n int) (a *app, key, session string)
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
+	go set.Keep() // reconnects, as the core keeps the set in force
 	reg, err := tools.NewRegistry(set.Tools()...)
 	if err != nil || len(reg.All()) != n {
 		t.Fatalf("tools: %v %v", err, reg)

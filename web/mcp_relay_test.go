@@ -199,6 +199,7 @@ func TestMCPGatewayRelaysWhatTheUpstreamSaysAndAsksDuringACall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
+	go set.Keep() // reconnects, as the core keeps the set in force
 	reg, _ := tools.NewRegistry(set.Tools()...)
 	a := mcpApp(t, reg, nil, 200*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -305,6 +306,7 @@ func TestMCPGatewayPassesNothingUnattributedOverStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
+	go set.Keep() // reconnects, as the core keeps the set in force
 	reg, _ := tools.NewRegistry(set.Tools()...)
 	if _, ok := reg.Get("ask"); !ok {
 		t.Fatalf("the stdio desk server's tools were not listed: %v", set.Tools())

@@ -27,6 +27,7 @@ func roundsApp(t *testing.T, ttl time.Duration) *app {
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
+	go set.Keep() // reconnects, as the core keeps the set in force
 	reg, _ := tools.NewRegistry(set.Tools()...)
 	pol, _ := policy.LoadPolicy(policy.DefaultPolicyYAML, "test", reg)
 	return startApp(t, appConfig{Store: openStore(t), Tools: reg, Policy: pol, Log: discardLog(),

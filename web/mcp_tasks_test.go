@@ -134,6 +134,7 @@ func TestATaskForbiddenToolIsNotRunAsATask(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
+	go set.Keep() // reconnects, as the core keeps the set in force
 	reg, _ := tools.NewRegistry(set.Tools()...)
 	a := mcpApp(t, reg, nil, 300*time.Millisecond)
 	key, _, _ := a.accounts.AddAgent(context.Background(), "strict", models.Actor{ID: "test"})

@@ -49,6 +49,7 @@ func filesystemSet(t *testing.T, script, dir string) *httptool.Set {
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
+	go set.Keep() // reconnects, as the core keeps the set in force
 	return set
 }
 
@@ -388,6 +389,7 @@ func TestMCPGatewayStreamableHTTPUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
+	go set.Keep() // reconnects, as the core keeps the set in force
 	reg, _ := tools.NewRegistry(set.Tools()...)
 	del, _ := reg.Get("crm__delete_contact")
 	if find, ok := reg.Get("crm__find_contact"); !ok || find.Risk != tools.RiskRead || del == nil || del.Risk != tools.RiskHighWrite ||
@@ -511,6 +513,7 @@ func TestMCPGatewayUnprefixedOffersTheServersOwnNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
+	go set.Keep() // reconnects, as the core keeps the set in force
 	reg, err := tools.NewRegistry(set.Tools()...)
 	if err != nil {
 		t.Fatal(err)

@@ -126,6 +126,10 @@ type Core struct {
 	toolSet   *httptool.Set
 	// serving is toolSet, read without waiting for a reload.
 	serving atomic.Pointer[httptool.Set]
+	// keeping: from Start to Close, the set in force is kept connected
+	// (keepTools), by keepers Close waits for.
+	keeping bool
+	keepers sync.WaitGroup
 }
 
 type namedJob struct {
@@ -256,6 +260,10 @@ func (c *Core) Start(ctx context.Context) (Started, error) {
 	for _, j := range c.more {
 		c.job(ctx, j.name, j.run)
 	}
+	c.reloading.Lock()
+	c.keeping = true
+	c.keepTools(c.toolSet)
+	c.reloading.Unlock()
 	return st, nil
 }
 
@@ -355,6 +363,7 @@ func (c *Core) Close() {
 	c.Runner.Close()
 	c.Gate.Close()
 	c.closeTools()
+	c.keepers.Wait()
 	c.checkpoint(context.Background()) // the head as this process leaves it
 	if c.alive > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -142,7 +142,8 @@ func (c *Core) putInForce(ctx context.Context, registry *tools.Registry, toolsVe
 		c.toolSet = set
 		c.serving.Store(set)
 		c.watchTools(set)
-		old.Close() // the old connections end
+		c.keepTools(set)
+		old.Close() // the old connections end, and their keepers
 		c.Bus.OffersChanged()
 	}
 	return nil
@@ -175,9 +176,23 @@ func (c *Core) Upstreams() []tools.UpstreamStatus {
 	return set.Upstreams()
 }
 
-// closeTools ends the connections of the tools file in force.
+// keepTools keeps the set's MCP servers connected until it is closed, on
+// a goroutine of the core's (c.reloading held; none before Start).
+func (c *Core) keepTools(set *httptool.Set) {
+	if set == nil || !c.keeping {
+		return
+	}
+	c.keepers.Go(func() {
+		c.log.Debug("keeping the MCP servers connected", "tools", c.cfg.Sources.ToolsFile)
+		set.Keep()
+	})
+}
+
+// closeTools ends the connections of the tools file in force, and their
+// keepers.
 func (c *Core) closeTools() {
 	c.reloading.Lock()
+	c.keeping = false
 	c.toolSet.Close()
 	c.toolSet = nil
 	c.serving.Store(nil)

@@ -279,10 +279,22 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 	set.mu.Lock()
 	set.loaded = true
 	set.mu.Unlock()
-	for _, u := range set.upstreams {
-		go u.Keep()
-	}
 	return set, nil
+}
+
+// Keep keeps each MCP server of the set connected, reconnecting after a
+// session ends (with backoff), until Close; it returns when every one has
+// stopped. Load connects once and starts nothing: the set's owner runs
+// Keep on a goroutine it tracks (the core, while the set is in force).
+func (s *Set) Keep() {
+	if s == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, u := range s.Servers() {
+		wg.Go(u.Keep)
+	}
+	wg.Wait()
 }
 
 // defaults fills what the options leave zero.

@@ -38,6 +38,7 @@ mcp_servers:
 		t.Fatalf("a server that is down refused the file: %v", err)
 	}
 	defer set.Close()
+	go set.Keep() // reconnects, as the core keeps the set in force
 	changed := make(chan struct{}, 4)
 	set.Watch(func() { changed <- struct{}{} })
 	st := set.Upstreams()

@@ -293,7 +293,8 @@ func (u *Server) connect() error {
 }
 
 // Keep reconnects whenever the session ends, waiting longer after each
-// failed try, until Close. New's caller runs it on a goroutine of its own.
+// failed try, until Close. New starts nothing: its owner runs Keep on a
+// goroutine it tracks (httptool.Set.Keep).
 func (u *Server) Keep() {
 	wait := &backoff.ExponentialBackOff{InitialInterval: u.reconnect, Multiplier: 2,
 		RandomizationFactor: 0, MaxInterval: maxReconnect}
