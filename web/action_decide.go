@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 	"github.com/labstack/echo/v4"
 )
 
@@ -153,7 +154,7 @@ func (s *Server) actionEvents(c echo.Context) error {
 	id := c.Param("id")
 	ch, stop := s.changes.queue.SubscribeAction(id)
 	defer stop()
-	w := startSSE(c)
+	w := doorkit.StartSSE(c)
 	ctx := c.Request().Context()
 	send := func(struct{}) bool {
 		call, err := s.core.Store.ToolCall(ctx, id)
@@ -180,7 +181,7 @@ func (s *Server) actionEvents(c echo.Context) error {
 			if err := e.part.Render(ctx, &b); err != nil {
 				return false
 			}
-			if _, err := w.Write(sseData(e.name, b.Bytes())); err != nil {
+			if _, err := w.Write(doorkit.SSEData(e.name, b.Bytes())); err != nil {
 				return false
 			}
 		}
@@ -190,7 +191,7 @@ func (s *Server) actionEvents(c echo.Context) error {
 	// The status as it is now, first: a change made between the page's
 	// render and this subscription would otherwise never reach the page.
 	if send(struct{}{}) {
-		followStream(ctx, w, ch, send)
+		doorkit.Follow(ctx, w, ch, send)
 	}
 	return nil
 }

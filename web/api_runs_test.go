@@ -29,6 +29,7 @@ import (
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/chat"
 	"github.com/countersign/countersign/web/webtest"
 )
 
@@ -72,7 +73,7 @@ func demoAppOn(t *testing.T, store *storage.Store, configure func(*web.Config), 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := web.Config{Customers: web.NewCustomerVerifier(secret), ReplyWait: 5 * time.Second, DemoSecret: secret, DemoCustomers: demoCustomers()}
+	cfg := web.Config{Customers: chat.NewCustomerVerifier(secret), ReplyWait: 5 * time.Second, DemoSecret: secret, DemoCustomers: demoCustomers()}
 	if configure != nil {
 		configure(&cfg)
 	}
@@ -134,17 +135,17 @@ func startApp(t *testing.T, cfg appConfig, tls bool) *app {
 }
 
 // demoCustomers are the demo shop's customers, as /demo offers them.
-func demoCustomers() []web.DemoCustomer {
-	var out []web.DemoCustomer
+func demoCustomers() []chat.DemoCustomer {
+	var out []chat.DemoCustomer
 	for _, cu := range shop.Customers() {
-		out = append(out, web.DemoCustomer(cu))
+		out = append(out, chat.DemoCustomer(cu))
 	}
 	return out
 }
 
 func token(t *testing.T, sec, id, name string, ttl time.Duration) string {
 	t.Helper()
-	tok, err := web.SignCustomerToken(sec, id, name, ttl)
+	tok, err := chat.SignCustomerToken(sec, id, name, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,7 +444,7 @@ func TestStreamsPerRunAreCapped(t *testing.T) {
 	id, rt := r.Body["run"].(map[string]any)["id"].(string), r.Body["run_token"].(string)
 	// Each stream's handler subscribes before it answers 200, so once
 	// a.stream returns the stream counts.
-	for i := 0; i < web.MaxStreamsPerRun; i++ {
+	for i := 0; i < chat.MaxStreamsPerRun; i++ {
 		a.stream(id, rt, "")
 	}
 	if r := a.do("GET", "/api/v1/runs/"+id+"/events", rt, ""); r.Status != 429 {

@@ -2,8 +2,6 @@ package web
 
 import (
 	"log/slog"
-
-	"github.com/countersign/countersign/agent/runloop"
 )
 
 // Changes is what the web side hears on the core's bus: a changed action
@@ -13,7 +11,6 @@ import (
 // same way (core.Bus).
 type Changes struct {
 	queue *QueueHub
-	runs  *Broker
 
 	// revoked ends what an agent holds open (set by New, before it
 	// listens).
@@ -21,14 +18,11 @@ type Changes struct {
 }
 
 func newChanges(log *slog.Logger) *Changes {
-	return &Changes{queue: NewQueueHub(log), runs: NewBroker()}
+	return &Changes{queue: NewQueueHub(log)}
 }
 
 // ActionChanged tells the pages that show the action, and the queue.
 func (c *Changes) ActionChanged(callID string) { c.queue.Changed(callID) }
-
-// RunChanged tells the streams that follow the run.
-func (c *Changes) RunChanged(ev runloop.Event) { c.runs.Publish(ev) }
 
 // Missed implements core.Missed: the queue and every open action page
 // look again.

@@ -216,7 +216,7 @@ func (s *Server) login(c echo.Context) error {
 	}
 	// Per address first, then per address and account: failures from other
 	// addresses never lock an account out of a sign-in from a new one.
-	if !s.loginIP.allow(c.RealIP()) || !s.loginAccount.allow(c.RealIP()+"\x00"+strings.ToLower(email)) {
+	if !s.loginIP.Allow(c.RealIP()) || !s.loginAccount.Allow(c.RealIP()+"\x00"+strings.ToLower(email)) {
 		return fail(http.StatusTooManyRequests, "Too many attempts. Wait a minute and try again.")
 	}
 	st, err := s.core.Accounts.Authenticate(c.Request().Context(), email, c.FormValue("password"))

@@ -97,7 +97,7 @@ func (s *Server) enroll(c echo.Context) error {
 	if s.cfg.NoPasswordSignIn {
 		return fault.Errorf(fault.Forbidden, "password sign-in is off here: add a passkey with this link instead")
 	}
-	if !s.loginIP.allow(c.RealIP()) {
+	if !s.loginIP.Allow(c.RealIP()) {
 		return render(c, http.StatusTooManyRequests, views.Enroll(views.EnrollView{Error: "Too many attempts. Wait a minute and try again.", Dead: true}))
 	}
 	ctx := c.Request().Context()

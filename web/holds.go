@@ -46,7 +46,7 @@ func (s *Server) agentRate(ag *models.Agent) (perSecond, burst int) {
 // agentAllowed takes one of an agent's calls from its bucket.
 func (s *Server) agentAllowed(ag *models.Agent) bool {
 	perSecond, burst := s.agentRate(ag)
-	return s.agentCalls.allowAt(ag.ID, time.Second/time.Duration(perSecond), burst)
+	return s.agentCalls.AllowAt(ag.ID, time.Second/time.Duration(perSecond), burst)
 }
 
 // agentTooFast is the answer to an agent key over its rate.

@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/chat"
 )
 
 const insightsPolicy = `rules:
@@ -58,7 +59,7 @@ func TestInsightsOfASeededHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := startApp(t, appConfig{Store: store, Tools: reg, Policy: p, Model: offline.Model{}, Log: discardLog(),
-		Web: web.Config{Customers: web.NewCustomerVerifier(secret)}}, false)
+		Web: web.Config{Customers: chat.NewCustomerVerifier(secret)}}, false)
 	ctx := context.Background()
 	bob := a.staff(models.Supervisor, "bob@shop.test", "Bob")
 	carol := a.staff(models.Approver, "carol@shop.test", "Carol")

@@ -73,15 +73,15 @@ func (s *Server) serveOAuth(c echo.Context) error {
 	}
 	switch r.URL.Path {
 	case oauth.PathRegister:
-		if r.Method == http.MethodPost && !s.registerIP.allow(ip) {
+		if r.Method == http.MethodPost && !s.registerIP.Allow(ip) {
 			return tooMany("client registrations")
 		}
 	case oauth.PathAuthorize:
-		if !s.authorizeIP.allow(ip) {
+		if !s.authorizeIP.Allow(ip) {
 			return tooMany("authorization requests")
 		}
 		if id := r.FormValue("client_id"); strings.HasPrefix(id, "https://") {
-			if _, err := s.core.Store.OAuthClientByID(r.Context(), id); errors.Is(err, models.ErrNotFound) && !s.registerIP.allow(ip) {
+			if _, err := s.core.Store.OAuthClientByID(r.Context(), id); errors.Is(err, models.ErrNotFound) && !s.registerIP.Allow(ip) {
 				return tooMany("new clients")
 			}
 		}

@@ -112,7 +112,7 @@ func (s *Server) loginPasskeyBegin(c echo.Context) error {
 	if err := s.sameOrigin(c); err != nil {
 		return ceremonyJSON(c, nil, "", err)
 	}
-	if !s.loginIP.allow(c.RealIP()) {
+	if !s.loginIP.Allow(c.RealIP()) {
 		return ceremonyJSON(c, nil, "", fault.Errorf(fault.RateLimited, "too many attempts; wait a minute and try again"))
 	}
 	opts, state, err := s.core.Accounts.BeginSignIn(c.Request().Context(), s.passkeyRP(c.Request()))

@@ -25,6 +25,7 @@ import (
 	"github.com/countersign/countersign/models/storage/storetest"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/chat"
 )
 
 // passkeyApp is the demo app whose refund rule asks for a passkey.
@@ -51,7 +52,7 @@ func passkeyAppWith(t *testing.T, admins bool) (*app, string) {
 		t.Fatal(err)
 	}
 	return startApp(t, appConfig{Store: store, Tools: reg, Policy: p, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: discardLog(), SignWithPasskey: admins,
-		Web: web.Config{Customers: web.NewCustomerVerifier(secret), ReplyWait: 5 * time.Second, DemoSecret: secret, DemoCustomers: demoCustomers()}}, false), dsn
+		Web: web.Config{Customers: chat.NewCustomerVerifier(secret), ReplyWait: 5 * time.Second, DemoSecret: secret, DemoCustomers: demoCustomers()}}, false), dsn
 }
 
 // In Chromium with a virtual authenticator (the DevTools WebAuthn

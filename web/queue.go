@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // QueuePageSize is how many actions one queue page shows.
@@ -248,10 +249,10 @@ func (s *Server) queueEvents(c echo.Context) error {
 		}
 		return html
 	}
-	w := startSSE(c)
+	w := doorkit.StartSSE(c)
 	ctx := c.Request().Context()
 	write := func(html []byte) bool {
-		if _, err := w.Write(sseData("queue", html)); err != nil {
+		if _, err := w.Write(doorkit.SSEData("queue", html)); err != nil {
 			return false
 		}
 		w.Flush()
@@ -261,19 +262,9 @@ func (s *Server) queueEvents(c echo.Context) error {
 	if html, err := s.renderQueueBody(ctx, qq); err == nil && !write(html) {
 		return nil
 	}
-	followStream(ctx, w, ch, func(shared []byte) bool {
+	doorkit.Follow(ctx, w, ch, func(shared []byte) bool {
 		html := own(shared)
 		return html == nil || write(html)
 	})
 	return nil
-}
-
-// keepAlive writes an SSE comment so that proxies keep the stream open; it
-// reports whether the client is still there.
-func keepAlive(w *echo.Response) bool {
-	if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-		return false
-	}
-	w.Flush()
-	return true
 }

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"sync"
@@ -143,17 +142,4 @@ func (h *QueueHub) Streams() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.queues)
-}
-
-// sseData writes HTML as one SSE message: every line gets its own "data:".
-func sseData(event string, html []byte) []byte {
-	var b bytes.Buffer
-	b.WriteString("event: " + event + "\n")
-	for _, line := range bytes.Split(bytes.TrimRight(html, "\n"), []byte("\n")) {
-		b.WriteString("data: ")
-		b.Write(line)
-		b.WriteByte('\n')
-	}
-	b.WriteByte('\n')
-	return b.Bytes()
 }

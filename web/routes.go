@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign/static"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/chat"
 	"github.com/countersign/countersign/web/gateapi"
 	"github.com/countersign/countersign/web/mcpgate"
 )
@@ -91,12 +92,8 @@ func (s *Server) routes() {
 	e.POST(views.PathEnrollPasskeyBegin, s.enrollPasskeyBegin)
 	e.POST(views.PathEnrollPasskey, s.enrollPasskey)
 
-	e.GET(views.PathWidget, s.widgetJS)
-	e.GET(views.PathDemo, s.demoPage)
-	e.GET(views.PathChat, s.chatPage, s.chatHeaders)
-	e.GET(views.PathChatEvents, s.chatEvents, s.chatHeaders, s.limitStreams)
-	e.POST(views.PathChatMessages, s.chatMessage, s.chatHeaders)
-	e.POST(views.PathChatIdentity, s.chatIdentity, s.chatHeaders)
+	chat.Mount(e, s.kit, chat.Options{Customers: s.cfg.Customers, WidgetOrigins: s.cfg.WidgetOrigins, DemoSecret: s.cfg.DemoSecret,
+		DemoCustomers: s.cfg.DemoCustomers, ReplyWait: s.cfg.ReplyWait, ChatGrantSeed: s.cfg.ChatGrantSeed})
 
 	e.GET(views.PathAPIActions, s.apiActions, s.requireStaffToken)
 	e.GET(views.PathAPIAction, s.apiAction, s.requireStaffToken)
@@ -104,10 +101,6 @@ func (s *Server) routes() {
 	e.POST(views.PathAPIActionReject, s.apiReject, s.requireStaffToken, s.apiRequireRole(mayDecide))
 	e.GET(views.PathAPIGrants, s.apiGrants, s.requireStaffToken)
 	e.POST(views.PathAPIGrantRevoke, s.apiGrantRevoke, s.requireStaffToken) // the gate asks for a supervisor
-	e.POST(views.PathAPIRuns, s.runCreate)
-	e.GET(views.PathAPIRun, s.runGet, s.requireRunToken)
-	e.POST(views.PathAPIRunMessages, s.runMessage, s.requireRunToken)
-	e.GET(views.PathAPIRunEvents, s.runEvents, s.requireRunToken, s.limitStreams)
 	e.GET(views.PathAPIOpenAPI, s.openAPI)
 	e.GET(views.PathAPIPolicyVersions, s.apiVersions, s.requireStaffToken)
 	e.POST(views.PathAPIPolicyVersions, s.apiProposeVersion, s.requireStaffToken) // versions asks for an admin

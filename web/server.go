@@ -18,13 +18,14 @@ import (
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/chat"
 	"github.com/countersign/countersign/web/doorkit"
 )
 
 // Config is what the server is built from.
 type Config struct {
 	Log       *slog.Logger
-	Customers *CustomerVerifier
+	Customers *chat.CustomerVerifier
 	// WidgetOrigins may embed the chat frame (frame-ancestors).
 	WidgetOrigins []string
 	// MCPOrigins are web pages' origins (scheme://host) allowed to call
@@ -35,7 +36,7 @@ type Config struct {
 	// it for the demo customers (CustomerVerifier.AcceptDemo).
 	DemoSecret string
 	// DemoCustomers are who /demo lets a visitor be.
-	DemoCustomers []DemoCustomer
+	DemoCustomers []chat.DemoCustomer
 	// TrustProxy takes the client address from X-Forwarded-For, and whether
 	// the browser used HTTPS and which host it asked for from
 	// X-Forwarded-Proto and X-Forwarded-Host (set it only behind a proxy that
@@ -92,12 +93,6 @@ type Config struct {
 	// AuditSearchTimeout bounds an audit page whose filter searches text
 	// in the arguments (a scan over the calls); default 15 s.
 	AuditSearchTimeout time.Duration
-}
-
-// DemoCustomer is one customer of the demo shop, as /demo offers them.
-type DemoCustomer struct {
-	ID, Name string
-	About    string // their orders, in a line
 }
 
 // overTLS tells whether the browser reached Countersign over HTTPS: directly,
@@ -179,27 +174,23 @@ type Server struct {
 	// sso is the company's identity provider (nil: none).
 	sso *sso
 	// Sign-in attempts per client address, and per address and account.
-	loginIP, loginAccount *limiter
-	// Messages per client address and per conversation (chat and runs API).
-	chatIP, chatRunLimit *limiter
+	loginIP, loginAccount *doorkit.Limiter
 	// Calls per agent key (the gate API and MCP).
-	agentCalls *limiter
+	agentCalls *doorkit.Limiter
 	// Open event streams, in all and per address.
 	streams *streamCounter
-	// grantKey signs chat grants (chat_grant.go).
-	grantKey []byte
 	// oauth is /mcp's authorization server, built when first asked for
 	// (oauth_pages.go).
 	oauth oauthHolder
 	// registerIP bounds OAuth client registrations per address: anyone may
 	// register, nobody may fill the database with clients.
-	registerIP *limiter
+	registerIP *doorkit.Limiter
 	// insightSlots lets one insights read run at a time on this instance
 	// (readInsights): a person's report never starves the gate.
 	insightSlots chan struct{}
 	// authorizeIP bounds OAuth authorization requests per address: each
 	// is stored until it expires, and anyone may send one.
-	authorizeIP *limiter
+	authorizeIP *doorkit.Limiter
 	// holds caps requests held open (holds.go).
 	holds *holds
 	// bodies bounds the call bodies held at once (body_budget.go).
@@ -228,35 +219,32 @@ func New(c *core.Core, cfg Config) *Server {
 	if cfg.TrustProxy {
 		e.IPExtractor = echo.ExtractIPFromXFFHeader()
 	}
-	shared := sharedLimits(c.Store, cfg.Log) // on PostgreSQL, the limits of every instance together
-	s := &Server{echo: e, cfg: cfg, core: c, changes: newChanges(cfg.Log),
-		loginIP:      newLimiter(3*time.Second, 20, 0).shareAs(shared, "login_ip"),      // 20 at once, then 20 a minute per address (an office shares one)
-		loginAccount: newLimiter(12*time.Second, 5, 0).shareAs(shared, "login_account"), // 5 at once, then 5 a minute per address and account
-		chatIP:       newLimiter(3*time.Second, 20, 0).shareAs(shared, "chat_ip"),       // 20 at once, then 20 a minute per address
+	// The limits live where every instance shares them on PostgreSQL.
+	kit := &doorkit.Kit{Core: c, Log: cfg.Log, Decode: decodeJSON, Shared: doorkit.SharedLimits(c.Store, cfg.Log)}
+	s := &Server{echo: e, cfg: cfg, core: c, changes: newChanges(cfg.Log), kit: kit,
+		loginIP:      kit.Limiter(3*time.Second, 20, "login_ip"),      // 20 at once, then 20 a minute per address (an office shares one)
+		loginAccount: kit.Limiter(12*time.Second, 5, "login_account"), // 5 at once, then 5 a minute per address and account
 		insightSlots: make(chan struct{}, 1),
-		registerIP:   newLimiter(6*time.Second, 10, 0).shareAs(shared, "oauth_register"),  // 10 at once, then 10 a minute per address
-		authorizeIP:  newLimiter(2*time.Second, 30, 0).shareAs(shared, "oauth_authorize"), // 30 at once, then 30 a minute per address
-		chatRunLimit: newLimiter(4*time.Second, 8, 0).shareAs(shared, "chat_run"),         // 8 at once, then 15 a minute per conversation
-		agentCalls:   newLimiter(time.Second/time.Duration(cfg.AgentCallsPerSecond), cfg.AgentCallBurst, 0).shareAs(shared, "agent_calls"),
+		registerIP:   kit.Limiter(6*time.Second, 10, "oauth_register"),  // 10 at once, then 10 a minute per address
+		authorizeIP:  kit.Limiter(2*time.Second, 30, "oauth_authorize"), // 30 at once, then 30 a minute per address
+		agentCalls:   kit.Limiter(time.Second/time.Duration(cfg.AgentCallsPerSecond), cfg.AgentCallBurst, "agent_calls"),
 		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
-		grantKey:     newGrantKey(cfg.ChatGrantSeed),
 		holds:        newHolds(cfg.MaxHeld, cfg.MaxHeldPerAgent),
 		bodies:       newBodyBudget(cfg.BodyBudget, cfg.BodyBudgetWait)}
 	s.changes.revoked = s.holds.endAgent
-	s.kit = &doorkit.Kit{Core: c, Log: cfg.Log, Decode: decodeJSON, Hold: s.holdRequest, Bodies: s.bodies.hold,
-		RequireAgent: s.requireMCPAgent, PublicHost: s.publicHost,
-		Allow: func(ag *models.Agent) error {
-			if !s.agentAllowed(ag) {
-				return s.agentTooFast(ag)
-			}
-			return nil
-		}}
+	kit.Hold, kit.Bodies, kit.RequireAgent = s.holdRequest, s.bodies.hold, s.requireMCPAgent
+	kit.PublicHost, kit.OverTLS, kit.LimitStreams = s.publicHost, s.overTLS, s.limitStreams
+	kit.Allow = func(ag *models.Agent) error {
+		if !s.agentAllowed(ag) {
+			return s.agentTooFast(ag)
+		}
+		return nil
+	}
 	c.Bus.Listen(s.changes)
 	c.Job("live queue pages", func(ctx context.Context) { s.changes.queue.Run(ctx, s.renderQueueRows) })
-	if shared != nil {
-		c.Job("prune shared rate limits", func(ctx context.Context) {
-			pruneShared(ctx, []*limiter{s.loginIP, s.loginAccount, s.chatIP, s.registerIP, s.authorizeIP, s.chatRunLimit, s.agentCalls})
-		})
+	if kit.Shared != nil {
+		// Every door's limits, those mounted after this too.
+		c.Job("prune shared rate limits", func(ctx context.Context) { doorkit.PruneShared(ctx, kit.Limiters()) })
 	}
 	s.chainWanted = make(chan struct{}, 1)
 	c.Job("audit chain check", s.checkChain)
@@ -290,9 +278,6 @@ func (c *Config) defaults() {
 	if c.MaxStreamsPerAddress == 0 {
 		c.MaxStreamsPerAddress = MaxStreamsPerAddress
 	}
-	if c.ReplyWait == 0 {
-		c.ReplyWait = 20 * time.Second
-	}
 	if c.MaxHeld == 0 {
 		c.MaxHeld = MaxHeld
 	}
@@ -310,9 +295,6 @@ func (c *Config) defaults() {
 	}
 	if c.AgentCallBurst == 0 {
 		c.AgentCallBurst = AgentCallBurst
-	}
-	if c.Customers == nil {
-		c.Customers = NewCustomerVerifier("")
 	}
 	if c.SSO != nil && c.SSO.GroupsClaim == "" {
 		c.SSO.GroupsClaim = "groups"
@@ -361,25 +343,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 	_ = render(c, status, views.ErrorPage(views.ErrorView{Status: status, Title: http.StatusText(status), Message: sentence(msg)}))
 }
 
-func statusForCode(c fault.Code) int {
-	switch c {
-	case fault.Invalid:
-		return http.StatusBadRequest
-	case fault.NotFound:
-		return http.StatusNotFound
-	case fault.Conflict:
-		return http.StatusConflict
-	case fault.Forbidden:
-		return http.StatusForbidden
-	case fault.Unauthorized:
-		return http.StatusUnauthorized
-	case fault.RateLimited:
-		return http.StatusTooManyRequests
-	case fault.Unavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
-}
+// statusForCode is doorkit.HTTPStatus.
+var statusForCode = doorkit.HTTPStatus
 
 func codeForStatus(status int) fault.Code {
 	switch status {

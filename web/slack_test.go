@@ -27,6 +27,7 @@ import (
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/chat"
 )
 
 const slackSecret = "slack-signing-secret-for-tests"
@@ -97,7 +98,7 @@ func (w *slackWorld) waitHook(t *testing.T, n int) map[string]any {
 // interactions endpoint on.
 func slackApp(t *testing.T, w *slackWorld) *app {
 	t.Helper()
-	return outboxApp(t, outbox.Config{}, web.Config{Customers: web.NewCustomerVerifier(secret), ReplyWait: 5 * time.Second},
+	return outboxApp(t, outbox.Config{}, web.Config{Customers: chat.NewCustomerVerifier(secret), ReplyWait: 5 * time.Second},
 		func(store *storage.Store) outbox.Channel {
 			ch, err := slack.New(slack.Config{Webhook: w.srv.URL + "/hook", SigningSecret: slackSecret, Store: store})
 			if err != nil {
@@ -282,7 +283,7 @@ func mustJSON(v any) string {
 // after a millisecond), and one answered in time is not; without a signing
 // secret there are no Slack interactions to take.
 func TestQueueMarksOverdueActions(t *testing.T) {
-	a := outboxApp(t, outbox.Config{EscalateAfter: time.Millisecond}, web.Config{Customers: web.NewCustomerVerifier(secret)})
+	a := outboxApp(t, outbox.Config{EscalateAfter: time.Millisecond}, web.Config{Customers: chat.NewCustomerVerifier(secret)})
 	a.staff(models.Approver, "ann@example.com", "Ann")
 	out := a.refund(a.run("cus_alice", "Alice"), "cus_alice", `{"order_id":"A1001","amount":100}`)
 	b := a.signIn("ann@example.com")

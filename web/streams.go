@@ -1,11 +1,9 @@
 package web
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/countersign/countersign/web/doorkit"
 	"github.com/labstack/echo/v4"
@@ -69,45 +67,6 @@ func (s *Server) limitStreams(next echo.HandlerFunc) echo.HandlerFunc {
 		defer release()
 		return next(c)
 	}
-}
-
-// followStream is every event stream's loop: each value from ch goes to
-// send, a comment every 15 s keeps proxies from closing a quiet stream, and
-// the loop ends when the client leaves, the channel closes, or send (or
-// the keep-alive) cannot write.
-func followStream[T any](ctx context.Context, w *echo.Response, ch <-chan T, send func(T) bool) {
-	heartbeat := time.NewTicker(15 * time.Second)
-	defer heartbeat.Stop()
-	for {
-		select {
-		case v, open := <-ch:
-			if !open || !send(v) {
-				return
-			}
-		case <-heartbeat.C:
-			if !keepAlive(w) {
-				return
-			}
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// startSSE writes the headers of an event stream. The server's read and
-// write timeouts, which end slow or stuck requests, do not apply to it: a
-// stream is meant to stay open, and ends when the client leaves.
-func startSSE(c echo.Context) *echo.Response {
-	w := c.Response()
-	rc := http.NewResponseController(w.Writer)
-	_ = rc.SetReadDeadline(time.Time{})
-	_ = rc.SetWriteDeadline(time.Time{})
-	w.Header().Set(echo.HeaderContentType, "text/event-stream")
-	w.Header().Set(echo.HeaderCacheControl, "no-store")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	w.Flush()
-	return w
 }
 
 // allowLongWrite gives a download more time than an ordinary response.

@@ -7,11 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // Conversions from records to the small structs views take.
@@ -253,21 +252,8 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
-// sentence makes an error message read as a sentence in a banner: a capital
-// first letter and a full stop. Messages are written in lower case so that
-// they can also follow "could not …" in logs and the API.
-func sentence(msg string) string {
-	msg = strings.TrimSpace(msg)
-	if msg == "" {
-		return msg
-	}
-	r, n := utf8.DecodeRuneInString(msg)
-	msg = string(unicode.ToUpper(r)) + msg[n:]
-	if !strings.HasSuffix(msg, ".") && !strings.HasSuffix(msg, "?") && !strings.HasSuffix(msg, "!") {
-		msg += "."
-	}
-	return msg
-}
+// sentence is doorkit.Sentence.
+var sentence = doorkit.Sentence
 
 // names lists the words of a typed list (statuses, roles) for a view.
 func names[T ~string](list []T) []string {

@@ -37,6 +37,7 @@ import (
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/chat"
 	"github.com/countersign/countersign/web/webtest"
 )
 
@@ -74,11 +75,11 @@ func run(nStreams, nDecisions int) error {
 	log := slog.New(slog.DiscardHandler)
 	const secret = "widget-bench-secret-widget-bench-secret"
 	app, site := webtest.New(core.Config{Store: store, Tools: reg, Policy: policy, Model: offline.Model{}, Business: shop.Facts{Store: store}, Log: log},
-		web.Config{Customers: web.NewCustomerVerifier(secret), TrustProxy: true})
+		web.Config{Customers: chat.NewCustomerVerifier(secret), TrustProxy: true})
 	defer app.Close()
 	srv := httptest.NewServer(site.Handler())
 	defer srv.Close()
-	bob, _ := web.SignCustomerToken(secret, "cus_bob", "Bob", time.Hour)
+	bob, _ := chat.SignCustomerToken(secret, "cus_bob", "Bob", time.Hour)
 	transport := &http.Transport{MaxIdleConnsPerHost: nStreams + 10}
 
 	customers, err := startCustomers(srv.URL, bob, transport, nStreams, nDecisions)

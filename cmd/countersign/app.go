@@ -30,6 +30,7 @@ import (
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/chat"
 	"github.com/countersign/countersign/web/mcpgate"
 )
 
@@ -200,10 +201,10 @@ func (cfg config) business() business.Business {
 }
 
 // tryOutCustomers are the business's customers as /demo offers them.
-func tryOutCustomers(b business.Business) []web.DemoCustomer {
-	var out []web.DemoCustomer
+func tryOutCustomers(b business.Business) []chat.DemoCustomer {
+	var out []chat.DemoCustomer
 	for _, cu := range b.Customers {
-		out = append(out, web.DemoCustomer(cu))
+		out = append(out, chat.DemoCustomer(cu))
 	}
 	return out
 }
@@ -395,7 +396,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.CustomerSecret, "customer-secret", "", "HS256 secret shops sign customer tokens with")
 	fs.StringVar(&cfg.CustomerSecretPrevious, "customer-secret-previous", "", "during a rotation: the old secret, whose tokens are still accepted")
 	fs.BoolVar(&cfg.DemoPage, "demo-page", false, "with --demo and a customer secret: show /demo anyway (it signs with a secret of its own, for the demo customers only)")
-	fs.DurationVar(&cfg.CustomerTokenMaxAge, "customer-token-max-age", web.DefaultTokenMaxLifetime, "refuse customer tokens meant to live longer (exp minus iat)")
+	fs.DurationVar(&cfg.CustomerTokenMaxAge, "customer-token-max-age", chat.DefaultTokenMaxLifetime, "refuse customer tokens meant to live longer (exp minus iat)")
 	fs.StringVar(&cfg.CustomerTokenIssuer, "customer-token-issuer", "", "when set, customer tokens must carry this iss")
 	fs.StringVar(&cfg.CustomerTokenAudience, "customer-token-audience", "", "when set, customer tokens must carry this aud")
 	fs.StringVar(&cfg.WidgetOrigins, "widget-origins", "", "origins allowed to embed the chat widget, comma separated")

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models/storage/storetest"
-
-	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/chat"
 )
 
 var demoToken = regexp.MustCompile(`data-customer-token="([^"]+)"`)
@@ -42,7 +41,7 @@ func TestDemoPageNeverSignsAsTheShop(t *testing.T) {
 	if code != 200 || m == nil {
 		t.Fatalf("/demo with --demo-page: %d, token %v", code, m)
 	}
-	if _, err := web.NewCustomerVerifier(shopSecret).Verify(m[1]); err == nil {
+	if _, err := chat.NewCustomerVerifier(shopSecret).Verify(m[1]); err == nil {
 		t.Fatal("the demo page signed a token with the shop's secret")
 	}
 	// The server itself accepts it, for Alice.
@@ -57,7 +56,7 @@ func TestDemoPageNeverSignsAsTheShop(t *testing.T) {
 		t.Fatalf("the demo token on the API: %d %s", res.StatusCode, body)
 	}
 	// And a token the shop signs still works beside it.
-	tok, _ := web.SignCustomerToken(shopSecret, "cus_real", "Real Customer", time.Hour)
+	tok, _ := chat.SignCustomerToken(shopSecret, "cus_real", "Real Customer", time.Hour)
 	res, err = http.Post("http://"+app.Addr()+"/api/v1/runs", "application/json",
 		strings.NewReader(`{"message":"hello","customer_token":"`+tok+`"}`))
 	if err != nil {

@@ -12,10 +12,10 @@ import (
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models/storage/storetest"
+	"github.com/countersign/countersign/web/chat"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
-	"github.com/countersign/countersign/web"
 )
 
 const testSecret = "restart-test-secret-restart-test-secret"
@@ -123,7 +123,7 @@ func refunds(t *testing.T, db, order string) []shop.Refund {
 
 func TestRestartWhilePausedThenApproveRefundsOnce(t *testing.T) {
 	db := storetest.DSN(t)
-	tok, _ := web.SignCustomerToken(testSecret, "cus_alice", "Alice", time.Hour)
+	tok, _ := chat.SignCustomerToken(testSecret, "cus_alice", "Alice", time.Hour)
 
 	first := boot(t, db)
 	out := first.api(t, "POST", "/api/v1/runs", "", `{"message":"refund $900 on order A1002 because it arrived broken","customer_token":"`+tok+`"}`)

@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/chat"
 )
 
 // The steps of NewApp: what a start loads, builds and starts, in order.
@@ -130,9 +131,9 @@ func (a *App) configs(in core.InForce) (core.Config, web.Config, error) {
 // the shop, kept in the database so that every instance behind one load
 // balancer accepts what another signed. With the shop's secret set, the
 // page is off unless --demo-page asks for it (demoSecret is "" then).
-func (a *App) customerVerifier(ctx context.Context) (v *web.CustomerVerifier, demoSecret string, err error) {
+func (a *App) customerVerifier(ctx context.Context) (v *chat.CustomerVerifier, demoSecret string, err error) {
 	cfg := a.cfg
-	v = web.NewCustomerVerifier(cfg.CustomerSecret, cfg.CustomerSecretPrevious)
+	v = chat.NewCustomerVerifier(cfg.CustomerSecret, cfg.CustomerSecretPrevious)
 	v.MaxLifetime, v.Issuer, v.Audience = cfg.CustomerTokenMaxAge, cfg.CustomerTokenIssuer, cfg.CustomerTokenAudience
 	switch {
 	case len(cfg.business().Customers) > 0 && (cfg.CustomerSecret == "" || cfg.DemoPage):

@@ -12,7 +12,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -50,6 +52,36 @@ type Kit struct {
 	// PublicHost is the host the client asked for (the Host header, or a
 	// trusted proxy's X-Forwarded-Host), which a browser's Origin names.
 	PublicHost func(r *http.Request) string
+	// OverTLS says whether the browser reached Countersign over HTTPS
+	// (directly, or through a trusted proxy that says so).
+	OverTLS func(r *http.Request) bool
+	// LimitStreams caps the event streams open at once, in all and per
+	// client address (route middleware of every stream).
+	LimitStreams echo.MiddlewareFunc
+	// Shared keeps the limits in the database every instance uses (nil:
+	// in this process: SQLite, one instance).
+	Shared *SharedBuckets
+
+	mu       sync.Mutex
+	limiters []*Limiter
+}
+
+// Limiter is a new limit of a door's (so many at once, then one every so
+// often, per key), shared by the instances as name; the web side prunes
+// what every limit made keeps in the database (Limiters).
+func (k *Kit) Limiter(every time.Duration, burst int, name string) *Limiter {
+	l := NewLimiter(every, burst, 0).ShareAs(k.Shared, name)
+	k.mu.Lock()
+	k.limiters = append(k.limiters, l)
+	k.mu.Unlock()
+	return l
+}
+
+// Limiters are the limits made with Limiter.
+func (k *Kit) Limiters() []*Limiter {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.limiters)
 }
 
 // Refuse answers a request refused before it was read, in the door's own

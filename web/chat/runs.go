@@ -1,8 +1,7 @@
-package web
+package chat
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // MaxStreamsPerRun caps the open SSE streams of one run.
@@ -23,14 +23,14 @@ type runCtxKey struct{}
 
 // requireRunToken lets a request through only with the run token of the run
 // it names. A wrong token and an unknown run look the same from outside.
-func (s *Server) requireRunToken(next echo.HandlerFunc) echo.HandlerFunc {
+func (d *Door) requireRunToken(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		auth := c.Request().Header.Get(echo.HeaderAuthorization)
 		token, ok := strings.CutPrefix(auth, "Bearer ")
 		if !ok || strings.TrimSpace(token) == "" {
 			return fault.Errorf(fault.Unauthorized, "send the run token as Authorization: Bearer <run_token>")
 		}
-		run, err := s.core.Store.RunByTokenHash(c.Request().Context(), models.HashToken(strings.TrimSpace(token)))
+		run, err := d.core.Store.RunByTokenHash(c.Request().Context(), models.HashToken(strings.TrimSpace(token)))
 		if err != nil || run.ID != c.Param("id") {
 			return fault.Errorf(fault.NotFound, "conversation not found, or the run token does not open it")
 		}
@@ -50,28 +50,28 @@ type createRunRequest struct {
 }
 
 // runCreate opens a run: POST /api/v1/runs.
-func (s *Server) runCreate(c echo.Context) error {
-	if !s.chatIP.allow(c.RealIP()) {
+func (d *Door) runCreate(c echo.Context) error {
+	if !d.perAddress.Allow(c.RealIP()) {
 		return tooFast()
 	}
 	var req createRunRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := d.kit.Decode(c, &req); err != nil {
 		return err
 	}
 	start := runloop.StartRequest{Channel: "api", Message: req.Message}
 	if req.CustomerToken != "" {
-		cust, err := s.cfg.Customers.Verify(req.CustomerToken)
+		cust, err := d.opts.Customers.Verify(req.CustomerToken)
 		if err != nil {
 			return err
 		}
 		start.CustomerID, start.CustomerName = cust.ID, cust.Name
 	}
-	st, err := s.core.Runner.StartRun(c.Request().Context(), start)
+	st, err := d.core.Runner.StartRun(c.Request().Context(), start)
 	if err != nil {
 		return err
 	}
-	s.await(c, st.Done)
-	run, err := s.runView(c.Request().Context(), st.Run.ID)
+	d.await(c, st.Done)
+	run, err := d.runView(c.Request().Context(), st.Run.ID)
 	if err != nil {
 		return err
 	}
@@ -80,8 +80,8 @@ func (s *Server) runCreate(c echo.Context) error {
 
 // await gives the run loop a moment to answer, so that a simple client gets
 // the reply in the response; a slow model's reply arrives on the stream.
-func (s *Server) await(c echo.Context, done <-chan struct{}) {
-	t := time.NewTimer(s.cfg.ReplyWait)
+func (d *Door) await(c echo.Context, done <-chan struct{}) {
+	t := time.NewTimer(d.opts.ReplyWait)
 	defer t.Stop()
 	select {
 	case <-done:
@@ -90,16 +90,16 @@ func (s *Server) await(c echo.Context, done <-chan struct{}) {
 	}
 }
 
-func (s *Server) runView(ctx context.Context, id string) (runJSON, error) {
-	run, err := s.core.Store.Run(ctx, id)
+func (d *Door) runView(ctx context.Context, id string) (runJSON, error) {
+	run, err := d.core.Store.Run(ctx, id)
 	if err != nil {
 		return runJSON{}, fault.Errorf(fault.NotFound, "conversation not found")
 	}
-	turns, err := s.core.Store.Turns(ctx, id, 0)
+	turns, err := d.core.Store.Turns(ctx, id, 0)
 	if err != nil {
 		return runJSON{}, err
 	}
-	calls, err := s.core.Store.RunCalls(ctx, id)
+	calls, err := d.core.Store.RunCalls(ctx, id)
 	if err != nil {
 		return runJSON{}, err
 	}
@@ -107,7 +107,7 @@ func (s *Server) runView(ctx context.Context, id string) (runJSON, error) {
 	for _, c := range calls {
 		ids = append(ids, c.ID)
 	}
-	receipts, err := s.core.Store.ReceiptsOf(ctx, ids)
+	receipts, err := d.core.Store.ReceiptsOf(ctx, ids)
 	if err != nil {
 		return runJSON{}, err
 	}
@@ -115,8 +115,8 @@ func (s *Server) runView(ctx context.Context, id string) (runJSON, error) {
 }
 
 // runGet reads a run: GET /api/v1/runs/:id.
-func (s *Server) runGet(c echo.Context) error {
-	run, err := s.runView(c.Request().Context(), runFrom(c).ID)
+func (d *Door) runGet(c echo.Context) error {
+	run, err := d.runView(c.Request().Context(), runFrom(c).ID)
 	if err != nil {
 		return err
 	}
@@ -128,20 +128,20 @@ type postMessageRequest struct {
 }
 
 // runMessage adds a customer message: POST /api/v1/runs/:id/messages.
-func (s *Server) runMessage(c echo.Context) error {
-	if !s.chatIP.allow(c.RealIP()) || !s.chatRunLimit.allow(runFrom(c).ID) {
+func (d *Door) runMessage(c echo.Context) error {
+	if !d.perAddress.Allow(c.RealIP()) || !d.perRun.Allow(runFrom(c).ID) {
 		return tooFast()
 	}
 	var req postMessageRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := d.kit.Decode(c, &req); err != nil {
 		return err
 	}
-	done, err := s.core.Runner.PostMessage(c.Request().Context(), runFrom(c).ID, req.Text)
+	done, err := d.core.Runner.PostMessage(c.Request().Context(), runFrom(c).ID, req.Text)
 	if err != nil {
 		return err
 	}
-	s.await(c, done)
-	run, err := s.runView(c.Request().Context(), runFrom(c).ID)
+	d.await(c, done)
+	run, err := d.runView(c.Request().Context(), runFrom(c).ID)
 	if err != nil {
 		return err
 	}
@@ -152,14 +152,14 @@ func (s *Server) runMessage(c echo.Context) error {
 // events: GET /api/v1/runs/:id/events. Each turn event carries its sequence
 // number as the event id, so a client that reconnects with Last-Event-ID
 // gets exactly what it missed.
-func (s *Server) runEvents(c echo.Context) error {
+func (d *Door) runEvents(c echo.Context) error {
 	run := runFrom(c)
 	ctx := c.Request().Context()
-	sub, ok := s.changes.runs.Subscribe(run.ID, MaxStreamsPerRun)
+	sub, ok := d.runs.Subscribe(run.ID, MaxStreamsPerRun)
 	if !ok {
 		return &echo.HTTPError{Code: http.StatusTooManyRequests, Message: fmt.Sprintf("this conversation already has %d open streams; close one first", MaxStreamsPerRun)}
 	}
-	defer s.changes.runs.Unsubscribe(sub)
+	defer d.runs.Unsubscribe(sub)
 
 	var after int64
 	if v := c.Request().Header.Get("Last-Event-ID"); v != "" {
@@ -167,61 +167,44 @@ func (s *Server) runEvents(c echo.Context) error {
 	} else if v := c.QueryParam("after"); v != "" {
 		after, _ = strconv.ParseInt(v, 10, 64)
 	}
-	w := startSSE(c)
+	w := doorkit.StartSSE(c)
 
 	// Subscribed first, then the backlog: nothing falls between the two.
-	backlog, err := s.core.Store.Turns(ctx, run.ID, after)
+	backlog, err := d.core.Store.Turns(ctx, run.ID, after)
 	if err != nil {
 		return nil
 	}
-	calls, _ := s.core.Store.RunCalls(ctx, run.ID)
+	calls, _ := d.core.Store.RunCalls(ctx, run.ID)
 	last := after
 	for i := range backlog {
-		if err := writeSSE(w, strconv.FormatInt(backlog[i].Seq, 10), "turn", toTurnJSON(&backlog[i], calls)); err != nil {
+		if err := doorkit.WriteSSE(w, strconv.FormatInt(backlog[i].Seq, 10), "turn", toTurnJSON(&backlog[i], calls)); err != nil {
 			return nil
 		}
 		last = backlog[i].Seq
 	}
-	current, err := s.core.Store.Run(ctx, run.ID)
+	current, err := d.core.Store.Run(ctx, run.ID)
 	if err == nil {
-		_ = writeSSE(w, "", "status", map[string]string{"status": string(current.Status)})
+		_ = doorkit.WriteSSE(w, "", "status", map[string]string{"status": string(current.Status)})
 	}
 	// A closed channel means the client was too slow: it reconnects with
 	// Last-Event-ID and gets what it missed.
-	followStream(ctx, w, sub.C, func(ev runloop.Event) bool {
+	doorkit.Follow(ctx, w, sub.C, func(ev runloop.Event) bool {
 		if ev.Turn != nil {
 			if ev.Turn.Seq <= last {
 				return true // already sent from the backlog
 			}
 			last = ev.Turn.Seq
-			if err := writeSSE(w, strconv.FormatInt(ev.Turn.Seq, 10), "turn", toTurnJSON(ev.Turn, nil)); err != nil {
+			if err := doorkit.WriteSSE(w, strconv.FormatInt(ev.Turn.Seq, 10), "turn", toTurnJSON(ev.Turn, nil)); err != nil {
 				return false
 			}
 		}
 		if ev.Status != "" {
-			if err := writeSSE(w, "", "status", map[string]string{"status": string(ev.Status)}); err != nil {
+			if err := doorkit.WriteSSE(w, "", "status", map[string]string{"status": string(ev.Status)}); err != nil {
 				return false
 			}
 		}
 		return true
 	})
-	return nil
-}
-
-func writeSSE(w *echo.Response, id, event string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if id != "" {
-		if _, err := fmt.Fprintf(w, "id: %s\n", id); err != nil {
-			return err
-		}
-	}
-	if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data); err != nil {
-		return err
-	}
-	w.Flush()
 	return nil
 }
 

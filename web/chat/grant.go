@@ -1,4 +1,4 @@
-package web
+package chat
 
 import (
 	"crypto/hmac"
@@ -32,18 +32,18 @@ func newGrantKey(seed []byte) []byte {
 	return k
 }
 
-func (s *Server) chatGrant(runID, customerID string, now time.Time) string {
+func (d *Door) chatGrant(runID, customerID string, now time.Time) string {
 	exp := strconv.FormatInt(now.Add(ChatGrantLifetime).Unix(), 10)
-	return exp + "." + s.grantMAC(runID, customerID, exp)
+	return exp + "." + d.grantMAC(runID, customerID, exp)
 }
 
-func (s *Server) grantMAC(runID, customerID, exp string) string {
-	m := hmac.New(sha256.New, s.grantKey)
+func (d *Door) grantMAC(runID, customerID, exp string) string {
+	m := hmac.New(sha256.New, d.grantKey)
 	m.Write([]byte(runID + "\x00" + customerID + "\x00" + exp))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-func (s *Server) validChatGrant(grant, runID, customerID string, now time.Time) bool {
+func (d *Door) validChatGrant(grant, runID, customerID string, now time.Time) bool {
 	exp, mac, ok := strings.Cut(grant, ".")
 	if !ok {
 		return false
@@ -52,5 +52,5 @@ func (s *Server) validChatGrant(grant, runID, customerID string, now time.Time) 
 	if err != nil || now.Unix() > unix {
 		return false
 	}
-	return hmac.Equal([]byte(mac), []byte(s.grantMAC(runID, customerID, exp)))
+	return hmac.Equal([]byte(mac), []byte(d.grantMAC(runID, customerID, exp)))
 }

@@ -1,4 +1,4 @@
-package web_test
+package chat_test
 
 import (
 	"strings"
@@ -8,14 +8,14 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/countersign/countersign/models/fault"
-	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/chat"
 )
 
 // During a rotation tokens signed with the previous secret still verify;
 // any other secret, an expired token or no secret at all do not.
 func TestCustomerSecretRotation(t *testing.T) {
 	const newSecret, oldSecret = "new-secret-new-secret-new-secret-1", "old-secret-old-secret-old-secret-1"
-	v := web.NewCustomerVerifier(newSecret, oldSecret)
+	v := chat.NewCustomerVerifier(newSecret, oldSecret)
 	for _, c := range []struct {
 		name, secret string
 		ttl          time.Duration
@@ -35,7 +35,7 @@ func TestCustomerSecretRotation(t *testing.T) {
 		}
 	}
 	// Once the old secret is dropped, its tokens stop working.
-	if _, err := web.NewCustomerVerifier(newSecret).Verify(token(t, oldSecret, "cus_alice", "Alice", time.Hour)); err == nil {
+	if _, err := chat.NewCustomerVerifier(newSecret).Verify(token(t, oldSecret, "cus_alice", "Alice", time.Hour)); err == nil {
 		t.Error("a token of the dropped secret still verifies")
 	}
 }
@@ -44,7 +44,7 @@ func TestCustomerSecretRotation(t *testing.T) {
 // meant to live longer than allowed; iss and aud are checked when set.
 func TestCustomerTokenLimits(t *testing.T) {
 	const shop, demo = "shop-secret-shop-secret-shop-secret", "demo-secret-demo-secret-demo-secret"
-	v := web.NewCustomerVerifier(shop)
+	v := chat.NewCustomerVerifier(shop)
 	v.AcceptDemo(demo, "cus_alice")
 	if c, err := v.Verify(token(t, demo, "cus_alice", "Alice", time.Hour)); err != nil || c.ID != "cus_alice" {
 		t.Fatalf("a demo customer's demo token: %v %v", c, err)
@@ -76,4 +76,13 @@ func TestCustomerTokenLimits(t *testing.T) {
 	if _, err := v.Verify(tok); err == nil || !strings.Contains(fault.Message(err), "(aud)") {
 		t.Fatalf("a token for another audience: %v", err)
 	}
+}
+
+func token(t *testing.T, sec, id, name string, ttl time.Duration) string {
+	t.Helper()
+	tok, err := chat.SignCustomerToken(sec, id, name, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }

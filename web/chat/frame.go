@@ -1,4 +1,4 @@
-package web
+package chat
 
 import (
 	"bytes"
@@ -14,7 +14,9 @@ import (
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/static"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // The chat frame is the widget's panel: an iframe on Countersign's own
@@ -26,9 +28,9 @@ const chatCookie = "cs_chat"
 
 // chatHeaders lets the chat frame be embedded by the configured shop
 // origins, and nobody else.
-func (s *Server) chatHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+func (d *Door) chatHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	ancestors := "'self'"
-	for _, o := range s.cfg.WidgetOrigins {
+	for _, o := range d.opts.WidgetOrigins {
 		ancestors += " " + o
 	}
 	csp := "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; object-src 'none'; frame-ancestors " + ancestors
@@ -42,12 +44,12 @@ func (s *Server) chatHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // chatRun finds the run of the chat cookie, if any.
-func (s *Server) chatRun(c echo.Context) *models.Run {
+func (d *Door) chatRun(c echo.Context) *models.Run {
 	ck, err := c.Cookie(chatCookie)
 	if err != nil || ck.Value == "" {
 		return nil
 	}
-	run, err := s.core.Store.RunByTokenHash(c.Request().Context(), models.HashToken(ck.Value))
+	run, err := d.core.Store.RunByTokenHash(c.Request().Context(), models.HashToken(ck.Value))
 	if err != nil || run.Status == models.RunClosed {
 		return nil
 	}
@@ -55,13 +57,13 @@ func (s *Server) chatRun(c echo.Context) *models.Run {
 }
 
 // setChatCookie keeps the run token for 30 days; an empty token forgets it.
-func (s *Server) setChatCookie(c echo.Context, token string) {
+func (d *Door) setChatCookie(c echo.Context, token string) {
 	maxAge := 30 * 24 * 3600
 	if token == "" {
 		maxAge = -1
 	}
 	ck := &http.Cookie{Name: chatCookie, Value: token, Path: views.PathChat, MaxAge: maxAge, HttpOnly: true, SameSite: http.SameSiteLaxMode}
-	if s.overTLS(c.Request()) {
+	if d.kit.OverTLS(c.Request()) {
 		// Inside a shop's page the frame is a third party: the cookie must
 		// be SameSite=None, and is partitioned per shop site (CHIPS).
 		ck.Secure, ck.SameSite, ck.Partitioned = true, http.SameSiteNoneMode, true
@@ -69,11 +71,11 @@ func (s *Server) setChatCookie(c echo.Context, token string) {
 	c.SetCookie(ck)
 }
 
-func (s *Server) chatView(ctx context.Context, run *models.Run) (views.ChatView, error) {
+func (d *Door) chatView(ctx context.Context, run *models.Run) (views.ChatView, error) {
 	if run == nil {
 		return views.ChatView{}, nil
 	}
-	turns, err := s.core.Store.Turns(ctx, run.ID, 0)
+	turns, err := d.core.Store.Turns(ctx, run.ID, 0)
 	if err != nil {
 		return views.ChatView{}, err
 	}
@@ -88,52 +90,52 @@ func (s *Server) chatView(ctx context.Context, run *models.Run) (views.ChatView,
 }
 
 // freshChatView reads the run again (its status moves on) and builds the view.
-func (s *Server) freshChatView(ctx context.Context, runID string) (views.ChatView, error) {
-	run, err := s.core.Store.Run(ctx, runID)
+func (d *Door) freshChatView(ctx context.Context, runID string) (views.ChatView, error) {
+	run, err := d.core.Store.Run(ctx, runID)
 	if err != nil {
 		return views.ChatView{}, err
 	}
-	return s.chatView(ctx, run)
+	return d.chatView(ctx, run)
 }
 
 // chatPage is the frame. It shows no stored conversation: that waits until
 // the frame says who is signed in (chatIdentity).
-func (s *Server) chatPage(c echo.Context) error {
-	return render(c, http.StatusOK, views.ChatPage(views.ChatView{}))
+func (d *Door) chatPage(c echo.Context) error {
+	return doorkit.Render(c, http.StatusOK, views.ChatPage(views.ChatView{}))
 }
 
 // chatIdentity tells the frame who the customer token names and, when the
 // browser's conversation is that customer's (or a guest's, for a guest),
 // hands it over; another customer's conversation is forgotten by this
 // browser, so whoever is signed in now starts afresh.
-func (s *Server) chatIdentity(c echo.Context) error {
-	if err := s.sameOriginHTMX(c); err != nil {
+func (d *Door) chatIdentity(c echo.Context) error {
+	if err := d.sameOriginHTMX(c); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	cust, idv := s.identityFor(c.FormValue("customer_token"))
+	cust, idv := d.identityFor(c.FormValue("customer_token"))
 	conv := views.ChatView{}
-	if run := s.chatRun(c); run != nil {
+	if run := d.chatRun(c); run != nil {
 		if run.CustomerID == cust.ID {
-			v, err := s.chatView(ctx, run)
+			v, err := d.chatView(ctx, run)
 			if err != nil {
 				return err
 			}
-			v.Grant = s.chatGrant(run.ID, run.CustomerID, time.Now())
+			v.Grant = d.chatGrant(run.ID, run.CustomerID, time.Now())
 			conv = v
 		} else {
-			s.setChatCookie(c, "")
+			d.setChatCookie(c, "")
 		}
 	}
 	conv.OOB = true
-	return render(c, http.StatusOK, templ.Join(views.ChatIdentity(idv), views.ChatConversation(conv)))
+	return doorkit.Render(c, http.StatusOK, templ.Join(views.ChatIdentity(idv), views.ChatConversation(conv)))
 }
 
-func (s *Server) identityFor(token string) (Customer, views.ChatIdentityView) {
+func (d *Door) identityFor(token string) (Customer, views.ChatIdentityView) {
 	if strings.TrimSpace(token) == "" {
 		return Customer{}, views.ChatIdentityView{Anonymous: true}
 	}
-	cust, err := s.cfg.Customers.Verify(token)
+	cust, err := d.opts.Customers.Verify(token)
 	if err != nil {
 		// Said to the customer, about their own sign-in.
 		problem := "your sign-in to the shop could not be checked"
@@ -152,14 +154,14 @@ func (s *Server) identityFor(token string) (Customer, views.ChatIdentityView) {
 // sameOriginHTMX refuses chat posts that did not come from the chat frame
 // itself: a cross-site form cannot send the HX-Request header, and browsers
 // name the origin of every fetch.
-func (s *Server) sameOriginHTMX(c echo.Context) error {
+func (d *Door) sameOriginHTMX(c echo.Context) error {
 	r := c.Request()
 	if r.Header.Get("HX-Request") != "true" {
 		return fault.Errorf(fault.Forbidden, "send messages from the chat window")
 	}
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
-		if err != nil || u.Host != s.publicHost(r) {
+		if err != nil || u.Host != d.kit.PublicHost(r) {
 			return fault.Errorf(fault.Forbidden, "send messages from the chat window")
 		}
 	}
@@ -168,30 +170,30 @@ func (s *Server) sameOriginHTMX(c echo.Context) error {
 
 // chatMessage posts a message, starting a run when there is none yet (or
 // when the customer token names someone else than the run's customer).
-func (s *Server) chatMessage(c echo.Context) error {
-	if err := s.sameOriginHTMX(c); err != nil {
+func (d *Door) chatMessage(c echo.Context) error {
+	if err := d.sameOriginHTMX(c); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
 	text := c.FormValue("text")
-	run := s.chatRun(c)
+	run := d.chatRun(c)
 	fail := func(status int, msg string) error {
-		v, err := s.chatView(ctx, run)
+		v, err := d.chatView(ctx, run)
 		if err != nil {
 			return err
 		}
 		if run != nil {
-			v.Grant = s.chatGrant(run.ID, run.CustomerID, time.Now())
+			v.Grant = d.chatGrant(run.ID, run.CustomerID, time.Now())
 		}
 		v.Error = msg
-		return render(c, status, views.ChatConversation(v))
+		return doorkit.Render(c, status, views.ChatConversation(v))
 	}
-	if !s.chatIP.allow(c.RealIP()) || (run != nil && !s.chatRunLimit.allow(run.ID)) {
+	if !d.perAddress.Allow(c.RealIP()) || (run != nil && !d.perRun.Allow(run.ID)) {
 		return fail(http.StatusTooManyRequests, "You're sending messages very quickly. Please wait a moment and try again.")
 	}
 	var cust Customer
 	if tok := strings.TrimSpace(c.FormValue("customer_token")); tok != "" {
-		if v, err := s.cfg.Customers.Verify(tok); err == nil {
+		if v, err := d.opts.Customers.Verify(tok); err == nil {
 			cust = v
 		} // a bad token means a guest chat; the frame already says so
 	}
@@ -202,44 +204,44 @@ func (s *Server) chatMessage(c echo.Context) error {
 	var err error
 	if run == nil {
 		var st runloop.Started
-		st, err = s.core.Runner.StartRun(ctx, runloop.StartRequest{CustomerID: cust.ID, CustomerName: cust.Name, Channel: "widget", Message: text})
+		st, err = d.core.Runner.StartRun(ctx, runloop.StartRequest{CustomerID: cust.ID, CustomerName: cust.Name, Channel: "widget", Message: text})
 		if err == nil {
-			s.setChatCookie(c, st.Token)
+			d.setChatCookie(c, st.Token)
 			run, done = st.Run, st.Done
 		}
 	} else {
-		done, err = s.core.Runner.PostMessage(ctx, run.ID, text)
+		done, err = d.core.Runner.PostMessage(ctx, run.ID, text)
 	}
 	if err != nil {
 		if fault.CodeOf(err) == fault.Internal {
 			return err
 		}
-		return fail(statusForCode(fault.CodeOf(err)), sentence(fault.Message(err)))
+		return fail(doorkit.HTTPStatus(fault.CodeOf(err)), doorkit.Sentence(fault.Message(err)))
 	}
-	s.await(c, done)
-	v, err := s.freshChatView(ctx, run.ID)
+	d.await(c, done)
+	v, err := d.freshChatView(ctx, run.ID)
 	if err != nil {
 		return err
 	}
-	v.Grant = s.chatGrant(run.ID, run.CustomerID, time.Now())
-	return render(c, http.StatusOK, views.ChatConversation(v))
+	v.Grant = d.chatGrant(run.ID, run.CustomerID, time.Now())
+	return doorkit.Render(c, http.StatusOK, views.ChatConversation(v))
 }
 
 // chatEvents streams the conversation to the frame as it changes.
-func (s *Server) chatEvents(c echo.Context) error {
-	run := s.chatRun(c)
-	if run == nil || !s.validChatGrant(c.QueryParam("g"), run.ID, run.CustomerID, time.Now()) {
+func (d *Door) chatEvents(c echo.Context) error {
+	run := d.chatRun(c)
+	if run == nil || !d.validChatGrant(c.QueryParam("g"), run.ID, run.CustomerID, time.Now()) {
 		return fault.Errorf(fault.NotFound, "no conversation yet")
 	}
-	sub, ok := s.changes.runs.Subscribe(run.ID, MaxStreamsPerRun)
+	sub, ok := d.runs.Subscribe(run.ID, MaxStreamsPerRun)
 	if !ok {
 		return &echo.HTTPError{Code: http.StatusTooManyRequests, Message: "this conversation is open in too many windows"}
 	}
-	defer s.changes.runs.Unsubscribe(sub)
-	w := startSSE(c)
+	defer d.runs.Unsubscribe(sub)
+	w := doorkit.StartSSE(c)
 	ctx := c.Request().Context()
 	send := func() bool {
-		v, err := s.freshChatView(ctx, run.ID)
+		v, err := d.freshChatView(ctx, run.ID)
 		if err != nil {
 			return false
 		}
@@ -247,7 +249,7 @@ func (s *Server) chatEvents(c echo.Context) error {
 		if err := views.ChatLog(v).Render(ctx, &b); err != nil {
 			return false
 		}
-		if _, err := w.Write(sseData("log", b.Bytes())); err != nil {
+		if _, err := w.Write(doorkit.SSEData("log", b.Bytes())); err != nil {
 			return false
 		}
 		w.Flush()
@@ -256,7 +258,7 @@ func (s *Server) chatEvents(c echo.Context) error {
 	if !send() {
 		return nil
 	}
-	followStream(ctx, w, sub.C, func(runloop.Event) bool {
+	doorkit.Follow(ctx, w, sub.C, func(runloop.Event) bool {
 		// Coalesce a burst of turns into one render.
 		drain(sub.C, 10*time.Millisecond)
 		return send()
@@ -285,28 +287,28 @@ func drain(ch <-chan runloop.Event, wait time.Duration) {
 // It exists only with --demo, signs with a secret of its own (never the
 // shop's), and only for the demo customers; with a shop's customer secret
 // set it is off unless the operator turns it on with --demo-page.
-func (s *Server) demoPage(c echo.Context) error {
-	if s.cfg.DemoSecret == "" {
+func (d *Door) demoPage(c echo.Context) error {
+	if d.opts.DemoSecret == "" {
 		return fault.Errorf(fault.NotFound, "there is no demo shop on this server")
 	}
 	as := c.QueryParam("as")
 	v := views.DemoView{As: as}
-	for _, cu := range s.cfg.DemoCustomers {
+	for _, cu := range d.opts.DemoCustomers {
 		v.Customers = append(v.Customers, views.DemoCustomer{ID: cu.ID, Name: cu.Name, Orders: cu.About})
 		if cu.ID == as {
-			tok, err := SignCustomerToken(s.cfg.DemoSecret, cu.ID, cu.Name, 2*time.Hour)
+			tok, err := SignCustomerToken(d.opts.DemoSecret, cu.ID, cu.Name, 2*time.Hour)
 			if err != nil {
 				return err
 			}
 			v.Token = tok
 		}
 	}
-	return render(c, http.StatusOK, views.Demo(v))
+	return doorkit.Render(c, http.StatusOK, views.Demo(v))
 }
 
 // widgetJS serves the embed script, which shops load from their own pages.
-func (s *Server) widgetJS(c echo.Context) error {
-	b, err := staticFile("widget.js")
+func (d *Door) widgetJS(c echo.Context) error {
+	b, err := static.Files.ReadFile("widget.js")
 	if err != nil {
 		return err
 	}

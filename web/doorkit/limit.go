@@ -1,4 +1,4 @@
-package web
+package doorkit
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// limiter is a token bucket per key (a client address, an address and an
+// Limiter is a token bucket per key (a client address, an address and an
 // account, a run), used by sign-in, chat and the runs API alike.
 //
 // Its memory is bounded whatever clients send: keys are hashed to 16 bytes
@@ -29,62 +29,62 @@ import (
 // is the service's, not each process's, however a load balancer spreads
 // the requests. Should the database not answer, the process's own bucket
 // decides, so a limit never falls away.
-type limiter struct {
+type Limiter struct {
 	every time.Duration
 	burst int
 
 	mu      sync.Mutex
 	buckets *simplelru.LRU[[16]byte, *rate.Limiter]
 
-	shared *sharedBuckets
+	shared *SharedBuckets
 	name   string
 }
 
-// sharedBuckets keeps rate limits in the database every instance uses.
-type sharedBuckets struct {
+// SharedBuckets keeps rate limits in the database every instance uses.
+type SharedBuckets struct {
 	store *storage.Store
 	log   *slog.Logger
 }
 
-// sharedLimits says where the limits live: nil keeps them in this process
+// SharedLimits says where the limits live: nil keeps them in this process
 // (SQLite, one instance).
-func sharedLimits(store *storage.Store, log *slog.Logger) *sharedBuckets {
+func SharedLimits(store *storage.Store, log *slog.Logger) *SharedBuckets {
 	if store == nil || !store.Shared() {
 		return nil
 	}
-	return &sharedBuckets{store: store, log: log}
+	return &SharedBuckets{store: store, log: log}
 }
 
-// shareAs keeps the limiter's buckets in the database under name.
-func (l *limiter) shareAs(sb *sharedBuckets, name string) *limiter {
+// ShareAs keeps the Limiter's buckets in the database under name.
+func (l *Limiter) ShareAs(sb *SharedBuckets, name string) *Limiter {
 	l.shared, l.name = sb, name
 	return l
 }
 
-// defaultLimiterKeys bounds each limiter: about 200 bytes a bucket, so a
+// DefaultLimiterKeys bounds each Limiter: about 200 bytes a bucket, so a
 // few megabytes at most.
-const defaultLimiterKeys = 20000
+const DefaultLimiterKeys = 20000
 
-func newLimiter(every time.Duration, burst, maxKeys int) *limiter {
+func NewLimiter(every time.Duration, burst, maxKeys int) *Limiter {
 	if maxKeys <= 0 {
-		maxKeys = defaultLimiterKeys
+		maxKeys = DefaultLimiterKeys
 	}
 	lru, err := simplelru.NewLRU[[16]byte, *rate.Limiter](maxKeys, nil)
 	if err != nil {
 		panic(err) // only for a size below 1, excluded above
 	}
-	return &limiter{every: every, burst: burst, buckets: lru}
+	return &Limiter{every: every, burst: burst, buckets: lru}
 }
 
 // sharedWait bounds how long a request waits for the shared bucket.
 const sharedWait = 2 * time.Second
 
-// allow takes one token from key's bucket, if it has one.
-func (l *limiter) allow(key string) bool { return l.allowAt(key, l.every, l.burst) }
+// Allow takes one token from key's bucket, if it has one.
+func (l *Limiter) Allow(key string) bool { return l.AllowAt(key, l.every, l.burst) }
 
-// allowAt is allow for a key with a limit of its own: a token every so
+// AllowAt is Allow for a key with a limit of its own: a token every so
 // often, after a burst of so many.
-func (l *limiter) allowAt(key string, every time.Duration, burst int) bool {
+func (l *Limiter) AllowAt(key string, every time.Duration, burst int) bool {
 	if every != l.every || burst != l.burst {
 		// A limit of its own has a bucket of its own: a changed limit
 		// starts full, here and in the shared buckets.
@@ -112,17 +112,17 @@ func (l *limiter) allowAt(key string, every time.Duration, burst int) bool {
 	return b.Allow()
 }
 
-// size is how many buckets are kept.
-func (l *limiter) size() int {
+// Size is how many buckets are kept.
+func (l *Limiter) Size() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buckets.Len()
 }
 
-// pruneShared forgets, every minute until ctx ends, shared buckets idle
+// PruneShared forgets, every minute until ctx ends, shared buckets idle
 // long enough to have refilled (ten times what a full refill takes, at
-// least an hour): a job of the core's (Server's pruneJob).
-func pruneShared(ctx context.Context, limiters []*limiter) {
+// least an hour): a job of the core's (web.New adds it).
+func PruneShared(ctx context.Context, limiters []*Limiter) {
 	agent.Every(ctx, time.Minute, func(ctx context.Context) {
 		for _, l := range limiters {
 			if l.shared == nil {
