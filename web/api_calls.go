@@ -10,11 +10,6 @@ import (
 // The gate API is a door of its own (web/gateapi) over the agent doors'
 // kit (web/doorkit); what the other doors share of it is named here.
 
-// requireAgentKey lets through requests with a valid agent key.
-func (s *Server) requireAgentKey(next echo.HandlerFunc) echo.HandlerFunc {
-	return s.kit.RequireAgentKey(next)
-}
-
 // withAgent is c with the agent that asks.
 func withAgent(c echo.Context, ag *models.Agent) echo.Context { return doorkit.WithAgent(c, ag) }
 

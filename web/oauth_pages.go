@@ -7,134 +7,19 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
-	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
 	"github.com/countersign/countersign/web/oauth"
 )
 
-// oauthHolder builds the authorization server on first use (its signing
-// key is made once per database, which a test's fresh database should not
-// pay for unless it uses OAuth).
-type oauthHolder struct {
-	mu     sync.Mutex
-	server *oauth.Server
-}
-
-// oauthServer is the authorization server of /mcp (web/oauth).
+// oauthServer is the authorization server of /mcp (web/oauth's door).
 func (s *Server) oauthServer(c echo.Context) (*oauth.Server, error) {
-	h := &s.oauth
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.server != nil {
-		return h.server, nil
-	}
-	srv, err := oauth.New(c.Request().Context(), oauth.Config{Store: s.core.Store, Issuer: s.issuer, Log: s.cfg.Log, Documents: s.cfg.OAuthDocuments,
-		Consent: func(id string) string { return views.PathOAuthConsent + "?id=" + id }})
-	if err != nil {
-		return nil, fault.Wrap(err, "the authorization server could not start")
-	}
-	h.server = srv
-	return srv, nil
+	return s.oauth.Server(c.Request().Context())
 }
-
-// issuer is this server's base URL as a client reaches it: --public-url,
-// or the request's scheme and host (a trusted proxy's X-Forwarded-*).
-func (s *Server) issuer(r *http.Request) string {
-	if s.cfg.PublicURL != "" {
-		return strings.TrimRight(s.cfg.PublicURL, "/")
-	}
-	scheme := "http"
-	if s.overTLS(r) {
-		scheme = "https"
-	}
-	return scheme + "://" + s.publicHost(r)
-}
-
-// serveOAuth hands the authorization server's paths to it.
-//
-// Two ways make a client: registering (POST /oauth/register) and naming a
-// metadata document's URL not seen before as the client_id of an
-// authorization request. Both take from one limit per address
-// (registerIP); every authorization request, which is stored until it
-// expires, takes from another (authorizeIP).
-func (s *Server) serveOAuth(c echo.Context) error {
-	r, ip := c.Request(), c.RealIP()
-	tooMany := func(what string) error {
-		c.Response().Header().Set("Retry-After", "10")
-		return c.JSON(http.StatusTooManyRequests, map[string]string{"error": "too_many_requests",
-			"error_description": "too many " + what + " from this address; try again in a minute"})
-	}
-	switch r.URL.Path {
-	case oauth.PathRegister:
-		if r.Method == http.MethodPost && !s.registerIP.Allow(ip) {
-			return tooMany("client registrations")
-		}
-	case oauth.PathAuthorize:
-		if !s.authorizeIP.Allow(ip) {
-			return tooMany("authorization requests")
-		}
-		if id := r.FormValue("client_id"); strings.HasPrefix(id, "https://") {
-			if _, err := s.core.Store.OAuthClientByID(r.Context(), id); errors.Is(err, models.ErrNotFound) && !s.registerIP.Allow(ip) {
-				return tooMany("new clients")
-			}
-		}
-	}
-	srv, err := s.oauthServer(c)
-	if err != nil {
-		return err
-	}
-	srv.ServeHTTP(c.Response(), c.Request())
-	return nil
-}
-
-// requireMCPAgent lets /mcp in with an agent key or an OAuth access token
-// of an authorized client, which acts as its outside agent. An agent key
-// (csa_…) is checked as one and nothing else; no token, or a token that is
-// not accepted, is a 401 whose WWW-Authenticate says where to get one
-// (RFC 9728) and, for a token, why it was not accepted.
-func (s *Server) requireMCPAgent(next echo.HandlerFunc) echo.HandlerFunc {
-	byKey := s.requireAgentKey(next)
-	return func(c echo.Context) error {
-		r := c.Request()
-		token, _ := strings.CutPrefix(r.Header.Get(echo.HeaderAuthorization), "Bearer ")
-		token = strings.TrimSpace(token)
-		if strings.HasPrefix(token, agentKeyPrefix) {
-			return byKey(c) // an agent key: its own answers, as before OAuth
-		}
-		srv, err := s.oauthServer(c)
-		if err != nil {
-			return err
-		}
-		if token == "" {
-			c.Response().Header().Set("WWW-Authenticate", srv.Challenge(r, ""))
-			return fault.Errorf(fault.Unauthorized, "send an agent key or an OAuth access token as Authorization: Bearer <token>")
-		}
-		access, err := srv.Verify(r.Context(), r, token)
-		var ag *models.Agent
-		if err == nil {
-			if ag, err = s.core.Store.LiveAgent(r.Context(), access.Client.AgentID); err != nil {
-				err = errors.New("the agent this client acts as was revoked")
-			}
-		}
-		if err != nil {
-			c.Response().Header().Set("WWW-Authenticate", srv.Challenge(r, err.Error()))
-			return fault.Errorf(fault.Unauthorized, "this token is not accepted: %s", err.Error())
-		}
-		via := "OAuth client " + tools.Truncate(access.Client.Name, 60) + ", authorized by " + s.staffName(r.Context(), access.Client.AuthorizedBy)
-		c.SetRequest(r.WithContext(gate.WithVia(r.Context(), via)))
-		return next(withAgent(c, ag))
-	}
-}
-
-// agentKeyPrefix starts every agent key (accounts.AddAgent).
-const agentKeyPrefix = "csa_"
 
 // oauthConsentPage shows an admin what asks for access.
 func (s *Server) oauthConsentPage(c echo.Context) error {

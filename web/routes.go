@@ -10,12 +10,14 @@ import (
 	"github.com/countersign/countersign/web/chat"
 	"github.com/countersign/countersign/web/gateapi"
 	"github.com/countersign/countersign/web/mcpgate"
+	"github.com/countersign/countersign/web/oauth"
 )
 
 // routes registers every route with its path from views/paths.go, where
 // pages and handlers reverse them.
 func (s *Server) routes() {
 	e := s.echo
+	s.doors()
 	e.GET(views.PathHealth, s.healthz)
 	e.GET(views.PathReady, s.readyz)
 	e.GET(views.PathHome, s.home)
@@ -92,9 +94,6 @@ func (s *Server) routes() {
 	e.POST(views.PathEnrollPasskeyBegin, s.enrollPasskeyBegin)
 	e.POST(views.PathEnrollPasskey, s.enrollPasskey)
 
-	chat.Mount(e, s.kit, chat.Options{Customers: s.cfg.Customers, WidgetOrigins: s.cfg.WidgetOrigins, DemoSecret: s.cfg.DemoSecret,
-		DemoCustomers: s.cfg.DemoCustomers, ReplyWait: s.cfg.ReplyWait, ChatGrantSeed: s.cfg.ChatGrantSeed})
-
 	e.GET(views.PathAPIActions, s.apiActions, s.requireStaffToken)
 	e.GET(views.PathAPIAction, s.apiAction, s.requireStaffToken)
 	e.POST(views.PathAPIActionApprove, s.apiApprove, s.requireStaffToken, s.apiRequireRole(mayDecide))
@@ -112,21 +111,15 @@ func (s *Server) routes() {
 	e.POST(views.PathAPIStaffChanges, s.apiStaffChangePropose, s.requireStaffToken)            // accounts asks for an admin
 	e.POST(views.PathAPIStaffChangeApprove, s.apiStaffChangeDecide(true), s.requireStaffToken) // and not the proposer
 	e.POST(views.PathAPIStaffChangeReject, s.apiStaffChangeDecide(false), s.requireStaffToken)
-	mcpgate.Mount(e, s.kit, mcpgate.Options{Wait: s.cfg.MCPWait, QuestionTTL: s.cfg.MCPQuestionTTL, MaxSessionsPerAgent: s.cfg.MaxMCPSessionsPerAgent,
-		SessionIdle: s.cfg.MCPSessionIdle, Origins: s.cfg.MCPOrigins, Receipt: s.receiptJWS})
-	// OAuth for /mcp (web/oauth): the authorization server and its
-	// metadata; the consent is the back office's, an admin's.
 	// Browsers ask for it on every page: no icon, and no warning in the log.
 	e.GET("/favicon.ico", func(c echo.Context) error {
 		c.Response().Header().Set("Cache-Control", "public, max-age=86400")
 		return c.NoContent(http.StatusNoContent)
 	})
-	e.Any("/oauth/*", s.serveOAuth)
-	e.GET("/.well-known/*", s.serveOAuth)
+	// The consent of OAuth for /mcp is the back office's, an admin's.
 	e.GET(views.PathOAuthConsent, s.oauthConsentPage, admins...)
 	e.POST(views.PathOAuthConsent, s.oauthConsent, admins...)
 	e.POST(views.PathOAuthClientRevoke, s.oauthClientRevoke, admins...)
-	gateapi.Mount(e, s.kit)
 	e.GET(views.PathAPICallReceipt, s.apiReceipt, s.requireCallReader)
 	e.GET(views.PathAPICallEvidence, s.apiEvidence, s.requireCallReader)
 	e.GET(views.PathAPIReceiptKeys, s.receiptKeys) // public keys, for anyone
@@ -137,4 +130,19 @@ func (s *Server) routes() {
 	for _, r := range s.core.Outbox.Routes() {
 		e.POST(r.Path, echo.WrapHandler(r.Handler))
 	}
+}
+
+// doors mounts the doors people and agents come in by, each a package of
+// its own over the core and the doors' kit (web/doorkit): the customers'
+// (the widget, the chat frame, the runs API), OAuth's, MCP's and the gate
+// API. A new door is a package and one line here.
+func (s *Server) doors() {
+	e := s.echo
+	chat.Mount(e, s.kit, chat.Options{Customers: s.cfg.Customers, WidgetOrigins: s.cfg.WidgetOrigins, DemoSecret: s.cfg.DemoSecret,
+		DemoCustomers: s.cfg.DemoCustomers, ReplyWait: s.cfg.ReplyWait, ChatGrantSeed: s.cfg.ChatGrantSeed})
+	s.oauth = oauth.Mount(e, s.kit, oauth.DoorOptions{PublicURL: s.cfg.PublicURL, Documents: s.cfg.OAuthDocuments, StaffName: s.staffName})
+	s.kit.RequireAgent = s.oauth.RequireAgent // MCP takes its tokens as agent keys
+	mcpgate.Mount(e, s.kit, mcpgate.Options{Wait: s.cfg.MCPWait, QuestionTTL: s.cfg.MCPQuestionTTL, MaxSessionsPerAgent: s.cfg.MaxMCPSessionsPerAgent,
+		SessionIdle: s.cfg.MCPSessionIdle, Origins: s.cfg.MCPOrigins, Receipt: s.receiptJWS})
+	gateapi.Mount(e, s.kit)
 }

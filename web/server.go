@@ -20,6 +20,7 @@ import (
 	"github.com/countersign/countersign/views"
 	"github.com/countersign/countersign/web/chat"
 	"github.com/countersign/countersign/web/doorkit"
+	"github.com/countersign/countersign/web/oauth"
 )
 
 // Config is what the server is built from.
@@ -179,18 +180,12 @@ type Server struct {
 	agentCalls *doorkit.Limiter
 	// Open event streams, in all and per address.
 	streams *streamCounter
-	// oauth is /mcp's authorization server, built when first asked for
-	// (oauth_pages.go).
-	oauth oauthHolder
-	// registerIP bounds OAuth client registrations per address: anyone may
-	// register, nobody may fill the database with clients.
-	registerIP *doorkit.Limiter
+	// oauth is /mcp's OAuth door (web/oauth); the consent is the back
+	// office's (oauth_pages.go).
+	oauth *oauth.Door
 	// insightSlots lets one insights read run at a time on this instance
 	// (readInsights): a person's report never starves the gate.
 	insightSlots chan struct{}
-	// authorizeIP bounds OAuth authorization requests per address: each
-	// is stored until it expires, and anyone may send one.
-	authorizeIP *doorkit.Limiter
 	// holds caps requests held open (holds.go).
 	holds *holds
 	// bodies bounds the call bodies held at once (body_budget.go).
@@ -225,14 +220,12 @@ func New(c *core.Core, cfg Config) *Server {
 		loginIP:      kit.Limiter(3*time.Second, 20, "login_ip"),      // 20 at once, then 20 a minute per address (an office shares one)
 		loginAccount: kit.Limiter(12*time.Second, 5, "login_account"), // 5 at once, then 5 a minute per address and account
 		insightSlots: make(chan struct{}, 1),
-		registerIP:   kit.Limiter(6*time.Second, 10, "oauth_register"),  // 10 at once, then 10 a minute per address
-		authorizeIP:  kit.Limiter(2*time.Second, 30, "oauth_authorize"), // 30 at once, then 30 a minute per address
 		agentCalls:   kit.Limiter(time.Second/time.Duration(cfg.AgentCallsPerSecond), cfg.AgentCallBurst, "agent_calls"),
 		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
 		holds:        newHolds(cfg.MaxHeld, cfg.MaxHeldPerAgent),
 		bodies:       newBodyBudget(cfg.BodyBudget, cfg.BodyBudgetWait)}
 	s.changes.revoked = s.holds.endAgent
-	kit.Hold, kit.Bodies, kit.RequireAgent = s.holdRequest, s.bodies.hold, s.requireMCPAgent
+	kit.Hold, kit.Bodies = s.holdRequest, s.bodies.hold
 	kit.PublicHost, kit.OverTLS, kit.LimitStreams = s.publicHost, s.overTLS, s.limitStreams
 	kit.Allow = func(ag *models.Agent) error {
 		if !s.agentAllowed(ag) {
