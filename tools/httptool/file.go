@@ -155,17 +155,6 @@ func (s *Set) told(t upstream.Told) {
 	}
 }
 
-// Servers are the file's MCP servers, in the file's order: what they offer
-// besides tools passes through to agents over MCP (web/mcpgate).
-func (s *Set) Servers() []*upstream.Server {
-	if s == nil {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.upstreams)
-}
-
 func (s *Set) changed() {
 	s.mu.Lock()
 	f := s.watch
@@ -280,21 +269,6 @@ func Load(data []byte, source string, o Options) (*Set, error) {
 	set.loaded = true
 	set.mu.Unlock()
 	return set, nil
-}
-
-// Keep keeps each MCP server of the set connected, reconnecting after a
-// session ends (with backoff), until Close; it returns when every one has
-// stopped. Load connects once and starts nothing: the set's owner runs
-// Keep on a goroutine it tracks (the core, while the set is in force).
-func (s *Set) Keep() {
-	if s == nil {
-		return
-	}
-	var wg sync.WaitGroup
-	for _, u := range s.Servers() {
-		wg.Go(u.Keep)
-	}
-	wg.Wait()
 }
 
 // defaults fills what the options leave zero.
