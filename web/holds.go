@@ -10,6 +10,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // Held requests: a long poll (GET /api/v1/calls/:id?wait=) or an MCP
@@ -115,8 +116,9 @@ func (h *holds) held(agentID string) (total, agent int) {
 	return h.total, len(h.byAgent[agentID])
 }
 
-// endAgent ends every request an agent holds (its key was revoked).
-func (h *holds) endAgent(agentID string) {
+// AgentRevoked implements core.Revoked: every request the agent holds
+// ends.
+func (h *holds) AgentRevoked(agentID string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for one := range h.byAgent[agentID] {
@@ -176,7 +178,7 @@ func (s *Server) Drain(ctx context.Context) {
 // request is an event stream, which ends only with the client or the
 // server, not with an answer.
 func (s *Server) holdRequest(c echo.Context, stream bool, serve func() error) error {
-	ag := currentAgent(c)
+	ag := doorkit.Agent(c)
 	ctx, release, err := s.holds.acquire(c.Request().Context(), ag.ID)
 	if err != nil {
 		return err

@@ -10,139 +10,39 @@ import (
 	"github.com/countersign/countersign/web/chat"
 	"github.com/countersign/countersign/web/gateapi"
 	"github.com/countersign/countersign/web/mcpgate"
-	"github.com/countersign/countersign/web/oauth"
 )
 
-// routes registers every route with its path from views/paths.go, where
-// pages and handlers reverse them.
+// routes registers every route: the back office's (backoffice.Office.Mount,
+// each with its role), the static files, the API's description, each
+// channel's inbound route, and the doors.
 func (s *Server) routes() {
 	e := s.echo
-	s.doors()
-	e.GET(views.PathHealth, s.healthz)
-	e.GET(views.PathReady, s.readyz)
-	e.GET(views.PathHome, s.home)
+	s.office.Mount(e)
 	e.StaticFS(views.PathStatic, static.Files)
-
-	e.GET(views.PathLogin, s.loginPage)
-	e.POST(views.PathLogin, s.login)
-	e.POST(views.PathLogout, s.logout, s.checkCSRF)
-	if s.sso != nil {
-		e.GET(views.PathLoginOIDC, s.ssoStart)
-		e.GET(views.PathLoginOIDCCallback, s.ssoCallback)
-	}
-
-	// Route-level middleware, not groups: a group on "" would also catch
-	// every unknown path.
-	staff := []echo.MiddlewareFunc{s.requireRole(mayRead), s.checkCSRF}
-	deciders := []echo.MiddlewareFunc{s.requireRole(mayDecide), s.checkCSRF}
-	supervisors := []echo.MiddlewareFunc{s.requireRole(maySupervise), s.checkCSRF}
-	admins := []echo.MiddlewareFunc{s.requireRole(mayAdmin), s.checkCSRF}
-
-	e.GET(views.PathQueue, s.queuePage, staff...)
-	e.GET(views.PathQueueEvent, s.queueEvents, append(staff, s.limitStreams)...)
-	e.GET(views.PathAction, s.actionPage, staff...)
-	e.GET(views.PathActionEvents, s.actionEvents, append(staff, s.limitStreams)...)
-	e.GET(views.PathRuns, s.runsPage, staff...)
-	e.GET(views.PathRun, s.runPage, staff...)
-	e.GET(views.PathAudit, s.auditPage, staff...)
-	e.GET(views.PathAuditChainStatus, s.auditChainStatus, staff...)
-	// Exports a script fetches: a session or a staff API token.
-	e.GET(views.PathAuditChain, s.auditChainExport, s.sessionOrToken(mayRead))
-	e.GET(views.PathAuditExport, s.auditExport, s.sessionOrToken(mayRead))
-	e.GET(views.PathPolicy, s.policyPage, staff...)
-	e.GET(views.PathTools, s.toolsPage, staff...)
-	e.POST(views.PathToolAccept, s.toolAccept, admins...)
-
-	e.POST(views.PathActionApprove, s.actionApprove, deciders...)
-	e.POST(views.PathActionReject, s.actionReject, deciders...)
-	e.POST(views.PathActionReconcile, s.actionReconcile, deciders...) // the gate asks for a supervisor
-	e.POST(views.PathRunRetry, s.runRetry, deciders...)
-	e.POST(views.PathRunClose, s.runClose, deciders...)
-
-	e.POST(views.PathGrantRevoke, s.grantRevoke, supervisors...)
-	e.POST(views.PathPolicyReplay, s.policyReplay, admins...)
-	e.POST(views.PathPolicyVersions, s.policyPropose, append(admins, s.versionsKept)...)
-	e.GET(views.PathPolicyVersion, s.policyVersionPage, staff...)
-	e.POST(views.PathPolicyVersionApprove, s.policyVersionDecide(true), append(admins, s.versionsKept)...)
-	e.POST(views.PathPolicyVersionReject, s.policyVersionDecide(false), append(admins, s.versionsKept)...)
-	e.GET(views.PathPolicyDiff, s.policyDiff, staff...)
-	e.GET(views.PathInsights, s.insightsPage, s.requireRole(mayInsight), s.checkCSRF)
-	e.POST(views.PathSuggestionAdopt, s.suggestionAdopt, append(admins, s.versionsKept)...)
-	e.GET(views.PathStaff, s.staffPage, admins...)
-	e.POST(views.PathStaff, s.staffAdd, admins...)
-	e.POST(views.PathStaffRole, s.staffRole, admins...)
-	e.POST(views.PathStaffDisabled, s.staffDisabled, admins...)
-	e.POST(views.PathStaffRevokeTokens, s.staffRevokeTokens, admins...)
-	e.POST(views.PathStaffSlack, s.staffSlack, admins...)
-	e.POST(views.PathStaffReset, s.staffReset, admins...)
-	e.POST(views.PathStaffGroups, s.staffGroups, admins...)
-	e.POST(views.PathAgentLimits, s.agentLimits, admins...)
-	e.POST(views.PathStaffChangeApprove, s.staffChangeDecide(true), admins...)
-	e.POST(views.PathStaffChangeReject, s.staffChangeDecide(false), admins...)
-	e.GET(views.PathPerson, s.personPage, staff...)
-	e.GET(views.PathAccount, s.accountPage, staff...)
-	e.POST(views.PathAccountPasskeyBegin, s.passkeyRegisterBegin, staff...)
-	e.POST(views.PathAccountPasskeys, s.passkeyRegister, staff...)
-	e.POST(views.PathAccountPasskeyRemove, s.passkeyRemove, staff...)
-	e.POST(views.PathLoginPasskeyBegin, s.loginPasskeyBegin)
-	e.POST(views.PathLoginPasskey, s.loginPasskey)
-	e.POST(views.PathActionPasskey, s.beginSigning(s.actionDecision), deciders...)
-	e.POST(views.PathStaffChangePasskey, s.beginSigning(s.changeDecision), admins...)
-	e.POST(views.PathPolicyVersionPasskey, s.beginSigning(s.versionDecision), append(admins, s.versionsKept)...)
-	e.GET(views.PathEnroll, s.enrollPage)
-	e.POST(views.PathEnroll, s.enroll)
-	e.POST(views.PathEnrollPasskeyBegin, s.enrollPasskeyBegin)
-	e.POST(views.PathEnrollPasskey, s.enrollPasskey)
-
-	e.GET(views.PathAPIActions, s.apiActions, s.requireStaffToken)
-	e.GET(views.PathAPIAction, s.apiAction, s.requireStaffToken)
-	e.POST(views.PathAPIActionApprove, s.apiApprove, s.requireStaffToken, s.apiRequireRole(mayDecide))
-	e.POST(views.PathAPIActionReject, s.apiReject, s.requireStaffToken, s.apiRequireRole(mayDecide))
-	e.GET(views.PathAPIGrants, s.apiGrants, s.requireStaffToken)
-	e.POST(views.PathAPIGrantRevoke, s.apiGrantRevoke, s.requireStaffToken) // the gate asks for a supervisor
-	e.GET(views.PathAPIOpenAPI, s.openAPI)
-	e.GET(views.PathAPIPolicyVersions, s.apiVersions, s.requireStaffToken)
-	e.POST(views.PathAPIPolicyVersions, s.apiProposeVersion, s.requireStaffToken) // versions asks for an admin
-	e.GET(views.PathAPIPolicyVersion, s.apiVersion, s.requireStaffToken)
-	e.POST(views.PathAPIPolicyVersionApprove, s.apiApproveVersion, s.requireStaffToken)
-	e.POST(views.PathAPIPolicyVersionReject, s.apiRejectVersion, s.requireStaffToken)
-	e.GET(views.PathAPIInsights, s.apiInsights, s.requireStaffToken)
-	e.GET(views.PathAPIStaffChanges, s.apiStaffChanges, s.requireStaffToken)
-	e.POST(views.PathAPIStaffChanges, s.apiStaffChangePropose, s.requireStaffToken)            // accounts asks for an admin
-	e.POST(views.PathAPIStaffChangeApprove, s.apiStaffChangeDecide(true), s.requireStaffToken) // and not the proposer
-	e.POST(views.PathAPIStaffChangeReject, s.apiStaffChangeDecide(false), s.requireStaffToken)
 	// Browsers ask for it on every page: no icon, and no warning in the log.
 	e.GET("/favicon.ico", func(c echo.Context) error {
 		c.Response().Header().Set("Cache-Control", "public, max-age=86400")
 		return c.NoContent(http.StatusNoContent)
 	})
-	// The consent of OAuth for /mcp is the back office's, an admin's.
-	e.GET(views.PathOAuthConsent, s.oauthConsentPage, admins...)
-	e.POST(views.PathOAuthConsent, s.oauthConsent, admins...)
-	e.POST(views.PathOAuthClientRevoke, s.oauthClientRevoke, admins...)
-	e.GET(views.PathAPICallReceipt, s.apiReceipt, s.requireCallReader)
-	e.GET(views.PathAPICallEvidence, s.apiEvidence, s.requireCallReader)
-	e.GET(views.PathAPIReceiptKeys, s.receiptKeys) // public keys, for anyone
-	e.GET(views.PathCallReceipt, s.callReceipt, staff...)
-	e.GET(views.PathCallEvidence, s.callEvidence, staff...)
+	e.GET(views.PathAPIOpenAPI, s.openAPI)
 	// Each channel people answer through (Slack's buttons) has a route of
 	// its own, checked by its service's signature instead of a session.
 	for _, r := range s.core.Outbox.Routes() {
 		e.POST(r.Path, echo.WrapHandler(r.Handler))
 	}
+	s.doors()
 }
 
 // doors mounts the doors people and agents come in by, each a package of
 // its own over the core and the doors' kit (web/doorkit): the customers'
-// (the widget, the chat frame, the runs API), OAuth's, MCP's and the gate
-// API. A new door is a package and one line here.
+// (the widget, the chat frame, the runs API), MCP's (with OAuth's tokens,
+// web/oauth, mounted before the back office, which holds its consent) and
+// the gate API. A new door is a package and one line here.
 func (s *Server) doors() {
 	e := s.echo
 	chat.Mount(e, s.kit, chat.Options{Customers: s.cfg.Customers, WidgetOrigins: s.cfg.WidgetOrigins, DemoSecret: s.cfg.DemoSecret,
 		DemoCustomers: s.cfg.DemoCustomers, ReplyWait: s.cfg.ReplyWait, ChatGrantSeed: s.cfg.ChatGrantSeed})
-	s.oauth = oauth.Mount(e, s.kit, oauth.DoorOptions{PublicURL: s.cfg.PublicURL, Documents: s.cfg.OAuthDocuments, StaffName: s.staffName})
-	s.kit.RequireAgent = s.oauth.RequireAgent // MCP takes its tokens as agent keys
 	mcpgate.Mount(e, s.kit, mcpgate.Options{Wait: s.cfg.MCPWait, QuestionTTL: s.cfg.MCPQuestionTTL, MaxSessionsPerAgent: s.cfg.MaxMCPSessionsPerAgent,
-		SessionIdle: s.cfg.MCPSessionIdle, Origins: s.cfg.MCPOrigins, Receipt: s.receiptJWS})
+		SessionIdle: s.cfg.MCPSessionIdle, Origins: s.cfg.MCPOrigins, Receipt: s.office.ReceiptJWS})
 	gateapi.Mount(e, s.kit)
 }

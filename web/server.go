@@ -6,18 +6,17 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/countersign/countersign/agent/core"
-	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/backoffice"
 	"github.com/countersign/countersign/web/chat"
 	"github.com/countersign/countersign/web/doorkit"
 	"github.com/countersign/countersign/web/oauth"
@@ -48,7 +47,7 @@ type Config struct {
 	// the OAuth issuer and /mcp's resource; "": from each request.
 	PublicURL string
 	// SSO signs staff in with the company's OpenID Provider (nil: none).
-	SSO *SSOConfig
+	SSO *backoffice.SSOConfig
 	// NoPasswordSignIn turns password sign-in off (--password-sign-in
 	// off): staff sign in through SSO; the host's CLI stays for break-glass.
 	NoPasswordSignIn bool
@@ -158,54 +157,31 @@ func policyUpload(c echo.Context) bool {
 	return r.Method == http.MethodPost && (r.URL.Path == views.PathPolicyVersions || r.URL.Path == views.PathAPIPolicyVersions)
 }
 
-// Server is the HTTP side of Countersign.
+// Server is the HTTP side of Countersign: the back office and the doors,
+// mounted over one Echo server, and what the doors' kit asks of it (held
+// requests, the body budget, stream caps, the agents' rate).
 type Server struct {
 	echo *echo.Echo
 	cfg  Config
-	// core is what the handlers serve: the gate, the run loop, the
-	// accounts, the outbox, the policy versions, the store.
 	core *core.Core
-	// oldPolicies are policy versions no longer in force, loaded to word
-	// what held a call (heldUnder), by hash.
-	oldPolicies sync.Map
-	// changes is what the pages hear on the core's bus.
-	changes *Changes
-	// kit is what the agent doors share (web/doorkit).
+	// kit is what every door shares (web/doorkit).
 	kit *doorkit.Kit
-	// sso is the company's identity provider (nil: none).
-	sso *sso
-	// Sign-in attempts per client address, and per address and account.
-	loginIP, loginAccount *doorkit.Limiter
+	// office is the staff's side (web/backoffice).
+	office *backoffice.Office
 	// Calls per agent key (the gate API and MCP).
 	agentCalls *doorkit.Limiter
 	// Open event streams, in all and per address.
 	streams *streamCounter
-	// oauth is /mcp's OAuth door (web/oauth); the consent is the back
-	// office's (oauth_pages.go).
-	oauth *oauth.Door
-	// insightSlots lets one insights read run at a time on this instance
-	// (readInsights): a person's report never starves the gate.
-	insightSlots chan struct{}
 	// holds caps requests held open (holds.go).
 	holds *holds
 	// bodies bounds the call bodies held at once (body_budget.go).
 	bodies *bodyBudget
-	// versions compares what live instances decide with (instances.go).
-	inForce inForceCheck
-
-	chainMu      sync.Mutex
-	chainRunning bool
-	chainAt      time.Time
-	chainOK      bool
-	chainText    string
-	chainWanted  chan struct{} // asks the audit chain check job for a check
 }
 
-// New builds the web side over the core: handlers, their middleware and
-// routes. It builds nothing of the core; it listens on the core's bus, and
-// its own background jobs (the live queue, the held requests of revoked
-// agents) are the core's to start and stop (Core.Job), so New comes
-// before Core.Start.
+// New builds the web side over the core: the back office, the doors,
+// their middleware and routes. It builds nothing of the core; it listens
+// on the core's bus, and its background jobs are the core's to start and
+// stop (Core.Job), so New comes before Core.Start.
 func New(c *core.Core, cfg Config) *Server {
 	cfg.defaults()
 	e := echo.New()
@@ -216,15 +192,11 @@ func New(c *core.Core, cfg Config) *Server {
 	}
 	// The limits live where every instance shares them on PostgreSQL.
 	kit := &doorkit.Kit{Core: c, Log: cfg.Log, Decode: decodeJSON, Shared: doorkit.SharedLimits(c.Store, cfg.Log)}
-	s := &Server{echo: e, cfg: cfg, core: c, changes: newChanges(cfg.Log), kit: kit,
-		loginIP:      kit.Limiter(3*time.Second, 20, "login_ip"),      // 20 at once, then 20 a minute per address (an office shares one)
-		loginAccount: kit.Limiter(12*time.Second, 5, "login_account"), // 5 at once, then 5 a minute per address and account
-		insightSlots: make(chan struct{}, 1),
-		agentCalls:   kit.Limiter(time.Second/time.Duration(cfg.AgentCallsPerSecond), cfg.AgentCallBurst, "agent_calls"),
-		streams:      newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
-		holds:        newHolds(cfg.MaxHeld, cfg.MaxHeldPerAgent),
-		bodies:       newBodyBudget(cfg.BodyBudget, cfg.BodyBudgetWait)}
-	s.changes.revoked = s.holds.endAgent
+	s := &Server{echo: e, cfg: cfg, core: c, kit: kit,
+		agentCalls: kit.Limiter(time.Second/time.Duration(cfg.AgentCallsPerSecond), cfg.AgentCallBurst, "agent_calls"),
+		streams:    newStreamCounter(cfg.MaxStreams, cfg.MaxStreamsPerAddress),
+		holds:      newHolds(cfg.MaxHeld, cfg.MaxHeldPerAgent),
+		bodies:     newBodyBudget(cfg.BodyBudget, cfg.BodyBudgetWait)}
 	kit.Hold, kit.Bodies = s.holdRequest, s.bodies.hold
 	kit.PublicHost, kit.OverTLS, kit.LimitStreams = s.publicHost, s.overTLS, s.limitStreams
 	kit.Allow = func(ag *models.Agent) error {
@@ -233,14 +205,15 @@ func New(c *core.Core, cfg Config) *Server {
 		}
 		return nil
 	}
-	c.Bus.Listen(s.changes)
-	c.Job("live queue pages", func(ctx context.Context) { s.changes.queue.Run(ctx, s.renderQueueRows) })
+	c.Bus.Listen(s.holds) // a revoked agent's held requests end
+	od := oauth.Mount(e, kit, oauth.DoorOptions{PublicURL: cfg.PublicURL, Documents: cfg.OAuthDocuments})
+	kit.RequireAgent = od.RequireAgent // MCP takes OAuth's tokens as agent keys
+	s.office = backoffice.New(c, kit, od, backoffice.Options{Log: cfg.Log, PublicURL: cfg.PublicURL, SSO: cfg.SSO,
+		NoPasswordSignIn: cfg.NoPasswordSignIn, Upstreams: cfg.Upstreams, AuditSearchTimeout: cfg.AuditSearchTimeout})
 	if kit.Shared != nil {
 		// Every door's limits, those mounted after this too.
 		c.Job("prune shared rate limits", func(ctx context.Context) { doorkit.PruneShared(ctx, kit.Limiters()) })
 	}
-	s.chainWanted = make(chan struct{}, 1)
-	c.Job("audit chain check", s.checkChain)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
 	e.Use(logRequests(cfg.Log))
@@ -248,11 +221,8 @@ func New(c *core.Core, cfg Config) *Server {
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: BodyLimit, Skipper: func(c echo.Context) bool { return policyUpload(c) || agentCall(c) || mcpPost(c) }}))
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: fmt.Sprint(doorkit.BodyLimit()), Skipper: func(c echo.Context) bool { return !agentCall(c) }}))
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: PolicyBodyLimit, Skipper: func(c echo.Context) bool { return !policyUpload(c) }}))
-	e.Use(securityHeaders)
-	e.Use(s.loadStaff)
-	if cfg.SSO != nil {
-		s.sso = &sso{cfg: cfg.SSO}
-	}
+	e.Use(backoffice.SecurityHeaders)
+	e.Use(s.office.LoadStaff)
 	s.routes()
 	return s
 }
@@ -261,9 +231,6 @@ func New(c *core.Core, cfg Config) *Server {
 func (c *Config) defaults() {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
-	}
-	if c.AuditSearchTimeout == 0 {
-		c.AuditSearchTimeout = 15 * time.Second
 	}
 	if c.MaxStreams == 0 {
 		c.MaxStreams = MaxStreams
@@ -288,9 +255,6 @@ func (c *Config) defaults() {
 	}
 	if c.AgentCallBurst == 0 {
 		c.AgentCallBurst = AgentCallBurst
-	}
-	if c.SSO != nil && c.SSO.GroupsClaim == "" {
-		c.SSO.GroupsClaim = "groups"
 	}
 }
 
@@ -321,7 +285,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 	} else {
 		code = fault.CodeOf(err)
-		status = statusForCode(code)
+		status = doorkit.HTTPStatus(code)
 	}
 	if (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && c.Response().Header().Get("Retry-After") == "" {
 		c.Response().Header().Set("Retry-After", "5")
@@ -333,11 +297,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 		_ = c.JSON(status, map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
 		return
 	}
-	_ = render(c, status, views.ErrorPage(views.ErrorView{Status: status, Title: http.StatusText(status), Message: sentence(msg)}))
+	_ = doorkit.Render(c, status, views.ErrorPage(views.ErrorView{Status: status, Title: http.StatusText(status), Message: doorkit.Sentence(msg)}))
 }
-
-// statusForCode is doorkit.HTTPStatus.
-var statusForCode = doorkit.HTTPStatus
 
 func codeForStatus(status int) fault.Code {
 	switch status {
@@ -357,64 +318,4 @@ func codeForStatus(status int) fault.Code {
 		return fault.Unavailable
 	}
 	return fault.Internal
-}
-
-func (s *Server) healthz(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
-	defer cancel()
-	if err := s.core.Store.Ping(ctx); err != nil {
-		s.cfg.Log.Error("health check failed", "err", err)
-		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
-	}
-	out := map[string]string{"status": "ok", "policy_version": s.core.Gate.Policy().Version(), "instance": s.core.Store.Instance()}
-	if in, err := s.core.Store.InstanceRow(ctx, s.core.Store.Instance()); err == nil {
-		out["tools_version"] = in.ToolsVersion
-	}
-	if d := s.instancesDiffer(ctx); d != "" {
-		out["versions_differ"] = d
-	}
-	return c.JSON(http.StatusOK, out)
-}
-
-// readyz says whether this instance should be sent traffic: the database
-// answers, its schema is the one this binary migrates to, a policy and the
-// tools are loaded. 503 with what is wrong otherwise. (/healthz says only
-// that the process and its database are alive.)
-func (s *Server) readyz(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
-	defer cancel()
-	var problems []string
-	out := map[string]any{}
-	if err := s.core.Store.Ping(ctx); err != nil {
-		problems = append(problems, "the database does not answer")
-	} else if have, want, err := s.core.Store.Schema(ctx); err != nil {
-		problems = append(problems, "the schema's version cannot be read")
-	} else {
-		out["schema"], out["schema_expected"] = have, want
-		if have != want {
-			problems = append(problems, fmt.Sprintf("the database is at migration %d, this binary expects %d", have, want))
-		}
-	}
-	if p := s.core.Gate.Policy(); p == nil || p.Version() == "" {
-		problems = append(problems, "no policy is loaded")
-	} else if nl, ok := p.(*policy.NotLoaded); ok {
-		// fail closed: it denies every call, so a load balancer had better
-		// send them elsewhere
-		problems = append(problems, nl.Problem()+"; every call is denied until it loads")
-		out["policy_version"] = nl.Hash
-	} else {
-		out["policy_version"] = p.Version()
-	}
-	n := len(s.core.Gate.Tools().All())
-	out["tools"] = n
-	if n == 0 {
-		problems = append(problems, "no tools are loaded")
-	}
-	out["text_search_indexed"] = s.core.Store.TextIndexed()
-	if len(problems) > 0 {
-		out["status"], out["problems"] = "not ready", problems
-		return c.JSON(http.StatusServiceUnavailable, out)
-	}
-	out["status"] = "ready"
-	return c.JSON(http.StatusOK, out)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/backoffice"
 )
 
 // A real OpenID Provider for the tests: npm's oidc-provider (OpenID
@@ -106,7 +107,7 @@ func (p *provider) setGroups(t *testing.T, user string, groups ...string) {
 func ssoApp(t *testing.T, env ...string) (*app, *provider) {
 	t.Helper()
 	port := freePort(t)
-	sso := &web.SSOConfig{Issuer: fmt.Sprintf("http://127.0.0.1:%d", port), ClientID: "countersign", ClientSecret: "op-secret-1", Name: "Corp",
+	sso := &backoffice.SSOConfig{Issuer: fmt.Sprintf("http://127.0.0.1:%d", port), ClientID: "countersign", ClientSecret: "op-secret-1", Name: "Corp",
 		Groups: []accounts.GroupRole{{Group: "cs-admins", Role: models.Admin}, {Group: "cs-supervisors", Role: models.Supervisor}, {Group: "cs-approvers", Role: models.Approver}}}
 	a := newAppWith(t, func(c *web.Config) { c.SSO = sso })
 	sso.RedirectURL = a.srv.URL + "/login/oidc/callback"

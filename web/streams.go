@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/countersign/countersign/web/doorkit"
 	"github.com/labstack/echo/v4"
 )
 
@@ -68,6 +67,3 @@ func (s *Server) limitStreams(next echo.HandlerFunc) echo.HandlerFunc {
 		return next(c)
 	}
 }
-
-// allowLongWrite gives a download more time than an ordinary response.
-func allowLongWrite(c echo.Context) { doorkit.LongWrite(c) }

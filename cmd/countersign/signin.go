@@ -7,7 +7,7 @@ import (
 
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/views"
-	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/backoffice"
 )
 
 // signInConfig is how staff sign in: passwords, and the company's OpenID
@@ -34,7 +34,7 @@ func (cfg *config) signInFlags(fs *flag.FlagSet) {
 }
 
 // ssoConfig checks the sign-in flags and gives web's configuration.
-func (cfg *config) ssoConfig(public string) (*web.SSOConfig, bool, error) {
+func (cfg *config) ssoConfig(public string) (*backoffice.SSOConfig, bool, error) {
 	s := cfg.SignIn
 	noPasswords := false
 	switch strings.ToLower(s.Passwords) {
@@ -59,7 +59,7 @@ func (cfg *config) ssoConfig(public string) (*web.SSOConfig, bool, error) {
 	if s.ClientID == "" || s.ClientSecret == "" {
 		return nil, false, fmt.Errorf("--oidc-issuer needs --oidc-client-id and --oidc-client-secret (or COUNTERSIGN_OIDC_CLIENT_SECRET)")
 	}
-	out := &web.SSOConfig{Issuer: strings.TrimRight(s.Issuer, "/"), ClientID: s.ClientID, ClientSecret: s.ClientSecret, Name: s.Name,
+	out := &backoffice.SSOConfig{Issuer: strings.TrimRight(s.Issuer, "/"), ClientID: s.ClientID, ClientSecret: s.ClientSecret, Name: s.Name,
 		GroupsClaim: s.GroupsClaim, RedirectURL: public + views.PathLoginOIDCCallback}
 	for _, g := range s.Groups {
 		m, err := accounts.ParseGroupRole(g)

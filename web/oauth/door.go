@@ -25,9 +25,6 @@ type DoorOptions struct {
 	PublicURL string
 	// Documents fetches clients' metadata documents (Config.Documents).
 	Documents *http.Client
-	// StaffName names the person who authorized a client, for the record
-	// of each call it makes.
-	StaffName func(ctx context.Context, staffID string) string
 }
 
 // Door is the OAuth door of /mcp: the authorization server's paths and
@@ -161,8 +158,17 @@ func (d *Door) RequireAgent(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Response().Header().Set("WWW-Authenticate", srv.Challenge(r, err.Error()))
 			return fault.Errorf(fault.Unauthorized, "this token is not accepted: %s", err.Error())
 		}
-		via := "OAuth client " + tools.Truncate(access.Client.Name, 60) + ", authorized by " + d.opts.StaffName(r.Context(), access.Client.AuthorizedBy)
+		via := "OAuth client " + tools.Truncate(access.Client.Name, 60) + ", authorized by " + d.staffName(r.Context(), access.Client.AuthorizedBy)
 		c.SetRequest(r.WithContext(gate.WithVia(r.Context(), via)))
 		return next(doorkit.WithAgent(c, ag))
 	}
+}
+
+// staffName names the person who authorized a client, for the record of
+// each call it makes.
+func (d *Door) staffName(ctx context.Context, id string) string {
+	if st, err := d.kit.Core.Store.StaffByID(ctx, id); err == nil {
+		return st.Name + " (staff:" + id + ")"
+	}
+	return "staff:" + id
 }

@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"bytes"
@@ -82,7 +82,7 @@ func clip(s string, n int) string {
 	return s
 }
 
-func (s *Server) queueView(ctx context.Context, qq queueQuery) (views.QueueView, error) {
+func (s *Office) queueView(ctx context.Context, qq queueQuery) (views.QueueView, error) {
 	st := s.core.Store
 	v := views.QueueView{Filter: qq.form, Filtered: qq.form != views.QueueFilter{}, Error: qq.err, Query: qq.values(qq.page).Encode()}
 	byTool, err := st.PendingActionsByTool(ctx)
@@ -132,7 +132,7 @@ func (s *Server) queueView(ctx context.Context, qq queueQuery) (views.QueueView,
 }
 
 // summary is what a call asks for, in words (the tool's summary).
-func (s *Server) summary(tool, args string) string {
+func (s *Office) summary(tool, args string) string {
 	if t, ok := s.core.Gate.Tools().Get(tool); ok {
 		return t.Summarize(args)
 	}
@@ -141,7 +141,7 @@ func (s *Server) summary(tool, args string) string {
 
 // ruleDescription is what a rule of the policy in force says of itself
 // ("" for a rule it does not have, or a Go policy).
-func (s *Server) ruleDescription(rule string) string {
+func (s *Office) ruleDescription(rule string) string {
 	if fp, ok := s.core.Gate.Policy().(*policy.FilePolicy); ok {
 		return fp.Describe(rule)
 	}
@@ -152,7 +152,7 @@ func (s *Server) ruleDescription(rule string) string {
 // policy version that held it, and, when another version is in force now,
 // a word that says so: a waiting action shows the words it was held by,
 // not a later version's.
-func (s *Server) heldUnder(ctx context.Context, call *models.ToolCall) (description, note string) {
+func (s *Office) heldUnder(ctx context.Context, call *models.ToolCall) (description, note string) {
 	now := s.core.Gate.Policy().Version()
 	if call.PolicyVersion == "" || call.PolicyVersion == now {
 		return s.ruleDescription(call.Rule), ""
@@ -167,7 +167,7 @@ func (s *Server) heldUnder(ctx context.Context, call *models.ToolCall) (descript
 // policyOf is a kept policy version, loaded against the tools in force
 // (nil when it is not kept or no longer loads); versions never change, so
 // each is loaded once.
-func (s *Server) policyOf(ctx context.Context, hash string) *policy.FilePolicy {
+func (s *Office) policyOf(ctx context.Context, hash string) *policy.FilePolicy {
 	if p, ok := s.oldPolicies.Load(hash); ok {
 		fp, _ := p.(*policy.FilePolicy)
 		return fp
@@ -185,7 +185,7 @@ func (s *Server) policyOf(ctx context.Context, hash string) *policy.FilePolicy {
 // callSummary is summary for a recorded call: one whose arguments were
 // refused (an invalid call keeps none) is named by its tool and why, not as
 // a phrase with its blanks unfilled.
-func (s *Server) callSummary(c *models.ToolCall) string {
+func (s *Office) callSummary(c *models.ToolCall) string {
 	if c.Args == "" && c.Status == models.CallInvalid {
 		why := strings.TrimSuffix(tools.Truncate(c.Error, 120), ".")
 		if why == "" {
@@ -197,7 +197,7 @@ func (s *Server) callSummary(c *models.ToolCall) string {
 }
 
 // amount shows the sum of money a call is about, when its tool has one.
-func (s *Server) amount(tool, args string) string {
+func (s *Office) amount(tool, args string) string {
 	if t, ok := s.core.Gate.Tools().Get(tool); ok {
 		if c, ok := t.AmountOf(args); ok {
 			return c.String()
@@ -206,7 +206,7 @@ func (s *Server) amount(tool, args string) string {
 	return ""
 }
 
-func (s *Server) renderQueueBody(ctx context.Context, qq queueQuery) ([]byte, error) {
+func (s *Office) renderQueueBody(ctx context.Context, qq queueQuery) ([]byte, error) {
 	v, err := s.queueView(ctx, qq)
 	if err != nil {
 		return nil, err
@@ -219,11 +219,11 @@ func (s *Server) renderQueueBody(ctx context.Context, qq queueQuery) ([]byte, er
 }
 
 // renderQueueRows renders the shared view once for every open queue stream.
-func (s *Server) renderQueueRows(ctx context.Context) ([]byte, error) {
+func (s *Office) renderQueueRows(ctx context.Context) ([]byte, error) {
 	return s.renderQueueBody(ctx, parseQueueQuery(nil))
 }
 
-func (s *Server) queuePage(c echo.Context) error {
+func (s *Office) queuePage(c echo.Context) error {
 	v, err := s.queueView(c.Request().Context(), parseQueueQuery(c.QueryParams()))
 	if err != nil {
 		return err
@@ -235,7 +235,7 @@ func (s *Server) queuePage(c echo.Context) error {
 //
 // The first page with no filter is rendered once for every stream; a
 // filtered or later page renders its own view when the queue changes.
-func (s *Server) queueEvents(c echo.Context) error {
+func (s *Office) queueEvents(c echo.Context) error {
 	ch, stop := s.changes.queue.SubscribeQueue()
 	defer stop()
 	qq := parseQueueQuery(c.QueryParams())

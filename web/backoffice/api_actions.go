@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 )
 
 // requireStaffToken authenticates the staff API with a bearer token.
-func (s *Server) requireStaffToken(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Office) requireStaffToken(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		token, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
 		if !ok || strings.TrimSpace(token) == "" {
@@ -92,7 +92,7 @@ func toActionJSON(c *models.ToolCall, approvals []models.Approval, disabled map[
 }
 
 // apiActions lists actions: GET /api/v1/actions?status=pending.
-func (s *Server) apiActions(c echo.Context) error {
+func (s *Office) apiActions(c echo.Context) error {
 	status := models.CallStatus(c.QueryParam("status"))
 	if status == "" {
 		status = models.CallPending
@@ -120,7 +120,7 @@ func (s *Server) apiActions(c echo.Context) error {
 }
 
 // approvals are an action's approvals, with the approvers disabled since.
-func (s *Server) approvals(c echo.Context, id string) ([]models.Approval, map[string]bool, error) {
+func (s *Office) approvals(c echo.Context, id string) ([]models.Approval, map[string]bool, error) {
 	approvals, err := s.core.Store.Approvals(c.Request().Context(), id)
 	if err != nil {
 		return nil, nil, err
@@ -129,7 +129,7 @@ func (s *Server) approvals(c echo.Context, id string) ([]models.Approval, map[st
 	return approvals, disabled, err
 }
 
-func (s *Server) apiAction(c echo.Context) error {
+func (s *Office) apiAction(c echo.Context) error {
 	a, err := s.loadActionJSON(c, c.Param("id"))
 	if err != nil {
 		return err
@@ -137,7 +137,7 @@ func (s *Server) apiAction(c echo.Context) error {
 	return c.JSON(http.StatusOK, a)
 }
 
-func (s *Server) loadActionJSON(c echo.Context, id string) (actionJSON, error) {
+func (s *Office) loadActionJSON(c echo.Context, id string) (actionJSON, error) {
 	call, err := s.core.Store.ToolCall(c.Request().Context(), id)
 	if err != nil || call.Decision != string(policy.NeedsApproval) {
 		return actionJSON{}, fault.Errorf(fault.NotFound, "action %s was not found", tools.Truncate(id, 64))
@@ -159,10 +159,10 @@ type apiApproveRequest struct {
 	Grant *apiGrantRequest `json:"grant"`
 }
 
-func (s *Server) apiApprove(c echo.Context) error {
+func (s *Office) apiApprove(c echo.Context) error {
 	var req apiApproveRequest
 	if c.Request().ContentLength != 0 {
-		if err := decodeJSON(c, &req); err != nil {
+		if err := s.kit.Decode(c, &req); err != nil {
 			return err
 		}
 	}
@@ -206,9 +206,9 @@ type apiRejectRequest struct {
 	Reason string `json:"reason"`
 }
 
-func (s *Server) apiReject(c echo.Context) error {
+func (s *Office) apiReject(c echo.Context) error {
 	var req apiRejectRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := s.kit.Decode(c, &req); err != nil {
 		return err
 	}
 	if err := s.core.Gate.Reject(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor(), req.Reason); err != nil {
@@ -222,7 +222,7 @@ func (s *Server) apiReject(c echo.Context) error {
 }
 
 // apiRequireRole checks the token's role on the staff API.
-func (s *Server) apiRequireRole(may func(models.StaffRole) bool) echo.MiddlewareFunc {
+func (s *Office) apiRequireRole(may func(models.StaffRole) bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			sc := currentStaff(c)

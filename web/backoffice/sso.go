@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"cmp"
@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/agent/accounts"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // Single sign-on with the company's OpenID Provider: the authorization
@@ -68,7 +69,7 @@ type sso struct {
 	rp  rp.RelyingParty
 }
 
-func (s *Server) relyingParty(ctx context.Context, overTLS bool) (rp.RelyingParty, error) {
+func (s *Office) relyingParty(ctx context.Context, overTLS bool) (rp.RelyingParty, error) {
 	o := s.sso
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -109,10 +110,10 @@ func (s *Server) relyingParty(ctx context.Context, overTLS bool) (rp.RelyingPart
 
 // ssoStart is GET /login/oidc: off to the provider, with a fresh state
 // that also carries where to go after.
-func (s *Server) ssoStart(c echo.Context) error {
-	party, err := s.relyingParty(c.Request().Context(), s.overTLS(c.Request()))
+func (s *Office) ssoStart(c echo.Context) error {
+	party, err := s.relyingParty(c.Request().Context(), s.kit.OverTLS(c.Request()))
 	if err != nil {
-		return s.loginFailed(c.Response(), c.Request(), statusForCode(fault.CodeOf(err)), fault.Message(err))
+		return s.loginFailed(c.Response(), c.Request(), doorkit.HTTPStatus(fault.CodeOf(err)), fault.Message(err))
 	}
 	next := safeNext(c.QueryParam("next"))
 	state := func() string {
@@ -127,10 +128,10 @@ func (s *Server) ssoStart(c echo.Context) error {
 // ssoCallback is GET /login/oidc/callback: the code is exchanged (with the
 // PKCE verifier), the ID token verified, the person signed in with the
 // role their groups give.
-func (s *Server) ssoCallback(c echo.Context) error {
-	party, err := s.relyingParty(c.Request().Context(), s.overTLS(c.Request()))
+func (s *Office) ssoCallback(c echo.Context) error {
+	party, err := s.relyingParty(c.Request().Context(), s.kit.OverTLS(c.Request()))
 	if err != nil {
-		return s.loginFailed(c.Response(), c.Request(), statusForCode(fault.CodeOf(err)), fault.Message(err))
+		return s.loginFailed(c.Response(), c.Request(), doorkit.HTTPStatus(fault.CodeOf(err)), fault.Message(err))
 	}
 	rp.CodeExchangeHandler(func(w http.ResponseWriter, r *http.Request, tokens *oidc.Tokens[*oidc.IDTokenClaims], state string, _ rp.RelyingParty) {
 		s.ssoSignIn(c, tokens.IDTokenClaims, state)
@@ -138,7 +139,7 @@ func (s *Server) ssoCallback(c echo.Context) error {
 	return nil
 }
 
-func (s *Server) ssoSignIn(c echo.Context, claims *oidc.IDTokenClaims, state string) {
+func (s *Office) ssoSignIn(c echo.Context, claims *oidc.IDTokenClaims, state string) {
 	w, r := c.Response(), c.Request()
 	id := accounts.Identity{Issuer: claims.Issuer, Subject: claims.Subject, Email: claims.Email, EmailVerified: bool(claims.EmailVerified),
 		Name: claims.Name, Groups: claimStrings(claims.Claims[s.sso.cfg.GroupsClaim])}
@@ -153,7 +154,7 @@ func (s *Server) ssoSignIn(c echo.Context, claims *oidc.IDTokenClaims, state str
 	st, err := s.core.Accounts.SSOSignIn(r.Context(), id, mapping)
 	if err != nil {
 		s.cfg.Log.Warn("single sign-on refused", "subject_hash", shortHash(id.Issuer+" "+id.Subject), "err", fault.Message(err))
-		_ = s.loginFailed(w, r, statusForCode(fault.CodeOf(err)), fault.Message(err))
+		_ = s.loginFailed(w, r, doorkit.HTTPStatus(fault.CodeOf(err)), fault.Message(err))
 		return
 	}
 	if err := s.signIn(c, st); err != nil {
@@ -193,7 +194,7 @@ func shortHash(s string) string {
 
 // ssoProviderError is the provider answering with an error (the person
 // cancelled, say).
-func (s *Server) ssoProviderError(w http.ResponseWriter, r *http.Request, errorType, description, _ string) {
+func (s *Office) ssoProviderError(w http.ResponseWriter, r *http.Request, errorType, description, _ string) {
 	msg := "The identity provider did not sign you in"
 	if description != "" {
 		msg += ": " + description
@@ -206,7 +207,7 @@ func (s *Server) ssoProviderError(w http.ResponseWriter, r *http.Request, errorT
 // ssoRefused is a callback that does not check out: no state cookie (a
 // replayed or foreign callback), a code the provider refused, an ID token
 // for another audience, expired, or not signed by the provider.
-func (s *Server) ssoRefused(w http.ResponseWriter, r *http.Request, description, _ string) {
+func (s *Office) ssoRefused(w http.ResponseWriter, r *http.Request, description, _ string) {
 	s.cfg.Log.Warn("single sign-on callback refused", "why", description)
 	if _, err := r.Cookie("state"); errors.Is(err, http.ErrNoCookie) {
 		_ = s.loginFailed(w, r, http.StatusUnauthorized, fmt.Sprintf("No sign-in through the identity provider was started at this address (%s) in this browser in the last 10 minutes, "+
@@ -236,7 +237,7 @@ func ssoWhy(description string) string {
 }
 
 // loginFailed shows the sign-in page with what went wrong.
-func (s *Server) loginFailed(w http.ResponseWriter, r *http.Request, status int, msg string) error {
+func (s *Office) loginFailed(w http.ResponseWriter, r *http.Request, status int, msg string) error {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
@@ -244,7 +245,7 @@ func (s *Server) loginFailed(w http.ResponseWriter, r *http.Request, status int,
 }
 
 // loginView is the sign-in page as this server offers it.
-func (s *Server) loginView(next, msg string) views.LoginView {
+func (s *Office) loginView(next, msg string) views.LoginView {
 	v := views.LoginView{Next: next, Error: msg, Passwords: !s.cfg.NoPasswordSignIn}
 	if s.sso != nil {
 		v.SSOLabel, v.SSOPath = s.sso.cfg.Label(), s.sso.cfg.origin()+views.PathLoginOIDC

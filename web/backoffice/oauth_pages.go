@@ -1,7 +1,6 @@
-package web
+package backoffice
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -13,16 +12,17 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 	"github.com/countersign/countersign/web/oauth"
 )
 
 // oauthServer is the authorization server of /mcp (web/oauth's door).
-func (s *Server) oauthServer(c echo.Context) (*oauth.Server, error) {
+func (s *Office) oauthServer(c echo.Context) (*oauth.Server, error) {
 	return s.oauth.Server(c.Request().Context())
 }
 
 // oauthConsentPage shows an admin what asks for access.
-func (s *Server) oauthConsentPage(c echo.Context) error {
+func (s *Office) oauthConsentPage(c echo.Context) error {
 	srv, err := s.oauthServer(c)
 	if err != nil {
 		return err
@@ -58,7 +58,7 @@ func allowRedirect(c echo.Context, redirect string) {
 	c.Response().Header().Set("Content-Security-Policy", backOfficeCSP(source))
 }
 
-func (s *Server) consentView(c echo.Context, p *oauth.Pending) (views.OAuthConsentView, error) {
+func (s *Office) consentView(c echo.Context, p *oauth.Pending) (views.OAuthConsentView, error) {
 	v := views.OAuthConsentView{RequestID: p.RequestID, ClientID: p.ClientID, ClientName: p.ClientName, ClientURI: p.ClientURI,
 		RedirectURI: p.RedirectURI, NewName: agentNameFor(p.ClientName)}
 	agents, err := s.core.Store.Agents(c.Request().Context())
@@ -99,7 +99,7 @@ func agentNameFor(client string) string {
 
 // oauthConsent is the admin's answer: authorize the client as a new or an
 // existing outside agent (audited as theirs), or deny it.
-func (s *Server) oauthConsent(c echo.Context) error {
+func (s *Office) oauthConsent(c echo.Context) error {
 	srv, err := s.oauthServer(c)
 	if err != nil {
 		return err
@@ -139,7 +139,7 @@ func (s *Server) oauthConsent(c echo.Context) error {
 		}
 		v.Error, v.NewName = sentence(fault.Message(err)), c.FormValue("name")
 		allowRedirect(c, p.RedirectURI)
-		return render(c, statusForCode(fault.CodeOf(err)), views.OAuthConsent(v))
+		return render(c, doorkit.HTTPStatus(fault.CodeOf(err)), views.OAuthConsent(v))
 	}
 	to, err := srv.Approve(ctx, r, id, actor, ag.ID)
 	if err != nil {
@@ -149,7 +149,7 @@ func (s *Server) oauthConsent(c echo.Context) error {
 }
 
 // oauthClientRevoke ends an authorized client and its tokens at once.
-func (s *Server) oauthClientRevoke(c echo.Context) error {
+func (s *Office) oauthClientRevoke(c echo.Context) error {
 	err := s.core.Store.RevokeOAuthClient(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor())
 	if errors.Is(err, models.ErrNotFound) {
 		return fault.Errorf(fault.NotFound, "no such client, or it was already revoked")
@@ -162,7 +162,7 @@ func (s *Server) oauthClientRevoke(c echo.Context) error {
 
 // oauthClientRows is the authorized MCP clients, with the agent each acts
 // as and the admin who authorized it.
-func (s *Server) oauthClientRows(c echo.Context, agents []models.Agent, staff []models.Staff) ([]views.OAuthClientRow, error) {
+func (s *Office) oauthClientRows(c echo.Context, agents []models.Agent, staff []models.Staff) ([]views.OAuthClientRow, error) {
 	clients, err := s.core.Store.OAuthClients(c.Request().Context())
 	if err != nil {
 		return nil, err
@@ -190,12 +190,4 @@ func (s *Server) oauthClientRows(c echo.Context, agents []models.Agent, staff []
 		rows = append(rows, row)
 	}
 	return rows, nil
-}
-
-// staffName is a staff member's name and id, for the audit log.
-func (s *Server) staffName(ctx context.Context, id string) string {
-	if st, err := s.core.Store.StaffByID(ctx, id); err == nil {
-		return st.Name + " (staff:" + id + ")"
-	}
-	return "staff:" + id
 }

@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"context"
@@ -123,7 +123,7 @@ func toolChanged(reg *tools.Registry, call *models.ToolCall) string {
 // actionView is the action page's view model: the call and its
 // conversation, its approvals, what the tool says of it, and what is
 // around it (the customer's recent calls, the next action waiting).
-func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *models.ToolCall, error) {
+func (s *Office) actionView(c echo.Context, id string) (views.ActionView, *models.ToolCall, error) {
 	ctx := c.Request().Context()
 	call, err := s.core.Store.ToolCall(ctx, id)
 	if err != nil {
@@ -148,7 +148,7 @@ func (s *Server) actionView(c echo.Context, id string) (views.ActionView, *model
 }
 
 // actionBase is the call as recorded, in its conversation.
-func (s *Server) actionBase(c echo.Context, call *models.ToolCall, run *models.Run) (views.ActionView, error) {
+func (s *Office) actionBase(c echo.Context, call *models.ToolCall, run *models.Run) (views.ActionView, error) {
 	ctx := c.Request().Context()
 	turns, err := s.core.Store.Turns(ctx, call.RunID, 0)
 	if err != nil {
@@ -201,7 +201,7 @@ func (s *Server) actionBase(c echo.Context, call *models.ToolCall, run *models.R
 
 // actionApprovals lists the approvals and counts those that still count
 // (gate.Counts, the gate's own rule), with the page's flash after one.
-func (s *Server) actionApprovals(c echo.Context, call *models.ToolCall, v *views.ActionView) error {
+func (s *Office) actionApprovals(c echo.Context, call *models.ToolCall, v *views.ActionView) error {
 	approvals, disabled, err := s.approvals(c, call.ID)
 	if err != nil {
 		return err
@@ -237,7 +237,7 @@ func (s *Server) actionApprovals(c echo.Context, call *models.ToolCall, v *views
 // edit, its summary and, while it waits, the facts an approver reviews,
 // looked up for this view and kept (models.Review) when the viewer may
 // decide, so that their decision keeps what they saw.
-func (s *Server) actionTool(c echo.Context, call *models.ToolCall, run *models.Run, v *views.ActionView) {
+func (s *Office) actionTool(c echo.Context, call *models.ToolCall, run *models.Run, v *views.ActionView) {
 	ctx := c.Request().Context()
 	tool, ok := s.core.Gate.Tools().Get(call.Tool)
 	if !ok {
@@ -274,7 +274,7 @@ func (s *Server) actionTool(c echo.Context, call *models.ToolCall, run *models.R
 
 // actionAround is the customer's recent calls and, once this one needs
 // nothing more of the viewer, the next action waiting.
-func (s *Server) actionAround(ctx context.Context, call *models.ToolCall, v *views.ActionView) error {
+func (s *Office) actionAround(ctx context.Context, call *models.ToolCall, v *views.ActionView) error {
 	recent, err := s.core.Store.RecentCustomerCalls(ctx, call.CustomerID, call.ID, 5)
 	if err != nil {
 		return err
@@ -325,7 +325,7 @@ func editDecision(events []models.AuditEvent) string {
 
 // outsideContext is what stands in for the conversation when an outside
 // agent asked: who, how, and what else it asked in the session.
-func (s *Server) outsideContext(call *models.ToolCall, run *models.Run, calls []models.ToolCall, v *views.ActionView) {
+func (s *Office) outsideContext(call *models.ToolCall, run *models.Run, calls []models.ToolCall, v *views.ActionView) {
 	v.Agent, v.Session, v.AgentVia = strings.TrimPrefix(run.Channel, "agent:"), run.Session, agentVia(run.Session)
 	for i := len(calls) - 1; i >= 0 && len(v.SessionCalls) < 10; i-- {
 		if o := &calls[i]; o.ID != call.ID {
@@ -342,7 +342,7 @@ func agentVia(session string) string {
 	return "over the gate API"
 }
 
-func (s *Server) actionPage(c echo.Context) error {
+func (s *Office) actionPage(c echo.Context) error {
 	v, _, err := s.actionView(c, c.Param("id"))
 	if err != nil {
 		return err

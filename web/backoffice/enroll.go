@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"net"
@@ -11,6 +11,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // An enrollment link (agent/accounts/enroll.go): its owner sets their own
@@ -27,16 +28,16 @@ func noStore(c echo.Context) {
 	c.Response().Header().Set("Cache-Control", "no-store")
 }
 
-func (s *Server) enrollPage(c echo.Context) error {
+func (s *Office) enrollPage(c echo.Context) error {
 	noStore(c)
 	e, st, err := s.core.Accounts.Enrollment(c.Request().Context(), c.Param("token"))
 	if err != nil {
-		return render(c, statusForCode(fault.CodeOf(err)), views.Enroll(views.EnrollView{Error: fault.Message(err), Dead: true}))
+		return render(c, doorkit.HTTPStatus(fault.CodeOf(err)), views.Enroll(views.EnrollView{Error: fault.Message(err), Dead: true}))
 	}
 	return render(c, http.StatusOK, views.Enroll(s.enrollView(c, e, st)))
 }
 
-func (s *Server) enrollView(c echo.Context, e *models.Enrollment, st *models.Staff) views.EnrollView {
+func (s *Office) enrollView(c echo.Context, e *models.Enrollment, st *models.Staff) views.EnrollView {
 	path := accounts.EnrollPath(c.Param("token"))
 	return views.EnrollView{Action: path, Name: st.Name, Email: st.Email, Role: string(st.Role),
 		Reset: e.Purpose == "reset", Expires: clock(e.ExpiresAt), MinLength: accounts.MinPasswordLength,
@@ -54,7 +55,7 @@ func atIPAddress(host string) bool {
 }
 
 // enrollPasskeyBegin starts registering a passkey through the link.
-func (s *Server) enrollPasskeyBegin(c echo.Context) error {
+func (s *Office) enrollPasskeyBegin(c echo.Context) error {
 	noStore(c)
 	if err := s.sameOrigin(c); err != nil {
 		return ceremonyJSON(c, nil, "", err)
@@ -64,7 +65,7 @@ func (s *Server) enrollPasskeyBegin(c echo.Context) error {
 }
 
 // enrollPasskey spends the link on the passkey, and signs the person in.
-func (s *Server) enrollPasskey(c echo.Context) error {
+func (s *Office) enrollPasskey(c echo.Context) error {
 	noStore(c)
 	if err := s.sameOrigin(c); err != nil {
 		return err
@@ -74,20 +75,20 @@ func (s *Server) enrollPasskey(c echo.Context) error {
 		if fault.CodeOf(err) == fault.Internal {
 			return err
 		}
-		return render(c, statusForCode(fault.CodeOf(err)), views.Enroll(views.EnrollView{Error: fault.Message(err), Dead: true}))
+		return render(c, doorkit.HTTPStatus(fault.CodeOf(err)), views.Enroll(views.EnrollView{Error: fault.Message(err), Dead: true}))
 	}
 	return s.enrolled(c, st)
 }
 
 // enrolled starts the session of a person who just enrolled.
-func (s *Server) enrolled(c echo.Context, st *models.Staff) error {
+func (s *Office) enrolled(c echo.Context, st *models.Staff) error {
 	if err := s.signIn(c, st); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, views.PathQueue)
 }
 
-func (s *Server) enroll(c echo.Context) error {
+func (s *Office) enroll(c echo.Context) error {
 	noStore(c)
 	// No session yet, so no CSRF token: the link's secret is in the path,
 	// and a post from another site is refused by its origin, as at sign-in.
@@ -113,14 +114,14 @@ func (s *Server) enroll(c echo.Context) error {
 		if fault.CodeOf(err) == fault.Internal {
 			return err
 		}
-		return render(c, statusForCode(fault.CodeOf(err)), views.Enroll(views.EnrollView{Error: fault.Message(err), Dead: true}))
+		return render(c, doorkit.HTTPStatus(fault.CodeOf(err)), views.Enroll(views.EnrollView{Error: fault.Message(err), Dead: true}))
 	}
 	return s.enrolled(c, st)
 }
 
 // personPage is how an account came to be able to sign: for everyone who
 // reads the audit, one click from every approval.
-func (s *Server) personPage(c echo.Context) error {
+func (s *Office) personPage(c echo.Context) error {
 	l, err := s.core.Accounts.LineageOf(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"net/http"
@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // Changes of who may sign, on /staff and the staff API: one admin
@@ -17,7 +18,7 @@ import (
 // holds a password or an enrollment link.
 
 // staffFail shows /staff again with what went wrong.
-func (s *Server) staffFail(c echo.Context, err error, keep func(*views.StaffView)) error {
+func (s *Office) staffFail(c echo.Context, err error, keep func(*views.StaffView)) error {
 	if fault.CodeOf(err) == fault.Internal {
 		return err
 	}
@@ -29,7 +30,7 @@ func (s *Server) staffFail(c echo.Context, err error, keep func(*views.StaffView
 	if keep != nil {
 		keep(&v)
 	}
-	return render(c, statusForCode(fault.CodeOf(err)), views.StaffPage(v))
+	return render(c, doorkit.HTTPStatus(fault.CodeOf(err)), views.StaffPage(v))
 }
 
 // proposed redirects to /staff saying what became of a change.
@@ -41,7 +42,7 @@ func proposed(c echo.Context, ch *models.StaffChange) error {
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done="+done))
 }
 
-func (s *Server) staffAdd(c echo.Context) error {
+func (s *Office) staffAdd(c echo.Context) error {
 	ch, err := s.core.Accounts.Propose(c.Request().Context(), accounts.ChangeRequest{Kind: models.ChangeAdd, Email: c.FormValue("email"),
 		Name: c.FormValue("name"), Role: models.StaffRole(c.FormValue("role"))}, currentStaff(c).staff.Actor())
 	if err != nil {
@@ -53,7 +54,7 @@ func (s *Server) staffAdd(c echo.Context) error {
 }
 
 // accountEmail is the email of the account in the path.
-func (s *Server) accountEmail(c echo.Context) (string, error) {
+func (s *Office) accountEmail(c echo.Context) (string, error) {
 	st, err := s.core.Store.StaffByID(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return "", fault.Errorf(fault.NotFound, "no such account")
@@ -61,7 +62,7 @@ func (s *Server) accountEmail(c echo.Context) (string, error) {
 	return st.Email, nil
 }
 
-func (s *Server) staffRole(c echo.Context) error {
+func (s *Office) staffRole(c echo.Context) error {
 	email, err := s.accountEmail(c)
 	if err != nil {
 		return err
@@ -74,7 +75,7 @@ func (s *Server) staffRole(c echo.Context) error {
 	return proposed(c, ch)
 }
 
-func (s *Server) staffReset(c echo.Context) error {
+func (s *Office) staffReset(c echo.Context) error {
 	email, err := s.accountEmail(c)
 	if err != nil {
 		return err
@@ -87,7 +88,7 @@ func (s *Server) staffReset(c echo.Context) error {
 }
 
 // staffDisabled disables at once; enabling again is proposed.
-func (s *Server) staffDisabled(c echo.Context) error {
+func (s *Office) staffDisabled(c echo.Context) error {
 	if !strings.EqualFold(c.FormValue("disabled"), "true") {
 		email, err := s.accountEmail(c)
 		if err != nil {
@@ -105,7 +106,7 @@ func (s *Server) staffDisabled(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=disabled"))
 }
 
-func (s *Server) staffChangeDecide(approve bool) echo.HandlerFunc {
+func (s *Office) staffChangeDecide(approve bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx, by := c.Request().Context(), currentStaff(c).staff.Actor()
 		var ch *models.StaffChange
@@ -142,7 +143,7 @@ type staffChangeRequest struct {
 	Groups []string `json:"groups"`
 }
 
-func (s *Server) apiStaffChanges(c echo.Context) error {
+func (s *Office) apiStaffChanges(c echo.Context) error {
 	if !mayAdmin(currentStaff(c).staff.Role) {
 		return fault.Errorf(fault.Forbidden, "only an admin's token reads staff changes")
 	}
@@ -157,9 +158,9 @@ func (s *Server) apiStaffChanges(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"changes": out})
 }
 
-func (s *Server) apiStaffChangePropose(c echo.Context) error {
+func (s *Office) apiStaffChangePropose(c echo.Context) error {
 	var req staffChangeRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := s.kit.Decode(c, &req); err != nil {
 		return err
 	}
 	ch, err := s.core.Accounts.Propose(c.Request().Context(), accounts.ChangeRequest{Kind: models.StaffChangeKind(req.Kind), Email: req.Email,
@@ -178,7 +179,7 @@ type staffRejectRequest struct {
 	Reason string `json:"reason"`
 }
 
-func (s *Server) apiStaffChangeDecide(approve bool) echo.HandlerFunc {
+func (s *Office) apiStaffChangeDecide(approve bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx, by := c.Request().Context(), currentStaff(c).staff.Actor()
 		var err error
@@ -187,7 +188,7 @@ func (s *Server) apiStaffChangeDecide(approve bool) echo.HandlerFunc {
 		} else {
 			var req staffRejectRequest
 			if c.Request().ContentLength != 0 {
-				if err := decodeJSON(c, &req); err != nil {
+				if err := s.kit.Decode(c, &req); err != nil {
 					return err
 				}
 			}
@@ -206,7 +207,7 @@ func (s *Server) apiStaffChangeDecide(approve bool) echo.HandlerFunc {
 
 // staffChangesInto fills /staff's changes: the waiting ones, with whether
 // the admin looking may sign each, and the latest decided.
-func (s *Server) staffChangesInto(c echo.Context, v *views.StaffView) error {
+func (s *Office) staffChangesInto(c echo.Context, v *views.StaffView) error {
 	ctx := c.Request().Context()
 	chs, sigs, err := s.core.Accounts.Changes(ctx)
 	if err != nil {
@@ -259,7 +260,7 @@ func (s *Server) staffChangesInto(c echo.Context, v *views.StaffView) error {
 }
 
 // changeDecision is what approving a staff change signs.
-func (s *Server) changeDecision(c echo.Context) (accounts.Decision, error) {
+func (s *Office) changeDecision(c echo.Context) (accounts.Decision, error) {
 	ch, err := s.core.Store.StaffChange(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return accounts.Decision{}, fault.Errorf(fault.NotFound, "no such staff change")
@@ -278,7 +279,7 @@ func whatChange(ch *models.StaffChange) string {
 
 // staffGroups is POST /staff/groups: propose a new single sign-on group
 // mapping, one GROUP=ROLE a line.
-func (s *Server) staffGroups(c echo.Context) error {
+func (s *Office) staffGroups(c echo.Context) error {
 	ch, err := s.core.Accounts.Propose(c.Request().Context(), accounts.ChangeRequest{Kind: models.ChangeGroups,
 		Groups: []string{c.FormValue("groups")}}, currentStaff(c).staff.Actor())
 	if err != nil {

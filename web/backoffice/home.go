@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"net/http"
@@ -9,7 +9,7 @@ import (
 )
 
 // home sends staff to their queue and shows everyone else where to go.
-func (s *Server) home(c echo.Context) error {
+func (s *Office) home(c echo.Context) error {
 	if currentStaff(c) != nil {
 		return c.Redirect(http.StatusSeeOther, views.PathQueue)
 	}

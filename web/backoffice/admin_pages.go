@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"context"
@@ -15,9 +15,10 @@ import (
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
-func (s *Server) policyPage(c echo.Context) error {
+func (s *Office) policyPage(c echo.Context) error {
 	return render(c, http.StatusOK, views.Policy(s.policyView(c)))
 }
 
@@ -27,7 +28,7 @@ const maxCandidatePolicy = 256 << 10
 // policyReplay is POST /policy/replay (admins): the candidate policy decides
 // again the calls recorded over the period asked for, and the page shows
 // what would change. Nothing is changed.
-func (s *Server) policyReplay(c echo.Context) error {
+func (s *Office) policyReplay(c echo.Context) error {
 	v := s.policyView(c)
 	v.Candidate, v.Since = c.FormValue("policy"), strings.TrimSpace(c.FormValue("since"))
 	if v.Since == "" {
@@ -62,7 +63,7 @@ func (s *Server) policyReplay(c echo.Context) error {
 	return render(c, http.StatusOK, views.Policy(v))
 }
 
-func (s *Server) policyView(c echo.Context) views.PolicyView {
+func (s *Office) policyView(c echo.Context) views.PolicyView {
 	p := s.core.Gate.Policy()
 	v := views.PolicyView{Source: "a Go policy", Version: p.Version()}
 	if fp, ok := p.(*policy.FilePolicy); ok {
@@ -112,11 +113,11 @@ func (s *Server) policyView(c echo.Context) views.PolicyView {
 	return v
 }
 
-func (s *Server) toolsPage(c echo.Context) error {
+func (s *Office) toolsPage(c echo.Context) error {
 	return render(c, http.StatusOK, views.Tools(s.toolsView(c)))
 }
 
-func (s *Server) toolsView(c echo.Context) views.ToolsView {
+func (s *Office) toolsView(c echo.Context) views.ToolsView {
 	v := views.ToolsView{Unaccepted: s.unacceptedRows(c), MayAccept: mayAdmin(currentStaff(c).staff.Role)}
 	if name := c.QueryParam("accepted"); name != "" {
 		v.Flash = "Accepted the definition of " + name + ": calls of it are decided by its own risk again."
@@ -168,7 +169,7 @@ func besideTools(u tools.UpstreamStatus) string {
 	return strings.Join(parts, ", ")
 }
 
-func (s *Server) staffView(c echo.Context) (views.StaffView, error) {
+func (s *Office) staffView(c echo.Context) (views.StaffView, error) {
 	all, err := s.core.Store.AllStaff(c.Request().Context())
 	if err != nil {
 		return views.StaffView{}, err
@@ -218,7 +219,7 @@ func (s *Server) staffView(c echo.Context) (views.StaffView, error) {
 }
 
 // deliveryRows is the delivery log: the latest 50, newest first.
-func (s *Server) deliveryRows(c echo.Context) ([]views.DeliveryRow, error) {
+func (s *Office) deliveryRows(c echo.Context) ([]views.DeliveryRow, error) {
 	ds, err := s.core.Store.Deliveries(c.Request().Context(), 50)
 	if err != nil {
 		return nil, err
@@ -241,7 +242,7 @@ func (s *Server) deliveryRows(c echo.Context) ([]views.DeliveryRow, error) {
 	return rows, nil
 }
 
-func (s *Server) staffSlack(c echo.Context) error {
+func (s *Office) staffSlack(c echo.Context) error {
 	if err := s.core.Accounts.LinkSlack(c.Request().Context(), c.Param("id"), c.FormValue("slack_user"), currentStaff(c).staff.Actor()); err != nil {
 		if fault.CodeOf(err) == fault.Internal {
 			return err
@@ -251,7 +252,7 @@ func (s *Server) staffSlack(c echo.Context) error {
 			return verr
 		}
 		v.FlashError = sentence(fault.Message(err))
-		return render(c, statusForCode(fault.CodeOf(err)), views.StaffPage(v))
+		return render(c, doorkit.HTTPStatus(fault.CodeOf(err)), views.StaffPage(v))
 	}
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=slack"))
 }
@@ -265,7 +266,7 @@ var staffFlash = map[string]string{
 	"tokens":          "Their staff API tokens were revoked; the account and its sessions are unchanged.",
 	"slack":           "Slack user saved: their clicks in Slack act as this account.", "oauth-revoked": "The MCP client was revoked; its tokens ended at once."}
 
-func (s *Server) staffPage(c echo.Context) error {
+func (s *Office) staffPage(c echo.Context) error {
 	v, err := s.staffView(c)
 	if err != nil {
 		return err
@@ -274,7 +275,7 @@ func (s *Server) staffPage(c echo.Context) error {
 	return render(c, http.StatusOK, views.StaffPage(v))
 }
 
-func (s *Server) staffRevokeTokens(c echo.Context) error {
+func (s *Office) staffRevokeTokens(c echo.Context) error {
 	if _, err := s.core.Accounts.RevokeStaffTokens(c.Request().Context(), c.Param("id"), currentStaff(c).staff.Actor()); err != nil {
 		return err
 	}
@@ -282,7 +283,7 @@ func (s *Server) staffRevokeTokens(c echo.Context) error {
 }
 
 // agentLimits is POST /staff/agents/:name/limits: an agent's own limits.
-func (s *Server) agentLimits(c echo.Context) error {
+func (s *Office) agentLimits(c echo.Context) error {
 	num := func(field string) (int, error) {
 		v := strings.TrimSpace(c.FormValue(field))
 		if v == "" {

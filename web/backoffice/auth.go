@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 type staffCtxKey struct{}
@@ -22,16 +23,16 @@ type staffCtx struct {
 	cookie string
 }
 
-func (s *Server) sessionCookieName(r *http.Request) string {
-	if s.overTLS(r) {
+func (s *Office) sessionCookieName(r *http.Request) string {
+	if s.kit.OverTLS(r) {
 		return "__Host-cs_session"
 	}
 	return "cs_session"
 }
 
-// loadStaff finds the signed-in staff member, if any, and puts them and the
+// LoadStaff finds the signed-in staff member, if any, and puts them and the
 // CSRF token on the request context.
-func (s *Server) loadStaff(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Office) LoadStaff(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		info := views.RequestInfo{Path: r.URL.Path}
@@ -69,7 +70,7 @@ var (
 
 // requireRole lets through only signed-in staff whose role may. Pages send
 // strangers to the sign-in page; everything else gets a status.
-func (s *Server) requireRole(may func(models.StaffRole) bool) echo.MiddlewareFunc {
+func (s *Office) requireRole(may func(models.StaffRole) bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			sc := currentStaff(c)
@@ -90,7 +91,7 @@ func (s *Server) requireRole(may func(models.StaffRole) bool) echo.MiddlewareFun
 // sessionOrToken lets a GET be made by a signed-in person or with a staff
 // API token (Authorization: Bearer), each checked as it is everywhere
 // else: a script fetching an export is not sent to the sign-in page.
-func (s *Server) sessionOrToken(may func(models.StaffRole) bool) echo.MiddlewareFunc {
+func (s *Office) sessionOrToken(may func(models.StaffRole) bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		byToken := s.requireStaffToken(s.apiRequireRole(may)(next))
 		bySession := s.requireRole(may)(s.checkCSRF(next))
@@ -105,7 +106,7 @@ func (s *Server) sessionOrToken(may func(models.StaffRole) bool) echo.Middleware
 
 // checkCSRF refuses a state-changing request without the session's token
 // (form field "csrf" or header X-CSRF-Token).
-func (s *Server) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Office) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		switch c.Request().Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
@@ -137,9 +138,9 @@ func backOfficeCSP(formTarget string) string {
 		action + "; object-src 'none'"
 }
 
-// securityHeaders sets the back office's headers: no inline script, no
+// SecurityHeaders sets the back office's headers: no inline script, no
 // framing, no sniffing, no referrer leaks.
-func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+func SecurityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Response().Header()
 		if h.Get("Content-Security-Policy") == "" {
@@ -186,14 +187,14 @@ func safeNext(next string) string {
 	return p
 }
 
-func (s *Server) loginPage(c echo.Context) error {
+func (s *Office) loginPage(c echo.Context) error {
 	if currentStaff(c) != nil {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
 	return render(c, http.StatusOK, views.Login(s.loginView(c.QueryParam("next"), "")))
 }
 
-func (s *Server) login(c echo.Context) error {
+func (s *Office) login(c echo.Context) error {
 	// No session yet, so no CSRF token: refuse cross-site posts by origin.
 	// "Origin: null" comes from sandboxed frames and data: pages, which
 	// have no business signing anyone in.
@@ -221,7 +222,7 @@ func (s *Server) login(c echo.Context) error {
 	}
 	st, err := s.core.Accounts.Authenticate(c.Request().Context(), email, c.FormValue("password"))
 	if err != nil {
-		return fail(statusForCode(fault.CodeOf(err)), fault.Message(err))
+		return fail(doorkit.HTTPStatus(fault.CodeOf(err)), fault.Message(err))
 	}
 	if err := s.signIn(c, st); err != nil {
 		return err
@@ -232,7 +233,7 @@ func (s *Server) login(c echo.Context) error {
 // signIn starts a session for a person who proved who they are (a
 // password, a passkey, the company's provider, an enrollment link). A new
 // session id at every sign-in: a planted cookie never becomes valid.
-func (s *Server) signIn(c echo.Context, st *models.Staff) error {
+func (s *Office) signIn(c echo.Context, st *models.Staff) error {
 	ctx := c.Request().Context()
 	if ck, err := c.Cookie(s.sessionCookieName(c.Request())); err == nil && ck.Value != "" {
 		_ = s.core.Store.DeleteSession(ctx, models.HashToken(ck.Value), "system")
@@ -245,13 +246,13 @@ func (s *Server) signIn(c echo.Context, st *models.Staff) error {
 	return nil
 }
 
-func (s *Server) setSessionCookie(c echo.Context, value string, maxAge int) {
+func (s *Office) setSessionCookie(c echo.Context, value string, maxAge int) {
 	r := c.Request()
 	c.SetCookie(&http.Cookie{Name: s.sessionCookieName(r), Value: value, Path: "/", MaxAge: maxAge,
-		HttpOnly: true, Secure: s.overTLS(r), SameSite: http.SameSiteLaxMode})
+		HttpOnly: true, Secure: s.kit.OverTLS(r), SameSite: http.SameSiteLaxMode})
 }
 
-func (s *Server) logout(c echo.Context) error {
+func (s *Office) logout(c echo.Context) error {
 	if sc := currentStaff(c); sc != nil {
 		if err := s.core.Accounts.EndSession(c.Request().Context(), sc.cookie, sc.staff); err != nil {
 			return err

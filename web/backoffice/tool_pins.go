@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"net/http"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // The MCP servers' tools whose definition is new or changed since accepted
@@ -16,7 +17,7 @@ import (
 // are held at high_write (agent/pins.go).
 
 // unacceptedRows are those tools, for the tools page.
-func (s *Server) unacceptedRows(c echo.Context) []views.UnacceptedRow {
+func (s *Office) unacceptedRows(c echo.Context) []views.UnacceptedRow {
 	var rows []views.UnacceptedRow
 	for _, u := range s.core.Gate.Unaccepted() {
 		now := prettyJSON(string(u.Tool.Listing))
@@ -34,7 +35,7 @@ func (s *Server) unacceptedRows(c echo.Context) []views.UnacceptedRow {
 
 // toolAccept accepts the definition an admin saw: POST /tools/:name/accept
 // with its hash.
-func (s *Server) toolAccept(c echo.Context) error {
+func (s *Office) toolAccept(c echo.Context) error {
 	name := c.Param("name")
 	err := s.core.Gate.AcceptTool(c.Request().Context(), name, c.FormValue("hash"), currentStaff(c).staff.Actor())
 	if err != nil {
@@ -44,7 +45,7 @@ func (s *Server) toolAccept(c echo.Context) error {
 		}
 		v := s.toolsView(c)
 		v.Error = sentence(fault.Message(err))
-		return render(c, statusForCode(code), views.Tools(v))
+		return render(c, doorkit.HTTPStatus(code), views.Tools(v))
 	}
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathTools, url.Values{"accepted": {name}}.Encode()))
 }

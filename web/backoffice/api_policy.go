@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // decisions they rate.
 func mayInsight(r models.StaffRole) bool { return r.Valid() && r != models.Approver }
 
-func (s *Server) versionsOn() (*versions.Service, error) {
+func (s *Office) versionsOn() (*versions.Service, error) {
 	if s.core.Versions == nil {
 		return nil, fault.Errorf(fault.NotFound, "policy versions are not kept by this server")
 	}
@@ -33,7 +33,7 @@ func (s *Server) versionsOn() (*versions.Service, error) {
 }
 
 // versionsKept answers 404 on a server that keeps no policy versions.
-func (s *Server) versionsKept(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Office) versionsKept(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if _, err := s.versionsOn(); err != nil {
 			return err
@@ -58,13 +58,13 @@ func invalidPolicy(c echo.Context, err error) error {
 	return c.JSON(http.StatusUnprocessableEntity, map[string]any{"error": body})
 }
 
-func (s *Server) apiProposeVersion(c echo.Context) error {
+func (s *Office) apiProposeVersion(c echo.Context) error {
 	vs, err := s.versionsOn()
 	if err != nil {
 		return err
 	}
 	var req proposeRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := s.kit.Decode(c, &req); err != nil {
 		return err
 	}
 	v, err := vs.Propose(c.Request().Context(), versions.Proposal{YAML: []byte(req.YAML), Note: req.Note, Source: "api",
@@ -78,7 +78,7 @@ func (s *Server) apiProposeVersion(c echo.Context) error {
 	return c.JSON(http.StatusCreated, map[string]any{"version": v})
 }
 
-func (s *Server) apiVersions(c echo.Context) error {
+func (s *Office) apiVersions(c echo.Context) error {
 	vs, err := s.versionsOn()
 	if err != nil {
 		return err
@@ -90,7 +90,7 @@ func (s *Server) apiVersions(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"versions": all, "people_needed": vs.People()})
 }
 
-func (s *Server) apiVersion(c echo.Context) error {
+func (s *Office) apiVersion(c echo.Context) error {
 	vs, err := s.versionsOn()
 	if err != nil {
 		return err
@@ -111,7 +111,7 @@ type approveVersionRequest struct {
 	ReplayDigest string `json:"replay_digest"`
 }
 
-func (s *Server) apiApproveVersion(c echo.Context) error {
+func (s *Office) apiApproveVersion(c echo.Context) error {
 	vs, err := s.versionsOn()
 	if err != nil {
 		return err
@@ -122,7 +122,7 @@ func (s *Server) apiApproveVersion(c echo.Context) error {
 	}
 	var req approveVersionRequest
 	if c.Request().ContentLength != 0 {
-		if err := decodeJSON(c, &req); err != nil {
+		if err := s.kit.Decode(c, &req); err != nil {
 			return err
 		}
 	}
@@ -137,7 +137,7 @@ type rejectVersionRequest struct {
 	Reason string `json:"reason"`
 }
 
-func (s *Server) apiRejectVersion(c echo.Context) error {
+func (s *Office) apiRejectVersion(c echo.Context) error {
 	vs, err := s.versionsOn()
 	if err != nil {
 		return err
@@ -147,7 +147,7 @@ func (s *Server) apiRejectVersion(c echo.Context) error {
 		return err
 	}
 	var req rejectVersionRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := s.kit.Decode(c, &req); err != nil {
 		return err
 	}
 	v, err := vs.Reject(c.Request().Context(), id, currentStaff(c).staff.Actor(), req.Reason)
@@ -180,7 +180,7 @@ func insightsQuery(c echo.Context) (insights.Query, string, error) {
 	return q, since, nil
 }
 
-func (s *Server) apiInsights(c echo.Context) error {
+func (s *Office) apiInsights(c echo.Context) error {
 	if !mayInsight(currentStaff(c).staff.Role) {
 		return fault.Errorf(fault.Forbidden, "insights are for auditors, supervisors and admins")
 	}
@@ -206,7 +206,7 @@ const (
 // instance (others wait their turn, up to insightsWait, then get 503 with
 // Retry-After), each within insightsBudget, on the store's report
 // connections (storage.ReportConns), apart from the gate's.
-func (s *Server) readInsights(c echo.Context, q insights.Query) (insights.Report, error) {
+func (s *Office) readInsights(c echo.Context, q insights.Query) (insights.Report, error) {
 	ctx := c.Request().Context()
 	wait := time.NewTimer(insightsWait)
 	defer wait.Stop()

@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 // reject, reconcile an unknown outcome, and the page following the action.
 
 // actionApprove handles Approve and Edit-and-approve.
-func (s *Server) actionApprove(c echo.Context) error {
+func (s *Office) actionApprove(c echo.Context) error {
 	id := c.Param("id")
 	sc := currentStaff(c)
 	req := gate.ApproveRequest{Note: c.FormValue("note"), ReviewID: c.FormValue("review")}
@@ -48,7 +48,7 @@ func (s *Server) actionApprove(c echo.Context) error {
 		if fault.CodeOf(err) == fault.Internal {
 			return err
 		}
-		return s.actionRerender(c, id, statusForCode(fault.CodeOf(err)), fault.Message(err), nil, req.Args != nil)
+		return s.actionRerender(c, id, doorkit.HTTPStatus(fault.CodeOf(err)), fault.Message(err), nil, req.Args != nil)
 	}
 	res, err := s.core.Gate.Approve(c.Request().Context(), id, sc.staff.Actor(), req)
 	if err != nil {
@@ -74,7 +74,7 @@ func (s *Server) actionApprove(c echo.Context) error {
 				msg = "The edited call falls under a rule that asks for your passkey: use Approve edited call with passkey (it needs a passkey on your account page, and JavaScript)"
 			}
 		}
-		return s.actionRerender(c, id, statusForCode(code), msg, nil, req.Args != nil)
+		return s.actionRerender(c, id, doorkit.HTTPStatus(code), msg, nil, req.Args != nil)
 	}
 	done := "approval_added"
 	if res.Final {
@@ -100,7 +100,7 @@ func staffWords(msg string) string {
 	return sentence(msg)
 }
 
-func (s *Server) actionReject(c echo.Context) error {
+func (s *Office) actionReject(c echo.Context) error {
 	id := c.Param("id")
 	sc := currentStaff(c)
 	sig, err := s.signature(c, s.verdictOn("reject"))
@@ -117,12 +117,12 @@ func (s *Server) actionReject(c echo.Context) error {
 			return verr
 		}
 		v.FlashError, v.RejectReason = sentence(fault.Message(err)), c.FormValue("reason")
-		return render(c, statusForCode(code), views.Action(v))
+		return render(c, doorkit.HTTPStatus(code), views.Action(v))
 	}
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.ActionPath(id), "done=rejected"))
 }
 
-func (s *Server) actionRerender(c echo.Context, id string, status int, msg string, fieldErrs map[string]string, editOpen bool) error {
+func (s *Office) actionRerender(c echo.Context, id string, status int, msg string, fieldErrs map[string]string, editOpen bool) error {
 	v, call, err := s.actionView(c, id)
 	if err != nil {
 		return err
@@ -150,7 +150,7 @@ func (s *Server) actionRerender(c echo.Context, id string, status int, msg strin
 
 // actionEvents tells an open action page when its action changes, so that
 // nobody decides twice from a stale page.
-func (s *Server) actionEvents(c echo.Context) error {
+func (s *Office) actionEvents(c echo.Context) error {
 	id := c.Param("id")
 	ch, stop := s.changes.queue.SubscribeAction(id)
 	defer stop()
@@ -198,7 +198,7 @@ func (s *Server) actionEvents(c echo.Context) error {
 
 // actionReconcile records what a supervisor found out about a call whose
 // outcome is unknown.
-func (s *Server) actionReconcile(c echo.Context) error {
+func (s *Office) actionReconcile(c echo.Context) error {
 	id := c.Param("id")
 	err := s.core.Gate.Reconcile(c.Request().Context(), id, currentStaff(c).staff.Actor(), c.FormValue("happened") == "true", c.FormValue("note"))
 	if err != nil {

@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"cmp"
@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // grantsEndedShown is how long an ended grant stays listed on /policy.
@@ -53,7 +54,7 @@ func grantFromForm(form func(string) string) (*gate.GrantRequest, error) {
 
 // grantOffer is what the approve form offers to grant on a call, or nil
 // when a grant cannot be given with its approval.
-func (s *Server) grantOffer(call *models.ToolCall, run *models.Run) *views.GrantOffer {
+func (s *Office) grantOffer(call *models.ToolCall, run *models.Run) *views.GrantOffer {
 	if call.Status != models.CallPending || call.RequiredApprovals > 1 || run.CustomerID == "" {
 		return nil
 	}
@@ -79,7 +80,7 @@ func keepGrantTyped(c echo.Context, o *views.GrantOffer) {
 }
 
 // grantGivenMessage is the flash after an approval that gave a grant.
-func (s *Server) grantGivenMessage(c echo.Context, call *models.ToolCall) string {
+func (s *Office) grantGivenMessage(c echo.Context, call *models.ToolCall) string {
 	id := c.QueryParam("grant")
 	if id == "" {
 		return ""
@@ -105,7 +106,7 @@ func grantBounds(g *models.Grant) string {
 }
 
 // grantRows lists the grants in force and those ended lately, for /policy.
-func (s *Server) grantRows(c echo.Context) []views.GrantRow {
+func (s *Office) grantRows(c echo.Context) []views.GrantRow {
 	grants, err := s.core.Store.Grants(c.Request().Context(), grantsEndedShown, 200)
 	if err != nil {
 		s.cfg.Log.Error("read the standing grants", "err", err)
@@ -140,7 +141,7 @@ func (s *Server) grantRows(c echo.Context) []views.GrantRow {
 }
 
 // grantRevoke is POST /policy/grants/:id/revoke (supervisors and admins).
-func (s *Server) grantRevoke(c echo.Context) error {
+func (s *Office) grantRevoke(c echo.Context) error {
 	sc := currentStaff(c)
 	_, err := s.core.Gate.RevokeGrant(c.Request().Context(), c.Param("id"), sc.staff.Actor(), c.FormValue("reason"))
 	if err != nil {
@@ -150,7 +151,7 @@ func (s *Server) grantRevoke(c echo.Context) error {
 		}
 		v := s.policyView(c)
 		v.GrantError = sentence(fault.Message(err))
-		return render(c, statusForCode(code), views.Policy(v))
+		return render(c, doorkit.HTTPStatus(code), views.Policy(v))
 	}
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathPolicy, url.Values{"done": {"grant_revoked"}}.Encode())+"#grants")
 }
@@ -178,7 +179,7 @@ type grantJSON struct {
 	RevokeReason string     `json:"revoke_reason"`
 }
 
-func (s *Server) grantToJSON(g *models.Grant) grantJSON {
+func (s *Office) grantToJSON(g *models.Grant) grantJSON {
 	return grantJSON{ID: g.ID, Tool: g.Tool, CustomerID: g.CustomerID, CustomerName: g.CustomerName, AgentID: g.AgentID, State: string(g.StateAt(s.core.Store.Now())),
 		MaxUses: g.MaxUses, Uses: g.Uses, MaxAmount: g.MaxCents.Dollars(), UsedAmount: g.UsedCents.Dollars(), ExpiresAt: g.ExpiresAt.UTC(),
 		CreatedBy: g.CreatedBy, SourceCallID: g.SourceCallID, Note: g.Note, CreatedAt: g.CreatedAt.UTC(), LastUsedAt: utcPtr(g.LastUsedAt),
@@ -195,7 +196,7 @@ func utcPtr(t *time.Time) *time.Time {
 
 // apiGrants is GET /api/v1/grants: the grants in force and those ended in
 // the last week, newest first.
-func (s *Server) apiGrants(c echo.Context) error {
+func (s *Office) apiGrants(c echo.Context) error {
 	grants, err := s.core.Store.Grants(c.Request().Context(), grantsEndedShown, 500)
 	if err != nil {
 		return err
@@ -212,10 +213,10 @@ type apiRevokeRequest struct {
 }
 
 // apiGrantRevoke is POST /api/v1/grants/:id/revoke (supervisors and admins).
-func (s *Server) apiGrantRevoke(c echo.Context) error {
+func (s *Office) apiGrantRevoke(c echo.Context) error {
 	var req apiRevokeRequest
 	if c.Request().ContentLength != 0 {
-		if err := decodeJSON(c, &req); err != nil {
+		if err := s.kit.Decode(c, &req); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import "github.com/countersign/countersign/web/doorkit"
 

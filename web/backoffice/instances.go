@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"context"
@@ -30,7 +30,7 @@ const inForceCheckEvery = 5 * time.Second
 
 // liveInstances are the servers on the database now: those that beat
 // lately (PostgreSQL), or this one (SQLite, one server).
-func (s *Server) liveInstances(ctx context.Context) ([]models.Instance, error) {
+func (s *Office) liveInstances(ctx context.Context) ([]models.Instance, error) {
 	if !s.core.Store.Shared() {
 		in, err := s.core.Store.InstanceRow(ctx, s.core.Store.Instance())
 		if errors.Is(err, models.ErrNotFound) {
@@ -46,7 +46,7 @@ func (s *Server) liveInstances(ctx context.Context) ([]models.Instance, error) {
 
 // instancesDiffer says, in a sentence, how live instances differ in what
 // they decide with ("" when they agree).
-func (s *Server) instancesDiffer(ctx context.Context) string {
+func (s *Office) instancesDiffer(ctx context.Context) string {
 	if s.core.Store == nil || !s.core.Store.Shared() {
 		return ""
 	}
@@ -95,7 +95,7 @@ func shortVersion(v string) string {
 
 // instanceRows are the instances for /policy, and the newest failed reload
 // of this one (if it came after its last successful load).
-func (s *Server) instanceRows(ctx context.Context) ([]views.InstanceRow, string) {
+func (s *Office) instanceRows(ctx context.Context) ([]views.InstanceRow, string) {
 	live, err := s.liveInstances(ctx)
 	if err != nil {
 		s.cfg.Log.Warn("could not list the instances", "err", err)

@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"net/http"
@@ -13,7 +13,7 @@ import (
 	"github.com/countersign/countersign/views"
 )
 
-func (s *Server) runsPage(c echo.Context) error {
+func (s *Office) runsPage(c echo.Context) error {
 	status := models.RunStatus(c.QueryParam("status"))
 	if status != "" && !status.Valid() {
 		return fault.Errorf(fault.Invalid, "unknown status %q", status)
@@ -55,7 +55,7 @@ func (s *Server) runsPage(c echo.Context) error {
 	return render(c, http.StatusOK, views.Runs(v))
 }
 
-func (s *Server) runPage(c echo.Context) error {
+func (s *Office) runPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	run, err := s.core.Store.Run(ctx, c.Param("id"))
 	if err != nil {
@@ -87,7 +87,7 @@ func (s *Server) runPage(c echo.Context) error {
 	return render(c, http.StatusOK, views.Run(v))
 }
 
-func (s *Server) runRetry(c echo.Context) error {
+func (s *Office) runRetry(c echo.Context) error {
 	id := c.Param("id")
 	if _, err := s.core.Runner.Retry(c.Request().Context(), id, currentStaff(c).staff.Actor()); err != nil {
 		return err
@@ -95,7 +95,7 @@ func (s *Server) runRetry(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.RunPath(id), "done=retried"))
 }
 
-func (s *Server) runClose(c echo.Context) error {
+func (s *Office) runClose(c echo.Context) error {
 	id := c.Param("id")
 	if err := s.core.Runner.CloseRun(c.Request().Context(), id, currentStaff(c).staff.Actor(), c.FormValue("reason")); err != nil {
 		return err

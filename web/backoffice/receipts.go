@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"context"
@@ -12,11 +12,12 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // receiptKeys is GET /api/v1/receipts/keys: every key that has signed
 // receipts, as a JWK Set, for anyone (no credential: public keys).
-func (s *Server) receiptKeys(c echo.Context) error {
+func (s *Office) receiptKeys(c echo.Context) error {
 	set, err := s.core.Receipts.Keys(c.Request().Context())
 	if err != nil {
 		return err
@@ -30,7 +31,7 @@ func (s *Server) receiptKeys(c echo.Context) error {
 // requireCallReader lets through a bearer that may read a call: the agent
 // that made it (its agent key), or staff (an API token; any role reads).
 // The handler checks the call is the agent's (callReadable).
-func (s *Server) requireCallReader(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Office) requireCallReader(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		key, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
 		key = strings.TrimSpace(key)
@@ -39,7 +40,7 @@ func (s *Server) requireCallReader(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		ctx := c.Request().Context()
 		if ag, err := s.core.Accounts.AgentForKey(ctx, key); err == nil {
-			return next(withAgent(c, ag))
+			return next(doorkit.WithAgent(c, ag))
 		}
 		st, err := s.core.Accounts.StaffForToken(ctx, key)
 		if err != nil {
@@ -52,7 +53,7 @@ func (s *Server) requireCallReader(next echo.HandlerFunc) echo.HandlerFunc {
 
 // readableCall is the call :id when the one asking may read it: staff, or
 // the agent whose call it is (another's is 404, as on GET /api/v1/calls/:id).
-func (s *Server) readableCall(c echo.Context) (*models.ToolCall, error) {
+func (s *Office) readableCall(c echo.Context) (*models.ToolCall, error) {
 	ctx := c.Request().Context()
 	id := c.Param("id")
 	notFound := fault.Errorf(fault.NotFound, "call %s was not found", tools.Truncate(id, 64))
@@ -60,7 +61,7 @@ func (s *Server) readableCall(c echo.Context) (*models.ToolCall, error) {
 	if err != nil {
 		return nil, notFound
 	}
-	if ag := currentAgent(c); ag != nil {
+	if ag := doorkit.Agent(c); ag != nil {
 		run, err := s.core.Store.Run(ctx, call.RunID)
 		if err != nil || run.AgentID != ag.ID {
 			return nil, notFound
@@ -73,7 +74,7 @@ func (s *Server) readableCall(c echo.Context) (*models.ToolCall, error) {
 
 // apiReceipt is GET /api/v1/calls/:id/receipt: the call's signed receipt
 // and, for reading, its payload decoded (the JWS is what is signed).
-func (s *Server) apiReceipt(c echo.Context) error {
+func (s *Office) apiReceipt(c echo.Context) error {
 	call, err := s.readableCall(c)
 	if err != nil {
 		return err
@@ -83,7 +84,7 @@ func (s *Server) apiReceipt(c echo.Context) error {
 
 // sendReceipt answers with the receipt of a call; as a file to save when
 // download is set (the back office's link).
-func (s *Server) sendReceipt(c echo.Context, callID string, download bool) error {
+func (s *Office) sendReceipt(c echo.Context, callID string, download bool) error {
 	r, err := s.core.Receipts.For(c.Request().Context(), callID)
 	if err != nil {
 		return err
@@ -101,7 +102,7 @@ func (s *Server) sendReceipt(c echo.Context, callID string, download bool) error
 
 // apiEvidence is GET /api/v1/calls/:id/evidence: the call's evidence
 // bundle (countersign evidence verify FILE checks it offline).
-func (s *Server) apiEvidence(c echo.Context) error {
+func (s *Office) apiEvidence(c echo.Context) error {
 	call, err := s.readableCall(c)
 	if err != nil {
 		return err
@@ -109,7 +110,7 @@ func (s *Server) apiEvidence(c echo.Context) error {
 	return s.sendEvidence(c, call.ID)
 }
 
-func (s *Server) sendEvidence(c echo.Context, callID string) error {
+func (s *Office) sendEvidence(c echo.Context, callID string) error {
 	b, err := s.core.Evidence(c.Request().Context(), callID)
 	if err != nil {
 		return err
@@ -120,24 +121,24 @@ func (s *Server) sendEvidence(c echo.Context, callID string) error {
 
 // callReceipt and callEvidence are the back office's links (staff signed
 // in): the same documents, as files to save.
-func (s *Server) callReceipt(c echo.Context) error {
+func (s *Office) callReceipt(c echo.Context) error {
 	if _, err := s.core.Store.ToolCall(c.Request().Context(), c.Param("id")); err != nil {
 		return fault.Errorf(fault.NotFound, "call %s was not found", tools.Truncate(c.Param("id"), 64))
 	}
 	return s.sendReceipt(c, c.Param("id"), true)
 }
 
-func (s *Server) callEvidence(c echo.Context) error {
+func (s *Office) callEvidence(c echo.Context) error {
 	if _, err := s.core.Store.ToolCall(c.Request().Context(), c.Param("id")); err != nil {
 		return fault.Errorf(fault.NotFound, "call %s was not found", tools.Truncate(c.Param("id"), 64))
 	}
 	return s.sendEvidence(c, c.Param("id"))
 }
 
-// receiptJWS is a final call's receipt, for MCP results.
+// ReceiptJWS is a final call's receipt, for MCP results.
 // A call that ended in this request (fresh) is signed without looking for
 // a receipt first.
-func (s *Server) receiptJWS(ctx context.Context, call *models.ToolCall, fresh bool) (string, error) {
+func (s *Office) ReceiptJWS(ctx context.Context, call *models.ToolCall, fresh bool) (string, error) {
 	get := s.core.Receipts.For
 	if fresh {
 		get = func(ctx context.Context, _ string) (*models.Receipt, error) { return s.core.Receipts.Fresh(ctx, call) }

@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // The back office's side of policy versions (propose on /policy, a page
@@ -38,7 +39,7 @@ func versionRow(v *versions.Version) views.VersionRow {
 }
 
 // versionsInto fills the policy page's versions.
-func (s *Server) versionsInto(ctx context.Context, v *views.PolicyView) {
+func (s *Office) versionsInto(ctx context.Context, v *views.PolicyView) {
 	if s.core.Versions == nil {
 		return
 	}
@@ -62,7 +63,7 @@ func (s *Server) versionsInto(ctx context.Context, v *views.PolicyView) {
 // policyPropose is POST /policy/versions (admins): the edited policy, or
 // an uploaded file, is proposed; a refusal shows the policy page again
 // with the loader's words (line and column) and what was proposed.
-func (s *Server) policyPropose(c echo.Context) error {
+func (s *Office) policyPropose(c echo.Context) error {
 	yaml, source := c.FormValue("yaml"), "page"
 	if fh, err := c.FormFile("file"); err == nil && fh.Size > 0 {
 		if fh.Size > versions.MaxYAML {
@@ -87,13 +88,13 @@ func (s *Server) policyPropose(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.Reverse(views.PathPolicyVersion, strconv.FormatInt(v.ID, 10)), "done=proposed"))
 }
 
-func (s *Server) proposeRefused(c echo.Context, yaml string, err error) error {
+func (s *Office) proposeRefused(c echo.Context, yaml string, err error) error {
 	if code := fault.CodeOf(err); code == fault.Internal {
 		return err
 	}
 	v := s.policyView(c)
 	v.ProposeYAML, v.ProposeNote, v.ProposeError = yaml, c.FormValue("note"), fault.Message(err)
-	status := statusForCode(fault.CodeOf(err))
+	status := doorkit.HTTPStatus(fault.CodeOf(err))
 	if fault.CodeOf(err) == fault.Invalid {
 		status = http.StatusUnprocessableEntity
 	}
@@ -104,7 +105,7 @@ var versionFlash = map[string]string{"proposed": "Proposed. Another admin approv
 	"approved": "Approved. It is in force once enough people signed.", "in_force": "In force on every instance.",
 	"rejected": "Rejected."}
 
-func (s *Server) policyVersionPage(c echo.Context) error {
+func (s *Office) policyVersionPage(c echo.Context) error {
 	v, err := s.versionView(c)
 	if err != nil {
 		return err
@@ -113,7 +114,7 @@ func (s *Server) policyVersionPage(c echo.Context) error {
 	return render(c, http.StatusOK, views.PolicyVersionPage(v))
 }
 
-func (s *Server) versionView(c echo.Context) (views.VersionPageView, error) {
+func (s *Office) versionView(c echo.Context) (views.VersionPageView, error) {
 	vs, err := s.versionsOn()
 	if err != nil {
 		return views.VersionPageView{}, err
@@ -190,7 +191,7 @@ func replayView(rep gate.Replay) *views.ReplayView {
 
 // policyVersionDecide is POST /policy/versions/:id/approve or /reject
 // (admins).
-func (s *Server) policyVersionDecide(approve bool) echo.HandlerFunc {
+func (s *Office) policyVersionDecide(approve bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id, err := versions.ParseID(c.Param("id"))
 		if err != nil {
@@ -221,7 +222,7 @@ func (s *Server) policyVersionDecide(approve bool) echo.HandlerFunc {
 				return verr
 			}
 			page.Error = sentence(fault.Message(err))
-			return render(c, statusForCode(fault.CodeOf(err)), views.PolicyVersionPage(page))
+			return render(c, doorkit.HTTPStatus(fault.CodeOf(err)), views.PolicyVersionPage(page))
 		}
 		return c.Redirect(http.StatusSeeOther, views.WithQuery(views.Reverse(views.PathPolicyVersion, strconv.FormatInt(v.ID, 10)), "done="+done))
 	}
@@ -229,7 +230,7 @@ func (s *Server) policyVersionDecide(approve bool) echo.HandlerFunc {
 
 // policyDiff is GET /policy/diff?from=&to=: a unified diff of two
 // versions' YAML.
-func (s *Server) policyDiff(c echo.Context) error {
+func (s *Office) policyDiff(c echo.Context) error {
 	vs, err := s.versionsOn()
 	if err != nil {
 		return err
@@ -286,7 +287,7 @@ func fmtShare(x float64) string { return strconv.FormatFloat(x*100, 'f', 0, 64) 
 func count(n int64) string { return strconv.FormatInt(n, 10) }
 
 // insightsPage is GET /insights (auditors, supervisors, admins).
-func (s *Server) insightsPage(c echo.Context) error {
+func (s *Office) insightsPage(c echo.Context) error {
 	q, since, err := insightsQuery(c)
 	v := views.InsightsView{Since: since, Tool: q.Tool, Field: q.Field, Bands: c.QueryParam("bands"), MayAdopt: mayAdmin(currentStaff(c).staff.Role)}
 	if err != nil {
@@ -323,7 +324,7 @@ func (s *Server) insightsPage(c echo.Context) error {
 // suggestion is found again over the same period and its draft proposed
 // as a version, replayed like any other. A draft whose tests fail opens
 // the policy page's proposal, to edit.
-func (s *Server) suggestionAdopt(c echo.Context) error {
+func (s *Office) suggestionAdopt(c echo.Context) error {
 	q, _, err := insightsQuery(c)
 	if err != nil {
 		return err
@@ -359,7 +360,7 @@ func (s *Server) suggestionAdopt(c echo.Context) error {
 
 // versionDecision is what approving a policy version signs: its text's
 // hash.
-func (s *Server) versionDecision(c echo.Context) (accounts.Decision, error) {
+func (s *Office) versionDecision(c echo.Context) (accounts.Decision, error) {
 	id, err := versions.ParseID(c.Param("id"))
 	if err != nil {
 		return accounts.Decision{}, err
@@ -372,7 +373,7 @@ func (s *Server) versionDecision(c echo.Context) (accounts.Decision, error) {
 		Summary: "put policy version " + strconv.FormatInt(id, 10) + " in force"}, nil
 }
 
-func (s *Server) versionPasskeyURL(id int64) string {
+func (s *Office) versionPasskeyURL(id int64) string {
 	if !s.core.Accounts.SignWithPasskey {
 		return ""
 	}

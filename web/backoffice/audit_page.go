@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // AuditPageSize is the rows of one audit page.
@@ -88,7 +89,7 @@ func filterQuery(f views.AuditFilter) string {
 	return v.Encode()
 }
 
-func (s *Server) auditPage(c echo.Context) error {
+func (s *Office) auditPage(c echo.Context) error {
 	f, q, err := auditFilter(c.QueryParams())
 	filterError := ""
 	if fault.CodeOf(err) == fault.Invalid {
@@ -168,7 +169,7 @@ func (s *Server) auditPage(c echo.Context) error {
 
 // auditChainStatus is the audit page's chain check alone, which the page
 // asks for until the first verification has finished.
-func (s *Server) auditChainStatus(c echo.Context) error {
+func (s *Office) auditChainStatus(c echo.Context) error {
 	ok, checked, text := s.chainStatus(c)
 	return render(c, http.StatusOK, views.ChainStatus(ok, checked, text))
 }
@@ -199,7 +200,7 @@ func whyDecided(c *models.ToolCall) string {
 // chainStatus reports the last verification of the audit chain. Verifying
 // reads every event, so it runs in the background at most every five
 // minutes and the page never waits for it.
-func (s *Server) chainStatus(c echo.Context) (ok, checked bool, text string) {
+func (s *Office) chainStatus(c echo.Context) (ok, checked bool, text string) {
 	s.chainMu.Lock()
 	defer s.chainMu.Unlock()
 	if !s.chainRunning && time.Since(s.chainAt) > 5*time.Minute {
@@ -217,7 +218,7 @@ func (s *Server) chainStatus(c echo.Context) (ok, checked bool, text string) {
 
 // checkChain is the core's job that verifies the audit chain when the
 // audit page asks (chainStatus), until ctx ends.
-func (s *Server) checkChain(ctx context.Context) {
+func (s *Office) checkChain(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -228,7 +229,7 @@ func (s *Server) checkChain(ctx context.Context) {
 	}
 }
 
-func (s *Server) verifyChain(ctx context.Context) {
+func (s *Office) verifyChain(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	rep, err := s.core.Store.VerifyAuditChain(ctx)
@@ -296,9 +297,9 @@ type chainLine struct {
 
 // auditChainExport streams the whole audit chain as JSON Lines, for keeping
 // outside Countersign and checking without it.
-func (s *Server) auditChainExport(c echo.Context) error {
+func (s *Office) auditChainExport(c echo.Context) error {
 	w := c.Response()
-	allowLongWrite(c)
+	doorkit.LongWrite(c)
 	w.Header().Set(echo.HeaderContentType, "application/x-ndjson")
 	w.Header().Set(echo.HeaderContentDisposition, `attachment; filename="countersign-audit-chain-`+time.Now().UTC().Format("20060102-150405")+`.jsonl"`)
 	w.WriteHeader(http.StatusOK)
@@ -327,14 +328,14 @@ func (s *Server) auditChainExport(c echo.Context) error {
 // filter for more.
 const MaxEvidenceExport = 500
 
-func (s *Server) auditExport(c echo.Context) error {
+func (s *Office) auditExport(c echo.Context) error {
 	_, q, err := auditFilter(c.QueryParams())
 	if err != nil {
 		return err
 	}
 	format := c.Param("format")
 	w := c.Response()
-	allowLongWrite(c)
+	doorkit.LongWrite(c)
 	name := "countersign-audit-" + time.Now().UTC().Format("20060102-150405")
 	switch format {
 	case "csv":

@@ -1,4 +1,4 @@
-package web
+package backoffice
 
 import (
 	"net"
@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/models/fault"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/views"
+	"github.com/countersign/countersign/web/doorkit"
 )
 
 // Passkeys on the back office (agent/accounts/passkeys.go): a person adds
@@ -20,17 +21,17 @@ import (
 
 // relyingParty is the back office as the browser sees it: the host name
 // passkeys belong to, and the origin the ceremonies run on.
-func (s *Server) passkeyRP(r *http.Request) accounts.RP {
+func (s *Office) passkeyRP(r *http.Request) accounts.RP {
 	if s.cfg.PublicURL != "" {
 		if u, err := url.Parse(s.cfg.PublicURL); err == nil && u.Host != "" {
 			return accounts.RP{ID: u.Hostname(), Origin: u.Scheme + "://" + u.Host}
 		}
 	}
 	scheme := "http"
-	if s.overTLS(r) {
+	if s.kit.OverTLS(r) {
 		scheme = "https"
 	}
-	host := s.publicHost(r)
+	host := s.kit.PublicHost(r)
 	name := host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		name = h
@@ -45,12 +46,12 @@ func ceremonyJSON(c echo.Context, options any, state string, err error) error {
 		if fault.CodeOf(err) == fault.Internal {
 			return err
 		}
-		return c.JSON(statusForCode(fault.CodeOf(err)), map[string]any{"error": map[string]string{"code": string(fault.CodeOf(err)), "message": sentence(fault.Message(err))}})
+		return c.JSON(doorkit.HTTPStatus(fault.CodeOf(err)), map[string]any{"error": map[string]string{"code": string(fault.CodeOf(err)), "message": sentence(fault.Message(err))}})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"options": options, "state": state})
 }
 
-func (s *Server) accountPage(c echo.Context) error {
+func (s *Office) accountPage(c echo.Context) error {
 	st := currentStaff(c).staff
 	keys, err := s.core.Store.Passkeys(c.Request().Context(), st.ID)
 	if err != nil {
@@ -68,21 +69,21 @@ func (s *Server) accountPage(c echo.Context) error {
 	return render(c, http.StatusOK, views.Account(v))
 }
 
-func (s *Server) accountFail(c echo.Context, err error) error {
+func (s *Office) accountFail(c echo.Context, err error) error {
 	if fault.CodeOf(err) == fault.Internal {
 		return err
 	}
 	st := currentStaff(c).staff
-	return render(c, statusForCode(fault.CodeOf(err)), views.Account(views.AccountView{Name: st.Name, Email: st.Email, Role: string(st.Role),
+	return render(c, doorkit.HTTPStatus(fault.CodeOf(err)), views.Account(views.AccountView{Name: st.Name, Email: st.Email, Role: string(st.Role),
 		FlashError: sentence(fault.Message(err))}))
 }
 
-func (s *Server) passkeyRegisterBegin(c echo.Context) error {
+func (s *Office) passkeyRegisterBegin(c echo.Context) error {
 	opts, state, err := s.core.Accounts.BeginRegistration(c.Request().Context(), currentStaff(c).staff, s.passkeyRP(c.Request()))
 	return ceremonyJSON(c, opts, state, err)
 }
 
-func (s *Server) passkeyRegister(c echo.Context) error {
+func (s *Office) passkeyRegister(c echo.Context) error {
 	err := s.core.Accounts.FinishRegistration(c.Request().Context(), currentStaff(c).staff, c.FormValue("state"), []byte(c.FormValue("credential")), c.FormValue("name"))
 	if err != nil {
 		return s.accountFail(c, err)
@@ -90,7 +91,7 @@ func (s *Server) passkeyRegister(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathAccount, "done=added"))
 }
 
-func (s *Server) passkeyRemove(c echo.Context) error {
+func (s *Office) passkeyRemove(c echo.Context) error {
 	if err := s.core.Accounts.RemovePasskey(c.Request().Context(), currentStaff(c).staff, c.Param("id")); err != nil {
 		return s.accountFail(c, err)
 	}
@@ -99,16 +100,16 @@ func (s *Server) passkeyRemove(c echo.Context) error {
 
 // sameOrigin refuses a post without a session from another site (the
 // sign-in's rule).
-func (s *Server) sameOrigin(c echo.Context) error {
+func (s *Office) sameOrigin(c echo.Context) error {
 	if o := c.Request().Header.Get("Origin"); o != "" {
-		if u, err := url.Parse(o); o == "null" || err != nil || u.Host != s.publicHost(c.Request()) {
+		if u, err := url.Parse(o); o == "null" || err != nil || u.Host != s.kit.PublicHost(c.Request()) {
 			return fault.Errorf(fault.Forbidden, "sign in from Countersign's own page")
 		}
 	}
 	return nil
 }
 
-func (s *Server) loginPasskeyBegin(c echo.Context) error {
+func (s *Office) loginPasskeyBegin(c echo.Context) error {
 	if err := s.sameOrigin(c); err != nil {
 		return ceremonyJSON(c, nil, "", err)
 	}
@@ -119,7 +120,7 @@ func (s *Server) loginPasskeyBegin(c echo.Context) error {
 	return ceremonyJSON(c, opts, state, err)
 }
 
-func (s *Server) loginPasskey(c echo.Context) error {
+func (s *Office) loginPasskey(c echo.Context) error {
 	if err := s.sameOrigin(c); err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func (s *Server) loginPasskey(c echo.Context) error {
 		if fault.CodeOf(err) == fault.Internal {
 			return err
 		}
-		return render(c, statusForCode(fault.CodeOf(err)), views.Login(s.loginView(c.FormValue("next"), sentence(fault.Message(err)))))
+		return render(c, doorkit.HTTPStatus(fault.CodeOf(err)), views.Login(s.loginView(c.FormValue("next"), sentence(fault.Message(err)))))
 	}
 	if err := s.signIn(c, st); err != nil {
 		return err
@@ -140,7 +141,7 @@ func (s *Server) loginPasskey(c echo.Context) error {
 // decisionOf is what a decision form decides: the call, the arguments it
 // would run with (the edited ones for an edit), the verdict, and the
 // summary the page shows of them.
-func (s *Server) decisionOf(c echo.Context, verdict string) (accounts.Decision, error) {
+func (s *Office) decisionOf(c echo.Context, verdict string) (accounts.Decision, error) {
 	id := c.Param("id")
 	call, err := s.core.Store.ToolCall(c.Request().Context(), id)
 	if err != nil {
@@ -167,7 +168,7 @@ func (s *Server) decisionOf(c echo.Context, verdict string) (accounts.Decision, 
 
 // beginSigning is a passkey prompt over what decide says is being
 // decided: the WebAuthn challenge commits to it.
-func (s *Server) beginSigning(decide func(echo.Context) (accounts.Decision, error)) echo.HandlerFunc {
+func (s *Office) beginSigning(decide func(echo.Context) (accounts.Decision, error)) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		d, err := decide(c)
 		if err != nil {
@@ -180,7 +181,7 @@ func (s *Server) beginSigning(decide func(echo.Context) (accounts.Decision, erro
 
 // signature checks the passkey signature a form carries (nil: none)
 // against what decide says the form decides.
-func (s *Server) signature(c echo.Context, decide func(echo.Context) (accounts.Decision, error)) (*models.PasskeySignature, error) {
+func (s *Office) signature(c echo.Context, decide func(echo.Context) (accounts.Decision, error)) (*models.PasskeySignature, error) {
 	state := c.FormValue("passkey_state")
 	if state == "" {
 		return nil, nil
@@ -194,7 +195,7 @@ func (s *Server) signature(c echo.Context, decide func(echo.Context) (accounts.D
 
 // actionDecision is what an action's form asks a passkey prompt for:
 // approve, or reject when the form says so.
-func (s *Server) actionDecision(c echo.Context) (accounts.Decision, error) {
+func (s *Office) actionDecision(c echo.Context) (accounts.Decision, error) {
 	if c.FormValue("verdict") == "reject" {
 		return s.decisionOf(c, "reject")
 	}
@@ -203,6 +204,6 @@ func (s *Server) actionDecision(c echo.Context) (accounts.Decision, error) {
 
 // verdictOn is what a decision posted to the approve or reject route
 // decides: that route's verdict, whatever the form says.
-func (s *Server) verdictOn(verdict string) func(echo.Context) (accounts.Decision, error) {
+func (s *Office) verdictOn(verdict string) func(echo.Context) (accounts.Decision, error) {
 	return func(c echo.Context) (accounts.Decision, error) { return s.decisionOf(c, verdict) }
 }
