@@ -61,9 +61,18 @@ type StaffEnrollPayload struct {
 // StaffUpdatedPayload is the payload of staff.updated: what changed, and
 // only that.
 type StaffUpdatedPayload struct {
-	Disabled  *bool              `json:"disabled,omitempty"`
-	Role      *FromTo[StaffRole] `json:"role,omitempty"`
-	SlackUser *FromTo[string]    `json:"slack_user,omitempty"`
+	Disabled *bool              `json:"disabled,omitempty"`
+	Role     *FromTo[StaffRole] `json:"role,omitempty"`
+	// SlackUser is the Slack link as events before migration 00022 wrote
+	// it; Link is how every channel's link is written since.
+	SlackUser *FromTo[string] `json:"slack_user,omitempty"`
+	Link      *LinkChange     `json:"link,omitempty"`
+}
+
+// LinkChange is an account's address on a channel, before and after.
+type LinkChange struct {
+	Channel string `json:"channel"`
+	FromTo[string]
 }
 
 // StaffSessionPayload is the payload of staff.signed_in and

@@ -15,9 +15,6 @@ type Staff struct {
 	Disabled     bool
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
-	// SlackUserID links the account to a Slack user: a click in Slack acts
-	// as this account (agent/outbox, web's Slack interactions).
-	SlackUserID string `gorm:"size:40;default:''"`
 	// Origin is how the account came to be: OriginHost, OriginChange,
 	// OriginDemo, OriginSSO; "" for an account made before staff changes
 	// were countersigned.
@@ -28,6 +25,16 @@ type Staff struct {
 	// SSOSubject is the identity provider's issuer and subject ("issuer
 	// sub") of an account that signs in through single sign-on.
 	SSOSubject string `gorm:"size:300;default:''"`
+}
+
+// StaffLink links an account to its address on a channel people answer
+// through (a Slack user id): a decision made there from that address acts
+// as the account. One address is one account's at most, per channel.
+type StaffLink struct {
+	StaffID   string `gorm:"primaryKey;size:40"`
+	Channel   string `gorm:"primaryKey;size:40;uniqueIndex:idx_staff_links_address,priority:1"`
+	Address   string `gorm:"size:200;not null;uniqueIndex:idx_staff_links_address,priority:2"`
+	CreatedAt time.Time
 }
 
 // Session is a signed-in browser. Its id is stored as a SHA-256 of the
@@ -54,6 +61,6 @@ type APIToken struct {
 // ErrEmailTaken is returned when an email already has an account.
 var ErrEmailTaken = errors.New("email taken")
 
-// ErrSlackTaken is returned when a Slack user is already linked to another
-// account.
-var ErrSlackTaken = errors.New("slack user taken")
+// ErrLinkTaken is returned when an address on a channel is already linked
+// to another account.
+var ErrLinkTaken = errors.New("address taken")

@@ -54,7 +54,7 @@ const (
 	PathStaffRole          = "/staff/:id/role"
 	PathStaffDisabled      = "/staff/:id/disabled"
 	PathStaffRevokeTokens  = "/staff/:id/tokens/revoke"
-	PathStaffSlack         = "/staff/:id/slack"
+	PathStaffLink          = "/staff/:id/links/:channel"
 	PathStaffReset         = "/staff/:id/reset"
 	PathStaffGroups        = "/staff/groups"
 	PathAgentLimits        = "/staff/agents/:id/limits"

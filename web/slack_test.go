@@ -190,17 +190,27 @@ func TestSlackApprovesAsTheLinkedAccount(t *testing.T) {
 	otto := a.staff(models.Auditor, "otto@example.com", "Otto")
 	admin := a.signIn("ada@example.com")
 	for st, slackID := range map[*models.Staff]string{sue: "U0SUE", ann: "u0ann", otto: "U0OTTO"} {
-		res, body := admin.post(views.Reverse(views.PathStaffSlack, st.ID), url.Values{"csrf": {admin.csrf}, "slack_user": {slackID}})
+		res, body := admin.post(views.Reverse(views.PathStaffLink, st.ID, "slack"), url.Values{"csrf": {admin.csrf}, "address": {slackID}})
 		if res.StatusCode != http.StatusSeeOther {
 			t.Fatalf("link %s: %d %s", st.Name, res.StatusCode, body)
 		}
 	}
-	if res, body := admin.post(views.Reverse(views.PathStaffSlack, ann.ID), url.Values{"csrf": {admin.csrf}, "slack_user": {"not an id"}}); res.StatusCode != http.StatusBadRequest ||
+	if res, body := admin.post(views.Reverse(views.PathStaffLink, ann.ID, "slack"), url.Values{"csrf": {admin.csrf}, "address": {"not an id"}}); res.StatusCode != http.StatusBadRequest ||
 		!strings.Contains(body, "is not a Slack user id") {
 		t.Fatalf("a bad Slack id: %d", res.StatusCode)
 	}
-	if res, _ := admin.post(views.Reverse(views.PathStaffSlack, ann.ID), url.Values{"slack_user": {"U0X"}}); res.StatusCode != http.StatusForbidden {
+	if res, body := admin.post(views.Reverse(views.PathStaffLink, otto.ID, "slack"), url.Values{"csrf": {admin.csrf}, "address": {"U0SUE"}}); res.StatusCode != http.StatusConflict ||
+		!strings.Contains(body, "already linked to another account") {
+		t.Fatalf("Sue's Slack user linked to Otto too: %d", res.StatusCode)
+	}
+	if res, _ := admin.post(views.Reverse(views.PathStaffLink, ann.ID, "webhook"), url.Values{"csrf": {admin.csrf}, "address": {"U0ANN"}}); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("a channel that links nobody: %d", res.StatusCode)
+	}
+	if res, _ := admin.post(views.Reverse(views.PathStaffLink, ann.ID, "slack"), url.Values{"address": {"U0X"}}); res.StatusCode != http.StatusForbidden {
 		t.Fatalf("linking without the CSRF token: %d", res.StatusCode)
+	}
+	if _, page := admin.get(views.PathStaff); !strings.Contains(page, "<th>Slack user</th>") || !strings.Contains(page, `value="U0ANN"`) {
+		t.Fatal("the staff page should show each account's Slack user, normalized")
 	}
 
 	out := a.refund(a.run("cus_bob", "Bob"), "cus_bob", `{"order_id":"B2001","amount":1200}`)

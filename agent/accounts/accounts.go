@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
-	"regexp"
 	"strings"
 	"time"
 
@@ -276,27 +275,28 @@ func (a *Service) update(ctx context.Context, id string, role *models.StaffRole,
 	return nil
 }
 
-// slackUserID is how Slack writes a user's id (U…, or W… on Enterprise Grid).
-var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]{2,20}$`)
-
-// LinkSlack links an account to a Slack user ("" unlinks it): a click on a
-// Slack message's buttons by that user acts as the account.
-func (a *Service) LinkSlack(ctx context.Context, staffID, slackUser string, by models.Actor) error {
+// Link links an account to its address on a channel ("" unlinks it): a
+// decision made there from that address acts as the account. check is the
+// channel's own (outbox.Link.Check).
+func (a *Service) Link(ctx context.Context, staffID, channel, address string, check func(string) (string, error), by models.Actor) error {
 	if by.Role != models.Admin {
-		return fault.Errorf(fault.Forbidden, "only an admin can link Slack users")
+		return fault.Errorf(fault.Forbidden, "only an admin can link people's addresses on %s to accounts", channel)
 	}
-	slackUser = strings.ToUpper(strings.TrimSpace(slackUser))
-	if slackUser != "" && !slackUserID.MatchString(slackUser) {
-		return fault.Errorf(fault.Invalid, "%q is not a Slack user id: it looks like U012AB3CD (in Slack: the member's profile, ⋮, Copy member ID)", slackUser)
+	address = strings.TrimSpace(address)
+	if address != "" {
+		var err error
+		if address, err = check(address); err != nil {
+			return fault.Errorf(fault.Invalid, "%s", err.Error())
+		}
 	}
-	switch err := a.store.LinkSlack(ctx, staffID, slackUser, by.String()); {
+	switch err := a.store.LinkStaff(ctx, staffID, channel, address, by.String()); {
 	case err == nil:
 		return nil
 	case errors.Is(err, models.ErrNotFound):
 		return fault.Errorf(fault.NotFound, "no such account")
-	case errors.Is(err, models.ErrSlackTaken):
-		return fault.Errorf(fault.Conflict, "the Slack user %s is already linked to another account", slackUser)
+	case errors.Is(err, models.ErrLinkTaken):
+		return fault.Errorf(fault.Conflict, "%s on %s is already linked to another account", address, channel)
 	default:
-		return fault.Wrap(err, "could not link the Slack user")
+		return fault.Wrap(err, "could not link the address")
 	}
 }

@@ -46,6 +46,27 @@ type Inbound interface {
 	Route(desk Desk) (path string, h http.Handler)
 }
 
+// Linking is an inbound channel whose people are linked to staff accounts
+// by their address on it (Slack's user id): a decision from an address
+// acts as the account linked to it (Store.StaffByLink), which an admin
+// sets on the staff page.
+type Linking interface {
+	Inbound
+	Link() Link
+}
+
+// Link is how a channel's address of a person is asked for and checked.
+type Link struct {
+	// Channel is the channel's name (Channel.Name).
+	Channel string
+	// Label names the address ("Slack user"), and Example shows one
+	// ("U012AB3CD").
+	Label, Example string
+	// Check normalizes an address someone typed, or says what is wrong
+	// with it (as a sentence a person can act on).
+	Check func(address string) (string, error)
+}
+
 // Worker is a channel with work of its own that runs in the background
 // (Slack's clicks, taken by a few workers): the root starts each job.
 type Worker interface {

@@ -31,6 +31,9 @@ func (c *teams) Route(outbox.Desk) (string, http.Handler) {
 	return "/integrations/teams/cards", http.NotFoundHandler()
 }
 
+func (c *teams) Link() outbox.Link {
+	return outbox.Link{Channel: c.Name(), Label: "Teams user", Example: "29:1a2b", Check: func(s string) (string, error) { return s, nil }}
+}
 func (c *teams) Queue(tx *storage.Tx, n outbox.Notice) error {
 	return tx.Enqueue(&models.Delivery{Channel: c.Name(), Target: "teams", Event: string(n.Kind), Subject: n.Subject(), Body: n.Summary})
 }
@@ -44,7 +47,8 @@ func (c *teams) Send(_ context.Context, d models.Delivery) (string, error) {
 
 // A channel is one type behind the outbox's interface: registered, it
 // hears what it says it hears, sends its deliveries, and its route and jobs
-// reach the web side and the root, with no change anywhere else.
+// reach the web side and the root, and the people it links have a column
+// on the staff page, with no change anywhere else.
 func TestAChannelIsOnePackageAndItsRegistration(t *testing.T) {
 	ch := &teams{}
 	e := outboxtest.New(t, "", demo.Shop, outbox.Config{}, func(*storage.Store) outbox.Channel { return ch })
@@ -67,6 +71,9 @@ func TestAChannelIsOnePackageAndItsRegistration(t *testing.T) {
 	}
 	if routes := e.Out.Routes(); len(routes) != 0 {
 		t.Errorf("routes with no desk attached: %+v", routes)
+	}
+	if links := e.Out.Links(); len(links) != 1 || links[0].Channel != "teams" || links[0].Label != "Teams user" {
+		t.Errorf("the staff page's link columns: %+v", links)
 	}
 	e.Out.Attach(e.Gate.Tools, nil, e.Gate.AsksPasskeyOf, deskOf{})
 	if routes := e.Out.Routes(); len(routes) != 1 || routes[0].Path != "/integrations/teams/cards" || routes[0].Channel != "teams" {

@@ -283,6 +283,18 @@ func (o *Outbox) Routes() []Route {
 	return out
 }
 
+// Links are how the channels that link people to accounts ask for their
+// addresses, in the order the channels were given.
+func (o *Outbox) Links() []Link {
+	var out []Link
+	for _, ch := range o.cfg.Channels {
+		if l, ok := ch.(Linking); ok {
+			out = append(out, l.Link())
+		}
+	}
+	return out
+}
+
 // Jobs are the channels' background work, for the root to start.
 func (o *Outbox) Jobs() []Job {
 	var out []Job

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -133,7 +135,7 @@ func (c *Channel) decide(k click) {
 			c.cfg.Log.Warn("could not answer in Slack", "err", err)
 		}
 	}
-	st, err := k.desk.Store().StaffBySlack(ctx, k.user)
+	st, err := k.desk.Store().StaffByLink(ctx, "slack", k.user)
 	if err != nil {
 		tell("Your Slack account is not linked to a Countersign account, so nothing was done. An admin links it on the Staff page.")
 		return
@@ -176,4 +178,19 @@ func (c *Channel) decide(k click) {
 	if err := c.respond(ctx, k.responseURL, &v, "Countersign: "+v.Summary); err != nil {
 		c.cfg.Log.Warn("could not update the Slack message", "err", err)
 	}
+}
+
+// userID is how Slack writes a user's id (U…, or W… on Enterprise Grid).
+var userID = regexp.MustCompile(`^[UW][A-Z0-9]{2,20}$`)
+
+// Link implements outbox.Linking: a click on a message's buttons acts as
+// the account its Slack user is linked to.
+func (c *Channel) Link() outbox.Link {
+	return outbox.Link{Channel: c.Name(), Label: "Slack user", Example: "U012AB3CD", Check: func(id string) (string, error) {
+		id = strings.ToUpper(strings.TrimSpace(id))
+		if !userID.MatchString(id) {
+			return "", fmt.Errorf("%q is not a Slack user id: it looks like U012AB3CD (in Slack: the member's profile, ⋮, Copy member ID)", id)
+		}
+		return id, nil
+	}}
 }

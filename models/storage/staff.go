@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -180,45 +181,72 @@ func (s *Store) StaffByTokenHash(ctx context.Context, hash string) (*models.Staf
 	return s.StaffByID(ctx, t.StaffID)
 }
 
-// LinkSlack links an account to a Slack user id ("" unlinks it). One Slack
-// user acts as one account at most.
-func (s *Store) LinkSlack(ctx context.Context, id, slackUser, actor string) error {
-	slackUser = strings.TrimSpace(slackUser)
+// LinkStaff links an account to its address on a channel ("" unlinks
+// it), audited. One address on a channel is one account's at most.
+func (s *Store) LinkStaff(ctx context.Context, id, channel, address, actor string) error {
 	return s.Write(ctx, func(tx *Tx) error {
-		var st models.Staff
-		if err := tx.db.Take(&st, "id = ?", id).Error; err != nil {
+		if err := tx.db.Take(&models.Staff{}, "id = ?", id).Error; err != nil {
 			return notFound(err)
 		}
-		if st.SlackUserID == slackUser {
+		var was models.StaffLink
+		err := tx.db.Take(&was, "staff_id = ? AND channel = ?", id, channel).Error
+		if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+			return err
+		}
+		if was.Address == address {
 			return nil
 		}
-		if slackUser != "" {
+		if address != "" {
 			var n int64
-			if err := tx.db.Model(&models.Staff{}).Where("slack_user_id = ? AND id <> ?", slackUser, id).Count(&n).Error; err != nil {
+			if err := tx.db.Model(&models.StaffLink{}).Where("channel = ? AND address = ? AND staff_id <> ?", channel, address, id).Count(&n).Error; err != nil {
 				return err
 			}
 			if n > 0 {
-				return models.ErrSlackTaken
+				return models.ErrLinkTaken
 			}
 		}
-		if err := tx.db.Model(&models.Staff{}).Where("id = ?", id).Updates(map[string]any{"slack_user_id": slackUser, "updated_at": tx.now}).Error; err != nil {
+		if err := tx.db.Where("staff_id = ? AND channel = ?", id, channel).Delete(&models.StaffLink{}).Error; err != nil {
+			return err
+		}
+		if address != "" {
+			if err := tx.db.Create(&models.StaffLink{StaffID: id, Channel: channel, Address: address, CreatedAt: tx.now}).Error; err != nil {
+				return err
+			}
+		}
+		if err := tx.db.Model(&models.Staff{}).Where("id = ?", id).Update("updated_at", tx.now).Error; err != nil {
 			return err
 		}
 		return tx.Audit(models.Event{Actor: actor, Kind: models.EventStaffUpdated, Subject: id,
-			Payload: models.StaffUpdatedPayload{SlackUser: &models.FromTo[string]{From: st.SlackUserID, To: slackUser}}})
+			Payload: models.StaffUpdatedPayload{Link: &models.LinkChange{Channel: channel, FromTo: models.FromTo[string]{From: was.Address, To: address}}}})
 	})
 }
 
-// StaffBySlack finds the account linked to a Slack user.
-func (s *Store) StaffBySlack(ctx context.Context, slackUser string) (*models.Staff, error) {
-	if slackUser == "" {
+// StaffByLink finds the account linked to an address on a channel.
+func (s *Store) StaffByLink(ctx context.Context, channel, address string) (*models.Staff, error) {
+	if address == "" {
 		return nil, notFound(gorm.ErrRecordNotFound)
 	}
-	var st models.Staff
-	if err := s.db.WithContext(ctx).Take(&st, "slack_user_id = ?", slackUser).Error; err != nil {
+	var l models.StaffLink
+	if err := s.db.WithContext(ctx).Take(&l, "channel = ? AND address = ?", channel, address).Error; err != nil {
 		return nil, notFound(err)
 	}
-	return &st, nil
+	return s.StaffByID(ctx, l.StaffID)
+}
+
+// StaffLinks are every account's addresses: staff id -> channel -> address.
+func (s *Store) StaffLinks(ctx context.Context) (map[string]map[string]string, error) {
+	var links []models.StaffLink
+	if err := s.db.WithContext(ctx).Find(&links).Error; err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for _, l := range links {
+		if out[l.StaffID] == nil {
+			out[l.StaffID] = map[string]string{}
+		}
+		out[l.StaffID][l.Channel] = l.Address
+	}
+	return out, nil
 }
 
 // StaffWhoMayDecide lists the enabled accounts whose role may decide an

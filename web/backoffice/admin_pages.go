@@ -3,6 +3,7 @@ package backoffice
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/agent/gate"
+	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/fault"
@@ -198,9 +200,22 @@ func (s *Office) staffView(c echo.Context) (views.StaffView, error) {
 		v.Agents = append(v.Agents, views.AgentRow{Name: a.Name, Added: clock(a.CreatedAt), State: state, Live: a.RevokedAt == nil,
 			CallsPerSecond: limit(a.CallsPerSecond), CallBurst: limit(a.CallBurst), MaxWaiting: limit(a.MaxWaiting)})
 	}
+	links, err := s.core.Store.StaffLinks(c.Request().Context())
+	if err != nil {
+		return views.StaffView{}, err
+	}
+	channels := s.core.Outbox.Links()
+	for _, l := range channels {
+		v.Links = append(v.Links, l.Label)
+	}
 	for _, st := range all {
+		var cells []views.StaffLinkCell
+		for _, l := range channels {
+			cells = append(cells, views.StaffLinkCell{Channel: l.Channel, Label: l.Label, Example: l.Example, Address: links[st.ID][l.Channel],
+				URL: views.Reverse(views.PathStaffLink, st.ID, l.Channel)})
+		}
 		v.Rows = append(v.Rows, views.StaffRow{ID: st.ID, Email: st.Email, Name: st.Name, Role: string(st.Role), Disabled: st.Disabled, Self: st.ID == me,
-			Tokens: tokens[st.ID], Slack: st.SlackUserID, Origin: originWords(st.Origin), Host: st.Origin == models.OriginHost, Demo: st.Origin == models.OriginDemo,
+			Tokens: tokens[st.ID], Links: cells, Origin: originWords(st.Origin), Host: st.Origin == models.OriginHost, Demo: st.Origin == models.OriginDemo,
 			PersonURL: views.Reverse(views.PathPerson, st.ID), NoPassword: st.PasswordHash == ""})
 	}
 	if err := s.staffChangesInto(c, &v); err != nil {
@@ -242,8 +257,15 @@ func (s *Office) deliveryRows(c echo.Context) ([]views.DeliveryRow, error) {
 	return rows, nil
 }
 
-func (s *Office) staffSlack(c echo.Context) error {
-	if err := s.core.Accounts.LinkSlack(c.Request().Context(), c.Param("id"), c.FormValue("slack_user"), currentStaff(c).staff.Actor()); err != nil {
+// staffLink sets an account's address on a channel that links people to
+// accounts (Slack's user id), as the channel checks it.
+func (s *Office) staffLink(c echo.Context) error {
+	i := slices.IndexFunc(s.core.Outbox.Links(), func(l outbox.Link) bool { return l.Channel == c.Param("channel") })
+	if i < 0 {
+		return fault.Errorf(fault.NotFound, "no channel %q links people to accounts here", c.Param("channel"))
+	}
+	l := s.core.Outbox.Links()[i]
+	if err := s.core.Accounts.Link(c.Request().Context(), c.Param("id"), l.Channel, c.FormValue("address"), l.Check, currentStaff(c).staff.Actor()); err != nil {
 		if fault.CodeOf(err) == fault.Internal {
 			return err
 		}
@@ -254,7 +276,7 @@ func (s *Office) staffSlack(c echo.Context) error {
 		v.FlashError = sentence(fault.Message(err))
 		return render(c, doorkit.HTTPStatus(fault.CodeOf(err)), views.StaffPage(v))
 	}
-	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=slack"))
+	return c.Redirect(http.StatusSeeOther, views.WithQuery(views.PathStaff, "done=link"))
 }
 
 var staffFlash = map[string]string{
@@ -264,7 +286,7 @@ var staffFlash = map[string]string{
 	"change-rejected": "Rejected: the change will not take effect.",
 	"disabled":        "Account disabled; their sessions, API tokens and enrollment links were ended at once.",
 	"tokens":          "Their staff API tokens were revoked; the account and its sessions are unchanged.",
-	"slack":           "Slack user saved: their clicks in Slack act as this account.", "oauth-revoked": "The MCP client was revoked; its tokens ended at once."}
+	"link":            "Saved: a decision from that address acts as this account.", "oauth-revoked": "The MCP client was revoked; its tokens ended at once."}
 
 func (s *Office) staffPage(c echo.Context) error {
 	v, err := s.staffView(c)

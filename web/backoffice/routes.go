@@ -63,7 +63,7 @@ func (s *Office) Mount(e *echo.Echo) {
 	e.POST(views.PathStaffRole, s.staffRole, admins...)
 	e.POST(views.PathStaffDisabled, s.staffDisabled, admins...)
 	e.POST(views.PathStaffRevokeTokens, s.staffRevokeTokens, admins...)
-	e.POST(views.PathStaffSlack, s.staffSlack, admins...)
+	e.POST(views.PathStaffLink, s.staffLink, admins...)
 	e.POST(views.PathStaffReset, s.staffReset, admins...)
 	e.POST(views.PathStaffGroups, s.staffGroups, admins...)
 	e.POST(views.PathAgentLimits, s.agentLimits, admins...)
