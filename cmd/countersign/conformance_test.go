@@ -157,6 +157,20 @@ func TestConformanceThroughCountersign(t *testing.T) {
 				lost = append(lost, check)
 			}
 		}
+		if len(lost) > 0 {
+			// A few checks wait for a notification within a window (1.5 s
+			// for a changed list, which goes through the core's reload
+			// here); on a loaded machine one can miss it. Those lost get
+			// the whole suite once more: what fails again is lost.
+			again := suite(countersign(), filepath.Join(work, name+"-through-again"), run.args...)
+			lost = slices.DeleteFunc(lost, func(check string) bool {
+				if again[check] {
+					t.Logf("%s: %s passed through on the second run of the suite", name, check)
+					passedThrough++
+				}
+				return again[check]
+			})
+		}
 		slices.Sort(lost)
 		slices.Sort(fixed)
 		t.Logf("%s: %d checks pass direct, %d of them through", name, passedDirect, passedThrough)
