@@ -130,6 +130,8 @@ type Core struct {
 	// (keepTools), by keepers Close waits for.
 	keeping bool
 	keepers sync.WaitGroup
+	// toolsWanted notes that an MCP server's tools changed (followTools).
+	toolsWanted chan struct{}
 }
 
 type namedJob struct {
@@ -170,6 +172,7 @@ func New(cfg Config) (*Core, error) {
 	c.Accounts.SignWithPasskey = cfg.SignWithPasskey
 	c.Accounts.Revoked = bus.AgentRevoked
 	bus.repin, bus.resync = g.Repin, c.resync
+	c.toolsWanted = make(chan struct{}, 1)
 	c.toolSet = cfg.ToolSet
 	c.serving.Store(cfg.ToolSet)
 	c.watchTools(cfg.ToolSet)
@@ -246,6 +249,7 @@ func (c *Core) Start(ctx context.Context) (Started, error) {
 		c.job(ctx, j.Name, j.Run)
 	}
 	c.job(ctx, "sweep", c.sweep)
+	c.job(ctx, "follow the MCP servers' tool lists", c.followTools)
 	c.job(ctx, "receipts", c.Receipts.Run) // first what a crash left unsigned
 	if c.cfg.AuditKey != nil {
 		c.job(ctx, "audit checkpoints", c.checkpoints)

@@ -93,14 +93,28 @@ func (c *Core) RecordReloadFailure(ctx context.Context, err error) {
 	}
 }
 
+// followTools is the job that follows the MCP servers' tool lists: each
+// time one changed (watchTools took note), toolsChanged.
+func (c *Core) followTools(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.toolsWanted:
+			c.toolsChanged()
+		}
+	}
+}
+
 // toolsChanged follows an MCP server that changed its tools: the tools in
 // force are built again from the same file and put in force with the policy,
 // if it still passes its tests against them.
-func (c *Core) toolsChanged(set *httptool.Set) {
+func (c *Core) toolsChanged() {
 	c.reloading.Lock()
 	defer c.reloading.Unlock()
-	if set != c.toolSet {
-		return // replaced since
+	set := c.toolSet
+	if set == nil {
+		return // closed since
 	}
 	registry, toolsVersion, err := c.cfg.Sources.Registry(set)
 	if err == nil {
@@ -149,10 +163,16 @@ func (c *Core) putInForce(ctx context.Context, registry *tools.Registry, toolsVe
 	return nil
 }
 
-// watchTools follows the set's MCP servers' tool lists.
+// watchTools follows the set's MCP servers' tool lists: a change is
+// noted, for the followTools job (none runs before Start).
 func (c *Core) watchTools(set *httptool.Set) {
 	if set != nil {
-		set.Watch(func() { c.toolsChanged(set) })
+		set.Watch(func() {
+			select {
+			case c.toolsWanted <- struct{}{}: // followTools builds them again
+			default: // already noted
+			}
+		})
 		set.WatchTold(c.told)
 	}
 }

@@ -112,16 +112,23 @@ func TestEveryTemplFileIsOnePageAReaderCanHold(t *testing.T) {
 	}
 }
 
-// The web side starts no goroutine of its own: its background work (live
-// pages, revoked keys, shared rate limits, the audit chain's check, Slack's
-// clicks) runs as the core's named jobs, which Start starts and Close
-// stops (issue 65).
-func TestTheWebSideStartsNoGoroutine(t *testing.T) {
+// The web side, the channels, the tools file's set and the outbox start no
+// goroutine of their own: their background work (live pages, shared rate
+// limits, the audit chain's check, Slack's clicks, the MCP servers'
+// keepers, following their tool lists) runs as the core's named jobs,
+// which Start starts and Close stops (issue 65).
+func TestOnlyTheCoreStartsBackgroundWork(t *testing.T) {
 	t.Parallel()
 	fset := token.NewFileSet()
-	files, _ := filepath.Glob("../../web/*.go")
-	more, _ := filepath.Glob("../../web/*/*.go")
-	for _, f := range append(files, more...) {
+	var files []string
+	// The web side and its doors, the channels, the tools file's set, the
+	// outbox and the businesses: their background work is the core's jobs
+	// (Core.Job, outbox.Job, the set's keepers, followTools).
+	for _, glob := range []string{"web/*.go", "web/*/*.go", "channels/*/*.go", "tools/httptool/*.go", "agent/outbox/*.go", "business/*.go", "demo/*.go", "demo/*/*.go"} {
+		more, _ := filepath.Glob("../../" + glob)
+		files = append(files, more...)
+	}
+	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") || strings.HasSuffix(f, "_templ.go") {
 			continue
 		}

@@ -129,8 +129,10 @@ func (s *Set) Tools() []*tools.Tool {
 	return out
 }
 
-// Watch sets what is called (on a goroutine of its own) whenever an MCP
-// server's tools change: announced by the server, or found on reconnecting.
+// Watch sets what is called whenever an MCP server's tools change:
+// announced by the server, or found on reconnecting. It is called on the
+// server's own goroutine and must not block (the core only takes note, and
+// a job of its own builds the tools again).
 func (s *Set) Watch(f func()) {
 	s.mu.Lock()
 	s.watch = f
@@ -160,7 +162,7 @@ func (s *Set) changed() {
 	f := s.watch
 	s.mu.Unlock()
 	if f != nil {
-		go f()
+		f()
 	}
 }
 
