@@ -61,12 +61,12 @@ type StaffEnrollPayload struct {
 // StaffUpdatedPayload is the payload of staff.updated: what changed, and
 // only that.
 type StaffUpdatedPayload struct {
-	Disabled *bool              `json:"disabled,omitempty"`
-	Role     *FromTo[StaffRole] `json:"role,omitempty"`
-	// SlackUser is the Slack link as events before migration 00022 wrote
-	// it; Link is how every channel's link is written since.
-	SlackUser *FromTo[string] `json:"slack_user,omitempty"`
-	Link      *LinkChange     `json:"link,omitempty"`
+	Disabled *bool `json:"disabled,omitempty"`
+	// Link is how a channel's link is written since migration 00022;
+	// SlackUser is the Slack link as events before it wrote it.
+	Link      *LinkChange        `json:"link,omitempty"`
+	Role      *FromTo[StaffRole] `json:"role,omitempty"`
+	SlackUser *FromTo[string]    `json:"slack_user,omitempty"`
 }
 
 // LinkChange is an account's address on a channel, before and after.
