@@ -178,6 +178,26 @@ type Server struct {
 	bodies *bodyBudget
 }
 
+// Boot builds the one root: the core over c (everything that runs, and
+// every background job by name), the company's SSO group mapping settled
+// in its database, then the web side over it (New). `countersign serve`,
+// the tests and the benchmark programs all boot through it; Start and
+// Close are the core's.
+func Boot(ctx context.Context, c core.Config, w Config) (*core.Core, *Server, error) {
+	co, err := core.New(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if w.SSO != nil {
+		// The group mapping is the deployment's, kept in the database.
+		if err := co.Accounts.SettleGroups(ctx, w.SSO.Groups, core.Hostname()); err != nil {
+			co.Close()
+			return nil, nil, err
+		}
+	}
+	return co, New(co, w), nil
+}
+
 // New builds the web side over the core: the back office, the doors,
 // their middleware and routes. It builds nothing of the core; it listens
 // on the core's bus, and its background jobs are the core's to start and

@@ -113,21 +113,14 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 			return fail(err)
 		}
 	}
-	// The one place the parts are put together: the core, everything
-	// that runs; the web side's handlers over it; then the core started.
-	if a.core, err = core.New(ccfg); err != nil {
+	// The one place the parts are put together (web.Boot, as the tests
+	// and the benchmarks do): the core, everything that runs; the web
+	// side's handlers over it; then the core started.
+	if a.core, a.site, err = web.Boot(ctx, ccfg, wcfg); err != nil {
 		loaded.Set.Close()
 		return fail(err)
 	}
 	a.gate, a.runner, a.accounts = a.core.Gate, a.core.Runner, a.core.Accounts
-	if wcfg.SSO != nil {
-		// The group mapping is the deployment's, kept in the database.
-		if err := a.core.Accounts.SettleGroups(ctx, wcfg.SSO.Groups, core.Hostname()); err != nil {
-			a.core.Close()
-			return fail(err)
-		}
-	}
-	a.site = web.New(a.core, wcfg)
 	if err := a.startCore(ctx); err != nil {
 		return fail(err)
 	}

@@ -1,10 +1,12 @@
-// Package webtest boots the one root (core.New, then web.New over it) the
-// way `countersign serve` does, for the web side's tests and the benchmark
+// Package webtest boots the one root (web.Boot) as `countersign serve`
+// does, for the web side's tests and the benchmark
 // programs that serve the product over httptest. Start and Close are the
 // core's.
 package webtest
 
 import (
+	"context"
+
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/web"
 )
@@ -17,9 +19,9 @@ func New(c core.Config, w web.Config) (*core.Core, *web.Server) {
 	if w.Log == nil {
 		w.Log = c.Log
 	}
-	co, err := core.New(c)
+	co, site, err := web.Boot(context.Background(), c, w)
 	if err != nil {
 		panic(err)
 	}
-	return co, web.New(co, w)
+	return co, site
 }
