@@ -6,7 +6,7 @@ package demo
 import (
 	"context"
 
-	"github.com/countersign/countersign/business"
+	"github.com/countersign/countersign/agent/business"
 	"github.com/countersign/countersign/demo/offline"
 	"github.com/countersign/countersign/demo/shop"
 	"github.com/countersign/countersign/models"

@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/agent/business"
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/llm"
 	"github.com/countersign/countersign/agent/policy"
 	"github.com/countersign/countersign/agent/runloop"
-	"github.com/countersign/countersign/business"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
 	"github.com/countersign/countersign/models/storage/storetest"

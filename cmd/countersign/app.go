@@ -20,11 +20,11 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/agent/accounts"
+	"github.com/countersign/countersign/agent/business"
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/runloop"
 	"github.com/countersign/countersign/agent/telemetry"
-	"github.com/countersign/countersign/business"
 	"github.com/countersign/countersign/demo"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"

@@ -106,9 +106,9 @@ func layerViolations(p goPackage) []string {
 		// a model, a policy and a prompt, and keeps its tables through the
 		// store's units of work (storage.Schema).
 		refuse(p.Imports, "the demo reaches Countersign only through what any business uses", func(imp string) bool {
-			return strings.HasPrefix(imp, module+"/") && !ours(imp, "demo", "models", "tools", "agent/llm", "business")
+			return strings.HasPrefix(imp, module+"/") && !ours(imp, "demo", "models", "tools", "agent/llm", "agent/business")
 		})
-	case ours(path, "business"):
+	case ours(path, "agent/business"):
 		// What a business brings is said in the words, tools and models.
 		refuse(p.Imports, "a business's parts are words, tools and a model", func(imp string) bool {
 			return strings.HasPrefix(imp, module+"/") && !ours(imp, "models", "tools", "agent/llm")
@@ -168,10 +168,10 @@ func TestLayerRulesRefuseWhatTheyMust(t *testing.T) {
 		{ImportPath: module + "/demo/offline", Imports: []string{module + "/agent/runloop"}},
 		{ImportPath: module + "/demo/shop", Imports: []string{"gorm.io/gorm"}},
 		{ImportPath: module + "/web", Imports: []string{"github.com/slack-go/slack"}},
-		{ImportPath: module + "/business", Imports: []string{module + "/demo/shop"}},
+		{ImportPath: module + "/agent/business", Imports: []string{module + "/demo/shop"}},
 		{ImportPath: module + "/agent/agenttest", Deps: []string{module + "/demo"}},
 		{ImportPath: module + "/models/storage/storetest", Imports: []string{module + "/demo/shop"}},
-		{ImportPath: module + "/business", Imports: []string{module + "/agent/gate"}},
+		{ImportPath: module + "/agent/business", Imports: []string{module + "/agent/gate"}},
 		{ImportPath: module + "/agent/outbox", Imports: []string{"github.com/emersion/go-smtp"}},
 		{ImportPath: module + "/channels/slack", Deps: []string{module + "/channels/webhook"}},
 		{ImportPath: module + "/channels/email", Deps: []string{module + "/web"}},

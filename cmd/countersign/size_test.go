@@ -124,7 +124,7 @@ func TestOnlyTheCoreStartsBackgroundWork(t *testing.T) {
 	// The web side and its doors, the channels, the tools file's set, the
 	// outbox and the businesses: their background work is the core's jobs
 	// (Core.Job, outbox.Job, the set's keepers, followTools).
-	for _, glob := range []string{"web/*.go", "web/*/*.go", "channels/*/*.go", "tools/httptool/*.go", "agent/outbox/*.go", "business/*.go", "demo/*.go", "demo/*/*.go"} {
+	for _, glob := range []string{"web/*.go", "web/*/*.go", "channels/*/*.go", "tools/httptool/*.go", "agent/outbox/*.go", "agent/business/*.go", "demo/*.go", "demo/*/*.go"} {
 		more, _ := filepath.Glob("../../" + glob)
 		files = append(files, more...)
 	}
