@@ -136,10 +136,3 @@ func (h *QueueHub) SubscribeAction(id string) (chan struct{}, func()) {
 		h.mu.Unlock()
 	}
 }
-
-// Streams counts open queue streams.
-func (h *QueueHub) Streams() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.queues)
-}

@@ -76,10 +76,3 @@ func (b *Broker) Publish(ev runloop.Event) {
 		}
 	}
 }
-
-// Streams counts the open streams of a run.
-func (b *Broker) Streams(runID string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.subs[runID])
-}
