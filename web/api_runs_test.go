@@ -98,7 +98,7 @@ type appConfig struct {
 	Business      gate.BusinessFacts
 	Log           *slog.Logger
 	ExecutionWait time.Duration
-	Outbox        *outbox.Outbox
+	Reach         outbox.Config
 	// SignWithPasskey: admins sign versions and staff changes with passkeys.
 	SignWithPasskey bool
 	// AuditKey signs checkpoints into Checkpoints, and receipts.
@@ -114,7 +114,7 @@ func startApp(t *testing.T, cfg appConfig, tls bool) *app {
 	t.Helper()
 	// The one root, as `countersign serve` and the benchmarks boot it.
 	co, site := webtest.New(core.Config{Store: cfg.Store, Tools: cfg.Tools, Policy: cfg.Policy, Model: cfg.Model, Business: cfg.Business,
-		Log: cfg.Log, ExecutionWait: cfg.ExecutionWait, Outbox: cfg.Outbox, SignWithPasskey: cfg.SignWithPasskey,
+		Log: cfg.Log, ExecutionWait: cfg.ExecutionWait, Reach: cfg.Reach, SignWithPasskey: cfg.SignWithPasskey,
 		AuditKey: cfg.AuditKey, Checkpoints: cfg.Checkpoints, ToolSet: cfg.ToolSet}, cfg.Web)
 	if _, err := co.Start(context.Background()); err != nil {
 		t.Fatal(err)

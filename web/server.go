@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -24,7 +25,12 @@ import (
 
 // Config is what the server is built from.
 type Config struct {
-	Log       *slog.Logger
+	Log *slog.Logger
+	// Tokens are the shop's settings for its customers' tokens: Boot
+	// settles them (chat.Tokens.Settle) into Customers, DemoSecret and
+	// ChatGrantSeed, with the secrets the database keeps. nil: those three
+	// as given (tests give their own).
+	Tokens    *chat.Tokens
 	Customers *chat.CustomerVerifier
 	// WidgetOrigins may embed the chat frame (frame-ancestors).
 	WidgetOrigins []string
@@ -188,6 +194,15 @@ func Boot(ctx context.Context, c core.Config, w Config) (*core.Core, *Server, er
 	if err != nil {
 		return nil, nil, err
 	}
+	if w.Tokens != nil {
+		log := cmp.Or(w.Log, slog.New(slog.DiscardHandler))
+		settled, err := w.Tokens.Settle(ctx, co.Store, w.DemoCustomers, log)
+		if err != nil {
+			co.Close()
+			return nil, nil, err
+		}
+		w.Customers, w.DemoSecret, w.ChatGrantSeed = settled.Customers, settled.DemoSecret, settled.GrantSeed
+	}
 	if w.SSO != nil {
 		// The group mapping is the deployment's, kept in the database.
 		if err := co.Accounts.SettleGroups(ctx, w.SSO.Groups, core.Hostname()); err != nil {
@@ -280,6 +295,9 @@ func (c *Config) defaults() {
 
 // Handler returns the server's http.Handler.
 func (s *Server) Handler() http.Handler { return s.echo }
+
+// DemoPage tells whether /demo is served.
+func (s *Server) DemoPage() bool { return s.cfg.DemoSecret != "" }
 
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {

@@ -125,12 +125,8 @@ func outboxApp(t *testing.T, oc outbox.Config, wc web.Config, channels ...func(*
 	for _, ch := range channels {
 		oc.Channels = append(oc.Channels, ch(store))
 	}
-	ob, err := outbox.New(store, oc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return startApp(t, appConfig{Store: store, Tools: reg, Policy: pol, Model: offline.Model{}, Business: shop.Facts{Store: store},
-		Log: discardLog(), Outbox: ob,
+		Log: discardLog(), Reach: oc,
 		Web: wc}, false)
 }
 

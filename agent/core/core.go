@@ -52,10 +52,11 @@ type Config struct {
 	// SystemPrompt is what every run's model is told first ("": the
 	// default, runloop.DefaultSystemPrompt).
 	SystemPrompt string
-	// Outbox reaches people outside and escalates unanswered actions
-	// (nil: nobody outside; actions are still marked overdue after the
-	// default time).
-	Outbox *outbox.Outbox
+	// Reach is how the outbox reaches people outside and escalates
+	// unanswered actions: its channels, its link base, its timings (the
+	// zero value: nobody outside; actions are still marked overdue after
+	// the default time). Its Log and Metrics default to the core's.
+	Reach outbox.Config
 	// Metrics counts what the core does (nil: nothing).
 	Metrics *telemetry.Metrics
 	// PolicyOrigin says where Policy came from: it seeds the policy
@@ -150,9 +151,16 @@ func New(cfg Config) (*Core, error) {
 	if cfg.Shadow != nil {
 		g.SetShadow(cfg.Shadow)
 	}
-	ob := cfg.Outbox
-	if ob == nil {
-		ob, _ = outbox.New(cfg.Store, outbox.Config{Log: log}) // the zero config is valid
+	reach := cfg.Reach
+	if reach.Log == nil {
+		reach.Log = log
+	}
+	if reach.Metrics == nil {
+		reach.Metrics = cfg.Metrics
+	}
+	ob, err := outbox.New(cfg.Store, reach)
+	if err != nil {
+		return nil, err
 	}
 	ob.Attach(g.Tools, bus.ActionChanged, g.AsksPasskeyOf, desk{gate: g, outbox: ob, store: cfg.Store})
 	vs, err := versions.New(versions.Config{Store: cfg.Store, Gate: g, Log: log, People: cfg.PolicyPeople,

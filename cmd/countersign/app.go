@@ -121,6 +121,7 @@ func NewApp(ctx context.Context, cfg config, stdout, stderr io.Writer) (*App, er
 		return fail(err)
 	}
 	a.gate, a.runner, a.accounts = a.core.Gate, a.core.Runner, a.core.Accounts
+	a.demoPage = a.site.DemoPage()
 	if err := a.startCore(ctx); err != nil {
 		return fail(err)
 	}

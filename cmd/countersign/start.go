@@ -12,7 +12,6 @@ import (
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/gate"
 	"github.com/countersign/countersign/agent/llm"
-	"github.com/countersign/countersign/agent/outbox"
 	"github.com/countersign/countersign/agent/telemetry"
 	"github.com/countersign/countersign/agent/versions"
 	"github.com/countersign/countersign/web"
@@ -70,20 +69,6 @@ func (a *App) configs(in core.InForce) (core.Config, web.Config, error) {
 		}
 	}
 	model = telemetry.WatchModel(provider, cmp.Or(cfg.ModelName, provider), model, a.metrics)
-	customers, demoSecret, err := a.customerVerifier(context.Background())
-	if err != nil {
-		return core.Config{}, web.Config{}, err
-	}
-	grantSeed := []byte(cfg.CustomerSecret)
-	if len(grantSeed) == 0 {
-		// Without the shop's secret the chat frames' grants still hold on
-		// every instance of one database.
-		seed, err := a.store.Secret(context.Background(), "chat-grants")
-		if err != nil {
-			return core.Config{}, web.Config{}, err
-		}
-		grantSeed = []byte(seed)
-	}
 	mcpOrigins, err := parseOriginsOf("--mcp-origins", cfg.MCPOrigins)
 	if err != nil {
 		return core.Config{}, web.Config{}, err
@@ -92,7 +77,6 @@ func (a *App) configs(in core.InForce) (core.Config, web.Config, error) {
 	if err != nil {
 		return core.Config{}, web.Config{}, err
 	}
-	a.demoPage = demoSecret != ""
 	var facts gate.BusinessFacts
 	if b := cfg.business(); b.Facts != nil {
 		facts = b.Facts(a.store)
@@ -105,53 +89,22 @@ func (a *App) configs(in core.InForce) (core.Config, web.Config, error) {
 	if err != nil {
 		return core.Config{}, web.Config{}, err
 	}
-	reach.Metrics = a.metrics
 	ssoCfg, noPasswords, err := cfg.ssoConfig(reach.Base)
-	if err != nil {
-		return core.Config{}, web.Config{}, err
-	}
-	ob, err := outbox.New(a.store, reach)
 	if err != nil {
 		return core.Config{}, web.Config{}, err
 	}
 	return core.Config{Store: a.store, Tools: in.Registry, ToolsVersion: in.ToolsVersion, Policy: in.Policy, Model: model,
 			Sources: sources(cfg, a.store), ToolSet: in.Set,
-			Business: facts, Log: log, Outbox: ob, SystemPrompt: prompt, Metrics: a.metrics,
+			Business: facts, Log: log, Reach: reach, SystemPrompt: prompt, Metrics: a.metrics,
 			PolicyOrigin: versions.Origin{File: cfg.Policy, FileRules: cfg.PolicyFromFile}, PolicyPeople: cfg.PolicyPeople,
 			SinglePersonShop: cfg.SinglePersonShop, IntentWindow: cfg.IntentWindow, SignWithPasskey: cfg.SignIn.SignWithPasskey, Limits: gate.Limits{MaxPendingPerRun: cfg.RunMaxWaiting, MaxPendingPerCustomer: cfg.CustomerMaxWaiting,
 				MaxPendingPerAgent: cfg.AgentMaxWaiting, MaxPendingPerSession: cfg.SessionMaxWaiting}},
-		web.Config{Log: log, Customers: customers, ChatGrantSeed: grantSeed, WidgetOrigins: origins, MCPOrigins: mcpOrigins,
-			DemoSecret: demoSecret, DemoCustomers: tryOutCustomers(cfg.business()), TrustProxy: cfg.TrustProxy, PublicURL: cfg.Reach.PublicURL, Upstreams: a.upstreams,
+		web.Config{Log: log, Tokens: &chat.Tokens{Secret: cfg.CustomerSecret, Previous: cfg.CustomerSecretPrevious,
+			MaxAge: cfg.CustomerTokenMaxAge, Issuer: cfg.CustomerTokenIssuer, Audience: cfg.CustomerTokenAudience, DemoPage: cfg.DemoPage},
+			WidgetOrigins: origins, MCPOrigins: mcpOrigins,
+			DemoCustomers: tryOutCustomers(cfg.business()), TrustProxy: cfg.TrustProxy, PublicURL: cfg.Reach.PublicURL, Upstreams: a.upstreams,
 			MCPWait: cfg.MCPHold, AgentCallsPerSecond: cfg.AgentCallsPerSecond, AgentCallBurst: cfg.AgentCallBurst,
 			SSO: ssoCfg, NoPasswordSignIn: noPasswords}, nil
-}
-
-// customerVerifier checks the tokens shops sign. /demo signs tokens with a
-// secret of its own, valid for the demo customers only: it never signs as
-// the shop, kept in the database so that every instance behind one load
-// balancer accepts what another signed. With the shop's secret set, the
-// page is off unless --demo-page asks for it (demoSecret is "" then).
-func (a *App) customerVerifier(ctx context.Context) (v *chat.CustomerVerifier, demoSecret string, err error) {
-	cfg := a.cfg
-	v = chat.NewCustomerVerifier(cfg.CustomerSecret, cfg.CustomerSecretPrevious)
-	v.MaxLifetime, v.Issuer, v.Audience = cfg.CustomerTokenMaxAge, cfg.CustomerTokenIssuer, cfg.CustomerTokenAudience
-	switch {
-	case len(cfg.business().Customers) > 0 && (cfg.CustomerSecret == "" || cfg.DemoPage):
-		if demoSecret, err = a.store.Secret(ctx, "demo-page"); err != nil {
-			return nil, "", err
-		}
-		var ids []string
-		for _, c := range cfg.business().Customers {
-			ids = append(ids, c.ID)
-		}
-		v.AcceptDemo(demoSecret, ids...)
-		if cfg.CustomerSecret == "" {
-			a.log.Info("no customer secret given: only the demo page's customers can sign in to the chat")
-		}
-	case len(cfg.business().Customers) > 0:
-		a.log.Info("the demo page is off because a customer secret is set (--demo-page shows it)")
-	}
-	return v, demoSecret, nil
 }
 
 // startCore creates the demo staff and starts the core: it recovers what a
