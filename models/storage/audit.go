@@ -45,10 +45,10 @@ func (tx *Tx) Audit(ev models.Event) error {
 		PrevHash: tx.chain.hash,
 	}
 	rec.Hash = models.EventHash(rec)
-	if _, err := tx.exec(`INSERT INTO audit_events (seq, at, actor, kind, subject, payload, prev_hash, hash)
+	if err := tx.send("append audit event", `INSERT INTO audit_events (seq, at, actor, kind, subject, payload, prev_hash, hash)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		rec.Seq, rec.At, rec.Actor, rec.Kind, rec.Subject, rec.Payload, rec.PrevHash, rec.Hash); err != nil {
-		return fmt.Errorf("append audit event: %w", err)
+		return err
 	}
 	tx.chain.seq, tx.chain.hash, tx.chain.dirty = rec.Seq, rec.Hash, true
 	tx.chain.last = rec
@@ -67,7 +67,18 @@ func (tx *Tx) loadChain() error {
 		// what this one appended.
 		query = `SELECT seq, hash FROM audit_heads WHERE id = 1 FOR UPDATE`
 	}
-	row, err := tx.queryRow(query)
+	var row []driver.Value
+	var err error
+	if tx.d.pg {
+		// With BEGIN, in one round trip (writer_pipeline.go).
+		var seq int64
+		var hash string
+		if _, err = tx.w.pgBatch(&queued{query: query, wrap: "read audit chain"}, &seq, &hash); err == nil {
+			row = []driver.Value{seq, hash}
+		}
+	} else {
+		row, err = tx.queryRow(query)
+	}
 	switch {
 	case err == nil:
 		seq, ok1 := row[0].(int64)
@@ -99,9 +110,9 @@ func (tx *Tx) saveChainHead() error {
 	if !tx.chain.dirty {
 		return nil
 	}
-	if _, err := tx.exec(`INSERT INTO audit_heads (id, seq, hash) VALUES (1, ?, ?)
+	if err := tx.send("save audit head", `INSERT INTO audit_heads (id, seq, hash) VALUES (1, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`, tx.chain.seq, tx.chain.hash); err != nil {
-		return fmt.Errorf("save audit head: %w", err)
+		return err
 	}
 	tx.chain.dirty = false
 	return nil

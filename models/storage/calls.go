@@ -27,7 +27,7 @@ func (tx *Tx) CreateToolCall(c *models.ToolCall) error {
 		now := tx.now
 		c.DecidedAt = &now
 	}
-	_, err := tx.exec(`INSERT INTO tool_calls (id, run_id, customer_id, turn_id, model_call_id, tool, risk, raw_args, args, args_hash, original_args,
+	err := tx.send("record tool call", `INSERT INTO tool_calls (id, run_id, customer_id, turn_id, model_call_id, tool, risk, raw_args, args, args_hash, original_args,
 		status, decision, rule, reason, policy_version, required_approvals, required_role, expires_at,
 		idempotency_key, agent_key, context, error, error_detail, result, created_at, updated_at, decided_at, finished_at, owner, tool_hash, trace)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -35,7 +35,7 @@ func (tx *Tx) CreateToolCall(c *models.ToolCall) error {
 		c.Status, c.Decision, c.Rule, c.Reason, c.PolicyVersion, c.RequiredApprovals, c.RequiredRole, c.ExpiresAt,
 		c.IdempotencyKey, c.AgentKey, c.Context, c.Error, c.ErrorDetail, c.Result, c.CreatedAt, c.UpdatedAt, c.DecidedAt, c.FinishedAt, tx.self, c.ToolHash, c.Trace)
 	if err != nil {
-		return fmt.Errorf("record tool call: %w", err)
+		return err
 	}
 	tx.entered(c.ID, c.Status)
 	return nil

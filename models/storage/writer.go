@@ -143,6 +143,10 @@ type writer struct {
 	// closure so that running one allocates nothing.
 	cur    rawStatement
 	rawRun func(any) error
+	// pending is what waits for the next round trip on PostgreSQL, and
+	// began whether this transaction's BEGIN has gone (writer_pipeline.go).
+	pending []queued
+	began   bool
 
 	commits, units atomic.Int64
 }
@@ -402,10 +406,35 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 	}
 	began := time.Now()
 	if err := stx.Commit(); err != nil {
-		return abort(fmt.Errorf("%w: %w", errCommit, err))
+		return abort(w.commitFailed(err, batch, results, savepoints, pending > 1))
 	}
 	w.committed(tx, ran, time.Since(began))
 	return nil
+}
+
+// commitFailed is what a failed COMMIT means for the batch. When a queued
+// statement failed (PostgreSQL, writer_pipeline.go), nothing was committed:
+// a lone unit gets the error; in a batch, whose unit it was is not known
+// (shared), so the batch runs again with savepoints; with savepoints every
+// unit's statements have answered already, and the statement was the
+// batch's own (the chain's head): the batch fails whole. Otherwise whether
+// it committed is not known (errCommit).
+func (w *writer) commitFailed(err error, batch []*writeReq, results []error, savepoints, shared bool) error {
+	var pe *pendingError
+	switch {
+	case !errors.As(err, &pe):
+		return fmt.Errorf("%w: %w", errCommit, err)
+	case retryable(err), savepoints:
+		return err
+	case !shared:
+		for i := range batch {
+			if results[i] == nil {
+				results[i] = err
+			}
+		}
+		return nil
+	}
+	return errRetryWithSavepoints
 }
 
 // Try runs fn in a savepoint of its own inside the unit: when fn fails,
@@ -416,7 +445,11 @@ func (tx *Tx) Try(fn func(*Tx) error) error {
 		return fmt.Errorf("savepoint: %w", err)
 	}
 	after, finals, before := len(tx.after), len(tx.finals), len(tx.before)
-	if err := fn(tx); err != nil {
+	err := fn(tx)
+	if err == nil {
+		err = tx.w.flush() // fn's queued statements answer for it
+	}
+	if err != nil {
 		tx.after, tx.finals, tx.before = tx.after[:after], tx.finals[:finals], tx.before[:before]
 		if _, rbErr := tx.exec("ROLLBACK TO SAVEPOINT try"); rbErr != nil {
 			return errors.Join(err, fmt.Errorf("roll back: %w", rbErr))
@@ -439,7 +472,11 @@ func (tx *Tx) inSavepoint(fn func(*Tx) error) (unitErr, batchErr error) {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
 	saved, after, moved, finals, before := tx.chain, len(tx.after), len(tx.moved), len(tx.finals), len(tx.before)
-	if err := callUnit(fn, tx); err != nil {
+	err := callUnit(fn, tx)
+	if err == nil {
+		err = tx.w.flush() // the unit's queued statements answer for it
+	}
+	if err != nil {
 		if retryable(err) {
 			return nil, err // the whole batch again
 		}

@@ -32,14 +32,17 @@ type writeTx interface {
 	Rollback() error
 }
 
-// begin opens the writer's transaction. On PostgreSQL it is database/sql's.
-// On SQLite the writer sends BEGIN IMMEDIATE (see sqliteDSN) and COMMIT on
-// its connection itself: database/sql starts a goroutine for every
-// transaction and wakes it at the end, and on a virtual machine those
-// wake-ups are a large part of a small write.
+// begin opens the writer's transaction on its connection, sending BEGIN
+// (BEGIN IMMEDIATE on SQLite, see sqliteDSN) and COMMIT itself: on
+// PostgreSQL they go with the statements beside them (writer_pipeline.go);
+// on SQLite database/sql would start a goroutine for every transaction and
+// wake it at the end, and on a virtual machine those wake-ups are a large
+// part of a small write.
 func (w *writer) begin() (writeTx, error) {
 	if w.store.d.pg {
-		return w.conn.BeginTx(context.Background(), nil)
+		clear(w.pending)
+		w.pending, w.began = append(w.pending[:0], queued{query: "BEGIN", wrap: "begin transaction"}), false
+		return connTx{w.conn, w}, nil
 	}
 	if _, err := w.exec("BEGIN IMMEDIATE", nil); err != nil {
 		return nil, err
@@ -47,46 +50,83 @@ func (w *writer) begin() (writeTx, error) {
 	return connTx{w.conn, w}, nil
 }
 
-// connTx is a transaction the writer began on its SQLite connection. It
-// offers gorm the connection but not a way to begin another transaction
-// on it: gorm then runs inside this one, as it does inside a *sql.Tx.
+// connTx is a transaction the writer began on its connection. It offers
+// gorm the connection but not a way to begin another transaction on it:
+// gorm then runs inside this one, as it does inside a *sql.Tx. What the
+// writer queued goes first.
 type connTx struct {
 	c *sql.Conn
 	w *writer
 }
 
 func (t connTx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	if err := t.w.flush(); err != nil {
+		return nil, err
+	}
 	return t.c.PrepareContext(ctx, query)
 }
 
 func (t connTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := t.w.flush(); err != nil {
+		return nil, err
+	}
 	return t.c.ExecContext(ctx, query, args...)
 }
 
 func (t connTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := t.w.flush(); err != nil {
+		return nil, err
+	}
 	return t.c.QueryContext(ctx, query, args...)
 }
 
+// QueryRowContext cannot say a queued statement failed: the query then
+// fails with the aborted transaction, and the failure itself comes with
+// COMMIT.
 func (t connTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	_ = t.w.flush()
 	return t.c.QueryRowContext(ctx, query, args...)
 }
 
+// Commit ends the transaction; on PostgreSQL, with what is queued, in one
+// round trip (a queued statement's failure is a *pendingError: nothing was
+// committed).
 func (t connTx) Commit() error {
+	if t.w.store.d.pg {
+		_, err := t.w.pgBatch(&queued{query: "COMMIT", wrap: "commit"})
+		if err == nil {
+			t.w.began = false
+		} // else Rollback ends what is left of it
+		return err
+	}
 	_, err := t.w.exec("COMMIT", nil)
 	return err
 }
 
 // Rollback ends the transaction. After a failed COMMIT it may have ended
 // already: SQLite then says there is none to roll back, which the writer,
-// like database/sql's ErrTxDone, does not count.
+// like database/sql's ErrTxDone, does not count. On PostgreSQL what is
+// queued is dropped, and a BEGIN never sent needs no ROLLBACK.
 func (t connTx) Rollback() error {
-	_, err := t.w.exec("ROLLBACK", nil)
+	w := t.w
+	if w.store.d.pg {
+		clear(w.pending)
+		w.pending = w.pending[:0]
+		if !w.began {
+			return nil
+		}
+		w.began = false
+	}
+	_, err := w.exec("ROLLBACK", nil)
 	return err
 }
 
 // exec runs one statement on the writer's driver connection, inside the
 // writer's transaction on that same connection.
 func (w *writer) exec(query string, args []any) (int64, error) {
+	if w.store.d.pg {
+		return w.pgBatch(&queued{query: query, wrap: query, args: args})
+	}
 	w.cur.query, w.cur.args, w.cur.query1 = query, args, false
 	err := w.conn.Raw(w.rawRun)
 	n := w.cur.affected
@@ -95,6 +135,9 @@ func (w *writer) exec(query string, args []any) (int64, error) {
 }
 
 func (w *writer) queryRow(query string, args []any) ([]driver.Value, error) {
+	if err := w.flush(); err != nil {
+		return nil, err
+	}
 	w.cur.query, w.cur.args, w.cur.query1 = query, args, true
 	err := w.conn.Raw(w.rawRun)
 	row := w.cur.row
@@ -111,6 +154,9 @@ func (w *writer) queryRow(query string, args []any) ([]driver.Value, error) {
 // queryRows runs a query on the writer's connection, as queryRow does,
 // and hands fn each row's values (its own to keep).
 func (w *writer) queryRows(query string, args []any, fn func([]driver.Value) error) error {
+	if err := w.flush(); err != nil {
+		return err
+	}
 	w.cur.query, w.cur.args, w.cur.query1, w.cur.each = query, args, true, fn
 	err := w.conn.Raw(w.rawRun)
 	w.cur.args, w.cur.row, w.cur.each = nil, nil, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -172,5 +173,71 @@ func TestHooksBeforeCommitRunOnceTheBatchRanAndFailAlone(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// What a unit sends without waiting for its answer (on PostgreSQL, queued
+// for the next round trip) still fails that unit alone: a tool call whose
+// id is taken is refused only by the database, with the whole unit undone,
+// under load and alone, and every other unit commits.
+func TestAStatementRefusedLaterStillFailsItsUnitAlone(t *testing.T) {
+	s := storetest.Open(t)
+	ctx := context.Background()
+	call := func(tx *storage.Tx, id, run string) error {
+		return tx.CreateToolCall(&models.ToolCall{ID: id, RunID: run, Tool: "t", Risk: "read", Args: "{}", RawArgs: "{}",
+			Status: models.CallSucceeded, Decision: models.DecidedAllow})
+	}
+	if err := s.Write(ctx, func(tx *storage.Tx) error {
+		if err := tx.CreateRun(&models.Run{ID: "run_first", Status: "active"}); err != nil {
+			return err
+		}
+		return call(tx, "call_taken", "run_first")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Write(ctx, func(tx *storage.Tx) error {
+		if err := tx.CreateRun(&models.Run{ID: "run_alone", Status: "active"}); err != nil {
+			return err
+		}
+		return call(tx, "call_taken", "run_alone")
+	})
+	if err == nil || !strings.Contains(err.Error(), "record tool call") {
+		t.Fatalf("a lone unit inserting a taken id: %v", err)
+	}
+	if _, err := s.Run(ctx, "run_alone"); !errors.Is(err, models.ErrNotFound) {
+		t.Fatalf("the refused unit's run was kept: %v", err)
+	}
+	const callers, each = 12, 20
+	errs := writeAtOnce(s, callers, each, func(c, i int, tx *storage.Tx) error {
+		run := fmt.Sprintf("run_p%02d_%02d", c, i)
+		if err := tx.CreateRun(&models.Run{ID: run, Status: "active"}); err != nil {
+			return err
+		}
+		id := "call_" + run
+		if i%7 == 2 {
+			id = "call_taken"
+		}
+		if err := call(tx, id, run); err != nil {
+			return err
+		}
+		return tx.Audit(models.Event{Actor: "test", Kind: "test.wrote", Subject: id})
+	})
+	for c := range callers {
+		for i := range each {
+			run := fmt.Sprintf("run_p%02d_%02d", c, i)
+			_, err := s.Run(ctx, run)
+			if i%7 == 2 {
+				if errs[c][i] == nil || !strings.Contains(errs[c][i].Error(), "record tool call") || !errors.Is(err, models.ErrNotFound) {
+					t.Fatalf("%s: the unit with a taken id reported %v; its run: %v", run, errs[c][i], err)
+				}
+				continue
+			}
+			if errs[c][i] != nil || err != nil {
+				t.Fatalf("%s: write %v, read %v", run, errs[c][i], err)
+			}
+		}
+	}
+	if rep, err := s.VerifyAuditChain(ctx); err != nil || !rep.OK {
+		t.Fatalf("the chain after refused units: %+v %v", rep, err)
 	}
 }
