@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -107,6 +108,11 @@ func TestGateAPIEndToEnd(t *testing.T) {
 	if r.Status != 201 || c["status"] != "succeeded" || c["decision"].(map[string]any)["verdict"] != "allow" ||
 		c["result"].(map[string]any)["order_id"] != "A7" || c["decision"].(map[string]any)["policy_version"] == "" {
 		t.Fatalf("allowed read: %d %s", r.Status, r.Raw)
+	}
+	// Answered as the gate committed it, without reading it back: the
+	// same call, field for field, as reading it from the database shows.
+	if again := callOf(t, a.do("GET", "/api/v1/calls/"+c["id"].(string), key, "")); !reflect.DeepEqual(again, c) {
+		t.Fatalf("the call as answered:\n%v\nas read back:\n%v", c, again)
 	}
 
 	// A refund waits for a person; approved through the staff API, the

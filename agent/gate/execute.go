@@ -74,8 +74,9 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 	if err != nil {
 		return Outcome{}, fault.Wrap(err, "the tool's result could not be recorded")
 	}
+	var ended models.ToolCall // the call as its outcome left it, once committed
 	write := g.outcomeUnit(call, outcome{status: status, result: encoded, errForModel: errForModel, errDetail: errDetail,
-		unknown: unknown != nil, payload: payload, took: took})
+		unknown: unknown != nil, payload: payload, took: took}, &ended)
 	d := policy.Decision{Verdict: policy.Verdict(call.Decision), Rule: call.Rule, Reason: call.Reason, PolicyVersion: call.PolicyVersion}
 	if err := write(ctx); err != nil {
 		if storageDown(err) {
@@ -86,7 +87,11 @@ func (g *Gate) execute(ctx context.Context, call *models.ToolCall, customerName 
 		}
 		return Outcome{}, fault.Wrap(err, "the tool ran but its result could not be recorded")
 	}
-	return Outcome{CallID: call.ID, Status: status, Decision: d, Result: encoded, Error: errForModel}, nil
+	out := Outcome{CallID: call.ID, Status: status, Decision: d, Result: encoded, Error: errForModel}
+	if ended.ID != "" {
+		out.Call = &ended
+	}
+	return out, nil
 }
 
 // outcome is how a call that ran ended, to record.
@@ -101,9 +106,10 @@ type outcome struct {
 
 // outcomeUnit is the unit of work that records how call ended, and signs
 // its receipt there when the asker waits for it (SignReceiptsWith).
-func (g *Gate) outcomeUnit(call *models.ToolCall, o outcome) func(ctx context.Context) error {
+func (g *Gate) outcomeUnit(call *models.ToolCall, o outcome, ended *models.ToolCall) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		return g.store.Write(ctx, func(tx *storage.Tx) error {
+			*ended = models.ToolCall{}
 			if o.unknown {
 				if err := tx.ChangeCallStatus(models.CallChange{ID: call.ID, From: []models.CallStatus{models.CallExecuting}, To: models.CallUnknown,
 					Error: o.errForModel}); err != nil {
@@ -111,6 +117,8 @@ func (g *Gate) outcomeUnit(call *models.ToolCall, o outcome) func(ctx context.Co
 				}
 			} else if err := tx.FinishCall(call.ID, o.status, string(o.result), o.errForModel, o.errDetail); err != nil {
 				return err
+			} else {
+				*ended = o.ended(tx, call)
 			}
 			g.executed(tx, call, o.took, o.status)
 			if err := tx.Audit(models.Event{Actor: "tool:" + call.Tool, Kind: models.CallEnded(o.status), Subject: call.ID, Payload: o.payload}); err != nil {
@@ -134,11 +142,17 @@ func (o outcome) records(ctx context.Context, tx *storage.Tx, call *models.ToolC
 	if !ok || o.unknown || call.Decision != models.DecidedAllow {
 		return nil
 	}
-	ended := *call // as FinishCall stored it
+	ended := o.ended(tx, call)
+	return &models.ReceiptRecords{Call: &ended, Events: []models.AuditEvent{asked, tx.LastEvent()}}
+}
+
+// ended is call as FinishCall stores its outcome in tx.
+func (o outcome) ended(tx *storage.Tx, call *models.ToolCall) models.ToolCall {
+	ended := *call
 	now := tx.Now()
 	ended.Status, ended.Result, ended.Error, ended.ErrorDetail = o.status, string(o.result), o.errForModel, o.errDetail
 	ended.FinishedAt, ended.UpdatedAt = &now, now
-	return &models.ReceiptRecords{Call: &ended, Events: []models.AuditEvent{asked, tx.LastEvent()}}
+	return ended
 }
 
 // executed notes, once the outcome is committed, how long the tool ran and

@@ -332,6 +332,9 @@ type Outcome struct {
 	// Joined: the call was already asked for (CallRequest.JoinSame); this
 	// is that call as it stands.
 	Joined bool
+	// Call is the call as its outcome was committed, when the gate ran it
+	// and wrote every field itself (nil otherwise: read it).
+	Call *models.ToolCall
 }
 
 // IdempotencyKey is what a tool's backend receives to deduplicate a call.

@@ -215,6 +215,9 @@ func (o *Outside) Record(ctx context.Context, asked Asked) (*models.ToolCall, er
 	if asked.Call != nil {
 		return asked.Call, nil
 	}
+	if c := asked.Outcome.Call; c != nil {
+		return c, nil // as its outcome was committed: no read back
+	}
 	return o.Store.ToolCall(ctx, asked.Outcome.CallID)
 }
 
