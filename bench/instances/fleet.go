@@ -21,10 +21,10 @@ import (
 
 	"github.com/countersign/countersign/agent/core"
 	"github.com/countersign/countersign/agent/policy"
-	"github.com/countersign/countersign/bench/internal/delayproxy"
 	bm "github.com/countersign/countersign/bench/internal/measure"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/storage"
+	"github.com/countersign/countersign/models/storage/storetest/delayproxy"
 	"github.com/countersign/countersign/tools"
 	"github.com/countersign/countersign/tools/httptool"
 	"github.com/countersign/countersign/web"

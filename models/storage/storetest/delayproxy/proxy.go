@@ -1,8 +1,9 @@
 // Package delayproxy is a TCP proxy that delays every byte by a fixed time
 // each way, as a network between machines would, and counts the round
 // trips its clients make: the benchmarks put it between Countersign and
-// PostgreSQL. It models latency, not bandwidth: what is read is delivered
-// in order, each chunk once its delay has passed.
+// PostgreSQL, and the store's tests count round trips through it. It
+// models latency, not bandwidth: what is read is delivered in order, each
+// chunk once its delay has passed.
 package delayproxy
 
 import (
