@@ -147,6 +147,9 @@ type writer struct {
 	// began whether this transaction's BEGIN has gone (writer_pipeline.go).
 	pending []queued
 	began   bool
+	// aborted is the first failure in this transaction since its BEGIN
+	// or its last savepoint rolled back to: COMMIT is refused with it.
+	aborted error
 
 	commits, units atomic.Int64
 }

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -27,7 +29,7 @@ type queued struct {
 	args        []any
 }
 
-// pendingError is a queued statement's failure: that statement was never
+// pendingError is a queued statement the database refused: it was never
 // committed, nor anything after it in its transaction.
 type pendingError struct{ err error }
 
@@ -84,7 +86,14 @@ func (w *writer) pgBatch(last *queued, scan ...any) (affected int64, err error) 
 		var first error
 		for _, q := range pending {
 			if _, err := br.Exec(); err != nil && first == nil {
-				first = &pendingError{fmt.Errorf("%s: %w", q.wrap, err)}
+				first = fmt.Errorf("%s: %w", q.wrap, err)
+				var refused *pgconn.PgError
+				if errors.As(err, &refused) {
+					// The database refused it, so the transaction ends
+					// without committing. A lost connection is not that:
+					// with COMMIT sent, it may have committed.
+					first = &pendingError{first}
+				}
 			}
 		}
 		if last != nil && first == nil {
@@ -96,6 +105,11 @@ func (w *writer) pgBatch(last *queued, scan ...any) (affected int64, err error) 
 			} else {
 				tag, err := br.Exec()
 				affected, first = tag.RowsAffected(), err
+				if err == nil && last.query == "COMMIT" && tag.String() == "ROLLBACK" {
+					// What PostgreSQL answers a COMMIT of a failed
+					// transaction (pgx's Tx.Commit says the same).
+					first = &pendingError{pgx.ErrTxCommitRollback}
+				}
 			}
 		}
 		if err := br.Close(); err != nil && first == nil {
@@ -104,7 +118,22 @@ func (w *writer) pgBatch(last *queued, scan ...any) (affected int64, err error) 
 		return first
 	})
 	clear(pending)
-	return affected, err
+	if err == nil && last != nil && strings.HasPrefix(last.query, "ROLLBACK TO SAVEPOINT") {
+		w.aborted = nil
+	}
+	return affected, w.failed(err)
+}
+
+// failed notes a statement's failure in the writer's transaction on
+// PostgreSQL, which ignores what follows until the transaction ends or
+// goes back to a savepoint: COMMIT would then roll back quietly, so it is
+// refused with the first failure instead, even one a unit did not return.
+func (w *writer) failed(err error) error {
+	var refused *pgconn.PgError
+	if w.aborted == nil && errors.As(err, &refused) {
+		w.aborted = err
+	}
+	return err
 }
 
 // queue adds q to b, its arguments as the driver would take them.

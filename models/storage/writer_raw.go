@@ -41,7 +41,7 @@ type writeTx interface {
 func (w *writer) begin() (writeTx, error) {
 	if w.store.d.pg {
 		clear(w.pending)
-		w.pending, w.began = append(w.pending[:0], queued{query: "BEGIN", wrap: "begin transaction"}), false
+		w.pending, w.began, w.aborted = append(w.pending[:0], queued{query: "BEGIN", wrap: "begin transaction"}), false, nil
 		return connTx{w.conn, w}, nil
 	}
 	if _, err := w.exec("BEGIN IMMEDIATE", nil); err != nil {
@@ -70,14 +70,16 @@ func (t connTx) ExecContext(ctx context.Context, query string, args ...any) (sql
 	if err := t.w.flush(); err != nil {
 		return nil, err
 	}
-	return t.c.ExecContext(ctx, query, args...)
+	res, err := t.c.ExecContext(ctx, query, args...)
+	return res, t.w.failed(err)
 }
 
 func (t connTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if err := t.w.flush(); err != nil {
 		return nil, err
 	}
-	return t.c.QueryContext(ctx, query, args...)
+	rows, err := t.c.QueryContext(ctx, query, args...)
+	return rows, t.w.failed(err)
 }
 
 // QueryRowContext cannot say a queued statement failed: the query then
@@ -93,6 +95,9 @@ func (t connTx) QueryRowContext(ctx context.Context, query string, args ...any) 
 // committed).
 func (t connTx) Commit() error {
 	if t.w.store.d.pg {
+		if err := t.w.aborted; err != nil {
+			return err // a statement failed that the unit did not hear of
+		}
 		_, err := t.w.pgBatch(&queued{query: "COMMIT", wrap: "commit"})
 		if err == nil {
 			t.w.began = false
@@ -143,7 +148,7 @@ func (w *writer) queryRow(query string, args []any) ([]driver.Value, error) {
 	row := w.cur.row
 	w.cur.args, w.cur.row = nil, nil
 	if err != nil {
-		return nil, err
+		return nil, w.failed(err)
 	}
 	if row == nil {
 		return nil, sql.ErrNoRows
@@ -160,7 +165,7 @@ func (w *writer) queryRows(query string, args []any, fn func([]driver.Value) err
 	w.cur.query, w.cur.args, w.cur.query1, w.cur.each = query, args, true, fn
 	err := w.conn.Raw(w.rawRun)
 	w.cur.args, w.cur.row, w.cur.each = nil, nil, nil
-	return err
+	return w.failed(err)
 }
 
 func (w *writer) runRaw(dc any) error {

@@ -241,3 +241,38 @@ func TestAStatementRefusedLaterStillFailsItsUnitAlone(t *testing.T) {
 		t.Fatalf("the chain after refused units: %+v %v", rep, err)
 	}
 }
+
+// A unit that goes on past a statement the database refused, without
+// returning the error, is never reported committed unless it was: on
+// PostgreSQL the refusal ends the transaction, and the write says so.
+func TestAUnitThatIgnoresARefusalIsNotToldItCommitted(t *testing.T) {
+	s := storetest.Open(t)
+	ctx := context.Background()
+	call := func(tx *storage.Tx, id, run string) error {
+		return tx.CreateToolCall(&models.ToolCall{ID: id, RunID: run, Tool: "t", Risk: "read", Args: "{}", RawArgs: "{}",
+			Status: models.CallSucceeded, Decision: models.DecidedAllow})
+	}
+	if err := s.Write(ctx, func(tx *storage.Tx) error {
+		if err := tx.CreateRun(&models.Run{ID: "run_one", Status: "active"}); err != nil {
+			return err
+		}
+		return call(tx, "call_one", "run_one")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Write(ctx, func(tx *storage.Tx) error {
+		if err := tx.CreateRun(&models.Run{ID: "run_two", Status: "active"}); err != nil {
+			return err
+		}
+		_ = call(tx, "call_one", "run_two") // taken: refused, now or later
+		_, _ = tx.ToolCall("call_one")      // a read after it, its error ignored too
+		return nil
+	})
+	_, readErr := s.Run(ctx, "run_two")
+	if (err == nil) != (readErr == nil) {
+		t.Fatalf("the write said %v, and the run it made reads %v", err, readErr)
+	}
+	if rep, err := s.VerifyAuditChain(ctx); err != nil || !rep.OK {
+		t.Fatalf("the chain: %+v %v", rep, err)
+	}
+}
