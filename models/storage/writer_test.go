@@ -183,23 +183,12 @@ func TestHooksBeforeCommitRunOnceTheBatchRanAndFailAlone(t *testing.T) {
 func TestAStatementRefusedLaterStillFailsItsUnitAlone(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := context.Background()
-	call := func(tx *storage.Tx, id, run string) error {
-		return tx.CreateToolCall(&models.ToolCall{ID: id, RunID: run, Tool: "t", Risk: "read", Args: "{}", RawArgs: "{}",
-			Status: models.CallSucceeded, Decision: models.DecidedAllow})
-	}
-	if err := s.Write(ctx, func(tx *storage.Tx) error {
-		if err := tx.CreateRun(&models.Run{ID: "run_first", Status: "active"}); err != nil {
-			return err
-		}
-		return call(tx, "call_taken", "run_first")
-	}); err != nil {
-		t.Fatal(err)
-	}
+	runWithCall(t, s, "run_first", "call_taken")
 	err := s.Write(ctx, func(tx *storage.Tx) error {
 		if err := tx.CreateRun(&models.Run{ID: "run_alone", Status: "active"}); err != nil {
 			return err
 		}
-		return call(tx, "call_taken", "run_alone")
+		return recordCall(tx, "call_taken", "run_alone")
 	})
 	if err == nil || !strings.Contains(err.Error(), "record tool call") {
 		t.Fatalf("a lone unit inserting a taken id: %v", err)
@@ -217,7 +206,7 @@ func TestAStatementRefusedLaterStillFailsItsUnitAlone(t *testing.T) {
 		if i%7 == 2 {
 			id = "call_taken"
 		}
-		if err := call(tx, id, run); err != nil {
+		if err := recordCall(tx, id, run); err != nil {
 			return err
 		}
 		return tx.Audit(models.Event{Actor: "test", Kind: "test.wrote", Subject: id})
@@ -248,24 +237,13 @@ func TestAStatementRefusedLaterStillFailsItsUnitAlone(t *testing.T) {
 func TestAUnitThatIgnoresARefusalIsNotToldItCommitted(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := context.Background()
-	call := func(tx *storage.Tx, id, run string) error {
-		return tx.CreateToolCall(&models.ToolCall{ID: id, RunID: run, Tool: "t", Risk: "read", Args: "{}", RawArgs: "{}",
-			Status: models.CallSucceeded, Decision: models.DecidedAllow})
-	}
-	if err := s.Write(ctx, func(tx *storage.Tx) error {
-		if err := tx.CreateRun(&models.Run{ID: "run_one", Status: "active"}); err != nil {
-			return err
-		}
-		return call(tx, "call_one", "run_one")
-	}); err != nil {
-		t.Fatal(err)
-	}
+	runWithCall(t, s, "run_one", "call_one")
 	err := s.Write(ctx, func(tx *storage.Tx) error {
 		if err := tx.CreateRun(&models.Run{ID: "run_two", Status: "active"}); err != nil {
 			return err
 		}
-		_ = call(tx, "call_one", "run_two") // taken: refused, now or later
-		_, _ = tx.ToolCall("call_one")      // a read after it, its error ignored too
+		_ = recordCall(tx, "call_one", "run_two") // taken: refused, now or later
+		_, _ = tx.ToolCall("call_one")            // a read after it, its error ignored too
 		return nil
 	})
 	_, readErr := s.Run(ctx, "run_two")
@@ -274,5 +252,24 @@ func TestAUnitThatIgnoresARefusalIsNotToldItCommitted(t *testing.T) {
 	}
 	if rep, err := s.VerifyAuditChain(ctx); err != nil || !rep.OK {
 		t.Fatalf("the chain: %+v %v", rep, err)
+	}
+}
+
+// recordCall records a finished call of run with the id given.
+func recordCall(tx *storage.Tx, id, run string) error {
+	return tx.CreateToolCall(&models.ToolCall{ID: id, RunID: run, Tool: "t", Risk: "read", Args: "{}", RawArgs: "{}",
+		Status: models.CallSucceeded, Decision: models.DecidedAllow})
+}
+
+// runWithCall commits a run with one call of it.
+func runWithCall(t *testing.T, s *storage.Store, run, call string) {
+	t.Helper()
+	if err := s.Write(context.Background(), func(tx *storage.Tx) error {
+		if err := tx.CreateRun(&models.Run{ID: run, Status: "active"}); err != nil {
+			return err
+		}
+		return recordCall(tx, call, run)
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
