@@ -41,18 +41,9 @@ func main() {
 
 func run(n int) error {
 	ctx := context.Background()
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"order_id":"` + strings.TrimPrefix(r.URL.Path, "/orders/") + `","status":"delivered","total":1200}`))
-	}))
+	backend := measure.OrderBackend()
 	defer backend.Close()
-	set, err := httptool.Load([]byte(`tools:
-  - name: lookup_order
-    risk: read
-    idempotent: true
-    input_schema: {type: object, properties: {order_id: {type: string}}, required: [order_id], additionalProperties: false}
-    http: {method: GET, url: "`+backend.URL+`/orders/{order_id}"}
-`), "bench", httptool.Options{})
+	set, err := httptool.Load(measure.LookupOrderTools(backend.URL), "bench", httptool.Options{})
 	if err != nil {
 		return err
 	}

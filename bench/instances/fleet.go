@@ -60,10 +60,7 @@ func measure(adminDSN string, delay time.Duration, n, agents int, dur time.Durat
 	}
 	defer proxy.Close()
 	u.Host = proxy.Addr()
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"order_id":"` + strings.TrimPrefix(r.URL.Path, "/orders/") + `","status":"delivered","total":1200}`))
-	}))
+	backend := bm.OrderBackend()
 	defer backend.Close()
 	var fleet []*instance
 	defer func() {
@@ -146,13 +143,7 @@ func call(client *http.Client, base, key, order, session string) error {
 // boot starts one instance on dsn, as `countersign serve` would, with an
 // HTTP tool over backend and agents keys of its own.
 func boot(dsn, backend string, agents int) (*instance, error) {
-	set, err := httptool.Load([]byte(`tools:
-  - name: lookup_order
-    risk: read
-    idempotent: true
-    input_schema: {type: object, properties: {order_id: {type: string}}, required: [order_id], additionalProperties: false}
-    http: {method: GET, url: "`+backend+`/orders/{order_id}"}
-`), "bench", httptool.Options{})
+	set, err := httptool.Load(bm.LookupOrderTools(backend), "bench", httptool.Options{})
 	if err != nil {
 		return nil, err
 	}
