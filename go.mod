@@ -31,6 +31,7 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/segmentio/encoding v0.5.4
 	github.com/slack-go/slack v0.35.0
+	github.com/transparency-dev/merkle v0.0.2
 	github.com/yosida95/uritemplate/v3 v3.0.2
 	github.com/zitadel/oidc/v3 v3.52.0
 	go.opentelemetry.io/otel v1.47.0

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -27,7 +28,15 @@ func EventHash(e AuditEvent) string {
 	var stack [1024]byte
 	b := append(stack[:0], e.PrevHash...)
 	b = append(b, '\n')
-	b = append(b, `{"seq":`...)
+	if e.Chain != 0 {
+		// The chain is hashed too, so an event moved to another chain
+		// breaks; events of chain 0 hash as they did before chains.
+		b = append(b, `{"chain":`...)
+		b = strconv.AppendInt(b, e.Chain, 10)
+		b = append(b, `,"seq":`...)
+	} else {
+		b = append(b, `{"seq":`...)
+	}
 	b = strconv.AppendInt(b, e.Seq, 10)
 	b = append(b, `,"at":"`...)
 	b = e.At.UTC().AppendFormat(b, time.RFC3339Nano) // only digits, letters and punctuation: no escaping
@@ -108,12 +117,15 @@ func EncodePayload(v EventPayload) (Payload, error) {
 
 // ChainReport is what VerifyAuditChain found.
 type ChainReport struct {
-	Events  int64
-	HeadSeq int64
-	OK      bool
-	// BadSeq is the first sequence number at which the chain breaks.
-	BadSeq  int64
-	Problem string
+	Events  int64 // in all chains
+	HeadSeq int64 // chain 0's head
+	// Heads are where each chain that has events ended, in chain order.
+	Heads []ChainHead
+	OK    bool
+	// BadChain and BadSeq are the first event at which a chain breaks.
+	BadChain int64
+	BadSeq   int64
+	Problem  string
 	// Breaks are all the breaks found (the first MaxReportedProblems), each
 	// "event N …"; Problem is the first of them.
 	Breaks []string
@@ -125,15 +137,37 @@ type ChainReport struct {
 // the rest.
 const MaxReportedProblems = 100
 
-// Broken notes a problem at seq: the first is the report's Problem, the
-// next ones are counted (MaxReportedProblems of them kept).
-func (r *ChainReport) Broken(seq int64, problem string) {
+// Broken notes a problem at an event: the first is the report's Problem,
+// the next ones are counted (MaxReportedProblems of them kept).
+func (r *ChainReport) Broken(chain, seq int64, problem string) {
 	if r.Problem == "" {
-		r.BadSeq, r.Problem = seq, problem
+		r.BadChain, r.BadSeq, r.Problem = chain, seq, problem
 	}
 	if len(r.Breaks) < MaxReportedProblems {
 		r.Breaks = append(r.Breaks, problem)
 	} else {
 		r.MoreBreaks++
 	}
+}
+
+// ChainHead is a chain's last event: its chain, number and hash.
+type ChainHead struct {
+	Chain int64  `json:"chain"`
+	Seq   int64  `json:"seq"`
+	Hash  string `json:"hash"`
+}
+
+// EventName is how people are told which event: "event 12", or "event 12
+// of chain 3" past the first chain.
+func EventName(chain, seq int64) string {
+	if chain == 0 {
+		return "event " + strconv.FormatInt(seq, 10)
+	}
+	return "event " + strconv.FormatInt(seq, 10) + " of chain " + strconv.FormatInt(chain, 10)
+}
+
+// AboutCall says whether events of this kind are about a call (their
+// subject is the call's id): those go to the call's chain.
+func (k EventKind) AboutCall() bool {
+	return strings.HasPrefix(string(k), "call.") || strings.HasPrefix(string(k), "action.")
 }

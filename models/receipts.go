@@ -6,8 +6,13 @@ import (
 	"time"
 )
 
-// ReceiptVersion is the version of the receipt payload this code signs.
-const ReceiptVersion = 1
+// ReceiptVersion is the version of the receipt payload this code signs for
+// a call of audit chain 0; ReceiptVersionChained for a call of another
+// chain, whose audit names the chain too (version 1 has no chain: 0).
+const (
+	ReceiptVersion        = 1
+	ReceiptVersionChained = 2
+)
 
 // Receipt is the signed receipt of a call that reached a final status: a
 // JWS (compact, EdDSA) over the canonical JSON of its ReceiptPayload. One
@@ -66,10 +71,12 @@ type ReceiptTimes struct {
 	Started  *time.Time `json:"started,omitempty"`
 }
 
-// ReceiptAudit names an audit event: its hash and sequence number.
+// ReceiptAudit names an audit event: its chain (version 2), hash and
+// sequence number.
 type ReceiptAudit struct {
-	Hash string `json:"hash"`
-	Seq  int64  `json:"seq"`
+	Chain int64  `json:"chain,omitempty"`
+	Hash  string `json:"hash"`
+	Seq   int64  `json:"seq"`
 }
 
 // Envelope is what a decision was about: the tool and the digest of its

@@ -120,6 +120,9 @@ type ToolCall struct {
 	// signed with a passkey (the rule the edited arguments matched asks for
 	// it); the original rule may ask too (Gate.AsksPasskeyOf).
 	PasskeyRequired bool `gorm:"default:false"`
+	// Chain is the audit chain the call's events go to: that of the
+	// instance that recorded it (Store.Chain), whichever acts on it later.
+	Chain int64 `gorm:"not null;default:0"`
 }
 
 // Instance is one running server: it beats while it lives, and its calls are
@@ -177,6 +180,9 @@ type Approval struct {
 
 // AuditEvent is one link of the append-only, hash-chained audit log.
 type AuditEvent struct {
+	// Chain is the chain the event belongs to (0: the first, and the only
+	// one a single instance writes); Seq numbers the events within it.
+	Chain    int64     `gorm:"primaryKey;autoIncrement:false" json:"chain,omitempty"`
 	Seq      int64     `gorm:"primaryKey;autoIncrement:false" json:"seq"`
 	At       time.Time `json:"at"`
 	Actor    string    `gorm:"size:200" json:"actor"`
@@ -206,12 +212,12 @@ func (e *AuditEvent) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// AuditHead remembers the last link of the chain, so that removing the newest
+// AuditHead remembers the last link of a chain, so that removing the newest
 // events is detected too.
 type AuditHead struct {
-	ID   int `gorm:"primaryKey;autoIncrement:false"`
-	Seq  int64
-	Hash string `gorm:"size:64"`
+	Chain int64 `gorm:"primaryKey;autoIncrement:false"`
+	Seq   int64
+	Hash  string `gorm:"size:64"`
 }
 
 // Agent is an outside agent allowed to ask the gate (POST /api/v1/calls)

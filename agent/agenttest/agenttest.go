@@ -72,12 +72,30 @@ func New(t testing.TB, b business.Business, options ...func(*core.Config)) *Env 
 	t.Helper()
 	store, dsn := storetest.OpenWith(t, storage.Options{Own: b.Schema})
 	clk := &Clock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
-	store.Now = clk.Now
 	if b.Seed != nil {
+		store.Now = clk.Now
 		if _, err := b.Seed(context.Background(), store); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return build(t, b, store, dsn, clk, options)
+}
+
+// Another opens a second instance on first's database (PostgreSQL: an
+// audit chain of its own), on first's clock; it closes with the test.
+func Another(t testing.TB, first *Env, b business.Business, options ...func(*core.Config)) *Env {
+	t.Helper()
+	store, err := storage.Open(first.DSN, storage.Options{Own: b.Schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return build(t, b, store, first.DSN, first.Clock, options)
+}
+
+func build(t testing.TB, b business.Business, store *storage.Store, dsn string, clk *Clock, options []func(*core.Config)) *Env {
+	t.Helper()
+	store.Now = clk.Now
 	e := &Env{T: t, Store: store, DSN: dsn, Clock: clk, Executions: map[string]*atomic.Int64{}}
 	var counted []*tools.Tool
 	for _, tool := range b.Tools(store) {

@@ -84,7 +84,7 @@ func (c *Core) checkpoint(ctx context.Context) {
 	case err != nil:
 		c.log.Error("audit checkpoint not written", "err", err)
 	case file != "":
-		c.log.Info("audit checkpoint written", "file", file, "seq", cp.Seq)
+		c.log.Info("audit checkpoint written", "file", file, "names", cp.What())
 	}
 }
 

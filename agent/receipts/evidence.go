@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/go-jose/go-jose/v4"
 
@@ -14,8 +15,14 @@ import (
 	"github.com/countersign/countersign/models"
 )
 
-// BundleVersion is the version of the evidence bundle this code writes.
-const BundleVersion = 1
+// BundleVersion is the version of the evidence bundle this code writes for
+// a call of chain 0 anchored by a checkpoint of version 1 (or none);
+// BundleVersionChained for the others, whose anchor comes with the
+// inclusion of the call's chain.
+const (
+	BundleVersion        = 1
+	BundleVersionChained = 2
+)
 
 // MaxLinks bounds the audit events one bundle carries from the call to its
 // anchor: a call further than that from a checkpoint is bundled once a
@@ -34,16 +41,19 @@ type Bundle struct {
 	Receipt string `json:"receipt"`
 	// Keys are the receipt keys (a JWK Set).
 	Keys jose.JSONWebKeySet `json:"keys"`
-	// Links are the audit events from the call's first event to the
-	// anchor, in order: the call's own events are those whose subject is
-	// the call.
+	// Links are the audit events of the call's chain from the call's
+	// first event to the anchor, in order: the call's own events are those
+	// whose subject is the call.
 	Links []models.AuditEvent `json:"links"`
 	// Checkpoint is the signed checkpoint the links end at, with the
 	// public key that signed it (base64url, Ed25519); nil when none was
 	// written yet: the links then end at the chain's head, which only the
-	// receipt's signature vouches for.
+	// receipt's signature vouches for. An anchor (version 2) comes without
+	// its heads, and Inclusion proves the call's chain's head is among
+	// them.
 	Checkpoint    *audit.Checkpoint `json:"checkpoint,omitempty"`
 	CheckpointKey string            `json:"checkpoint_key,omitempty"`
+	Inclusion     *audit.Inclusion  `json:"inclusion,omitempty"`
 	// Passkeys are the credentials whose signatures the approvals carry.
 	Passkeys []models.Passkey `json:"passkeys"`
 }
@@ -64,20 +74,16 @@ func (s *Signer) Evidence(ctx context.Context, callID, checkpoints string, check
 		return nil, fmt.Errorf("the audit events of %s: %v", callID, err)
 	}
 	b := &Bundle{Version: BundleVersion, Call: callID, Receipt: r.JWS, Keys: keys, Passkeys: []models.Passkey{}}
-	from, last := own[0].Seq, own[len(own)-1].Seq
-	to := last
-	if cp, err := audit.FirstAtOrAfter(checkpoints, last); err != nil {
+	chain, from, last := own[0].Chain, own[0].Seq, own[len(own)-1].Seq
+	if to, err := b.anchor(ctx, s, chain, last, checkpoints, checkpointKey); err != nil {
 		return nil, err
-	} else if cp != nil && checkpointKey != nil {
-		b.Checkpoint, b.CheckpointKey, to = cp, base64.RawURLEncoding.EncodeToString(checkpointKey), cp.Seq
-	} else if head, _, err := s.store.AuditHeadNow(ctx); err == nil && head > to {
-		to = head
-	}
-	if to-from+1 > MaxLinks {
+	} else if to-from+1 > MaxLinks {
 		return nil, fmt.Errorf("call %s is %d events from its anchor, more than a bundle carries (%d): write a checkpoint (countersign audit checkpoint) and ask again", callID, to-from+1, MaxLinks)
-	}
-	if b.Links, err = s.store.AuditEventsBetween(ctx, from, to); err != nil {
+	} else if b.Links, err = s.store.AuditEventsBetween(ctx, chain, from, to); err != nil {
 		return nil, err
+	}
+	if chain != 0 {
+		b.Version = BundleVersionChained
 	}
 	approvals, err := s.store.Approvals(ctx, callID)
 	if err != nil {
@@ -100,6 +106,41 @@ func (s *Signer) Evidence(ctx context.Context, callID, checkpoints string, check
 		b.Passkeys = append(b.Passkeys, *pk)
 	}
 	return b, nil
+}
+
+// anchor picks what the links of the call's chain end at: the first
+// checkpoint that names its last event or a later one (an anchor with the
+// chain's inclusion), else the chain's head now. It returns the last
+// link's number.
+func (b *Bundle) anchor(ctx context.Context, s *Signer, chain, last int64, checkpoints string, key ed25519.PublicKey) (int64, error) {
+	cp, err := audit.FirstAtOrAfter(checkpoints, chain, last)
+	if err != nil {
+		return 0, err
+	}
+	if cp != nil && key != nil {
+		b.Checkpoint, b.CheckpointKey = cp, base64.RawURLEncoding.EncodeToString(key)
+		if cp.Version != 2 {
+			return cp.Seq, nil
+		}
+		i := slices.IndexFunc(cp.Heads, func(h models.ChainHead) bool { return h.Chain == chain })
+		if b.Inclusion, err = audit.Include(cp.Heads, i); err != nil {
+			return 0, err
+		}
+		bare := *cp
+		bare.Heads = nil // the inclusion proves the one head the bundle needs
+		b.Checkpoint, b.Version = &bare, BundleVersionChained
+		return b.Inclusion.Head.Seq, nil
+	}
+	heads, err := s.store.AuditHeadsNow(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, h := range heads {
+		if h.Chain == chain && h.Seq > last {
+			return h.Seq, nil
+		}
+	}
+	return last, nil
 }
 
 // Check verifies a bundle offline and names every failure: the receipt's
@@ -125,14 +166,16 @@ func Check(b *Bundle, pinned *jose.JSONWebKeySet) (models.ReceiptPayload, []stri
 	byseq := map[int64]models.AuditEvent{}
 	for i, e := range b.Links {
 		if h := models.EventHash(e); h != e.Hash {
-			fail("audit event %d: its content does not hash to %s (it was altered)", e.Seq, short(e.Hash))
+			fail("audit %s: its content does not hash to %s (it was altered)", models.EventName(e.Chain, e.Seq), short(e.Hash))
 		}
 		if i > 0 {
 			prev := b.Links[i-1]
-			if e.Seq != prev.Seq+1 {
-				fail("audit event %d: follows event %d (a link is missing)", e.Seq, prev.Seq)
+			if e.Chain != prev.Chain {
+				fail("audit %s: follows an event of chain %d (the links are of one chain)", models.EventName(e.Chain, e.Seq), prev.Chain)
+			} else if e.Seq != prev.Seq+1 {
+				fail("audit %s: follows event %d (a link is missing)", models.EventName(e.Chain, e.Seq), prev.Seq)
 			} else if e.PrevHash != prev.Hash {
-				fail("audit event %d: does not link to event %d (the chain is broken there)", e.Seq, prev.Seq)
+				fail("audit %s: does not link to event %d (the chain is broken there)", models.EventName(e.Chain, e.Seq), prev.Seq)
 			}
 		}
 		byseq[e.Seq] = e
@@ -151,6 +194,9 @@ func Check(b *Bundle, pinned *jose.JSONWebKeySet) (models.ReceiptPayload, []stri
 		fail("links: no audit event is about call %s", b.Call)
 	}
 	if err == nil {
+		if len(b.Links) > 0 && b.Links[0].Chain != p.Audit.Chain {
+			fail("receipt: names an event of chain %d; the links are of chain %d", p.Audit.Chain, b.Links[0].Chain)
+		}
 		if e, ok := byseq[p.Audit.Seq]; !ok {
 			fail("receipt: its last audit event %d is not among the links", p.Audit.Seq)
 		} else if e.Hash != p.Audit.Hash {
@@ -170,21 +216,38 @@ func Check(b *Bundle, pinned *jose.JSONWebKeySet) (models.ReceiptPayload, []stri
 }
 
 // checkAnchor checks the bundle's checkpoint: signed by its key, at the
-// event the links end with.
+// event the links end with (an anchor's: through the chain's inclusion in
+// the root it signed).
 func checkAnchor(b *Bundle, byseq map[int64]models.AuditEvent, fail func(string, ...any)) {
-	if b.Checkpoint != nil {
-		pub, err := base64.RawURLEncoding.DecodeString(b.CheckpointKey)
-		switch {
-		case err != nil || len(pub) != ed25519.PublicKeySize:
-			fail("checkpoint: its public key is not an Ed25519 key")
-		case !b.Checkpoint.Valid(ed25519.PublicKey(pub)):
-			fail("checkpoint: its signature does not verify (it was altered, or another key signed it)")
+	if b.Checkpoint == nil {
+		return
+	}
+	pub, err := base64.RawURLEncoding.DecodeString(b.CheckpointKey)
+	switch {
+	case err != nil || len(pub) != ed25519.PublicKeySize:
+		fail("checkpoint: its public key is not an Ed25519 key")
+	case !b.Checkpoint.Valid(ed25519.PublicKey(pub)):
+		fail("checkpoint: its signature does not verify (it was altered, or another key signed it)")
+	}
+	head := models.ChainHead{Seq: b.Checkpoint.Seq, Hash: b.Checkpoint.Hash}
+	if b.Checkpoint.Version == 2 {
+		if b.Inclusion == nil {
+			fail("checkpoint: an anchor comes with the inclusion of the call's chain; the bundle has none")
+			return
 		}
-		if len(b.Links) > 0 && b.Links[len(b.Links)-1].Seq != b.Checkpoint.Seq {
-			fail("checkpoint: names event %d; the links end at %d", b.Checkpoint.Seq, b.Links[len(b.Links)-1].Seq)
-		} else if e, ok := byseq[b.Checkpoint.Seq]; ok && e.Hash != b.Checkpoint.Hash {
-			fail("checkpoint: names event %d with hash %s; the links have %s", b.Checkpoint.Seq, short(b.Checkpoint.Hash), short(e.Hash))
+		if err := b.Inclusion.Verify(b.Checkpoint.Root); err != nil {
+			fail("checkpoint: the head of chain %d is not among those the anchor signed (%v)", b.Inclusion.Head.Chain, err)
 		}
+		head = b.Inclusion.Head
+	}
+	if len(b.Links) == 0 {
+		return
+	}
+	end := b.Links[len(b.Links)-1]
+	if end.Chain != head.Chain || end.Seq != head.Seq {
+		fail("checkpoint: names %s; the links end at %s", models.EventName(head.Chain, head.Seq), models.EventName(end.Chain, end.Seq))
+	} else if e, ok := byseq[head.Seq]; ok && e.Hash != head.Hash {
+		fail("checkpoint: names %s with hash %s; the links have %s", models.EventName(head.Chain, head.Seq), short(head.Hash), short(e.Hash))
 	}
 }
 

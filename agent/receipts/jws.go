@@ -91,8 +91,11 @@ func Verify(receipt string, keys jose.JSONWebKeySet) (models.ReceiptPayload, []b
 	if err := dec.Decode(&p); err != nil {
 		return p, nil, fmt.Errorf("the payload is not a receipt: %w", err)
 	}
-	if p.Version != models.ReceiptVersion {
+	switch {
+	case p.Version != models.ReceiptVersion && p.Version != models.ReceiptVersionChained:
 		return p, nil, fmt.Errorf("receipt version %d is not one this verifier knows", p.Version)
+	case (p.Version == models.ReceiptVersionChained) != (p.Audit.Chain != 0):
+		return p, nil, fmt.Errorf("a receipt of version %d names audit chain %d", p.Version, p.Audit.Chain)
 	}
 	return p, body, nil
 }

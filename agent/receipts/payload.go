@@ -104,8 +104,11 @@ func Build(call *models.ToolCall, run *models.Run, approvals []models.Approval, 
 	}
 	p := models.ReceiptPayload{Version: models.ReceiptVersion, Call: call.ID, Envelope: env, Status: call.Status,
 		Times:    models.ReceiptTimes{Asked: utc(call.CreatedAt), Decided: utcp(call.DecidedAt), Finished: utcp(call.FinishedAt)},
-		Audit:    models.ReceiptAudit{Seq: last.Seq, Hash: last.Hash},
+		Audit:    models.ReceiptAudit{Chain: last.Chain, Seq: last.Seq, Hash: last.Hash},
 		SignedAt: utc(now)}
+	if last.Chain != 0 {
+		p.Version = models.ReceiptVersionChained
+	}
 	if call.Status == models.CallSucceeded {
 		p.ResultDigest = sha(call.Result)
 	}

@@ -66,8 +66,8 @@ func VerifyStored(ctx context.Context, store *storage.Store) (StoredReport, erro
 				fail("receipt of call %s says %s; the record says %s", c.ID, p.Status, c.Status)
 			case p.Envelope.ArgsDigest != c.ArgsHash:
 				fail("receipt of call %s is over other arguments than the record's", c.ID)
-			case len(evs) == 0 || evs[len(evs)-1].Seq != p.Audit.Seq || evs[len(evs)-1].Hash != p.Audit.Hash:
-				fail("receipt of call %s names audit event %d, which is not the call's last as the chain holds it", c.ID, p.Audit.Seq)
+			case len(evs) == 0 || evs[len(evs)-1].Chain != p.Audit.Chain || evs[len(evs)-1].Seq != p.Audit.Seq || evs[len(evs)-1].Hash != p.Audit.Hash:
+				fail("receipt of call %s names audit %s, which is not the call's last as the chain holds it", c.ID, models.EventName(p.Audit.Chain, p.Audit.Seq))
 			}
 		}
 		return nil

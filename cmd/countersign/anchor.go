@@ -94,12 +94,12 @@ func cmdAuditCheckpoint(ctx context.Context, args []string, stdout, stderr io.Wr
 	switch {
 	case err != nil:
 		return err
-	case c.Seq == 0:
+	case c.Events() == 0:
 		fmt.Fprintln(stdout, "the audit chain is empty: nothing to checkpoint")
 	case file == "":
-		fmt.Fprintf(stdout, "the newest checkpoint already names event %d\n", c.Seq)
+		fmt.Fprintf(stdout, "the newest checkpoint already names %s\n", c.What())
 	default:
-		fmt.Fprintf(stdout, "checkpoint of event %d written to %s\n", c.Seq, file)
+		fmt.Fprintf(stdout, "checkpoint of %s written to %s\n", c.What(), file)
 	}
 	return nil
 }

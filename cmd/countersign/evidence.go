@@ -12,6 +12,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/countersign/countersign/agent/receipts"
+	"github.com/countersign/countersign/models"
 )
 
 // cmdEvidenceVerify checks evidence bundles with no database and no
@@ -67,8 +68,12 @@ func cmdEvidenceVerify(_ context.Context, args []string, stdout, stderr io.Write
 			continue
 		}
 		anchor := "the chain's head when the bundle was made: unanchored, no signed checkpoint vouches for it (--require-checkpoint refuses such a bundle)"
-		if lb.b.Checkpoint != nil {
-			anchor = fmt.Sprintf("checkpoint of event %d signed %s", lb.b.Checkpoint.Seq, lb.b.Checkpoint.At.UTC().Format("2006-01-02 15:04:05Z"))
+		if cp := lb.b.Checkpoint; cp != nil && lb.b.Inclusion != nil {
+			head := lb.b.Inclusion.Head
+			anchor = fmt.Sprintf("the anchor of %d chains signed %s, which names %s", lb.b.Inclusion.Size, cp.At.UTC().Format("2006-01-02 15:04:05Z"),
+				models.EventName(head.Chain, head.Seq))
+		} else if cp != nil {
+			anchor = fmt.Sprintf("checkpoint of event %d signed %s", cp.Seq, cp.At.UTC().Format("2006-01-02 15:04:05Z"))
 		}
 		fmt.Fprintf(stdout, "%sevidence OK: call %s (%s), %s, %s, %s linked to %s\n", where,
 			p.Call, p.Envelope.Tool, p.Status, plural(len(p.Envelope.Approvals), "approval"), plural(len(lb.b.Links), "audit event"), anchor)
@@ -135,7 +140,7 @@ func readBundles(raw []byte) ([]aBundle, error) {
 		var b receipts.Bundle
 		one := json.NewDecoder(bytes.NewReader(v))
 		one.DisallowUnknownFields()
-		if err := one.Decode(&b); err != nil || b.Version != receipts.BundleVersion {
+		if err := one.Decode(&b); err != nil || (b.Version != receipts.BundleVersion && b.Version != receipts.BundleVersionChained) {
 			if err == nil {
 				err = fmt.Errorf("version %d", b.Version)
 			}

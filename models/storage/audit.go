@@ -11,6 +11,9 @@ import (
 )
 
 type chainState struct {
+	// no is the chain this transaction appends to: the store's own, or
+	// the one of the calls its units act on (chains.go).
+	no     int64
 	loaded bool
 	dirty  bool
 	seq    int64
@@ -24,8 +27,15 @@ type chainState struct {
 // for its payload (zero: none).
 func (tx *Tx) LastEvent() models.AuditEvent { return tx.chain.last }
 
-// Audit appends an event to the chain inside this unit of work.
+// Audit appends an event to the chain inside this unit of work. An event
+// about a call goes to the call's chain: when that is not the chain this
+// transaction holds, the unit is run again in one that holds it.
 func (tx *Tx) Audit(ev models.Event) error {
+	if ev.Kind.AboutCall() {
+		if err := tx.onCallsChain(ev.Subject); err != nil {
+			return err
+		}
+	}
 	if !tx.chain.loaded {
 		if err := tx.loadChain(); err != nil {
 			return err
@@ -36,6 +46,7 @@ func (tx *Tx) Audit(ev models.Event) error {
 		return fmt.Errorf("audit payload: %w", err)
 	}
 	rec := models.AuditEvent{
+		Chain:    tx.chain.no,
 		Seq:      tx.chain.seq + 1,
 		At:       tx.now,
 		Actor:    ev.Actor,
@@ -45,9 +56,9 @@ func (tx *Tx) Audit(ev models.Event) error {
 		PrevHash: tx.chain.hash,
 	}
 	rec.Hash = models.EventHash(rec)
-	if err := tx.send("append audit event", `INSERT INTO audit_events (seq, at, actor, kind, subject, payload, prev_hash, hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		rec.Seq, rec.At, rec.Actor, rec.Kind, rec.Subject, rec.Payload, rec.PrevHash, rec.Hash); err != nil {
+	if err := tx.send("append audit event", `INSERT INTO audit_events (chain, seq, at, actor, kind, subject, payload, prev_hash, hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		rec.Chain, rec.Seq, rec.At, rec.Actor, rec.Kind, rec.Subject, rec.Payload, rec.PrevHash, rec.Hash); err != nil {
 		return err
 	}
 	tx.chain.seq, tx.chain.hash, tx.chain.dirty = rec.Seq, rec.Hash, true
@@ -60,12 +71,12 @@ func (tx *Tx) Audit(ev models.Event) error {
 }
 
 func (tx *Tx) loadChain() error {
-	query := `SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`
+	query := `SELECT seq, hash FROM audit_events WHERE chain = ? ORDER BY seq DESC LIMIT 1`
 	if tx.d.pg {
-		// Every instance appends to one chain: the head row is locked until
-		// this unit commits, so the next unit, here or elsewhere, links to
-		// what this one appended.
-		query = `SELECT seq, hash FROM audit_heads WHERE id = 1 FOR UPDATE`
+		// The chain's head row is locked until this transaction ends, so
+		// the next one to append to the chain, here or on an instance that
+		// acts on one of its calls, links to what this one appended.
+		query = `SELECT seq, hash FROM audit_heads WHERE chain = ? FOR UPDATE`
 	}
 	var row []driver.Value
 	var err error
@@ -73,12 +84,13 @@ func (tx *Tx) loadChain() error {
 		// With BEGIN, in one round trip (writer_pipeline.go).
 		var seq int64
 		var hash string
-		if _, err = tx.w.pgBatch(&queued{query: query, wrap: "read audit chain"}, &seq, &hash); err == nil {
+		if _, err = tx.w.pgBatch(&queued{query: query, wrap: "read audit chain", args: []any{tx.chain.no}}, &seq, &hash); err == nil {
 			row = []driver.Value{seq, hash}
 		}
 	} else {
-		row, err = tx.queryRow(query)
+		row, err = tx.queryRow(query, tx.chain.no)
 	}
+	no := tx.chain.no
 	switch {
 	case err == nil:
 		seq, ok1 := row[0].(int64)
@@ -86,9 +98,9 @@ func (tx *Tx) loadChain() error {
 		if !ok1 || !ok2 {
 			return fmt.Errorf("read audit chain: unexpected head %v", row)
 		}
-		tx.chain = chainState{loaded: true, seq: seq, hash: hash}
+		tx.chain = chainState{no: no, loaded: true, seq: seq, hash: hash}
 	case errors.Is(err, sql.ErrNoRows):
-		tx.chain = chainState{loaded: true}
+		tx.chain = chainState{no: no, loaded: true}
 	default:
 		return fmt.Errorf("read audit chain: %w", err)
 	}
@@ -110,26 +122,37 @@ func (tx *Tx) saveChainHead() error {
 	if !tx.chain.dirty {
 		return nil
 	}
-	if err := tx.send("save audit head", `INSERT INTO audit_heads (id, seq, hash) VALUES (1, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`, tx.chain.seq, tx.chain.hash); err != nil {
+	if err := tx.send("save audit head", `INSERT INTO audit_heads (chain, seq, hash) VALUES (?, ?, ?)
+		ON CONFLICT (chain) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`, tx.chain.no, tx.chain.seq, tx.chain.hash); err != nil {
 		return err
 	}
 	tx.chain.dirty = false
 	return nil
 }
 
-// EachAuditEvent hands every audit event to fn in sequence order, reading a
-// page at a time; fn's error stops the walk and is returned.
+// EachAuditEvent hands every audit event to fn, chain by chain, each in
+// sequence order, reading a page at a time; fn's error stops the walk and
+// is returned.
 func (s *Store) EachAuditEvent(ctx context.Context, fn func(*models.AuditEvent) error) error {
-	return s.eachAuditEventAfter(ctx, 0, fn)
+	chains, err := s.auditChains(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range chains {
+		if err := s.eachAuditEventAfter(ctx, c, 0, fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// eachAuditEventAfter is EachAuditEvent from the event after seq from.
-func (s *Store) eachAuditEventAfter(ctx context.Context, from int64, fn func(*models.AuditEvent) error) error {
+// eachAuditEventAfter is EachAuditEvent for one chain, from the event
+// after seq from.
+func (s *Store) eachAuditEventAfter(ctx context.Context, chain, from int64, fn func(*models.AuditEvent) error) error {
 	const page = 2000
 	for {
 		var rows []models.AuditEvent
-		if err := s.db.WithContext(ctx).Where("seq > ?", from).Order("seq").Limit(page).Find(&rows).Error; err != nil {
+		if err := s.db.WithContext(ctx).Where("chain = ? AND seq > ?", chain, from).Order("seq").Limit(page).Find(&rows).Error; err != nil {
 			return fmt.Errorf("read audit events: %w", err)
 		}
 		for i := range rows {
@@ -144,48 +167,73 @@ func (s *Store) eachAuditEventAfter(ctx context.Context, from int64, fn func(*mo
 	}
 }
 
-// VerifyAuditChain walks the whole chain in order and reports every link
-// that was changed, removed or reordered (the walk goes on past a break, so
-// a second one does not hide behind the first). The server may be appending
-// while it walks: the head is written in the same transaction as its events,
-// so once the walk has reached the head it read, everything up to there was
-// committed; events appended after the head was read are walked too, and the
-// head read again.
+// auditChains are the chains that have a head or an event, in order.
+func (s *Store) auditChains(ctx context.Context) ([]int64, error) {
+	var chains []int64
+	err := s.db.WithContext(ctx).Raw(`SELECT chain FROM audit_heads UNION SELECT DISTINCT chain FROM audit_events ORDER BY 1`).Scan(&chains).Error
+	if err != nil {
+		return nil, fmt.Errorf("read audit chains: %w", err)
+	}
+	return chains, nil
+}
+
+// VerifyAuditChain walks every chain in order and reports every link that
+// was changed, removed or reordered (the walk goes on past a break, so a
+// second one does not hide behind the first), and the head each chain
+// ended at (Heads). The server may be appending while it walks: a chain's
+// head is written in the same transaction as its events, so once the walk
+// has reached the head it read, everything up to there was committed;
+// events appended after the head was read are walked too, and the head
+// read again.
 func (s *Store) VerifyAuditChain(ctx context.Context) (models.ChainReport, error) {
 	var rep models.ChainReport
+	chains, err := s.auditChains(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for _, c := range chains {
+		if err := s.verifyChain(ctx, c, &rep); err != nil {
+			return rep, err
+		}
+	}
+	rep.OK = rep.Problem == ""
+	return rep, nil
+}
+
+// verifyChain is VerifyAuditChain for one chain.
+func (s *Store) verifyChain(ctx context.Context, chain int64, rep *models.ChainReport) error {
 	prevHash := ""
 	expected := int64(1)
 	last := int64(0)
+	name := func(seq int64) string { return models.EventName(chain, seq) }
 	check := func(e *models.AuditEvent) error {
 		if e.Seq != expected {
-			rep.Broken(expected, fmt.Sprintf("event %d is missing (next present is %d)", expected, e.Seq))
+			rep.Broken(chain, expected, fmt.Sprintf("%s is missing (next present is %d)", name(expected), e.Seq))
 		} else if e.PrevHash != prevHash {
-			rep.Broken(e.Seq, fmt.Sprintf("event %d does not link to the event before it", e.Seq))
+			rep.Broken(chain, e.Seq, fmt.Sprintf("%s does not link to the event before it", name(e.Seq)))
 		}
 		if models.EventHash(*e) != e.Hash {
-			rep.Broken(e.Seq, fmt.Sprintf("event %d was altered (its hash does not match its content)", e.Seq))
+			rep.Broken(chain, e.Seq, fmt.Sprintf("%s was altered (its hash does not match its content)", name(e.Seq)))
 		}
 		rep.Events++
 		prevHash, expected, last = e.Hash, e.Seq+1, e.Seq
 		return nil
 	}
 	for round := 0; ; round++ {
-		if err := s.eachAuditEventAfter(ctx, last, check); err != nil {
-			return rep, err
+		if err := s.eachAuditEventAfter(ctx, chain, last, check); err != nil {
+			return err
 		}
 		var head models.AuditHead
-		err := s.db.WithContext(ctx).Take(&head, 1).Error
+		err := s.db.WithContext(ctx).Take(&head, "chain = ?", chain).Error
 		switch {
 		case errors.Is(notFound(err), models.ErrNotFound):
-			if rep.Events > 0 {
-				rep.Broken(1, "the chain head record is missing")
+			if last > 0 {
+				rep.Broken(chain, 1, chainText(chain, "the chain head record is missing"))
 			}
-			rep.OK = rep.Problem == ""
-			return rep, nil
+			return nil
 		case err != nil:
-			return rep, fmt.Errorf("read audit head: %w", err)
+			return fmt.Errorf("read audit head: %w", err)
 		}
-		rep.HeadSeq = head.Seq
 		if head.Seq > last && round < 10 {
 			continue // appended since the walk passed: walk on
 		}
@@ -194,9 +242,22 @@ func (s *Store) VerifyAuditChain(ctx context.Context) (models.ChainReport, error
 			if head.Seq < last {
 				bad = head.Seq + 1
 			}
-			rep.Broken(bad, fmt.Sprintf("the chain ends at event %d but its head says %d", last, head.Seq))
+			rep.Broken(chain, bad, chainText(chain, fmt.Sprintf("the chain ends at event %d but its head says %d", last, head.Seq)))
 		}
-		rep.OK = rep.Problem == ""
-		return rep, nil
+		if chain == 0 {
+			rep.HeadSeq = head.Seq
+		}
+		if last > 0 {
+			rep.Heads = append(rep.Heads, models.ChainHead{Chain: chain, Seq: last, Hash: prevHash})
+		}
+		return nil
 	}
+}
+
+// chainText names the chain in a problem about a chain other than 0.
+func chainText(chain int64, problem string) string {
+	if chain == 0 {
+		return problem
+	}
+	return fmt.Sprintf("chain %d: %s", chain, problem)
 }

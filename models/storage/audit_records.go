@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/countersign/countersign/models"
@@ -20,7 +19,7 @@ func (s *Store) EachCallRecord(ctx context.Context, fn func(*models.CallRecord) 
 	events := pager[models.AuditEvent]{size: page, fetch: func(after string) ([]models.AuditEvent, error) {
 		var rows []models.AuditEvent
 		err := s.db.WithContext(ctx).Where("subject > ? AND subject LIKE 'call\\_%' ESCAPE '\\'", after).
-			Order("subject, seq").Limit(page).Find(&rows).Error
+			Order("subject, chain, seq").Limit(page).Find(&rows).Error
 		return rows, err
 	}, key: func(e *models.AuditEvent) string { return e.Subject }, grouped: true}
 	approvals := pager[models.Approval]{size: page, fetch: func(after string) ([]models.Approval, error) {
@@ -132,24 +131,25 @@ func (p *pager[T]) take() []T {
 	return out
 }
 
-// AuditEventAt reads the event with that sequence number.
-func (s *Store) AuditEventAt(ctx context.Context, seq int64) (*models.AuditEvent, error) {
+// AuditEventAt reads the event of a chain with that sequence number.
+func (s *Store) AuditEventAt(ctx context.Context, chain, seq int64) (*models.AuditEvent, error) {
 	var e models.AuditEvent
-	if err := s.db.WithContext(ctx).Take(&e, "seq = ?", seq).Error; err != nil {
+	if err := s.db.WithContext(ctx).Take(&e, "chain = ? AND seq = ?", chain, seq).Error; err != nil {
 		return nil, notFound(err)
 	}
 	return &e, nil
 }
 
-// AuditHeadNow reads the chain's head: the last event's number and hash.
-func (s *Store) AuditHeadNow(ctx context.Context) (seq int64, hash string, err error) {
-	var head models.AuditHead
-	err = s.db.WithContext(ctx).Take(&head, 1).Error
-	if errors.Is(notFound(err), models.ErrNotFound) {
-		return 0, "", nil
+// AuditHeadsNow reads every chain's head that has events, in chain order:
+// its last event's number and hash.
+func (s *Store) AuditHeadsNow(ctx context.Context) ([]models.ChainHead, error) {
+	var heads []models.AuditHead
+	if err := s.db.WithContext(ctx).Where("seq > 0").Order("chain").Find(&heads).Error; err != nil {
+		return nil, fmt.Errorf("read audit heads: %w", err)
 	}
-	if err != nil {
-		return 0, "", fmt.Errorf("read audit head: %w", err)
+	out := make([]models.ChainHead, len(heads))
+	for i, h := range heads {
+		out[i] = models.ChainHead(h)
 	}
-	return head.Seq, head.Hash, nil
+	return out, nil
 }

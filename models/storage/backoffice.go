@@ -212,7 +212,9 @@ func (s *Store) EachAuditCall(ctx context.Context, q models.AuditQuery, fn func(
 // AuditEventsFor lists the audit events about a subject, oldest first.
 func (s *Store) AuditEventsFor(ctx context.Context, subject string) ([]models.AuditEvent, error) {
 	var out []models.AuditEvent
-	err := s.db.WithContext(ctx).Where("subject = ?", subject).Order("seq").Find(&out).Error
+	// A call's events are in one chain, in order; another subject's may be
+	// in several.
+	err := s.db.WithContext(ctx).Where("subject = ?", subject).Order("chain, seq").Find(&out).Error
 	return out, err
 }
 

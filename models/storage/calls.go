@@ -2,6 +2,9 @@ package storage
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -22,21 +25,22 @@ func (tx *Tx) CreateRun(r *models.Run) error {
 
 // CreateToolCall inserts a tool call with its decision.
 func (tx *Tx) CreateToolCall(c *models.ToolCall) error {
-	c.CreatedAt, c.UpdatedAt, c.Owner = tx.now, tx.now, tx.self
+	c.CreatedAt, c.UpdatedAt, c.Owner, c.Chain = tx.now, tx.now, tx.self, tx.chain.no
 	if c.Decision != "" {
 		now := tx.now
 		c.DecidedAt = &now
 	}
 	err := tx.send("record tool call", `INSERT INTO tool_calls (id, run_id, customer_id, turn_id, model_call_id, tool, risk, raw_args, args, args_hash, original_args,
 		status, decision, rule, reason, policy_version, required_approvals, required_role, expires_at,
-		idempotency_key, agent_key, context, error, error_detail, result, created_at, updated_at, decided_at, finished_at, owner, tool_hash, trace)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		idempotency_key, agent_key, context, error, error_detail, result, created_at, updated_at, decided_at, finished_at, owner, tool_hash, trace, chain)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.RunID, c.CustomerID, c.TurnID, c.ModelCallID, c.Tool, c.Risk, c.RawArgs, c.Args, c.ArgsHash, c.OriginalArgs,
 		c.Status, c.Decision, c.Rule, c.Reason, c.PolicyVersion, c.RequiredApprovals, c.RequiredRole, c.ExpiresAt,
-		c.IdempotencyKey, c.AgentKey, c.Context, c.Error, c.ErrorDetail, c.Result, c.CreatedAt, c.UpdatedAt, c.DecidedAt, c.FinishedAt, tx.self, c.ToolHash, c.Trace)
+		c.IdempotencyKey, c.AgentKey, c.Context, c.Error, c.ErrorDetail, c.Result, c.CreatedAt, c.UpdatedAt, c.DecidedAt, c.FinishedAt, tx.self, c.ToolHash, c.Trace, c.Chain)
 	if err != nil {
 		return err
 	}
+	tx.knowChain(c.ID, c.Chain)
 	tx.entered(c.ID, c.Status)
 	return nil
 }
@@ -49,6 +53,7 @@ func (tx *Tx) ToolCall(id string) (*models.ToolCall, error) {
 	if err := tx.db.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&c, "id = ?", id).Error; err != nil {
 		return nil, notFound(err)
 	}
+	tx.knowChain(c.ID, c.Chain)
 	return &c, nil
 }
 
@@ -122,15 +127,27 @@ func (tx *Tx) EditPendingCall(id string, e models.CallEdit) error {
 }
 
 // changeOne runs an update of one call and insists that exactly one row
-// changed: a call no longer in the expected status is ErrConflict.
+// changed: a call no longer in the expected status is ErrConflict. The
+// call's audit chain comes back with it, for its events (chains.go).
 func (tx *Tx) changeOne(id, query string, args ...any) error {
-	n, err := tx.exec(query, args...)
-	if err != nil {
+	query += " RETURNING chain"
+	var chain int64
+	var err error
+	if tx.d.pg {
+		_, err = tx.w.pgBatch(&queued{query: query, wrap: "update tool call", args: args}, &chain)
+	} else {
+		var row []driver.Value
+		if row, err = tx.queryRow(query, args...); err == nil {
+			chain = intValue(row[0])
+		}
+	}
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return models.ErrConflict
+	case err != nil:
 		return fmt.Errorf("update tool call %s: %w", id, err)
 	}
-	if n != 1 {
-		return models.ErrConflict
-	}
+	tx.knowChain(id, chain)
 	return nil
 }
 

@@ -41,9 +41,13 @@ type Store struct {
 	dsn string // PostgreSQL's URL, for the connection that listens
 	// self is this process among the servers sharing the database
 	// (instances.go): the owner of the calls it runs.
-	self     string
-	outbox   atomic.Pointer[outboxHolder]   // SetOutbox
-	finished atomic.Pointer[func([]string)] // SetFinished
+	self string
+	// chain is the audit chain this instance appends to, claimed through
+	// chainConn on PostgreSQL (chains.go); 0 on SQLite.
+	chain     int64
+	chainConn *sql.Conn
+	outbox    atomic.Pointer[outboxHolder]   // SetOutbox
+	finished  atomic.Pointer[func([]string)] // SetFinished
 	// watcher hears what the writer committed (Observe).
 	watcher atomic.Pointer[observerBox]
 	// Now is the clock used for record timestamps; tests replace it.
@@ -191,7 +195,11 @@ func (s *Store) Close() error {
 	if s.d.pg {
 		s.writer.close()
 		s.reads.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
-		return errors.Join(closePool(s.reports), s.pool.Close())
+		var released error
+		if s.chainConn != nil {
+			released = s.chainConn.Close()
+		}
+		return errors.Join(released, closePool(s.reports), s.pool.Close())
 	}
 	s.indexer.close()
 	s.writer.close()

@@ -148,7 +148,7 @@ func (s *Store) InstanceRow(ctx context.Context, id string) (*models.Instance, e
 // LatestEventAbout is the newest audit event whose subject is subject.
 func (s *Store) LatestEventAbout(ctx context.Context, subject string) (*models.AuditEvent, error) {
 	var e models.AuditEvent
-	if err := s.db.WithContext(ctx).Where("subject = ?", subject).Order("seq DESC").Take(&e).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where("subject = ?", subject).Order("at DESC, chain DESC, seq DESC").Take(&e).Error; err != nil {
 		return nil, notFound(err)
 	}
 	return &e, nil

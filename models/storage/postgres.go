@@ -27,9 +27,10 @@ import (
 //   - a call read to be changed is locked (Tx.ToolCall: FOR UPDATE), so two
 //     approvals of one action are counted one after the other;
 //   - a run is locked before a turn is numbered (Tx.AppendTurn);
-//   - the audit chain's head row is locked when a batch begins
-//     (writer.attempt), so the batches of all instances take turns in one
-//     order and the chain stays one line across instances;
+//   - each instance appends to an audit chain of its own (chains.go), whose
+//     head row is locked when a batch begins (writer.attempt), so the chain
+//     stays one line even when another instance appends an event about one
+//     of its calls;
 //   - a customer's decisions are made one at a time (Tx.Serialize).
 // A batch that meets a deadlock or a serialization failure is run again from
 // the start, as a unit on SQLite may be (Write's contract).
@@ -92,7 +93,14 @@ func openPostgres(dsn string, opts Options) (*Store, error) {
 	}
 	s := &Store{db: dbs[0], wdb: dbs[1], reports: reports, pool: pool, d: dialect{pg: true}, dsn: dsn, self: models.NewID("inst"), own: opts.Own.name(),
 		Now: func() time.Time { return time.Now().UTC() }}
+	if err := s.claimChain(ctx); err != nil {
+		rpool.Close()
+		pool.Close()
+		return nil, err
+	}
 	if s.writer, err = newWriter(s, pool, 0); err != nil {
+		s.chainConn.Close()
+		rpool.Close()
 		pool.Close()
 		return nil, err
 	}

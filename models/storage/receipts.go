@@ -136,11 +136,11 @@ func (s *Store) AddReceiptKey(ctx context.Context, k models.ReceiptKey) error {
 	})
 }
 
-// AuditEventsBetween reads the events from seq from to seq to, both
-// included, in order.
-func (s *Store) AuditEventsBetween(ctx context.Context, from, to int64) ([]models.AuditEvent, error) {
+// AuditEventsBetween reads the events of a chain from seq from to seq to,
+// both included, in order.
+func (s *Store) AuditEventsBetween(ctx context.Context, chain, from, to int64) ([]models.AuditEvent, error) {
 	var out []models.AuditEvent
-	err := s.db.WithContext(ctx).Where("seq >= ? AND seq <= ?", from, to).Order("seq").Find(&out).Error
+	err := s.db.WithContext(ctx).Where("chain = ? AND seq >= ? AND seq <= ?", chain, from, to).Order("seq").Find(&out).Error
 	return out, err
 }
 
@@ -196,13 +196,13 @@ func (tx *Tx) ReceiptRecord(callID string) (*models.ToolCall, []models.AuditEven
 	}
 	c.ToolHash, _ = textValue(row[n+7])
 	var events []models.AuditEvent
-	err = tx.w.queryRows(`SELECT seq, at, actor, kind, subject, hash FROM audit_events WHERE subject = ? ORDER BY seq`, []any{callID},
+	err = tx.w.queryRows(`SELECT seq, at, actor, kind, subject, hash, chain FROM audit_events WHERE subject = ? ORDER BY chain, seq`, []any{callID},
 		func(v []driver.Value) error {
 			at, err := timeValue(v[1])
 			if err != nil || at == nil {
 				return fmt.Errorf("event %v: at %v (%v)", v[0], v[1], err)
 			}
-			e := models.AuditEvent{Seq: intValue(v[0]), At: *at}
+			e := models.AuditEvent{Chain: intValue(v[6]), Seq: intValue(v[0]), At: *at}
 			e.Actor, _ = textValue(v[2])
 			kind, _ := textValue(v[3])
 			e.Kind = models.EventKind(kind)
@@ -252,14 +252,14 @@ func receiptRecords(db *gorm.DB, callIDs []string) (calls []models.ToolCall, eve
 	if err = rows.Err(); err != nil {
 		return nil, nil, nil, fmt.Errorf("read the calls: %w", err)
 	}
-	rows, err = db.Raw(`SELECT seq, at, actor, kind, subject, hash FROM audit_events WHERE subject IN ? ORDER BY seq`, callIDs).Rows()
+	rows, err = db.Raw(`SELECT chain, seq, at, actor, kind, subject, hash FROM audit_events WHERE subject IN ? ORDER BY chain, seq`, callIDs).Rows()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read their audit events: %w", err)
 	}
 	events = make(map[string][]models.AuditEvent, len(callIDs))
 	for rows.Next() {
 		var e models.AuditEvent
-		if err = rows.Scan(&e.Seq, &e.At, &e.Actor, &e.Kind, &e.Subject, &e.Hash); err != nil {
+		if err = rows.Scan(&e.Chain, &e.Seq, &e.At, &e.Actor, &e.Kind, &e.Subject, &e.Hash); err != nil {
 			rows.Close()
 			return nil, nil, nil, fmt.Errorf("read their audit events: %w", err)
 		}

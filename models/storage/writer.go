@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +25,9 @@ type Tx struct {
 	d     dialect
 	self  string // the store's instance id (Store.Instance)
 	chain chainState
+	// calls are the chains of the calls this transaction recorded or read
+	// (chains.go).
+	calls []callChain
 	now   time.Time
 	// after is what the units asked to be done once they are committed
 	// (AfterCommit), moved the statuses calls entered (for the Observer).
@@ -272,6 +277,14 @@ func (w *writer) close() {
 }
 
 func (w *writer) run(batch []*writeReq) {
+	w.runOn(batch, w.store.chain, true)
+}
+
+// runOn runs a batch in transactions that append to chain. A unit that
+// appended an event about a call of another chain (chains.go) is run again
+// once the batch is done, with the others of that chain, in a transaction
+// of that chain (mayMove); a unit that appends to two chains fails.
+func (w *writer) runOn(batch []*writeReq, chain int64, mayMove bool) {
 	results := make([]error, len(batch))
 	reset := func() {
 		for i, r := range batch {
@@ -289,7 +302,7 @@ func (w *writer) run(batch []*writeReq) {
 	savepoints := false
 	var err error
 	for try := 0; ; try++ {
-		err = w.attempt(batch, results, savepoints)
+		err = w.attempt(batch, results, savepoints, chain)
 		lost := w.connectionLost(err)
 		if errors.Is(err, errRetryWithSavepoints) && !savepoints {
 			savepoints = true
@@ -301,11 +314,23 @@ func (w *writer) run(batch []*writeReq) {
 		}
 		reset()
 	}
+	var moved map[int64][]*writeReq
 	for i, r := range batch {
 		if results[i] == nil {
 			results[i] = err
 		}
+		var other *otherChainError
+		if mayMove && errors.As(results[i], &other) {
+			if moved == nil {
+				moved = map[int64][]*writeReq{}
+			}
+			moved[other.chain] = append(moved[other.chain], r)
+			continue
+		}
 		r.done <- results[i]
+	}
+	for _, c := range slices.Sorted(maps.Keys(moved)) {
+		w.runOn(moved[c], c, false)
 	}
 }
 
@@ -334,7 +359,7 @@ func (w *writer) connectionLost(err error) bool {
 
 // attempt runs the batch in one transaction. Without savepoints, the first
 // failing unit aborts the attempt (unless it is the only unit).
-func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) error {
+func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool, chain int64) error {
 	stx, err := w.begin()
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
@@ -344,16 +369,15 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool) er
 	// as wdb's pool after the batch (Close could then not reach the pool).
 	gtx := w.store.wdb.Session(&gorm.Session{NewDB: true, Context: context.Background()})
 	gtx.Statement.ConnPool = stx
-	tx := &Tx{db: gtx, w: w, d: w.store.d, self: w.store.self}
+	tx := &Tx{db: gtx, w: w, d: w.store.d, self: w.store.self, chain: chainState{no: chain}}
 	abort := func(err error) error {
 		stx.Rollback()
 		return err
 	}
 	if w.store.d.pg {
-		// Every instance appends to one chain: its head is locked first,
-		// for the whole batch, so batches of all instances take turns in
-		// one order and the next batch, here or elsewhere, links to what
-		// this one appended.
+		// The chain's head is locked first, for the whole batch: the next
+		// batch to append to it, here or on an instance acting on one of
+		// its calls, links to what this one appended.
 		if err := tx.loadChain(); err != nil {
 			return abort(err)
 		}

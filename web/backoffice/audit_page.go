@@ -241,7 +241,7 @@ func (s *Office) verifyChain(ctx context.Context) {
 	case rep.OK:
 		s.chainOK, s.chainText = true, fmt.Sprintf("audit chain intact: %d events", rep.Events)
 	default:
-		s.chainOK, s.chainText = false, fmt.Sprintf("audit chain BROKEN at event %d: %s", rep.BadSeq, rep.Problem)
+		s.chainOK, s.chainText = false, fmt.Sprintf("audit chain BROKEN at %s: %s", models.EventName(rep.BadChain, rep.BadSeq), rep.Problem)
 	}
 	s.chainAt, s.chainRunning = time.Now(), false
 }
@@ -285,6 +285,7 @@ func toExport(r *models.AuditRow) exportRow {
 // README gives the recipe). The payload stays a string: its exact bytes are
 // hashed.
 type chainLine struct {
+	Chain    int64  `json:"chain,omitempty"`
 	Seq      int64  `json:"seq"`
 	At       string `json:"at"`
 	Actor    string `json:"actor"`
@@ -306,7 +307,7 @@ func (s *Office) auditChainExport(c echo.Context) error {
 	enc := json.NewEncoder(w)
 	n := 0
 	err := s.core.Store.EachAuditEvent(c.Request().Context(), func(e *models.AuditEvent) error {
-		if err := enc.Encode(chainLine{Seq: e.Seq, At: e.At.UTC().Format(time.RFC3339Nano), Actor: e.Actor, Kind: string(e.Kind),
+		if err := enc.Encode(chainLine{Chain: e.Chain, Seq: e.Seq, At: e.At.UTC().Format(time.RFC3339Nano), Actor: e.Actor, Kind: string(e.Kind),
 			Subject: e.Subject, Payload: e.Payload, PrevHash: e.PrevHash, Hash: e.Hash}); err != nil {
 			return err
 		}
