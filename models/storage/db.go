@@ -195,9 +195,11 @@ func (s *Store) Close() error {
 	if s.d.pg {
 		s.writer.close()
 		s.reads.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
+		// Its audit chain is free once this connection goes (a second
+		// Close finds it gone already).
 		var released error
-		if s.chainConn != nil {
-			released = s.chainConn.Close()
+		if err := s.chainConn.Close(); err != nil && !errors.Is(err, sql.ErrConnDone) {
+			released = err
 		}
 		return errors.Join(released, closePool(s.reports), s.pool.Close())
 	}
