@@ -180,9 +180,6 @@ type Approval struct {
 
 // AuditEvent is one link of the append-only, hash-chained audit log.
 type AuditEvent struct {
-	// Chain is the chain the event belongs to (0: the first, and the only
-	// one a single instance writes); Seq numbers the events within it.
-	Chain    int64     `gorm:"primaryKey;autoIncrement:false" json:"chain,omitempty"`
 	Seq      int64     `gorm:"primaryKey;autoIncrement:false" json:"seq"`
 	At       time.Time `json:"at"`
 	Actor    string    `gorm:"size:200" json:"actor"`
@@ -191,6 +188,11 @@ type AuditEvent struct {
 	Payload  string    `gorm:"type:text" json:"payload"`
 	PrevHash string    `gorm:"size:64" json:"prev_hash"`
 	Hash     string    `gorm:"size:64" json:"hash"`
+	// Chain is the chain the event belongs to (0: the first, and the only
+	// one a single instance writes); Seq numbers the events within it. On
+	// PostgreSQL (chain, seq) is the key; SQLite, one instance, has one
+	// chain, keyed by seq (its rowid) alone.
+	Chain int64 `gorm:"not null;default:0" json:"chain,omitempty"`
 }
 
 // UnmarshalJSON reads an event in the keys of the chain export (seq, at,

@@ -35,6 +35,7 @@ import (
 // round trips to PostgreSQL per call (every connection of every instance).
 type result struct {
 	rate, p50, p99, trips float64
+	busy                  float64 // the machine's cores, busy (0 to 1)
 }
 
 // instance is one Countersign serving over httptest, with its agents' keys.
@@ -84,7 +85,13 @@ func load(fleet []*instance, proxy *delayproxy.Proxy, dur time.Duration) (result
 	warm := time.Now().Add(dur / 5)
 	end := warm.Add(dur - dur/5)
 	var turns0 atomic.Int64
-	go func() { time.Sleep(time.Until(warm)); turns0.Store(proxy.Turns()) }()
+	var cpu0 atomic.Pointer[bm.CPU]
+	go func() {
+		time.Sleep(time.Until(warm))
+		turns0.Store(proxy.Turns())
+		c := bm.ReadCPU()
+		cpu0.Store(&c)
+	}()
 	var mu sync.Mutex
 	var lat []time.Duration
 	var failed atomic.Value
@@ -112,6 +119,10 @@ func load(fleet []*instance, proxy *delayproxy.Proxy, dur time.Duration) (result
 		}
 	}
 	wg.Wait()
+	var busy float64
+	if c0 := cpu0.Load(); c0 != nil {
+		busy = bm.ReadCPU().BusySince(*c0)
+	}
 	if err, _ := failed.Load().(error); err != nil {
 		return result{}, err
 	}
@@ -120,7 +131,7 @@ func load(fleet []*instance, proxy *delayproxy.Proxy, dur time.Duration) (result
 	}
 	trips := float64(proxy.Turns()-turns0.Load()) / float64(len(lat))
 	return result{rate: float64(len(lat)) / end.Sub(warm).Seconds(), p50: bm.MS(bm.Percentile(lat, .5)),
-		p99: bm.MS(bm.Percentile(lat, .99)), trips: trips}, nil
+		p99: bm.MS(bm.Percentile(lat, .99)), trips: trips, busy: busy}, nil
 }
 
 func call(client *http.Client, base, key, order, session string) error {

@@ -58,8 +58,8 @@ func run(dsn, delays, counts string, agents int, dur time.Duration) error {
 			if base == 0 {
 				base = r.rate
 			}
-			fmt.Printf("%d instance(s), %d agents: %8.1f calls/s (%.2fx)  p50 %7.2f ms  p99 %7.2f ms  %5.1f round trips a call\n",
-				n, n*agents, r.rate, r.rate/base, r.p50, r.p99, r.trips)
+			fmt.Printf("%d instance(s), %d agents: %8.1f calls/s (%.2fx)  p50 %7.2f ms  p99 %7.2f ms  %5.1f round trips a call  cores %3.0f%% busy\n",
+				n, n*agents, r.rate, r.rate/base, r.p50, r.p99, r.trips, 100*r.busy)
 		}
 	}
 	return nil

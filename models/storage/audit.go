@@ -71,12 +71,14 @@ func (tx *Tx) Audit(ev models.Event) error {
 }
 
 func (tx *Tx) loadChain() error {
-	query := `SELECT seq, hash FROM audit_events WHERE chain = ? ORDER BY seq DESC LIMIT 1`
+	// The head is written with the events (saveChainHead), so it is where
+	// the chain ends.
+	query := `SELECT seq, hash FROM audit_heads WHERE chain = ?`
 	if tx.d.pg {
 		// The chain's head row is locked until this transaction ends, so
 		// the next one to append to the chain, here or on an instance that
 		// acts on one of its calls, links to what this one appended.
-		query = `SELECT seq, hash FROM audit_heads WHERE chain = ? FOR UPDATE`
+		query += ` FOR UPDATE`
 	}
 	var row []driver.Value
 	var err error

@@ -3,7 +3,6 @@ package storage
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -130,17 +129,19 @@ func (tx *Tx) EditPendingCall(id string, e models.CallEdit) error {
 // changed: a call no longer in the expected status is ErrConflict. The
 // call's audit chain comes back with it, for its events (chains.go).
 func (tx *Tx) changeOne(id, query string, args ...any) error {
-	query += " RETURNING chain"
-	var chain int64
-	var err error
-	if tx.d.pg {
-		_, err = tx.w.pgBatch(&queued{query: query, wrap: "update tool call", args: args}, &chain)
-	} else {
-		var row []driver.Value
-		if row, err = tx.queryRow(query, args...); err == nil {
-			chain = intValue(row[0])
+	if !tx.d.pg {
+		// One instance, one chain (chains.go): nothing to learn.
+		n, err := tx.exec(query, args...)
+		if err != nil {
+			return fmt.Errorf("update tool call %s: %w", id, err)
 		}
+		if n != 1 {
+			return models.ErrConflict
+		}
+		return nil
 	}
+	var chain int64
+	_, err := tx.w.pgBatch(&queued{query: query + " RETURNING chain", wrap: "update tool call", args: args}, &chain)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return models.ErrConflict

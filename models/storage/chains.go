@@ -10,7 +10,7 @@ import (
 // Several audit chains (ARCHITECTURE.md, "Several audit chains"). Each
 // instance on PostgreSQL appends to a chain of its own, so the instances'
 // transactions never wait for one another's head row; SQLite, one
-// instance, has chain 0 alone. A call's events all go to one chain, the
+// instance, has chain 0 alone, and its units never ask a call's chain. A call's events all go to one chain, the
 // one of the instance that recorded it (ToolCall.Chain), whichever
 // instance acts on the call later: a unit of work that appends an event
 // about a call of another chain is run again, after its batch, in a
@@ -69,6 +69,9 @@ type callChain struct {
 
 // knowChain notes the chain of a call this transaction recorded or read.
 func (tx *Tx) knowChain(id string, chain int64) {
+	if !tx.d.pg {
+		return // one instance, one chain: nothing to ask
+	}
 	for i := range tx.calls {
 		if tx.calls[i].id == id {
 			return
@@ -88,6 +91,9 @@ func (e *otherChainError) Error() string {
 // onCallsChain makes sure the transaction holds the chain of call id (one
 // that has no record yet goes to the transaction's chain).
 func (tx *Tx) onCallsChain(id string) error {
+	if !tx.d.pg {
+		return nil // one instance, one chain
+	}
 	chain, known := tx.chain.no, false
 	for i := range tx.calls {
 		if tx.calls[i].id == id {

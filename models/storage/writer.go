@@ -329,8 +329,10 @@ func (w *writer) runOn(batch []*writeReq, chain int64, mayMove bool) {
 		}
 		r.done <- results[i]
 	}
-	for _, c := range slices.Sorted(maps.Keys(moved)) {
-		w.runOn(moved[c], c, false)
+	if len(moved) > 0 {
+		for _, c := range slices.Sorted(maps.Keys(moved)) {
+			w.runOn(moved[c], c, false)
+		}
 	}
 }
 
