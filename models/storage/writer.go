@@ -288,6 +288,10 @@ func (w *writer) runOn(batch []*writeReq, chain int64, mayMove bool) {
 	results := make([]error, len(batch))
 	reset := func() {
 		for i, r := range batch {
+			var other *otherChainError
+			if errors.As(results[i], &other) {
+				continue // it runs in its call's chain, after this batch
+			}
 			results[i] = r.ctx.Err() // a caller that gave up before its turn is skipped
 		}
 	}
@@ -306,6 +310,9 @@ func (w *writer) runOn(batch []*writeReq, chain int64, mayMove bool) {
 		lost := w.connectionLost(err)
 		if errors.Is(err, errRetryWithSavepoints) && !savepoints {
 			savepoints = true
+		} else if errors.Is(err, errRetryWithoutIt) {
+			// A unit of another chain was taken out: the rest again, as
+			// they were (each time one fewer).
 		} else if (retryable(err) || (lost && !errors.Is(err, errCommit))) && try < 8 {
 			// Nothing of the batch was committed: run it again.
 			time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
@@ -337,6 +344,10 @@ func (w *writer) runOn(batch []*writeReq, chain int64, mayMove bool) {
 }
 
 var errRetryWithSavepoints = errors.New("a unit failed: retry the batch with savepoints")
+
+// errRetryWithoutIt: a unit appended about a call of another chain (which
+// says nothing about the other units): the batch runs again without it.
+var errRetryWithoutIt = errors.New("a unit belongs to another chain: retry the batch without it")
 
 // errCommit marks a failed COMMIT: whether the batch was committed is not
 // known, so it is never run again.
@@ -405,6 +416,9 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool, ch
 				results[i] = err
 				if len(batch) == 1 {
 					return abort(nil)
+				}
+				if other := (*otherChainError)(nil); errors.As(err, &other) {
+					return abort(errRetryWithoutIt)
 				}
 				return abort(errRetryWithSavepoints)
 			}
