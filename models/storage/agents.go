@@ -147,6 +147,10 @@ func (s *Store) AgentRun(ctx context.Context, agent *models.Agent, session, cust
 		return s.sessionRuns.get(agent.ID, session), nil
 	}
 	err := s.Write(ctx, func(tx *Tx) error {
+		// Two instances seeing the session first at once make one run.
+		if err := tx.Serialize("session:" + agent.ID + "\x00" + session); err != nil {
+			return err
+		}
 		err := tx.db.Take(&run, "agent_id = ? AND session = ?", agent.ID, session).Error
 		if err == nil {
 			if run.CustomerID != customerID {

@@ -187,6 +187,11 @@ func (s *Store) PolicyPeople(ctx context.Context) (int, error) {
 func (s *Store) SettlePolicyPeople(ctx context.Context, n int, host string) (int, error) {
 	var stored int
 	err := s.Write(ctx, func(tx *Tx) error {
+		// Instances starting together settle it one at a time: the first
+		// stores it, the others read it.
+		if err := tx.Serialize(policyPeopleKey); err != nil {
+			return err
+		}
 		var got models.SharedSecret
 		err := tx.db.Take(&got, "name = ?", policyPeopleKey).Error
 		if err == nil {

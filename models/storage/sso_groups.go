@@ -32,6 +32,10 @@ func (s *Store) SSOGroups(ctx context.Context) (mapping string, ok bool, err err
 func (s *Store) SettleSSOGroups(ctx context.Context, mapping, host string) (string, error) {
 	var kept string
 	err := s.Write(ctx, func(tx *Tx) error {
+		// Instances starting together settle it one at a time.
+		if err := tx.Serialize(ssoGroupsKey); err != nil {
+			return err
+		}
 		var got models.SharedSecret
 		err := tx.db.Take(&got, "name = ?", ssoGroupsKey).Error
 		if err == nil {
