@@ -31,7 +31,9 @@ import (
 //     head row is locked when a batch begins (writer.attempt), so the chain
 //     stays one line even when another instance appends an event about one
 //     of its calls;
-//   - a customer's decisions are made one at a time (Tx.Serialize).
+//   - a customer's decisions are made one at a time, and so are the first
+//     sight of an agent's session and the values instances settle at start
+//     (Tx.Serialize).
 // A batch that meets a deadlock or a serialization failure is run again from
 // the start, as a unit on SQLite may be (Write's contract).
 

@@ -345,6 +345,23 @@ func (w *writer) runOn(batch []*writeReq, chain int64, mayMove bool) {
 
 var errRetryWithSavepoints = errors.New("a unit failed: retry the batch with savepoints")
 
+// unitFailed is what a unit's failure, in a batch run without savepoints,
+// means for the batch: run it all again (retryable), nothing more (the
+// unit was alone), again without the unit (another chain's), or again
+// with a savepoint around each unit, so that the failure stays its own.
+func unitFailed(err error, alone bool) error {
+	var other *otherChainError
+	switch {
+	case retryable(err):
+		return err
+	case alone:
+		return nil
+	case errors.As(err, &other):
+		return errRetryWithoutIt
+	}
+	return errRetryWithSavepoints
+}
+
 // errRetryWithoutIt: a unit appended about a call of another chain (which
 // says nothing about the other units): the batch runs again without it.
 var errRetryWithoutIt = errors.New("a unit belongs to another chain: retry the batch without it")
@@ -410,17 +427,10 @@ func (w *writer) attempt(batch []*writeReq, results []error, savepoints bool, ch
 		tx.now = w.store.now().Truncate(time.Microsecond)
 		if !savepoints {
 			if err := callUnit(r.fn, tx); err != nil {
-				if retryable(err) {
-					return abort(err) // the whole batch again
+				if !retryable(err) {
+					results[i] = err
 				}
-				results[i] = err
-				if len(batch) == 1 {
-					return abort(nil)
-				}
-				if other := (*otherChainError)(nil); errors.As(err, &other) {
-					return abort(errRetryWithoutIt)
-				}
-				return abort(errRetryWithSavepoints)
+				return abort(unitFailed(err, len(batch) == 1))
 			}
 			ran++
 			continue
