@@ -166,6 +166,15 @@ func EventName(chain, seq int64) string {
 	return "event " + strconv.FormatInt(seq, 10) + " of chain " + strconv.FormatInt(chain, 10)
 }
 
+// OnChain names the chain in a problem about a chain other than 0
+// ("chain 3: …"); a problem of chain 0 reads as it did before chains.
+func OnChain(chain int64, problem string) string {
+	if chain == 0 {
+		return problem
+	}
+	return "chain " + strconv.FormatInt(chain, 10) + ": " + problem
+}
+
 // AboutCall says whether events of this kind are about a call (their
 // subject is the call's id): those go to the call's chain.
 func (k EventKind) AboutCall() bool {

@@ -369,7 +369,7 @@ func VerifyAnchors(ctx context.Context, store *storage.Store, dir string, pub ed
 func holds(ctx context.Context, store *storage.Store, c Checkpoint, h models.ChainHead, end int64, rep *AnchorReport) (bool, error) {
 	if h.Seq > end {
 		rep.BadChain, rep.BadSeq = h.Chain, end+1
-		rep.Problem = chainText(h.Chain, fmt.Sprintf("the chain has %d events but checkpoint %s saw %d: events were removed or the chain was rewound",
+		rep.Problem = models.OnChain(h.Chain, fmt.Sprintf("the chain has %d events but checkpoint %s saw %d: events were removed or the chain was rewound",
 			end, c.Name(), h.Seq))
 		return false, nil
 	}
@@ -383,14 +383,6 @@ func holds(ctx context.Context, store *storage.Store, c Checkpoint, h models.Cha
 		return false, nil
 	}
 	return true, nil
-}
-
-// chainText names the chain in a problem about a chain other than 0.
-func chainText(chain int64, problem string) string {
-	if chain == 0 {
-		return problem
-	}
-	return fmt.Sprintf("chain %d: %s", chain, problem)
 }
 
 // FirstAtOrAfter is the earliest checkpoint in dir that names event seq of

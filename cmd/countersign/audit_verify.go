@@ -5,7 +5,7 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"io"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/countersign/countersign/agent/audit"
@@ -163,8 +163,5 @@ func printProblems(w io.Writer, problems []string, more int) {
 // seqName is an event's number as a broken chain is reported: "12", or "12
 // of chain 3" past the first chain.
 func seqName(chain, seq int64) string {
-	if chain == 0 {
-		return strconv.FormatInt(seq, 10)
-	}
-	return fmt.Sprintf("%d of chain %d", seq, chain)
+	return strings.TrimPrefix(models.EventName(chain, seq), "event ")
 }

@@ -230,7 +230,7 @@ func (s *Store) verifyChain(ctx context.Context, chain int64, rep *models.ChainR
 		switch {
 		case errors.Is(notFound(err), models.ErrNotFound):
 			if last > 0 {
-				rep.Broken(chain, 1, chainText(chain, "the chain head record is missing"))
+				rep.Broken(chain, 1, models.OnChain(chain, "the chain head record is missing"))
 			}
 			return nil
 		case err != nil:
@@ -244,7 +244,7 @@ func (s *Store) verifyChain(ctx context.Context, chain int64, rep *models.ChainR
 			if head.Seq < last {
 				bad = head.Seq + 1
 			}
-			rep.Broken(chain, bad, chainText(chain, fmt.Sprintf("the chain ends at event %d but its head says %d", last, head.Seq)))
+			rep.Broken(chain, bad, models.OnChain(chain, fmt.Sprintf("the chain ends at event %d but its head says %d", last, head.Seq)))
 		}
 		if chain == 0 {
 			rep.HeadSeq = head.Seq
@@ -254,12 +254,4 @@ func (s *Store) verifyChain(ctx context.Context, chain int64, rep *models.ChainR
 		}
 		return nil
 	}
-}
-
-// chainText names the chain in a problem about a chain other than 0.
-func chainText(chain int64, problem string) string {
-	if chain == 0 {
-		return problem
-	}
-	return fmt.Sprintf("chain %d: %s", chain, problem)
 }
