@@ -259,9 +259,9 @@ const (
 )
 
 // CallHour counts the calls made in one hour (UTC, "2006-01-02 15") by
-// tool, rule, decision and outcome, kept by triggers on tool_calls as calls
-// are recorded and change: insights read a month of them, not a million
-// calls. The outcome is "allowed" or "denied" as decided, and for a held
+// tool, rule, decision and outcome, kept by the audit log's follower
+// (storage.Store.Follow) as calls are recorded and change: insights read a
+// month of them, not a million calls. The outcome is "allowed" or "denied" as decided, and for a held
 // call pending, approved (whatever ran after), rejected, expired or
 // cancelled: an allowed call that runs moves no count.
 type CallHour struct {
@@ -271,4 +271,28 @@ type CallHour struct {
 	Decision string `gorm:"primaryKey;size:16"`
 	Outcome  string `gorm:"primaryKey;size:16"`
 	N        int64  `gorm:"not null;default:0"`
+}
+
+// CallCounted is how call_hours counts one call now, so that the follower
+// moves a call's count when its outcome changes.
+type CallCounted struct {
+	CallID   string `gorm:"primaryKey;size:40"`
+	Hour     string `gorm:"size:16"`
+	Tool     string `gorm:"size:100"`
+	Rule     string `gorm:"size:100"`
+	Decision string `gorm:"size:16"`
+	Outcome  string `gorm:"size:16"`
+}
+
+// TableName is call_counted.
+func (CallCounted) TableName() string { return "call_counted" }
+
+// DerivedMark is how far one derived table (call_hours, call_text) has
+// followed one audit chain: every event up to Seq; CaughtUpAt is when it
+// last read the chain to its end.
+type DerivedMark struct {
+	Name       string `gorm:"primaryKey;size:32"`
+	Chain      int64  `gorm:"primaryKey;autoIncrement:false"`
+	Seq        int64  `gorm:"not null;default:0"`
+	CaughtUpAt *time.Time
 }

@@ -257,6 +257,7 @@ func (c *Core) Start(ctx context.Context) (Started, error) {
 		c.job(ctx, j.Name, j.Run)
 	}
 	c.job(ctx, "sweep", c.sweep)
+	c.job(ctx, "follow the audit log", c.follow)
 	c.job(ctx, "follow the MCP servers' tool lists", c.followTools)
 	c.job(ctx, "receipts", c.Receipts.Run) // first what a crash left unsigned
 	if c.cfg.AuditKey != nil {

@@ -16,6 +16,27 @@ import (
 // a lost notice between instances missed is caught up.
 const SweepEvery = 5 * time.Second
 
+// FollowEvery is how often the derived data (the insights' counts by hour,
+// the audit search's index) is brought up to date with the audit log
+// (storage.Store.Follow): how far behind the insights may be.
+const FollowEvery = 500 * time.Millisecond
+
+// follow keeps the derived data up to date, a batch after another until
+// it has caught up, then once a tick.
+func (c *Core) follow(ctx context.Context) {
+	agent.Every(ctx, FollowEvery, func(ctx context.Context) {
+		for ctx.Err() == nil {
+			more, err := c.Store.Follow(ctx)
+			if err != nil && ctx.Err() == nil {
+				c.log.Error("following the audit log failed", "err", err)
+			}
+			if err != nil || !more {
+				return
+			}
+		}
+	})
+}
+
 // sweep expires overdue actions and polls for what the bus may have
 // missed: the tools' pins another instance's admin accepted, the policy
 // version in force (also changed by the command line's `policy`), the

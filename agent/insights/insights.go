@@ -128,6 +128,11 @@ type Report struct {
 	// Vouched are pairs of co-signers one of whom was made able to sign on
 	// the other's proposal.
 	Vouched []Vouched `json:"vouched"`
+	// CountedAt is how fresh the calls' counts are: those of the hours
+	// before the current one are summed by the audit log's follower
+	// (storage.Store.Follow), which had read every change made before
+	// then. Absent with bands: every call is read, so they are exact.
+	CountedAt *time.Time `json:"counted_at,omitempty"`
 }
 
 func secs(x float64) *float64 {
@@ -165,6 +170,13 @@ func Read(ctx context.Context, store *storage.Store, reg *tools.Registry, p poli
 		rep.Approvers = append(rep.Approvers, Approver{StaffID: a.StaffID, Name: a.Name, Decisions: a.Decisions, Approved: a.Approved,
 			Rejected: a.Rejected, Edited: a.Edited, ShareApproved: share(a.Approved, a.Decisions), Under3s: a.Quick,
 			ShareUnder3s: share(a.Quick, a.Decisions), MedianS: secs(a.MedianSeconds)})
+	}
+	if len(q.Bands) == 0 {
+		at, err := store.HoursCountedAt(ctx)
+		if err != nil {
+			return Report{}, err
+		}
+		rep.CountedAt = &at
 	}
 	fp, ok := p.(*policy.FilePolicy)
 	if !ok || len(q.Bands) > 0 {

@@ -172,7 +172,7 @@ func plans(path string) error {
 	pg := storage.IsPostgres(path)
 	text := `SELECT tool_calls.* FROM tool_calls WHERE tool_calls.id IN (SELECT k.call_id FROM audit_text t JOIN audit_text_keys k ON k.id = t.rowid WHERE audit_text MATCH '"A123456"') ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`
 	if pg {
-		text = `SELECT tool_calls.* FROM tool_calls WHERE (tool_calls.args ILIKE '%A123456%' OR tool_calls.raw_args ILIKE '%A123456%') ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`
+		text = `SELECT tool_calls.* FROM tool_calls WHERE tool_calls.id IN (SELECT call_id FROM call_text WHERE args ILIKE '%A123456%' OR raw_args ILIKE '%A123456%') AND (tool_calls.args ILIKE '%A123456%' OR tool_calls.raw_args ILIKE '%A123456%') ORDER BY tool_calls.created_at DESC, tool_calls.id DESC LIMIT 51`
 	}
 	for _, q := range []struct{ name, sql string }{
 		{"queue", `SELECT tool_calls.* FROM tool_calls JOIN runs ON runs.id = tool_calls.run_id WHERE tool_calls.status = 'pending' AND tool_calls.status <> 'succeeded' ORDER BY tool_calls.created_at, tool_calls.id LIMIT 100`},

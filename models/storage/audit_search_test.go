@@ -45,6 +45,9 @@ func TestTheTextIndexFindsWhatLikeFinds(t *testing.T) {
 			if err := tx.CreateToolCall(c); err != nil {
 				return err
 			}
+			if err := tx.Audit(models.Event{Actor: "model", Kind: models.EventCallPending, Subject: c.ID}); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -72,20 +75,17 @@ func TestTheTextIndexFindsWhatLikeFinds(t *testing.T) {
 	texts := []string{"a1002", "A1002", "broken", `"no"`, `said "no`, "NEAR AND", "* ^ :", "( )", "notes.txt", "Malm",
 		`"order_id":"B`, "50% off", "off_sale", "1200.5", "raw", "A1002\" ", "nowhere", "xyz", "e\u0301", `\`, "ab", "\"\"\"", "ö", "ÖM"}
 	// First while the calls are newer than the index (read directly), then
-	// once the indexer has put them in it.
+	// once the follower has put them in it.
 	for _, when := range []string{"before indexing", "from the index"} {
 		if when == "from the index" {
-			// (The store's own indexer may have run already.)
-			for n := 1; n > 0; {
-				if n, err = s.IndexText(ctx); err != nil {
-					t.Fatal(err)
-				}
+			if err := s.FollowAll(ctx); err != nil {
+				t.Fatal(err)
 			}
-			var indexed, last int
-			s.db.Raw(`SELECT indexed FROM audit_text_state`).Scan(&indexed)
-			s.db.Raw(`SELECT max(id) FROM audit_text_keys`).Scan(&last)
-			if indexed != last || last != len(args) {
-				t.Fatalf("indexed up to %d of %d calls, want all %d", indexed, last, len(args))
+			var followed, keys int
+			s.db.Raw(`SELECT seq FROM derived_marks WHERE name = ? AND chain = 0`, markText).Scan(&followed)
+			s.db.Raw(`SELECT count(*) FROM audit_text_keys`).Scan(&keys)
+			if followed != len(args) || keys != len(args) {
+				t.Fatalf("followed %d events and indexed %d calls, want all %d", followed, keys, len(args))
 			}
 		}
 		for _, text := range texts {
@@ -102,7 +102,11 @@ func TestTheTextIndexFindsWhatLikeFinds(t *testing.T) {
 	}
 	// Staff edit a call: its old arguments no longer find it, its new ones do.
 	err = s.Write(ctx, func(tx *Tx) error {
-		return tx.EditPendingCall("call_0", models.CallEdit{Args: `{"order_id":"A1002","reason":"dented lid"}`, OriginalArgs: args[0], RequiredApprovals: 1})
+		if err := tx.EditPendingCall("call_0", models.CallEdit{Args: `{"order_id":"A1002","reason":"dented lid"}`, ArgsHash: "edited",
+			OriginalArgs: args[0], RequiredApprovals: 1}); err != nil {
+			return err
+		}
+		return tx.Audit(models.Event{Actor: "staff", Kind: models.EventActionEdited, Subject: "call_0"})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -112,10 +116,8 @@ func TestTheTextIndexFindsWhatLikeFinds(t *testing.T) {
 			t.Errorf("after the edit, %q: the search found %v, LIKE finds %v", text, got, want)
 		}
 	}
-	for n := 1; n > 0; {
-		if n, err = s.IndexText(ctx); err != nil {
-			t.Fatal(err)
-		}
+	if err := s.FollowAll(ctx); err != nil {
+		t.Fatal(err)
 	}
 	for _, text := range []string{"dented", "BROKEN", "A1002"} {
 		if want, got := like(text), found(text); !slices.Equal(got, want) {
@@ -143,10 +145,12 @@ func needFTS5(t *testing.T, s *Store) {
 	}
 }
 
-// A binary without FTS5 opening the file takes the index's triggers away;
+// A binary without FTS5 leaves the index be and does not follow it;
 // meanwhile the search reads the calls, and finds them all; the next binary
-// with FTS5 makes the index again, with the calls written in between.
-func TestTheTextIndexIsMadeAgainAfterABuildWithoutIt(t *testing.T) {
+// with FTS5 takes the index up from where it was, with the calls written in
+// between. A file of the layout before the follower (keys without the
+// arguments' version, kept by triggers) is made again.
+func TestTheTextIndexCatchesUpAfterABuildWithoutIt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "search.db")
 	s, err := Open(path, Options{})
 	if err != nil {
@@ -160,8 +164,14 @@ func TestTheTextIndexIsMadeAgainAfterABuildWithoutIt(t *testing.T) {
 			if err := tx.CreateRun(&models.Run{ID: "run_" + id, Status: models.RunActive}); err != nil {
 				return err
 			}
-			return tx.CreateToolCall(&models.ToolCall{ID: id, RunID: "run_" + id, Tool: "t", Status: models.CallPending, Args: args, RawArgs: args})
+			if err := tx.CreateToolCall(&models.ToolCall{ID: id, RunID: "run_" + id, Tool: "t", Status: models.CallPending, Args: args, RawArgs: args}); err != nil {
+				return err
+			}
+			return tx.Audit(models.Event{Actor: "model", Kind: models.EventCallPending, Subject: id})
 		})
+		if err == nil {
+			err = s.FollowAll(ctx)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,34 +189,44 @@ func TestTheTextIndexIsMadeAgainAfterABuildWithoutIt(t *testing.T) {
 		slices.Sort(ids)
 		return ids
 	}
+	indexed := func(s *Store) []string {
+		var ids []string
+		s.db.Raw(`SELECT k.call_id FROM audit_text t JOIN audit_text_keys k ON k.id = t.rowid WHERE audit_text MATCH '"Q700"' ORDER BY 1`).Scan(&ids)
+		return ids
+	}
 	add(s, "call_1", `{"order_id":"Q7001"}`)
-	if !s.TextIndexed() {
-		t.Fatal("a new file has no text index")
+	if !s.TextIndexed() || !slices.Equal(indexed(s), []string{"call_1"}) {
+		t.Fatalf("a new file's index is not kept: %v, %v", s.TextIndexed(), indexed(s))
 	}
-	// What a build without FTS5 does when it opens the file.
-	err = s.Write(ctx, func(tx *Tx) error {
-		for _, tr := range textTriggers {
-			if _, err := tx.exec("DROP TRIGGER " + tr); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s.textKept = false // what a build without FTS5 is
 	add(s, "call_2", `{"order_id":"Q7002"}`)
-	if s.TextIndexed() || !slices.Equal(found(s, "Q700"), []string{"call_1", "call_2"}) {
-		t.Fatalf("without its triggers the index is used (%v) or the search misses a call: %v", s.TextIndexed(), found(s, "Q700"))
+	if !slices.Equal(indexed(s), []string{"call_1"}) || !slices.Equal(found(s, "Q700"), []string{"call_1", "call_2"}) {
+		t.Fatalf("without FTS5 the index moved (%v) or the search misses a call: %v", indexed(s), found(s, "Q700"))
 	}
 	s.Close()
 	s, err = Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
 	add(s, "call_3", `{"order_id":"Q7003"}`)
-	if !s.TextIndexed() || !slices.Equal(found(s, "Q700"), []string{"call_1", "call_2", "call_3"}) {
-		t.Fatalf("the index was not made again with every call: indexed %v, found %v", s.TextIndexed(), found(s, "Q700"))
+	want := []string{"call_1", "call_2", "call_3"}
+	if !s.TextIndexed() || !slices.Equal(indexed(s), want) || !slices.Equal(found(s, "Q700"), want) {
+		t.Fatalf("the index did not catch up: indexed %v, found %v", indexed(s), found(s, "Q700"))
+	}
+	// The layout before the follower.
+	for _, q := range []string{`DROP TABLE audit_text_keys`, `CREATE TABLE audit_text_keys (id INTEGER PRIMARY KEY, call_id TEXT NOT NULL)`,
+		`CREATE TABLE audit_text_state (id INTEGER PRIMARY KEY CHECK (id = 1), indexed INTEGER NOT NULL)`, `DROP TABLE audit_text`,
+		`CREATE VIRTUAL TABLE audit_text USING fts5(args, raw_args, content='', tokenize='trigram')`} {
+		if err := s.db.Exec(q).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	if s, err = Open(path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !slices.Equal(indexed(s), want) || !slices.Equal(found(s, "Q700"), want) {
+		t.Fatalf("the index of the old layout was not made again: indexed %v, found %v", indexed(s), found(s, "Q700"))
 	}
 }

@@ -29,9 +29,10 @@ type Store struct {
 	wdb     *gorm.DB         // the single writer connection, used only by the writer goroutine
 	writer  *writer          // SQLite: the single batching writer
 	wal     *walCheckpointer // SQLite: the write-ahead log's checkpoints
-	// indexer keeps the audit search's index up to date (SQLite with FTS5).
-	indexer *textIndexer
-	d       dialect
+	// textKept says SQLite's driver has FTS5 and the audit search's
+	// index is made (textindex.go); the follower keeps it.
+	textKept bool
+	d        dialect
 	// pool is PostgreSQL's connection pool: reads and write transactions,
 	// each unit of work in a transaction of its own (postgres.go).
 	pool *sql.DB
@@ -130,9 +131,7 @@ func Open(path string, opts Options) (*Store, error) {
 		closePool(wdb)
 		return nil, err
 	}
-	if indexed {
-		s.indexer = s.startTextIndexer(200 * time.Millisecond)
-	}
+	s.textKept = indexed
 	return s, nil
 }
 
@@ -203,7 +202,6 @@ func (s *Store) Close() error {
 		}
 		return errors.Join(released, closePool(s.reports), s.pool.Close())
 	}
-	s.indexer.close()
 	s.writer.close()
 	s.wal.close()
 	s.reads.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })

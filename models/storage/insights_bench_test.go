@@ -29,16 +29,11 @@ func BenchmarkInsights(b *testing.B) {
 	start := time.Now()
 	seedHistory(b, s, calls)
 	ctx := context.Background()
-	// The audit search's indexer catches up first: it is background work
-	// of its own, not the page's.
-	for {
-		n, err := s.IndexText(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
+	// The seed wrote past the store (no event names its calls): the
+	// derived data (counts by hour, the search's index) is made from the
+	// calls first, background work of its own, not the page's.
+	if err := s.Rederive(ctx); err != nil {
+		b.Fatal(err)
 	}
 	b.Logf("seeded and indexed %d calls in %s", calls, time.Since(start).Round(time.Second))
 	q := InsightsQuery{Since: time.Now().Add(-720 * time.Hour)}

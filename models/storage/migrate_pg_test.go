@@ -84,7 +84,10 @@ func TestPostgresMigrationsMatchTheRecords(t *testing.T) {
 	}
 	rdb, _ := records.DB()
 	defer rdb.Close()
-	got, want := pgShape(t, migrated.pool), pgShape(t, rdb)
+	// The audit search's table (00024) is no record's: the follower keeps
+	// it (TestAuditTextSearchIgnoresCase).
+	got := slices.DeleteFunc(pgShape(t, migrated.pool), func(line string) bool { return strings.HasPrefix(line, "call_text.") })
+	want := pgShape(t, rdb)
 	names := func(lines []string) []string {
 		var out []string
 		for _, l := range lines {

@@ -31,8 +31,12 @@ func TestAuditTextSearchIgnoresCase(t *testing.T) {
 			return err
 		}
 		for i, args := range []string{`{"note":"Parcel for MÜLLER at Gate 5"}`, `{"note":"nothing to see"}`} {
-			if err := tx.CreateToolCall(&models.ToolCall{ID: models.NewID("call"), RunID: run, Tool: "note", Risk: "read",
-				Args: args, RawArgs: args, Status: models.CallSucceeded, Decision: "allow", TurnID: int64(i)}); err != nil {
+			c := &models.ToolCall{ID: models.NewID("call"), RunID: run, Tool: "note", Risk: "read",
+				Args: args, RawArgs: args, Status: models.CallSucceeded, Decision: "allow", TurnID: int64(i)}
+			if err := tx.CreateToolCall(c); err != nil {
+				return err
+			}
+			if err := tx.Audit(models.Event{Actor: "model", Kind: models.EventCallAllowed, Subject: c.ID}); err != nil {
 				return err
 			}
 		}
@@ -41,10 +45,18 @@ func TestAuditTextSearchIgnoresCase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{"gate 5", "GATE 5", "parcel for"} {
-		rows, err := s.AuditCalls(ctx, models.AuditQuery{Text: q, Limit: 10})
-		if err != nil || len(rows) != 1 || !strings.Contains(rows[0].Args, "Gate 5") {
-			t.Fatalf("search %q: %d rows, %v", q, len(rows), err)
+	// Before the follower has put them in the index and after.
+	for _, followed := range []bool{false, true} {
+		if followed {
+			if err := s.FollowAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, q := range []string{"gate 5", "GATE 5", "parcel for"} {
+			rows, err := s.AuditCalls(ctx, models.AuditQuery{Text: q, Limit: 10})
+			if err != nil || len(rows) != 1 || !strings.Contains(rows[0].Args, "Gate 5") {
+				t.Fatalf("followed %t, search %q: %d rows, %v", followed, q, len(rows), err)
+			}
 		}
 	}
 	if !s.Shared() {
@@ -63,7 +75,7 @@ func TestAuditTextSearchIgnoresCase(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, "SET enable_seqscan = off"); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := conn.QueryContext(ctx, `EXPLAIN SELECT id FROM tool_calls WHERE args ILIKE '%gate 5%'`)
+	rows, err := conn.QueryContext(ctx, `EXPLAIN SELECT call_id FROM call_text WHERE args ILIKE '%gate 5%'`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +86,7 @@ func TestAuditTextSearchIgnoresCase(t *testing.T) {
 		rows.Scan(&line)
 		plan = append(plan, line)
 	}
-	if !strings.Contains(strings.Join(plan, "\n"), "idx_tool_calls_args_trgm") {
+	if !strings.Contains(strings.Join(plan, "\n"), "idx_call_text_args_trgm") {
 		t.Fatalf("the text search cannot use the trigram index:\n%s", strings.Join(plan, "\n"))
 	}
 }

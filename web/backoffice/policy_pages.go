@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/pmezard/go-difflib/difflib"
@@ -286,6 +287,17 @@ func fmtShare(x float64) string { return strconv.FormatFloat(x*100, 'f', 0, 64) 
 
 func count(n int64) string { return strconv.FormatInt(n, 10) }
 
+// freshness says how fresh the counts of past hours are.
+func freshness(at *time.Time) string {
+	switch {
+	case at == nil:
+		return ""
+	case at.IsZero():
+		return "Calls of past hours are not all counted yet: the audit log has not been read to its end since this database was made. This hour's calls are counted as they happen."
+	}
+	return "Calls of past hours counted as of " + at.UTC().Format("2006-01-02 15:04:05") + " UTC; this hour's are counted as they happen."
+}
+
 // insightsPage is GET /insights (auditors, supervisors, admins).
 func (s *Office) insightsPage(c echo.Context) error {
 	q, since, err := insightsQuery(c)
@@ -298,6 +310,7 @@ func (s *Office) insightsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	v.Fresh = freshness(rep.CountedAt)
 	for _, r := range rep.Rules {
 		v.Rules = append(v.Rules, views.InsightRuleRow{Tool: r.Tool, Rule: r.Rule, Band: r.Band, Calls: count(r.Calls), Allowed: count(r.Allowed),
 			Denied: count(r.Denied), Held: count(r.Held), Approved: count(r.Approved), Edited: count(r.Edited), Rejected: count(r.Rejected),
