@@ -40,24 +40,49 @@ func Outcome(decision string, status models.CallStatus) string {
 // countCalls brings call_hours up to date for the calls: each call's
 // count moves from what it was last counted as to what it is now.
 func countCalls(db *gorm.DB, ids []string) error {
+	delta := map[counted]int64{}
+	var moved []any
+	for part := range slices.Chunk(ids, 500) {
+		var err error
+		if moved, err = recount(db, part, delta, moved); err != nil {
+			return err
+		}
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	if err := addHours(db, delta); err != nil {
+		return err
+	}
+	for rows := range slices.Chunk(moved, 6*500) {
+		if err := db.Exec(`INSERT INTO call_counted (call_id, hour, tool, rule, decision, outcome) VALUES `+rowsOf(len(rows)/6, 6)+`
+			ON CONFLICT (call_id) DO UPDATE SET hour = excluded.hour, tool = excluded.tool, rule = excluded.rule,
+			decision = excluded.decision, outcome = excluded.outcome`, rows...).Error; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recount adds to delta how the calls' counts move, and to moved the rows
+// of call_counted that change.
+func recount(db *gorm.DB, ids []string, delta map[counted]int64, moved []any) ([]any, error) {
 	var now []struct {
 		ID, Tool, Rule, Decision string
 		Status                   models.CallStatus
 		CreatedAt                time.Time
 	}
 	if err := db.Raw(`SELECT id, tool, rule, decision, status, created_at FROM tool_calls WHERE id IN ?`, ids).Scan(&now).Error; err != nil {
-		return err
+		return nil, err
 	}
 	var was []models.CallCounted
 	if err := db.Raw(`SELECT call_id, hour, tool, rule, decision, outcome FROM call_counted WHERE call_id IN ?`, ids).Scan(&was).Error; err != nil {
-		return err
+		return nil, err
 	}
 	before := make(map[string]counted, len(was))
 	for _, w := range was {
 		before[w.CallID] = counted{w.Hour, w.Tool, w.Rule, w.Decision, w.Outcome}
 	}
-	delta := map[counted]int64{}
-	var moved []any
 	for _, c := range now {
 		is := counted{c.CreatedAt.UTC().Format(HourFormat), c.Tool, c.Rule, c.Decision, Outcome(c.Decision, c.Status)}
 		old, ok := before[c.ID]
@@ -70,15 +95,7 @@ func countCalls(db *gorm.DB, ids []string) error {
 		delta[is]++
 		moved = append(moved, c.ID, is.Hour, is.Tool, is.Rule, is.Decision, is.Outcome)
 	}
-	if len(moved) == 0 {
-		return nil
-	}
-	if err := addHours(db, delta); err != nil {
-		return err
-	}
-	return db.Exec(`INSERT INTO call_counted (call_id, hour, tool, rule, decision, outcome) VALUES `+rowsOf(len(moved)/6, 6)+`
-		ON CONFLICT (call_id) DO UPDATE SET hour = excluded.hour, tool = excluded.tool, rule = excluded.rule,
-		decision = excluded.decision, outcome = excluded.outcome`, moved...).Error
+	return moved, nil
 }
 
 // addHours adds the changes to call_hours, in one statement, in the order
@@ -97,12 +114,17 @@ func addHours(db *gorm.DB, delta map[counted]int64) error {
 		return strings.Compare(a.Hour+"\x00"+a.Tool+"\x00"+a.Rule+"\x00"+a.Decision+"\x00"+a.Outcome,
 			b.Hour+"\x00"+b.Tool+"\x00"+b.Rule+"\x00"+b.Decision+"\x00"+b.Outcome)
 	})
-	args := make([]any, 0, 6*len(keys))
-	for _, k := range keys {
-		args = append(args, k.Hour, k.Tool, k.Rule, k.Decision, k.Outcome, delta[k])
+	for part := range slices.Chunk(keys, 500) {
+		args := make([]any, 0, 6*len(part))
+		for _, k := range part {
+			args = append(args, k.Hour, k.Tool, k.Rule, k.Decision, k.Outcome, delta[k])
+		}
+		if err := db.Exec(`INSERT INTO call_hours (hour, tool, rule, decision, outcome, n) VALUES `+rowsOf(len(part), 6)+`
+			ON CONFLICT (hour, tool, rule, decision, outcome) DO UPDATE SET n = call_hours.n + excluded.n`, args...).Error; err != nil {
+			return err
+		}
 	}
-	return db.Exec(`INSERT INTO call_hours (hour, tool, rule, decision, outcome, n) VALUES `+rowsOf(len(keys), 6)+`
-		ON CONFLICT (hour, tool, rule, decision, outcome) DO UPDATE SET n = call_hours.n + excluded.n`, args...).Error
+	return nil
 }
 
 // rowsOf is n rows of k placeholders each, for a multi-row VALUES.
@@ -114,9 +136,14 @@ func rowsOf(n, k int) string {
 // keepCallText puts the calls' arguments as they are now in the search's
 // table (PostgreSQL: call_text, with trigram indexes), once per version.
 func keepCallText(db *gorm.DB, ids []string) error {
-	return db.Exec(`INSERT INTO call_text (call_id, args_hash, args, raw_args)
-		SELECT id, COALESCE(args_hash, ''), COALESCE(args, ''), COALESCE(raw_args, '') FROM tool_calls WHERE id IN ? ORDER BY created_at, id
-		ON CONFLICT (call_id, args_hash) DO NOTHING`, ids).Error
+	for part := range slices.Chunk(ids, 500) {
+		if err := db.Exec(`INSERT INTO call_text (call_id, args_hash, args, raw_args)
+			SELECT id, COALESCE(args_hash, ''), COALESCE(args, ''), COALESCE(raw_args, '') FROM tool_calls WHERE id IN ? ORDER BY created_at, id
+			ON CONFLICT (call_id, args_hash) DO NOTHING`, part).Error; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // outcomeSQL is Outcome in SQL, over a call's decision and status.

@@ -3,7 +3,6 @@ package storage
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -104,7 +103,8 @@ func (s *Store) followOnce(ctx context.Context, f follower) (int, error) {
 }
 
 // followPass reads each chain's events past the follower's mark, applies
-// them and moves the mark; a chain found at its end is caught up now.
+// them and moves the marks; when every chain was read to its end, they are
+// caught up now.
 func (s *Store) followPass(db *gorm.DB, f follower) (int, error) {
 	// A chain begun since the last pass is followed from its start.
 	if err := db.Exec(`INSERT INTO derived_marks (name, chain, seq) SELECT ?, chain, 0 FROM audit_heads WHERE 1 = 1
@@ -119,8 +119,14 @@ func (s *Store) followPass(db *gorm.DB, f follower) (int, error) {
 	if err := db.Raw(`SELECT chain, seq FROM derived_marks WHERE name = ? ORDER BY chain`+lock, f.name).Scan(&marks).Error; err != nil {
 		return 0, err
 	}
-	now := s.now()
-	most := 0
+	now, most, caughtUp := s.now(), 0, true
+	// Every chain's calls are applied together, so that the rows of a
+	// derived table are taken in one order (two instances' followers of
+	// other chains cannot deadlock).
+	var calls []string
+	named := map[string]bool{}
+	type moved struct{ chain, to int64 }
+	var moves []moved
 	for _, m := range marks {
 		var events []struct {
 			Seq     int64
@@ -131,28 +137,35 @@ func (s *Store) followPass(db *gorm.DB, f follower) (int, error) {
 			m.Chain, m.Seq, followBatch).Scan(&events).Error; err != nil {
 			return 0, err
 		}
-		var calls []string
 		for _, e := range events {
-			if e.Kind.AboutCall() && !slices.Contains(calls, e.Subject) {
+			if e.Kind.AboutCall() && !named[e.Subject] {
+				named[e.Subject] = true
 				calls = append(calls, e.Subject)
 			}
 		}
-		for part := range slices.Chunk(calls, 500) {
-			if err := f.apply(db, part); err != nil {
-				return 0, err
-			}
-		}
-		set, args := "seq = ?", []any{m.Seq}
+		to := m.Seq
 		if len(events) > 0 {
-			args[0] = events[len(events)-1].Seq
+			to = events[len(events)-1].Seq
 		}
-		if len(events) < followBatch {
-			set, args = set+", caught_up_at = ?", append(args, now)
+		moves = append(moves, moved{m.Chain, to})
+		most = max(most, len(events))
+		if len(events) == followBatch {
+			caughtUp = false
 		}
-		if err := db.Exec(`UPDATE derived_marks SET `+set+` WHERE name = ? AND chain = ?`, append(args, f.name, m.Chain)...).Error; err != nil {
+	}
+	if len(calls) > 0 {
+		if err := f.apply(db, calls); err != nil {
 			return 0, err
 		}
-		most = max(most, len(events))
+	}
+	for _, m := range moves {
+		set, args := "seq = ?", []any{m.to}
+		if caughtUp {
+			set, args = set+", caught_up_at = ?", append(args, now)
+		}
+		if err := db.Exec(`UPDATE derived_marks SET `+set+` WHERE name = ? AND chain = ?`, append(args, f.name, m.chain)...).Error; err != nil {
+			return 0, err
+		}
 	}
 	return most, nil
 }

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -122,9 +123,11 @@ func keepAuditText(db *gorm.DB, ids []string) error {
 	if err := db.Raw(`SELECT coalesce(max(id), 0) FROM audit_text_keys`).Scan(&last).Error; err != nil {
 		return err
 	}
-	if err := db.Exec(`INSERT OR IGNORE INTO audit_text_keys (call_id, args_hash)
-		SELECT id, coalesce(args_hash, '') FROM tool_calls WHERE id IN ? ORDER BY created_at, id`, ids).Error; err != nil {
-		return err
+	for part := range slices.Chunk(ids, 500) {
+		if err := db.Exec(`INSERT OR IGNORE INTO audit_text_keys (call_id, args_hash)
+			SELECT id, coalesce(args_hash, '') FROM tool_calls WHERE id IN ? ORDER BY created_at, id`, part).Error; err != nil {
+			return err
+		}
 	}
 	return db.Exec(`INSERT INTO audit_text (rowid, args, raw_args) SELECT k.id, coalesce(c.args, ''), coalesce(c.raw_args, '')
 		FROM audit_text_keys k JOIN tool_calls c ON c.id = k.call_id WHERE k.id > ?`, last).Error
