@@ -19,7 +19,7 @@ const SweepEvery = 5 * time.Second
 // FollowEvery is how often the derived data (the insights' counts by hour,
 // the audit search's index) is brought up to date with the audit log
 // (storage.Store.Follow): how far behind the insights may be.
-const FollowEvery = 500 * time.Millisecond
+const FollowEvery = time.Second
 
 // follow keeps the derived data up to date, a batch after another until
 // it has caught up, then once a tick.

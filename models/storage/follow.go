@@ -64,14 +64,30 @@ func (s *Store) followers() []follower {
 }
 
 // Follow brings every derived table up to date with the audit log, a batch
-// of events per chain at most, and says whether there is more to read.
+// of events per chain at most, and says whether there is more to read. When
+// nothing is new it costs one read; else one transaction for every table.
 func (s *Store) Follow(ctx context.Context) (more bool, err error) {
-	for _, f := range s.followers() {
-		n, err := s.followOnce(ctx, f)
-		if err != nil {
-			return false, fmt.Errorf("follow the audit log for %s: %w", f.name, err)
-		}
-		more = more || n == followBatch
+	fs := s.followers()
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.name
+	}
+	st, err := s.followState(s.db.WithContext(ctx), names)
+	if err != nil || !st.behind {
+		return false, err
+	}
+	pass := func(db *gorm.DB) error {
+		var err error
+		more, err = s.followPass(db, fs, names, st.unmarked)
+		return err
+	}
+	if s.d.pg {
+		err = s.db.WithContext(ctx).Transaction(pass)
+	} else {
+		err = s.Write(ctx, func(tx *Tx) error { return pass(tx.db) })
+	}
+	if err != nil {
+		return false, fmt.Errorf("follow the audit log: %w", err)
 	}
 	return more, nil
 }
@@ -87,87 +103,167 @@ func (s *Store) FollowAll(ctx context.Context) error {
 	}
 }
 
-// followOnce is one pass of one follower, in a transaction of its own: on
-// PostgreSQL apart from the writer, whose batches hold a chain's head.
-func (s *Store) followOnce(ctx context.Context, f follower) (int, error) {
-	var most int
-	pass := func(db *gorm.DB) error {
-		var err error
-		most, err = s.followPass(db, f)
-		return err
-	}
-	if s.d.pg {
-		return most, s.db.WithContext(ctx).Transaction(pass)
-	}
-	return most, s.Write(ctx, func(tx *Tx) error { return pass(tx.db) })
+// followState is where the derived tables stand against the chains' heads,
+// in one read: whether any is behind, whether a chain has no mark yet, and
+// as of when the oldest has read everything (the zero time: never).
+type followState struct {
+	behind, unmarked bool
+	fresh            time.Time
 }
 
-// followPass reads each chain's events past the follower's mark, applies
-// them and moves the marks; when every chain was read to its end, they are
-// caught up now.
-func (s *Store) followPass(db *gorm.DB, f follower) (int, error) {
-	// A chain begun since the last pass is followed from its start.
-	if err := db.Exec(`INSERT INTO derived_marks (name, chain, seq) SELECT ?, chain, 0 FROM audit_heads WHERE 1 = 1
-		ON CONFLICT (name, chain) DO NOTHING`, f.name).Error; err != nil {
-		return 0, err
+func (s *Store) followState(db *gorm.DB, names []string) (followState, error) {
+	var rows []struct {
+		Chain, Head int64
+		Name        *string
+		Seq         int64
+		CaughtUpAt  *time.Time
+	}
+	err := db.Raw(`SELECT h.chain, h.seq AS head, m.name, COALESCE(m.seq, 0) AS seq, m.caught_up_at FROM audit_heads h
+		LEFT JOIN derived_marks m ON m.chain = h.chain AND m.name IN ?`, names).Scan(&rows).Error
+	if err != nil {
+		return followState{}, fmt.Errorf("read how far the derived data has followed the audit log: %w", err)
+	}
+	now := s.now()
+	st := followState{fresh: now}
+	marked := map[int64]int{}
+	for _, r := range rows {
+		if r.Name == nil {
+			st.behind, st.unmarked, st.fresh = st.behind || r.Head > 0, true, time.Time{}
+			continue
+		}
+		marked[r.Chain]++
+		switch {
+		case r.Seq >= r.Head: // read to its head as of this read
+		case r.CaughtUpAt == nil:
+			st.behind, st.fresh = true, time.Time{}
+		default:
+			st.behind = true
+			if !st.fresh.IsZero() && r.CaughtUpAt.Before(st.fresh) {
+				st.fresh = r.CaughtUpAt.UTC()
+			}
+		}
+	}
+	for _, n := range marked {
+		if n < len(names) { // a table with no mark on this chain
+			st.behind, st.unmarked, st.fresh = true, true, time.Time{}
+		}
+	}
+	return st, nil
+}
+
+// followPass reads each chain's events past the marks, applies them to
+// every derived table and moves the marks; when every chain was read to its
+// end, the tables are caught up now. Every chain's calls are applied
+// together, so that the rows of a derived table are taken in one order (two
+// instances' followers of other chains cannot deadlock).
+func (s *Store) followPass(db *gorm.DB, fs []follower, names []string, unmarked bool) (more bool, err error) {
+	if unmarked { // a chain begun since is followed from its start
+		for _, name := range names {
+			if err := db.Exec(`INSERT INTO derived_marks (name, chain, seq) SELECT ?, chain, 0 FROM audit_heads WHERE 1 = 1
+				ON CONFLICT (name, chain) DO NOTHING`, name).Error; err != nil {
+				return false, err
+			}
+		}
 	}
 	lock := ""
 	if s.d.pg {
 		lock = " FOR UPDATE SKIP LOCKED" // another instance follows it now
 	}
-	var marks []struct{ Chain, Seq int64 }
-	if err := db.Raw(`SELECT chain, seq FROM derived_marks WHERE name = ? ORDER BY chain`+lock, f.name).Scan(&marks).Error; err != nil {
-		return 0, err
+	var marks []mark
+	if err := db.Raw(`SELECT name, chain, seq FROM derived_marks WHERE name IN ? ORDER BY chain, name`+lock, names).Scan(&marks).Error; err != nil {
+		return false, err
 	}
-	now, most, caughtUp := s.now(), 0, true
-	// Every chain's calls are applied together, so that the rows of a
-	// derived table are taken in one order (two instances' followers of
-	// other chains cannot deadlock).
-	var calls []string
-	named := map[string]bool{}
-	type moved struct{ chain, to int64 }
-	var moves []moved
+	from := map[int64]int64{} // each chain is read once, from its lowest mark
+	var chains []int64
 	for _, m := range marks {
-		var events []struct {
-			Seq     int64
-			Kind    models.EventKind
-			Subject string
+		if f, ok := from[m.Chain]; !ok || m.Seq < f {
+			if !ok {
+				chains = append(chains, m.Chain)
+			}
+			from[m.Chain] = m.Seq
 		}
-		if err := db.Raw(`SELECT seq, kind, subject FROM audit_events WHERE chain = ? AND seq > ? ORDER BY seq LIMIT ?`,
-			m.Chain, m.Seq, followBatch).Scan(&events).Error; err != nil {
-			return 0, err
+	}
+	calls := make(map[string][]string, len(fs))
+	named := make(map[string]map[string]bool, len(fs))
+	to := map[int64]int64{}
+	for _, chain := range chains {
+		seq := from[chain]
+		events, err := eventsPast(db, chain, seq)
+		if err != nil {
+			return false, err
 		}
-		for _, e := range events {
-			if e.Kind.AboutCall() && !named[e.Subject] {
-				named[e.Subject] = true
-				calls = append(calls, e.Subject)
+		to[chain] = seq
+		if len(events) > 0 {
+			to[chain] = events[len(events)-1].Seq
+		}
+		more = more || len(events) == followBatch
+		for _, m := range marks {
+			if m.Chain != chain {
+				continue
+			}
+			for _, e := range events {
+				if e.Seq > m.Seq && e.Kind.AboutCall() && !named[m.Name][e.Subject] {
+					if named[m.Name] == nil {
+						named[m.Name] = map[string]bool{}
+					}
+					named[m.Name][e.Subject] = true
+					calls[m.Name] = append(calls[m.Name], e.Subject)
+				}
 			}
 		}
-		to := m.Seq
-		if len(events) > 0 {
-			to = events[len(events)-1].Seq
-		}
-		moves = append(moves, moved{m.Chain, to})
-		most = max(most, len(events))
-		if len(events) == followBatch {
-			caughtUp = false
+	}
+	for _, f := range fs {
+		if len(calls[f.name]) > 0 {
+			if err := f.apply(db, calls[f.name]); err != nil {
+				return false, fmt.Errorf("%s: %w", f.name, err)
+			}
 		}
 	}
-	if len(calls) > 0 {
-		if err := f.apply(db, calls); err != nil {
-			return 0, err
+	return more, s.moveMarks(db, marks, to, !more)
+}
+
+// eventsPast is a batch of one chain's events after seq.
+func eventsPast(db *gorm.DB, chain, seq int64) ([]followed, error) {
+	var events []followed
+	err := db.Raw(`SELECT seq, kind, subject FROM audit_events WHERE chain = ? AND seq > ? ORDER BY seq LIMIT ?`,
+		chain, seq, followBatch).Scan(&events).Error
+	return events, err
+}
+
+// mark is how far one derived table has read one chain.
+type mark struct {
+	Name       string
+	Chain, Seq int64
+}
+
+// followed is what the follower reads of an event.
+type followed struct {
+	Seq     int64
+	Kind    models.EventKind
+	Subject string
+}
+
+// moveMarks moves every mark read to where its chain was read to, in one
+// statement per chain.
+func (s *Store) moveMarks(db *gorm.DB, marks []mark, to map[int64]int64, caughtUp bool) error {
+	byChain := map[int64][]string{}
+	var chains []int64
+	for _, m := range marks {
+		if byChain[m.Chain] == nil {
+			chains = append(chains, m.Chain)
 		}
+		byChain[m.Chain] = append(byChain[m.Chain], m.Name)
 	}
-	for _, m := range moves {
-		set, args := "seq = ?", []any{m.to}
+	for _, chain := range chains {
+		set, args := "seq = ?", []any{to[chain]}
 		if caughtUp {
-			set, args = set+", caught_up_at = ?", append(args, now)
+			set, args = set+", caught_up_at = ?", append(args, s.now())
 		}
-		if err := db.Exec(`UPDATE derived_marks SET `+set+` WHERE name = ? AND chain = ?`, append(args, f.name, m.chain)...).Error; err != nil {
-			return 0, err
+		if err := db.Exec(`UPDATE derived_marks SET `+set+` WHERE chain = ? AND name IN ?`, append(args, chain, byChain[chain])...).Error; err != nil {
+			return err
 		}
 	}
-	return most, nil
+	return nil
 }
 
 // unfollowed is a query of the ids of the calls named by events the
@@ -191,32 +287,12 @@ func (s *Store) unfollowed(db *gorm.DB, name string) (string, []any, error) {
 	return `SELECT subject FROM audit_events WHERE ` + strings.Join(where, " OR "), args, nil
 }
 
-// FollowedAt is when the derived table name had last read every chain to
-// its end: what it shows counts every call changed before then. The zero
-// time: a chain it has never read to the end.
+// FollowedAt is as of when the derived table name had read every chain:
+// what it shows counts every call changed before then. The zero time: a
+// chain it has never read to the end.
 func (s *Store) FollowedAt(ctx context.Context, name string) (time.Time, error) {
-	var rows []struct {
-		Chain      int64
-		CaughtUpAt *time.Time
-	}
-	err := s.db.WithContext(ctx).Raw(`SELECT h.chain, m.caught_up_at FROM audit_heads h
-		LEFT JOIN derived_marks m ON m.name = ? AND m.chain = h.chain`, name).Scan(&rows).Error
-	if err != nil {
-		return time.Time{}, fmt.Errorf("read how far %s has followed the audit log: %w", name, err)
-	}
-	var oldest time.Time
-	for i, r := range rows {
-		if r.CaughtUpAt == nil {
-			return time.Time{}, nil
-		}
-		if i == 0 || r.CaughtUpAt.Before(oldest) {
-			oldest = *r.CaughtUpAt
-		}
-	}
-	if len(rows) == 0 {
-		return s.now(), nil // nothing recorded yet: nothing to follow
-	}
-	return oldest.UTC(), nil
+	st, err := s.followState(s.db.WithContext(ctx), []string{name})
+	return st.fresh, err
 }
 
 // HoursCountedAt is FollowedAt for the insights' counts by hour.
