@@ -2,7 +2,6 @@ package storage_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"maps"
 	"slices"
@@ -134,24 +133,10 @@ func follow(t *testing.T, s *storage.Store) {
 	}
 }
 
-func rawDB(t *testing.T, dsn string) *sql.DB {
-	t.Helper()
-	driver := "sqlite3"
-	if storage.IsPostgres(dsn) {
-		driver = "pgx"
-	}
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 // callHours is call_hours, its counts that are not 0.
 func callHours(t *testing.T, dsn string) map[string]int64 {
 	t.Helper()
-	rows, err := rawDB(t, dsn).Query(`SELECT hour, tool, rule, decision, outcome, n FROM call_hours WHERE n <> 0`)
+	rows, err := storetest.Raw(t, dsn).Query(`SELECT hour, tool, rule, decision, outcome, n FROM call_hours WHERE n <> 0`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +156,7 @@ func callHours(t *testing.T, dsn string) map[string]int64 {
 // countedFromCalls is what call_hours should say, from the calls.
 func countedFromCalls(t *testing.T, dsn string) map[string]int64 {
 	t.Helper()
-	rows, err := rawDB(t, dsn).Query(`SELECT created_at, tool, rule, decision, status FROM tool_calls`)
+	rows, err := storetest.Raw(t, dsn).Query(`SELECT created_at, tool, rule, decision, status FROM tool_calls`)
 	if err != nil {
 		t.Fatal(err)
 	}

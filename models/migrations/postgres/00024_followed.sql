@@ -5,7 +5,7 @@
 -- chain) and brings call_hours (with call_counted: how each call is counted
 -- now) and call_text (each version of a call's arguments, with the trigram
 -- indexes tool_calls had) up to date. What exists is counted and indexed
--- here, up to every chain's head.
+-- here, up to every chain's head; as of when is the follower's to say.
 
 -- +goose Up
 CREATE TABLE derived_marks (
@@ -38,8 +38,8 @@ INSERT INTO call_text (call_id, args_hash, args, raw_args)
 CREATE UNIQUE INDEX idx_call_text_version ON call_text (call_id, args_hash);
 CREATE INDEX idx_call_text_args_trgm ON call_text USING gin (args gin_trgm_ops);
 CREATE INDEX idx_call_text_raw_args_trgm ON call_text USING gin (raw_args gin_trgm_ops);
-INSERT INTO derived_marks (name, chain, seq, caught_up_at)
-    SELECT n.name, h.chain, h.seq, now() FROM audit_heads h CROSS JOIN (VALUES ('call_hours'), ('call_text')) AS n (name);
+INSERT INTO derived_marks (name, chain, seq)
+    SELECT n.name, h.chain, h.seq FROM audit_heads h CROSS JOIN (VALUES ('call_hours'), ('call_text')) AS n (name);
 DROP TRIGGER call_hours_changed ON tool_calls;
 DROP TRIGGER call_hours_recorded ON tool_calls;
 DROP FUNCTION call_hours_count();

@@ -26,7 +26,7 @@ CREATE TABLE call_counted (
 INSERT INTO call_counted (call_id, hour, tool, rule, decision, outcome)
     SELECT id, substr(created_at, 1, 13), COALESCE(tool, ''), COALESCE(rule, ''), COALESCE(decision, ''), (CASE decision WHEN 'allow' THEN 'allowed' WHEN 'deny' THEN 'denied' WHEN 'needs_approval' THEN (CASE WHEN status IN ('approved', 'executing', 'succeeded', 'failed', 'unknown') THEN 'approved' ELSE COALESCE(status, '') END) ELSE COALESCE(status, '') END)
     FROM tool_calls;
-INSERT INTO derived_marks (name, chain, seq, caught_up_at) SELECT 'call_hours', chain, seq, strftime('%Y-%m-%d %H:%M:%f+00:00', 'now') FROM audit_heads;
+INSERT INTO derived_marks (name, chain, seq) SELECT 'call_hours', chain, seq FROM audit_heads;
 DROP TRIGGER call_hours_changed;
 DROP TRIGGER call_hours_recorded;
 DROP TRIGGER IF EXISTS audit_text_insert;

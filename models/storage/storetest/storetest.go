@@ -85,9 +85,9 @@ func OpenWith(t testing.TB, opts storage.Options) (*storage.Store, string) {
 	return s, dsn
 }
 
-// Tamper runs statements on a test's database (dsn, as DSN gave it) behind
-// the store's back, as someone holding the database's password could.
-func Tamper(t testing.TB, dsn string, stmts ...string) {
+// Raw is a database/sql handle on a test's database (dsn, as DSN gave it),
+// behind the store's back; it is closed after the test.
+func Raw(t testing.TB, dsn string) *sql.DB {
 	t.Helper()
 	driver := "sqlite3"
 	if storage.IsPostgres(dsn) {
@@ -97,7 +97,15 @@ func Tamper(t testing.TB, dsn string, stmts ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Tamper runs statements on a test's database (dsn, as DSN gave it) behind
+// the store's back, as someone holding the database's password could.
+func Tamper(t testing.TB, dsn string, stmts ...string) {
+	t.Helper()
+	db := Raw(t, dsn)
 	for _, s := range stmts {
 		if _, err := db.ExecContext(context.Background(), s); err != nil {
 			t.Fatalf("%s: %v", s, err)
