@@ -178,8 +178,9 @@ func TestInsightsOfASeededHistory(t *testing.T) {
 
 	// The page, and adopting the suggestion as a draft version.
 	admin := a.signIn("ada@shop.test")
-	if res, page := admin.get("/insights?since=720h"); res.StatusCode != 200 || !strings.Contains(page, "22 of 22") || !strings.Contains(page, "rubber stamp?") {
-		t.Fatalf("insights page: %d", res.StatusCode)
+	if res, page := admin.get("/insights?since=720h"); res.StatusCode != 200 || !strings.Contains(page, "22 of 22") || !strings.Contains(page, "rubber stamp?") ||
+		!strings.Contains(page, "Calls of past hours counted as of "+last.Format("2006-01-02 15:04:05")+" UTC") {
+		t.Fatalf("insights page: %d (or it does not say how fresh its counts are)", res.StatusCode)
 	}
 	adopt := "/insights/suggestions/" + sg["id"].(string) + "/adopt"
 	if res, _ := admin.post(adopt, url.Values{"since": {"720h"}}); res.StatusCode != http.StatusForbidden {
