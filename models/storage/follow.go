@@ -287,15 +287,10 @@ func (s *Store) unfollowed(db *gorm.DB, name string) (string, []any, error) {
 	return `SELECT subject FROM audit_events WHERE ` + strings.Join(where, " OR "), args, nil
 }
 
-// FollowedAt is as of when the derived table name had read every chain:
-// what it shows counts every call changed before then. The zero time: a
-// chain it has never read to the end.
-func (s *Store) FollowedAt(ctx context.Context, name string) (time.Time, error) {
-	st, err := s.followState(s.db.WithContext(ctx), []string{name})
-	return st.fresh, err
-}
-
-// HoursCountedAt is FollowedAt for the insights' counts by hour.
+// HoursCountedAt is as of when the insights' counts by hour had read every
+// chain: they count every call changed before then. The zero time: a chain
+// they have never read to the end.
 func (s *Store) HoursCountedAt(ctx context.Context) (time.Time, error) {
-	return s.FollowedAt(ctx, markHours)
+	st, err := s.followState(s.db.WithContext(ctx), []string{markHours})
+	return st.fresh, err
 }
